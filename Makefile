@@ -1,0 +1,32 @@
+# Developer entry points. `make demo` and `make test` are the README's two commands.
+SHELL := /bin/bash
+VENV_DIR ?= $(or $(EWBIK_VENV_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ewbik/venvs)
+PY42 := $(VENV_DIR)/bpy-4.2/bin/python
+PY52 := $(VENV_DIR)/bpy-5.2/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: venvs test test-solver test-blender demo bench build validate clean
+
+venvs:
+	@bash tools/bootstrap.sh
+
+test: venvs
+	@bash tools/run_tests.sh $(PYTEST_ARGS)
+
+test-solver: venvs
+	$(PY52) -m pytest tests/solver $(PYTEST_ARGS)
+
+demo: venvs
+	$(PY52) tools/demo.py
+
+bench: venvs
+	$(PY52) bench/bench_solver.py
+
+build: venvs
+	$(PY52) tools/build_extension.py --output-dir dist
+
+validate: venvs
+	$(PY52) tools/build_extension.py --validate-only
+
+clean:
+	rm -rf dist out

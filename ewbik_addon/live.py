@@ -1,0 +1,9 @@
+"""Placeholder module until it lands."""
+
+
+def register():
+    pass
+
+
+def unregister():
+    pass

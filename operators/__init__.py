@@ -1,0 +1,9 @@
+"""User actions (`bpy.ops.ewbik.*`), one module per job."""
+
+import bpy
+
+from . import bake, limits, pin, scene_io, solve
+
+CLASSES = pin.CLASSES + solve.CLASSES + limits.CLASSES + scene_io.CLASSES + bake.CLASSES
+
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -1,0 +1,3 @@
+"""Placeholder module until its operators land; exposes no classes yet."""
+
+CLASSES = ()

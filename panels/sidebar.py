@@ -1,0 +1,3 @@
+"""Placeholder module until the sidebar lands; exposes no classes yet."""
+
+CLASSES = ()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Create (or reuse) one virtual environment per supported Blender: bpy from PyPI plus the test tools.
+# Prints nothing but errors; venvs live outside the checkout so clean clones reuse them.
+set -euo pipefail
+
+VENV_DIR=${EWBIK_VENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ewbik/venvs}
+mkdir -p "$VENV_DIR"
+
+find_python() {  # find_python 3.11 -> path of an interpreter of that version
+    local want=$1 cand
+    for cand in "python$want" "$(command -v pyenv >/dev/null && pyenv root)/versions/$want"*/bin/python"$want"; do
+        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c "import sys,venv; assert sys.version.startswith('$want')" 2>/dev/null; then
+            command -v "$cand"; return 0
+        fi
+    done
+    if command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null && apt-get install -y -qq "python$want" "python$want-venv" >/dev/null 2>&1 || true
+        command -v "python$want" && return 0
+    fi
+    echo "bootstrap: no Python $want found (needed for its bpy wheel)" >&2
+    return 1
+}
+
+make_venv() {  # make_venv NAME PYTHON_VERSION PIP_SPEC...
+    local name=$1 pyver=$2; shift 2
+    local dir="$VENV_DIR/$name" stamp
+    stamp=$(printf '%s\n' "$@" | sha1sum | cut -c1-12)
+    if [ -f "$dir/.stamp-$stamp" ]; then return 0; fi
+    rm -rf "$dir"
+    "$(find_python "$pyver")" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@"
+    touch "$dir/.stamp-$stamp"
+}
+
+make_venv bpy-4.2 3.11 "bpy==4.2.23" "numpy<2" scipy pytest hypothesis
+make_venv bpy-5.2 3.13 "bpy==5.2.3" scipy pytest hypothesis
