@@ -10,19 +10,53 @@ IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 _EPS = 1e-12
 
 
+def _product_table():
+    """(16, 4) table T with (a * b) = outer(a, b).ravel() @ T: one matmul per batch."""
+    table = np.zeros((4, 4, 4))
+    signs = {
+        (0, 0): (0, 1), (0, 1): (1, 1), (0, 2): (2, 1), (0, 3): (3, 1),
+        (1, 0): (1, 1), (1, 1): (0, -1), (1, 2): (3, 1), (1, 3): (2, -1),
+        (2, 0): (2, 1), (2, 1): (3, -1), (2, 2): (0, -1), (2, 3): (1, 1),
+        (3, 0): (3, 1), (3, 1): (2, 1), (3, 2): (1, -1), (3, 3): (0, -1),
+    }
+    for (j, k), (i, sign) in signs.items():
+        table[j, k, i] = sign
+    return table.reshape(16, 4)
+
+
+def _matrix_table():
+    """(16, 9) table M with R(q) = outer(q, q).ravel() @ M for unit q (homogeneous form)."""
+    table = np.zeros((4, 4, 3, 3))
+    w, x, y, z = range(4)
+    entries = {
+        (0, 0): [(w, w, 1), (x, x, 1), (y, y, -1), (z, z, -1)],
+        (1, 1): [(w, w, 1), (x, x, -1), (y, y, 1), (z, z, -1)],
+        (2, 2): [(w, w, 1), (x, x, -1), (y, y, -1), (z, z, 1)],
+        (0, 1): [(x, y, 2), (w, z, -2)],
+        (1, 0): [(x, y, 2), (w, z, 2)],
+        (0, 2): [(x, z, 2), (w, y, 2)],
+        (2, 0): [(x, z, 2), (w, y, -2)],
+        (1, 2): [(y, z, 2), (w, x, -2)],
+        (2, 1): [(y, z, 2), (w, x, 2)],
+    }
+    for (row, col), terms in entries.items():
+        for i, j, c in terms:
+            table[i, j, row, col] += c
+    return table.reshape(16, 9)
+
+
+_PRODUCT = _product_table()
+_MATRIX = _matrix_table()
+
+
+def _outer(a, b):
+    o = np.asarray(a, dtype=float)[..., :, None] * np.asarray(b, dtype=float)[..., None, :]
+    return o.reshape(o.shape[:-2] + (16,))
+
+
 def multiply(a, b):
     """Hamilton product a * b (apply b first, then a)."""
-    aw, ax, ay, az = np.moveaxis(np.asarray(a, dtype=float), -1, 0)
-    bw, bx, by, bz = np.moveaxis(np.asarray(b, dtype=float), -1, 0)
-    return np.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        axis=-1,
-    )
+    return _outer(a, b) @ _PRODUCT
 
 
 def conjugate(q):
@@ -34,19 +68,16 @@ def conjugate(q):
 def normalize(q):
     """Unit quaternion with w >= 0; a zero quaternion becomes identity."""
     q = np.asarray(q, dtype=float)
-    n = np.linalg.norm(q, axis=-1, keepdims=True)
-    out = np.where(n > _EPS, q / np.where(n > _EPS, n, 1.0), IDENTITY)
-    return np.where(out[..., :1] < 0.0, -out, out)
+    n = np.sqrt((q * q).sum(-1, keepdims=True))
+    if n.min(initial=1.0) <= _EPS:
+        return np.where(n > _EPS, q / np.where(n > _EPS, n, 1.0), IDENTITY) * np.where(q[..., :1] < 0.0, -1.0, 1.0)
+    return q * (np.where(q[..., :1] < 0.0, -1.0, 1.0) / n)
 
 
 def rotate(q, v):
     """Rotate vectors v by unit quaternions q (broadcasting)."""
-    q = np.asarray(q, dtype=float)
     v = np.asarray(v, dtype=float)
-    w = q[..., :1]
-    u = q[..., 1:]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
+    return (to_matrix(q) @ v[..., None])[..., 0]
 
 
 def from_axis_angle(axis, angle):
@@ -69,15 +100,8 @@ def angle(q):
 
 def to_matrix(q):
     """3x3 rotation matrices of unit quaternions."""
-    w, x, y, z = np.moveaxis(np.asarray(q, dtype=float), -1, 0)
-    return np.stack(
-        (
-            np.stack((1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)), -1),
-            np.stack((2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)), -1),
-            np.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1),
-        ),
-        axis=-2,
-    )
+    m = _outer(q, q) @ _MATRIX
+    return m.reshape(m.shape[:-1] + (3, 3))
 
 
 def from_matrix(m):

@@ -32,5 +32,11 @@ make_venv() {  # make_venv NAME PYTHON_VERSION PIP_SPEC...
     touch "$dir/.stamp-$stamp"
 }
 
+# Mesa's software OpenGL lets headless Blender draw (overlay pixel tests, the demo's render).
+if command -v apt-get >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q libEGL_mesa; then
+    (apt-get update -qq && apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri) >/dev/null 2>&1 \
+        || echo "bootstrap: could not install Mesa's OpenGL; drawing tests will skip" >&2
+fi
+
 make_venv bpy-4.2 3.11 "bpy==4.2.23" "numpy<2" scipy pytest hypothesis
 make_venv bpy-5.2 3.13 "bpy==5.2.3" scipy pytest hypothesis

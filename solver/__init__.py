@@ -1,0 +1,38 @@
+"""EWBIK solver: pure numpy, no Blender.
+
+The public surface is flat: build a `Skeleton`, describe `Pin`s, pick
+`SolverSettings`, optionally give `JointLimits`, and call `solve`; or hand a
+scene document to `solve_scene`.
+"""
+
+from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
+from .pins import Pin
+from .presets import apply_limit_preset, available_presets, preset_limits
+from .qcp import kabsch_rotation, qcp_rotations
+from .scene import Scene, parse_scene, pose_document, solve_scene
+from .settings import SolverSettings
+from .skeleton import Skeleton
+from .solve import SolveResult, solve
+from .two_bone import two_bone_ik
+
+__all__ = [
+    "JointLimits",
+    "Kusudama",
+    "LimitCone",
+    "Pin",
+    "Scene",
+    "Skeleton",
+    "SolveResult",
+    "SolverSettings",
+    "TwistLimit",
+    "apply_limit_preset",
+    "available_presets",
+    "kabsch_rotation",
+    "parse_scene",
+    "pose_document",
+    "preset_limits",
+    "qcp_rotations",
+    "solve",
+    "solve_scene",
+    "two_bone_ik",
+]

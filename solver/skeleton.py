@@ -1,0 +1,151 @@
+"""The bone hierarchy as arrays, with batched forward kinematics.
+
+Bones are stored parents-first so that one pass over depth levels computes
+every world frame; each level is a single batch of numpy operations.
+"""
+
+import numpy as np
+
+from . import quat
+
+_ORTHONORMAL_TOL = 1e-3
+
+
+def rigid_frame(matrix, field):
+    """(rotation quaternion, translation) of a 4x4 matrix; scale is removed.
+
+    Raises ValueError naming `field` for non-finite or degenerate matrices.
+    """
+    m = np.asarray(matrix, dtype=float)
+    if m.shape != (4, 4):
+        raise ValueError(f"{field} must be a 4x4 matrix, got shape {m.shape}")
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"{field} contains NaN or infinity")
+    basis = m[:3, :3]
+    scale = np.linalg.norm(basis, axis=0)
+    if np.any(scale < 1e-9) or abs(np.linalg.det(basis)) < 1e-12:
+        raise ValueError(f"{field} has a degenerate (zero-scale) basis")
+    basis = basis / scale
+    if np.abs(basis.T @ basis - np.eye(3)).max() > _ORTHONORMAL_TOL or np.linalg.det(basis) < 0:
+        raise ValueError(f"{field} is not a rotation (sheared or mirrored basis)")
+    return quat.from_matrix(basis), m[:3, 3].copy()
+
+
+class Skeleton:
+    """Names, parents, armature-space rest frames and lengths of an armature's bones."""
+
+    def __init__(self, names, parents, rest, lengths):
+        names = [str(n) for n in names]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"bone '{dup}': name is used twice")
+        if not (len(parents) == len(rest) == len(lengths) == len(names)):
+            raise ValueError("bones: names, parents, rest and lengths differ in count")
+        given = {n: i for i, n in enumerate(names)}
+        parent_of = {}
+        for name, parent in zip(names, parents):
+            if parent is not None and parent not in given:
+                raise ValueError(f"bone '{name}': parent '{parent}' is not a bone")
+            if parent == name:
+                raise ValueError(f"bone '{name}': parent is the bone itself")
+            parent_of[name] = parent
+        order = _parents_first(names, parent_of)
+        self.names = tuple(order)
+        self.index = {n: i for i, n in enumerate(order)}
+        n = len(order)
+        self.parents = np.array(
+            [-1 if parent_of[b] is None else self.index[parent_of[b]] for b in order], dtype=int
+        )
+        self.lengths = np.empty(n)
+        self.rest = np.empty((n, 4, 4))
+        self.rest_rotation = np.empty((n, 4))
+        self.rest_head = np.empty((n, 3))
+        for i, name in enumerate(order):
+            src = given[name]
+            length = float(lengths[src])
+            if not np.isfinite(length) or length <= 1e-9:
+                raise ValueError(f"bone '{name}': length must be positive, got {lengths[src]}")
+            self.lengths[i] = length
+            self.rest_rotation[i], self.rest_head[i] = rigid_frame(rest[src], f"bone '{name}': rest")
+            self.rest[i] = np.eye(4)
+            self.rest[i, :3, :3] = quat.to_matrix(self.rest_rotation[i])
+            self.rest[i, :3, 3] = self.rest_head[i]
+        parent_rot = np.where(self.parents[:, None] >= 0, self.rest_rotation[self.parents], quat.IDENTITY)
+        parent_head = np.where(self.parents[:, None] >= 0, self.rest_head[self.parents], 0.0)
+        self.local_rest_rotation = quat.multiply(quat.conjugate(parent_rot), self.rest_rotation)
+        self.local_offset = quat.rotate(quat.conjugate(parent_rot), self.rest_head - parent_head)
+        depth = np.zeros(n, dtype=int)
+        for i in range(n):
+            if self.parents[i] >= 0:
+                depth[i] = depth[self.parents[i]] + 1
+        self.depth = depth
+        self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1 if n else 0)]
+        self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
+        self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
+        self.children = [[] for _ in range(n)]
+        for i, p in enumerate(self.parents):
+            if p >= 0:
+                self.children[p].append(i)
+        self.plan_cache = {}
+
+    def __len__(self):
+        return len(self.names)
+
+    def ancestors(self, bone):
+        """Indices from `bone` itself up to its root."""
+        chain = []
+        while bone >= 0:
+            chain.append(bone)
+            bone = self.parents[bone]
+        return chain
+
+    def forward(self, rotations, locations):
+        """World (armature-space) rotations (N, 4) and heads (N, 3) of a pose.
+
+        Blender's rule: pose = parent_pose @ (parent_rest^-1 @ rest) @ T(location) @ R(rotation).
+        """
+        n = len(self.names)
+        world = np.empty((n, 3, 3))
+        head = np.empty((n, 3))
+        self.forward_into(rotations, locations, world, head)
+        return quat.from_matrix(world), head
+
+    def forward_into(self, rotations, locations, world, head):
+        """World rotation matrices (N, 3, 3) and heads (N, 3) into preallocated arrays.
+
+        Matrices make each depth level two batched matmuls; this is the solver's hot path.
+        """
+        local = self.local_rest_matrix @ quat.to_matrix(rotations)
+        offset = self.local_offset + (self.local_rest_matrix @ np.asarray(locations, dtype=float)[..., None])[..., 0]
+        roots = self.levels[0]
+        world[roots] = local[roots]
+        head[roots] = offset[roots]
+        for idx, parent in self.level_parents:
+            parent_world = world[parent]
+            world[idx] = parent_world @ local[idx]
+            head[idx] = head[parent] + (parent_world @ offset[idx][..., None])[..., 0]
+
+    def parent_frames(self, bones, world):
+        """World rotation matrix of each bone's rest frame under its posed parent: the constraint frame."""
+        p = self.parents[bones]
+        if np.all(p >= 0):
+            return world[p] @ self.local_rest_matrix[bones]
+        parent_world = np.where((p >= 0)[:, None, None], world[p], np.eye(3))
+        return parent_world @ self.local_rest_matrix[bones]
+
+
+def _parents_first(names, parent_of):
+    order, state = [], {}
+    for start in names:
+        path = []
+        node = start
+        while node is not None and state.get(node) is None:
+            state[node] = "visiting"
+            path.append(node)
+            node = parent_of[node]
+        if node is not None and state[node] == "visiting":
+            raise ValueError(f"bone '{node}': parent chain forms a cycle")
+        for b in reversed(path):
+            state[b] = "done"
+            order.append(b)
+    return order

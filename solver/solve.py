@@ -1,0 +1,513 @@
+"""EWBIK: blockwise coordinate descent where every bone solves a weighted Wahba problem.
+
+Each iteration runs one forward-kinematics pass, then walks the solved bones from
+the leaves toward the root. Bones with the same height above their deepest solved
+descendant never share a pin and never contain each other, so each height is one
+batch: one QCP call, one dampening clamp, one limits call and one guard check for
+all of them. Only the pinned bones' frames are kept current during the walk; a
+bone's own head and constraint frame depend only on its ancestors, which the walk
+reaches later, so they stay valid from the iteration's forward pass.
+
+Coordinate descent converges linearly and slowly where pins compete (a spine
+serving head and hands). Anderson acceleration of the sweep, over-relaxed bone
+steps and an analytic finish for two-bone limbs (all switchable in
+SolverSettings) make warm-started solves settle within a few iterations.
+"""
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import quat
+from .qcp import rotations_from_covariance
+from .two_bone import two_bone_ik
+
+_GUARD_SLACK = 1e-6
+_STALL = 1e-9
+
+
+@dataclass
+class SolveResult:
+    """The solved pose and how the solve went."""
+
+    rotations: np.ndarray
+    locations: np.ndarray
+    iterations: int
+    converged: bool
+    ms: float
+    position_errors: np.ndarray
+    orientation_errors_deg: np.ndarray
+    moved: np.ndarray
+
+
+@dataclass
+class _Batch:
+    bones: np.ndarray  # (k,) bones solved together
+    seen: np.ndarray  # (k, S) pin indices each bone solves for (padded)
+    factor: np.ndarray  # (k, S) falloff factor of each seen pin (0 = padding)
+    moved_rows: np.ndarray  # (M,) row in `bones` of each (bone, descendant pin) pair
+    moved_pins: np.ndarray  # (M,) pin carried along when that bone turns
+    translating: np.ndarray  # (k,) bool: a root that may also move
+
+
+@dataclass
+class _Limbs:
+    upper: np.ndarray  # (L,) the three bones of each two-bone limb ending in a pin
+    lower: np.ndarray
+    end: np.ndarray
+    pin: np.ndarray
+
+
+@dataclass
+class _Plan:
+    solved: np.ndarray
+    batches: list
+    limbs: _Limbs
+
+
+def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
+    """Which bones see which pins, and in which batches they are solved.
+
+    A bone sees a pin on itself or below it. Reaching another pinned bone on
+    the way up multiplies the pin's influence by that bone's pin falloff, so
+    with falloff 0 a pinned bone serves only its own pin and ends the segment
+    of the pins below it, as in the reference implementation (its whole-chain
+    result keeps a pinned root still). Bones that see no pin, and frozen
+    bones, are never touched.
+    """
+    key = (tuple(pin_bones), tuple(falloffs), frozen.tobytes(), bool(translate_root))
+    cached = skeleton.plan_cache.get(key)
+    if cached is not None:
+        return cached
+    n = len(skeleton)
+    parents = skeleton.parents
+    pinned_falloff = dict(zip(pin_bones, falloffs))
+    seen = [[] for _ in range(n)]
+    below = [[] for _ in range(n)]
+    for p, bone in enumerate(pin_bones):
+        factor = 1.0
+        for node in skeleton.ancestors(bone):
+            below[node].append(p)
+            if node != bone and node in pinned_falloff:
+                factor *= pinned_falloff[node]
+            if factor > 0.0:
+                seen[node].append((p, factor))
+    solved = np.array([bool(seen[i]) and not frozen[i] for i in range(n)], dtype=bool)
+    height = np.zeros(n, dtype=int)
+    for i in range(n - 1, -1, -1):
+        if parents[i] >= 0:
+            height[parents[i]] = max(height[parents[i]], height[i] + 1 if solved[i] else height[i])
+    batches = []
+    for h in sorted(set(height[solved].tolist())):
+        bones = np.flatnonzero(solved & (height == h))
+        width = max(len(seen[b]) for b in bones)
+        seen_idx = np.zeros((len(bones), width), dtype=int)
+        factor = np.zeros((len(bones), width))
+        rows, pins = [], []
+        for r, b in enumerate(bones):
+            for s, (p, f) in enumerate(seen[b]):
+                seen_idx[r, s] = p
+                factor[r, s] = f
+            rows.extend([r] * len(below[b]))
+            pins.extend(below[b])
+        translating = (parents[bones] < 0) & bool(translate_root)
+        batches.append(_Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating))
+    limbs = []
+    for p, end in enumerate(pin_bones):
+        lower = parents[end]
+        upper = parents[lower] if lower >= 0 else -1
+        if upper >= 0 and below[upper] == [p] and solved[lower] and solved[upper]:
+            limbs.append((upper, lower, end, p))
+    columns = np.array(limbs, dtype=int).reshape(-1, 4).T
+    plan = _Plan(solved, batches, _Limbs(*columns))
+    if len(skeleton.plan_cache) > 32:
+        skeleton.plan_cache.clear()
+    skeleton.plan_cache[key] = plan
+    return plan
+
+
+def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness=None):
+    """Move the skeleton's bones so the pinned bones reach their targets.
+
+    `rotations` (N, 4) and `locations` (N, 3) are the current local pose (the
+    warm start), in the skeleton's bone order. `stiffness` (N,) in [0, 1] scales
+    each bone's dampening; 1 freezes the bone. `limits` is a JointLimits (or None)
+    applied after every bone step. Returns a SolveResult; the input arrays are
+    not modified.
+    """
+    start = time.perf_counter()
+    n = len(skeleton)
+    rotations = _checked_rotations(skeleton, rotations)
+    locations = _checked_array(skeleton, locations, (n, 3), "location")
+    stiffness = np.zeros(n) if stiffness is None else _checked_array(skeleton, stiffness, (n,), "stiffness")
+    if np.any((stiffness < 0) | (stiffness > 1)):
+        bad = skeleton.names[int(np.flatnonzero((stiffness < 0) | (stiffness > 1))[0])]
+        raise ValueError(f"bone '{bad}': stiffness must lie in [0, 1]")
+    pin_bones = []
+    for pin in pins:
+        if pin.bone not in skeleton.index:
+            raise ValueError(f"pin '{pin.bone}': bone '{pin.bone}' is not in the skeleton")
+        b = skeleton.index[pin.bone]
+        if b in pin_bones:
+            raise ValueError(f"pin '{pin.bone}': the bone is pinned twice")
+        pin_bones.append(b)
+    frozen = stiffness >= 1.0
+    plan = plan_solve(skeleton, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
+    initial = rotations.copy()
+    state = _State(skeleton, pins, pin_bones, rotations, locations)
+    if limits is not None and np.any(plan.solved & limits.limited):
+        bones = np.flatnonzero(plan.solved & limits.limited)
+        state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
+    max_step = (1.0 - stiffness) * settings.dampening
+    accelerator = _Anderson(settings.acceleration, plan, max_step) if settings.acceleration else None
+
+    iterations, converged = 0, False
+    previous = np.inf
+    state.forward()
+    while pins and iterations < settings.iterations:
+        if accelerator is not None:
+            accelerator.remember_start(state)
+        for batch in plan.batches:
+            _solve_batch(state, batch, max_step, settings, limits, iterations)
+        iterations += 1
+        total, reached = state.errors(settings.tolerance)
+        if accelerator is not None and not reached:
+            total, reached = accelerator.extrapolate(state, total, limits, settings.tolerance)
+        else:
+            state.forward()
+        if reached:
+            converged = True
+            break
+        if np.isfinite(previous) and previous - total <= _STALL * previous:
+            break
+        previous = total
+        if settings.time_budget_ms is not None and (time.perf_counter() - start) * 1e3 >= settings.time_budget_ms:
+            break
+    if settings.analytic_limbs and len(plan.limbs.pin) and iterations:
+        _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
+    position_errors, orientation_errors = state.pin_errors()
+    converged = converged or not pins or state.errors(settings.tolerance)[1]
+    return SolveResult(
+        rotations=state.rotations,
+        locations=state.locations,
+        iterations=iterations,
+        converged=bool(converged),
+        ms=(time.perf_counter() - start) * 1e3,
+        position_errors=position_errors,
+        orientation_errors_deg=np.degrees(orientation_errors),
+        moved=plan.solved.copy(),
+    )
+
+
+class _State:
+    """The evolving pose plus the pinned bones' current frames (rotation matrices)."""
+
+    def __init__(self, skeleton, pins, pin_bones, rotations, locations):
+        self.skeleton = skeleton
+        self.rotations = rotations
+        self.locations = locations
+        n = len(skeleton)
+        self.world = np.empty((n, 3, 3))
+        self.world_head = np.empty((n, 3))
+        self.pin_bones = np.array(pin_bones, dtype=int)
+        self.weight = np.array([p.weight for p in pins], dtype=float)
+        self.axis_weight = np.array([p.orientation_weights for p in pins], dtype=float).reshape(-1, 3)
+        self.target_pos = np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3)
+        self.target_axes = np.swapaxes(
+            quat.to_matrix(np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4)), -1, -2
+        )
+        self.effector_pos = np.empty((len(pins), 3))
+        self.effector_axes = np.empty((len(pins), 3, 3))
+        self._constants = {}
+
+    def batch_constants(self, batch):
+        """Point weights and target axes of a batch: fixed for the whole solve, gathered once.
+
+        The paper's seven points per pin (origin, origin +- each axis) give the
+        same covariance as the origin at weight w + 2 sum(w_axis) plus each axis
+        at 2 w_axis: mirrored pairs cancel their cross terms.
+        """
+        found = self._constants.get(id(batch))
+        if found is None:
+            w_pin = self.weight[batch.seen] * batch.factor
+            w_axis = 2.0 * w_pin[..., None] * self.axis_weight[batch.seen]
+            found = (w_pin + w_axis.sum(-1), w_axis, self.target_axes[batch.seen])
+            self._constants[id(batch)] = found
+        return found
+
+    def forward(self):
+        self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head)
+        self.effector_pos[:] = self.world_head[self.pin_bones]
+        self.effector_axes[:] = np.swapaxes(self.world[self.pin_bones], -1, -2)
+
+    def pin_costs(self):
+        """Each pin's seven-point misfit: (1 + 2 sum(w_axis)) |dp|^2 + 2 sum(w_axis |d axis|^2).
+
+        The same measure the stabilization guard protects, so every acceptance
+        test in the solver (guard, acceleration, limb finish) agrees on "better".
+        """
+        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
+        axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        return (1.0 + 2.0 * self.axis_weight.sum(-1)) * pos2 + 2.0 * (self.axis_weight * axis2).sum(-1)
+
+    def errors(self, tolerance):
+        """(total weighted misfit, every pin within tolerance).
+
+        An axis chord below the tolerance means an angle below it too, so the
+        check needs no trigonometry.
+        """
+        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
+        axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        total = float(np.sum(self.weight * self.pin_costs()))
+        axis_ok = np.all((axis2 <= tolerance**2) | (self.axis_weight <= 0), axis=-1)
+        reached = bool(np.all(((pos2 <= tolerance**2) & axis_ok) | (self.weight <= 0)))
+        return total, reached
+
+    def pin_errors(self):
+        """Per pin: position error and orientation error (radians) over the weighted axes.
+
+        Two or more weighted axes fix the whole orientation, so the full rotation
+        angle is reported; one weighted axis reports that axis' angle; a
+        position-only pin asks for no orientation and reports 0. Angles come
+        from chords (|a - b| = 2 sin(angle / 2)), which stay exact near zero.
+        """
+        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
+        axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        full = 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(axis2.sum(-1) / 8.0)))
+        weighted = self.axis_weight > 0
+        single = np.max(np.where(weighted, 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(axis2) / 2.0)), 0.0), axis=-1)
+        count = weighted.sum(-1)
+        ang = np.where(count >= 2, full, np.where(count == 1, single, 0.0))
+        return np.sqrt(pos2), ang
+
+
+def _solve_batch(state, batch, max_step, settings, limits, iteration):
+    """One EWBIK bone step for every bone of the batch at once."""
+    skel = state.skeleton
+    bones = batch.bones
+    pins = batch.seen
+    head = state.world_head[bones]
+    frame = skel.parent_frames(bones, state.world)
+    old_local = state.rotations[bones]
+
+    eff_origin = state.effector_pos[pins] - head[:, None]
+    tgt_origin = state.target_pos[pins] - head[:, None]
+    eff_axes = state.effector_axes[pins]
+    w_origin, w_axis, tgt_axes = state.batch_constants(batch)
+    s_origin = np.swapaxes(eff_origin * w_origin[..., None], -1, -2) @ tgt_origin
+    s_axes = np.einsum("ksa,ksai,ksaj->kij", w_axis, eff_axes, tgt_axes)
+    scale2 = np.maximum(1.0, (tgt_origin**2).sum(-1))
+    s_scaled = s_origin + np.einsum("ksa,ksai,ksaj->kij", w_axis * scale2[..., None], eff_axes, tgt_axes)
+
+    translating = batch.translating
+    shift = None
+    if np.any(translating):
+        w_sum = np.maximum(w_origin.sum(-1), 1e-300)[:, None]
+        mean_e = np.where(translating[:, None], (w_origin[..., None] * eff_origin).sum(1) / w_sum, 0.0)
+        mean_t = np.where(translating[:, None], (w_origin[..., None] * tgt_origin).sum(1) / w_sum, 0.0)
+        centred = w_sum[:, :, None] * (mean_e[:, :, None] * mean_t[:, None, :])
+        s_scaled = s_scaled - centred
+        s_origin_c = s_origin - centred
+    e0 = None
+    if not settings.exact:
+        e0 = 0.5 * (
+            (w_origin * ((eff_origin**2).sum(-1) + (tgt_origin**2).sum(-1))).sum(-1)
+            + 2.0 * (w_axis * scale2[..., None]).sum((-1, -2))
+        )
+    delta = rotations_from_covariance(s_scaled, e0)
+    relaxation = np.where(translating, 1.0, settings.relaxation)
+    delta = _clamp_angle(delta, np.where(translating, np.pi, max_step[bones]), relaxation)
+
+    # A world-space turn (w, v) about the head is (w, A^T v) in the bone's
+    # constraint frame A, so no matrix-to-quaternion conversion is needed.
+    frame_t = np.swapaxes(frame, -1, -2)
+    local_delta = np.concatenate((delta[:, :1], (frame_t @ delta[:, 1:, None])[..., 0]), axis=-1)
+    new_local = quat.multiply(local_delta, old_local)
+    if limits is not None:
+        new_local = quat.normalize(limits.constrain(bones, new_local, iteration))
+        local_delta = quat.multiply(new_local, quat.conjugate(old_local))
+        delta = np.concatenate((local_delta[:, :1], (frame @ local_delta[:, 1:, None])[..., 0]), axis=-1)
+    turn = quat.to_matrix(delta)
+    if np.any(translating):
+        shift = np.where(translating[:, None], mean_t - (turn @ mean_e[..., None])[..., 0], 0.0)
+
+    if settings.stabilization_passes > 0:
+        # Fit of the unscaled points is C - 2 tr(R S): compare tr(R S) with tr(S).
+        s_guard = s_origin + s_axes if shift is None else s_origin_c + s_axes
+        gain = np.einsum("kij,kji->k", turn, s_guard) - np.trace(s_guard, axis1=1, axis2=2)
+        before = (
+            (w_origin * ((eff_origin - tgt_origin) ** 2).sum(-1)).sum(-1)
+            + (w_axis * ((eff_axes - tgt_axes) ** 2).sum(-1)).sum((-1, -2))
+        )
+        worse = -2.0 * gain > _GUARD_SLACK * before + 1e-15
+        if np.any(worse):
+            turn[worse] = np.eye(3)
+            new_local[worse] = old_local[worse]
+            if shift is not None:
+                shift[worse] = 0.0
+
+    state.rotations[bones] = new_local
+    rows, moved = batch.moved_rows, batch.moved_pins
+    pivot = head[rows]
+    turn_rows = turn[rows]
+    state.effector_pos[moved] = pivot + (turn_rows @ (state.effector_pos[moved] - pivot)[..., None])[..., 0]
+    state.effector_axes[moved] = state.effector_axes[moved] @ np.swapaxes(turn_rows, -1, -2)
+    if shift is not None:
+        state.locations[bones] += (frame_t @ shift[..., None])[..., 0]
+        state.effector_pos[moved] += shift[rows]
+
+
+class _Anderson:
+    """Anderson acceleration of the EWBIK sweep seen as a fixed-point map on the pose.
+
+    The pose is the rotation vectors (and translating roots' locations) of the
+    solved bones. From the last few sweeps it extrapolates where the sweeps are
+    heading; the guess is kept only if it lowers the total pin error and moves
+    no bone more than a few dampening steps beyond the plain sweep.
+    """
+
+    def __init__(self, memory, plan, max_step):
+        self.memory = memory
+        self.bones = np.flatnonzero(plan.solved)
+        self.max_jump = 4.0 * max_step[self.bones]
+        self.inputs, self.outputs = [], []
+
+    def remember_start(self, state):
+        self.start = self._pose(state)
+
+    def _pose(self, state):
+        return np.concatenate((_log(state.rotations[self.bones]), state.locations[self.bones]), axis=-1)
+
+    def extrapolate(self, state, total, limits, tolerance):
+        swept = self._pose(state)
+        self.inputs.append(self.start)
+        self.outputs.append(swept)
+        del self.inputs[: -self.memory - 1], self.outputs[: -self.memory - 1]
+        if len(self.inputs) < 2:
+            state.forward()
+            return total, False
+        outputs = np.array(self.outputs).reshape(len(self.outputs), -1)
+        residuals = outputs - np.array(self.inputs).reshape(len(self.inputs), -1)
+        gamma = np.linalg.lstsq(np.diff(residuals, axis=0).T, residuals[-1], rcond=1e-10)[0]
+        guess = (outputs[-1] - np.diff(outputs, axis=0).T @ gamma).reshape(swept.shape)
+        jump = np.linalg.norm(guess[:, :3] - swept[:, :3], axis=-1)
+        if not np.all(np.isfinite(guess)) or np.any(jump > self.max_jump + 1e-12):
+            return self._reject(state, tolerance)
+        old_rotations = state.rotations[self.bones].copy()
+        old_locations = state.locations[self.bones].copy()
+        new = _exp(guess[:, :3])
+        if limits is not None:
+            new = limits.constrain(self.bones, new, 0)
+        state.rotations[self.bones] = quat.normalize(new)
+        state.locations[self.bones] = guess[:, 3:]
+        state.forward()
+        guess_total, reached = state.errors(tolerance)
+        if guess_total < total:
+            return guess_total, reached
+        state.rotations[self.bones] = old_rotations
+        state.locations[self.bones] = old_locations
+        return self._reject(state, tolerance)
+
+    def _reject(self, state, tolerance):
+        self.inputs.clear()
+        self.outputs.clear()
+        state.forward()
+        return state.errors(tolerance)
+
+
+def _log(q):
+    """Rotation vectors of unit quaternions (angle in [0, pi])."""
+    q = quat.normalize(q)
+    xyz = q[..., 1:]
+    n = np.linalg.norm(xyz, axis=-1, keepdims=True)
+    return 2.0 * np.arctan2(n, q[..., :1]) * xyz / np.where(n > 1e-15, n, 1.0)
+
+
+def _exp(v):
+    return quat.from_axis_angle(v, np.linalg.norm(v, axis=-1))
+
+
+def _clamp_angle(q, max_angle, relaxation=1.0):
+    """Scale each rotation's angle by `relaxation`, then cap it at max_angle (dampening).
+
+    The axis is kept. With relaxation 1 this is the references' clamp on w.
+    """
+    q = quat.normalize(q)
+    half = np.minimum(0.5 * quat.angle(q) * relaxation, 0.5 * np.asarray(max_angle, dtype=float))
+    xyz = q[:, 1:]
+    norm = np.linalg.norm(xyz, axis=-1, keepdims=True)
+    axis = xyz / np.where(norm > 1e-15, norm, 1.0)
+    return np.concatenate((np.cos(half)[:, None], np.sin(half)[:, None] * axis), axis=-1)
+
+
+def _finish_limbs(state, limbs, frozen, limits, initial, allowance):
+    """Place each single-pin two-bone limb exactly with analytic IK, then turn its end bone.
+
+    The joint stays on the side the iterations bent it to. A limb is put back
+    as it was if its pin ends up farther from its target (joint limits can
+    prevent the exact pose) or if a bone would end farther from where the solve
+    started than the dampening allows for the iterations run, so the finish
+    never makes a pose jump that the iterations themselves could not.
+    """
+    skel = state.skeleton
+    upper, lower, end, pin = limbs.upper, limbs.lower, limbs.end, limbs.pin
+    head_u, head_l, head_e = state.world_head[upper], state.world_head[lower], state.world_head[end]
+    joint, tip = two_bone_ik(
+        head_u,
+        state.target_pos[pin],
+        np.linalg.norm(head_l - head_u, axis=-1),
+        np.linalg.norm(head_e - head_l, axis=-1),
+        head_l - head_u,
+    )
+    turn_u = quat.shortest_arc(head_l - head_u, joint - head_u)
+    turn_l = quat.multiply(quat.shortest_arc(quat.rotate(turn_u, head_e - head_l), tip - joint), turn_u)
+    world_u = quat.to_matrix(turn_u) @ state.world[upper]
+    world_l = quat.to_matrix(turn_l) @ state.world[lower]
+    world_e = quat.to_matrix(turn_l) @ state.world[end]
+    axes = np.swapaxes(world_e, -1, -2)
+    axis_cov = np.einsum("la,lai,laj->lij", state.axis_weight[pin], axes, state.target_axes[pin])
+    turn_e = quat.to_matrix(rotations_from_covariance(axis_cov))
+    turn_e[frozen[end]] = np.eye(3)
+    world_e = turn_e @ world_e
+
+    bones = np.concatenate((upper, lower, end))
+    old = state.rotations[bones].copy()
+    frames = np.concatenate(
+        (
+            skel.parent_frames(upper, state.world),
+            world_u @ skel.local_rest_matrix[lower],
+            world_l @ skel.local_rest_matrix[end],
+        )
+    )
+    new = quat.from_matrix(np.swapaxes(frames, -1, -2) @ np.concatenate((world_u, world_l, world_e)))
+    if limits is not None:
+        new = limits.constrain(bones, new, 0)
+    new = quat.normalize(new)
+    travel = quat.angle(quat.multiply(quat.conjugate(initial[bones]), new))
+    too_far = (travel > allowance[bones] + 1e-12).reshape(3, -1).any(0)
+    before = state.pin_costs()[pin]
+    state.rotations[bones] = new
+    state.forward()
+    worse = np.tile((state.pin_costs()[pin] > before) | too_far, 3)
+    if np.any(worse):
+        state.rotations[bones[worse]] = old[worse]
+        state.forward()
+
+
+def _checked_array(skeleton, values, shape, field):
+    arr = np.array(values, dtype=float)
+    if arr.shape != shape:
+        raise ValueError(f"{field}: expected shape {shape}, got {arr.shape}")
+    bad = ~np.isfinite(arr.reshape(shape[0], -1)).all(-1)
+    if np.any(bad):
+        raise ValueError(f"bone '{skeleton.names[int(np.flatnonzero(bad)[0])]}': {field} contains NaN or infinity")
+    return arr
+
+
+def _checked_rotations(skeleton, rotations):
+    arr = _checked_array(skeleton, rotations, (len(skeleton), 4), "rotation")
+    norm = np.linalg.norm(arr, axis=-1)
+    if np.any(norm < 1e-9):
+        raise ValueError(f"bone '{skeleton.names[int(np.flatnonzero(norm < 1e-9)[0])]}': rotation is a zero quaternion")
+    return arr / norm[:, None]
