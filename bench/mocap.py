@@ -1,0 +1,205 @@
+"""BVH motion capture as scene-document bones plus per-frame local rotations (numpy only).
+
+The result matches what Blender's BVH importer builds (axis_forward='-Z', axis_up='Y', so the
+character stands along +Z), expressed the way the solver sees an armature: armature-space rest
+matrices whose +Y runs head to tail, and local rotations relative to rest.
+
+A BVH joint becomes a bone from that joint to its child joint (the mean of the non-zero child
+offsets when it branches). When every child offset is zero (CMU's collar/hip helper joints, the
+hips) the bone gets a short tail along its parent's direction, so no bone has zero length.
+"""
+
+from dataclasses import dataclass, field
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from solver import quat  # noqa: E402
+
+BVH_TO_BLENDER = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+_Y = np.array([0.0, 1.0, 0.0])
+_FALLBACK_FRACTION = 0.25
+_ROOT_FALLBACK = 0.05
+
+
+@dataclass
+class Joint:
+    name: str
+    parent: int
+    offset: np.ndarray
+    channels: list
+    end_offsets: list = field(default_factory=list)
+
+
+@dataclass
+class Mocap:
+    """A loaded clip. rotations/locations are per frame and bone, in scene-document convention."""
+
+    bones: list
+    rotations: np.ndarray
+    locations: np.ndarray
+    frame_time: float
+    scale: float
+
+    @property
+    def names(self):
+        return [b["name"] for b in self.bones]
+
+
+def _parse(text):
+    tokens = text.split()
+    joints, stack, i = [], [], 0
+    pending_end = False
+    while tokens[i] != "MOTION":
+        token = tokens[i]
+        if token in ("ROOT", "JOINT"):
+            joints.append(Joint(tokens[i + 1], stack[-1] if stack else -1, np.zeros(3), []))
+            i += 2
+        elif token == "End":
+            pending_end = True
+            i += 2
+        elif token == "{":
+            stack.append(-2 if pending_end else len(joints) - 1)
+            i += 1
+        elif token == "}":
+            stack.pop()
+            pending_end = False
+            i += 1
+        elif token == "OFFSET":
+            offset = np.array([float(v) for v in tokens[i + 1:i + 4]])
+            if pending_end:
+                joints[stack[-2]].end_offsets.append(offset)
+            else:
+                joints[stack[-1]].offset = offset
+            i += 4
+        elif token == "CHANNELS":
+            count = int(tokens[i + 1])
+            joints[stack[-1]].channels = tokens[i + 2:i + 2 + count]
+            i += 2 + count
+        else:
+            i += 1
+    n_frames = int(tokens[i + 2])
+    frame_time = float(tokens[i + 5])
+    n_channels = sum(len(j.channels) for j in joints)
+    values = np.array(tokens[i + 6:i + 6 + n_frames * n_channels], dtype=float)
+    return joints, values.reshape(n_frames, n_channels), frame_time
+
+
+def _channel_rotations(joint, values):
+    """Per-frame rotation (F, 4) in BVH space: the product of the rotation channels in file order."""
+    q = np.tile(quat.IDENTITY, (len(values), 1))
+    axes = {"Xrotation": (1.0, 0.0, 0.0), "Yrotation": (0.0, 1.0, 0.0), "Zrotation": (0.0, 0.0, 1.0)}
+    for k, channel in enumerate(joint.channels):
+        if channel in axes:
+            step = quat.from_axis_angle(np.broadcast_to(axes[channel], (len(values), 3)),
+                                        np.radians(values[:, k]))
+            q = quat.multiply(q, step)
+    return q
+
+
+def _root_position(joint, values):
+    position = np.zeros((len(values), 3))
+    for k, channel in enumerate(joint.channels):
+        if channel.endswith("position"):
+            position[:, "XYZ".index(channel[0])] = values[:, k]
+    return position
+
+
+def load_bvh(path, height=1.75):
+    """Read a BVH file; scale so that the rest pose stands `height` metres tall."""
+    with open(path) as f:
+        joints, values, frame_time = _parse(f.read())
+    n = len(joints)
+    children = [[c for c in range(n) if joints[c].parent == j] for j in range(n)]
+    rest_joint = np.zeros((n, 3))
+    for j, joint in enumerate(joints):
+        rest_joint[j] = joint.offset + (rest_joint[joint.parent] if joint.parent >= 0 else 0.0)
+    ends = [rest_joint[j] + e for j, joint in enumerate(joints) for e in joint.end_offsets]
+    every_point = (np.concatenate((rest_joint, np.array(ends))) if ends else rest_joint) @ BVH_TO_BLENDER.T
+    scale = height / float(np.ptp(every_point[:, 2]))
+
+    head = rest_joint @ BVH_TO_BLENDER.T * scale
+    tail = np.zeros((n, 3))
+    for j, joint in enumerate(joints):
+        offsets = [joints[c].offset for c in children[j]] + list(joint.end_offsets)
+        offsets = [o for o in offsets if np.linalg.norm(o) > 1e-9]
+        if offsets:
+            tail[j] = head[j] + BVH_TO_BLENDER @ np.mean(offsets, axis=0) * scale
+        elif joint.parent >= 0:
+            p = joint.parent
+            direction = (tail[p] - head[p]) / np.linalg.norm(tail[p] - head[p])
+            tail[j] = head[j] + direction * _FALLBACK_FRACTION * np.linalg.norm(tail[p] - head[p])
+        else:
+            tail[j] = head[j] + np.array([0.0, 0.0, _ROOT_FALLBACK * height])
+    direction = tail - head
+    lengths = np.linalg.norm(direction, axis=1)
+    rest_rotation = quat.shortest_arc(_Y, direction)
+    rest_matrix = np.tile(np.eye(4), (n, 1, 1))
+    rest_matrix[:, :3, :3] = quat.to_matrix(rest_rotation)
+    rest_matrix[:, :3, 3] = head
+    bones = [{"name": joint.name,
+              "parent": None if joint.parent < 0 else joints[joint.parent].name,
+              "rest": rest_matrix[j].tolist(),
+              "length": float(lengths[j])} for j, joint in enumerate(joints)]
+
+    convert = quat.from_matrix(BVH_TO_BLENDER)
+    rotations = np.empty((len(values), n, 4))
+    column = 0
+    locations = np.zeros((len(values), n, 3))
+    for j, joint in enumerate(joints):
+        joint_values = values[:, column:column + len(joint.channels)]
+        column += len(joint.channels)
+        local = quat.multiply(quat.multiply(convert, _channel_rotations(joint, joint_values)),
+                              quat.conjugate(convert))
+        bone = rest_rotation[j]
+        rotations[:, j] = quat.normalize(
+            quat.multiply(quat.multiply(quat.conjugate(bone), local), bone))
+        if joint.parent < 0:
+            world = (_root_position(joint, joint_values) + joint.offset) @ BVH_TO_BLENDER.T * scale
+            locations[:, j] = quat.rotate(quat.conjugate(bone), world - head[j])
+    return Mocap(bones, rotations, locations, frame_time, scale)
+
+
+def forward_kinematics(mocap, frame):
+    """Armature-space pose matrices (N, 4, 4) of every bone at `frame` (Blender's pose maths)."""
+    rest = np.array([b["rest"] for b in mocap.bones])
+    index = {b["name"]: i for i, b in enumerate(mocap.bones)}
+    pose = np.empty_like(rest)
+    for i, bone in enumerate(mocap.bones):
+        local = np.eye(4)
+        local[:3, :3] = quat.to_matrix(mocap.rotations[frame, i])
+        local[:3, 3] = mocap.locations[frame, i]
+        if bone["parent"] is None:
+            pose[i] = rest[i] @ local
+        else:
+            p = index[bone["parent"]]
+            pose[i] = pose[p] @ np.linalg.inv(rest[p]) @ rest[i] @ local
+    return pose
+
+
+def effector_targets(mocap, frame, bone_names):
+    """{bone name: armature-space 4x4 pose matrix} at `frame`, for pinning those bones."""
+    pose = forward_kinematics(mocap, frame)
+    index = {b["name"]: i for i, b in enumerate(mocap.bones)}
+    return {name: pose[index[name]] for name in bone_names}
+
+
+def scene_document(mocap, frame=None):
+    """A scene document of the clip's skeleton, posed at `frame` (rest pose when None)."""
+    bones = []
+    for i, bone in enumerate(mocap.bones):
+        d = dict(bone)
+        if frame is not None:
+            d["rotation"] = mocap.rotations[frame, i].tolist()
+            d["location"] = mocap.locations[frame, i].tolist()
+        bones.append(d)
+    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": []}
+
+
+if __name__ == "__main__":
+    clip = load_bvh(sys.argv[1])
+    print(f"{len(clip.bones)} bones, {len(clip.rotations)} frames at {1.0 / clip.frame_time:.1f} fps, "
+          f"BVH unit = {clip.scale:.6f} m")

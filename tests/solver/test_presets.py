@@ -1,0 +1,354 @@
+"""Humanoid presets: name conventions, anatomy on synthetic rigs, roll / up-axis independence."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from solver import quat
+from solver.kusudama import JointLimits, Kusudama
+from solver.presets import apply_limit_preset, available_presets, bone_roles, preset_limits
+
+# Generic T-pose (Z up, facing -Y, character's left = +X): role -> (parent role, head, tail).
+LEFT_SIDE = {
+    "clavicle": ("chest", (0.02, 0.0, 1.45), (0.17, 0.0, 1.46)),
+    "upper_arm": ("clavicle", (0.17, 0.0, 1.46), (0.45, 0.0, 1.46)),
+    "forearm": ("upper_arm", (0.45, 0.0, 1.46), (0.70, 0.0, 1.46)),
+    "hand": ("forearm", (0.70, 0.0, 1.46), (0.80, 0.0, 1.46)),
+    "finger_1": ("hand", (0.80, -0.02, 1.46), (0.84, -0.02, 1.46)),
+    "finger_2": ("finger_1", (0.84, -0.02, 1.46), (0.87, -0.02, 1.46)),
+    "finger_3": ("finger_2", (0.87, -0.02, 1.46), (0.89, -0.02, 1.46)),
+    "thumb_1": ("hand", (0.72, -0.02, 1.45), (0.75, -0.05, 1.44)),
+    "thumb_2": ("thumb_1", (0.75, -0.05, 1.44), (0.77, -0.07, 1.44)),
+    "thumb_3": ("thumb_2", (0.77, -0.07, 1.44), (0.79, -0.09, 1.44)),
+    "thigh": ("hips", (0.10, 0.0, 0.95), (0.10, -0.01, 0.52)),
+    "shin": ("thigh", (0.10, -0.01, 0.52), (0.10, 0.0, 0.08)),
+    "foot": ("shin", (0.10, 0.0, 0.08), (0.10, -0.13, 0.02)),
+    "toes": ("foot", (0.10, -0.13, 0.02), (0.10, -0.19, 0.02)),
+}
+CENTRE = {
+    "hips": (None, (0.0, 0.0, 1.0), (0.0, 0.0, 1.1)),
+    "spine": ("hips", (0.0, 0.0, 1.1), (0.0, 0.0, 1.25)),
+    "chest": ("spine", (0.0, 0.0, 1.25), (0.0, 0.0, 1.45)),
+    "neck": ("chest", (0.0, 0.0, 1.45), (0.0, 0.0, 1.55)),
+    "head": ("neck", (0.0, 0.0, 1.55), (0.0, 0.0, 1.75)),
+}
+
+CONVENTIONS = {
+    "mixamo": {
+        "hips": "mixamorig:Hips", "spine": "mixamorig:Spine", "chest": "mixamorig:Spine1",
+        "neck": "mixamorig:Neck", "head": "mixamorig:Head",
+        "clavicle": "mixamorig:{Side}Shoulder", "upper_arm": "mixamorig:{Side}Arm",
+        "forearm": "mixamorig:{Side}ForeArm", "hand": "mixamorig:{Side}Hand",
+        "finger_1": "mixamorig:{Side}HandIndex1", "finger_2": "mixamorig:{Side}HandIndex2",
+        "finger_3": "mixamorig:{Side}HandIndex3", "thumb_1": "mixamorig:{Side}HandThumb1",
+        "thumb_2": "mixamorig:{Side}HandThumb2", "thumb_3": "mixamorig:{Side}HandThumb3",
+        "thigh": "mixamorig:{Side}UpLeg", "shin": "mixamorig:{Side}Leg",
+        "foot": "mixamorig:{Side}Foot", "toes": "mixamorig:{Side}ToeBase",
+    },
+    "rigify": {
+        "hips": "spine", "spine": "spine.001", "chest": "spine.002", "neck": "spine.004",
+        "head": "spine.006", "clavicle": "shoulder.{S}", "upper_arm": "upper_arm.{S}",
+        "forearm": "forearm.{S}", "hand": "hand.{S}", "finger_1": "f_index.01.{S}",
+        "finger_2": "f_index.02.{S}", "finger_3": "f_index.03.{S}", "thumb_1": "thumb.01.{S}",
+        "thumb_2": "thumb.02.{S}", "thumb_3": "thumb.03.{S}", "thigh": "thigh.{S}",
+        "shin": "shin.{S}", "foot": "foot.{S}", "toes": "toe.{S}",
+    },
+    "rigify_def": {
+        "hips": "DEF-spine", "spine": "DEF-spine.001", "chest": "DEF-spine.002",
+        "neck": "DEF-spine.004", "head": "DEF-spine.006", "clavicle": "DEF-shoulder.{S}",
+        "upper_arm": "DEF-upper_arm.{S}", "forearm": "DEF-forearm.{S}", "hand": "DEF-hand.{S}",
+        "finger_1": "DEF-f_index.01.{S}", "finger_2": "DEF-f_index.02.{S}",
+        "finger_3": "DEF-f_index.03.{S}", "thumb_1": "DEF-thumb.01.{S}",
+        "thumb_2": "DEF-thumb.02.{S}", "thumb_3": "DEF-thumb.03.{S}", "thigh": "DEF-thigh.{S}",
+        "shin": "DEF-shin.{S}", "foot": "DEF-foot.{S}", "toes": "DEF-toe.{S}",
+    },
+    "vrm": {
+        "hips": "hips", "spine": "spine", "chest": "chest", "neck": "neck", "head": "head",
+        "clavicle": "{side}Shoulder", "upper_arm": "{side}UpperArm", "forearm": "{side}LowerArm",
+        "hand": "{side}Hand", "finger_1": "{side}IndexProximal",
+        "finger_2": "{side}IndexIntermediate", "finger_3": "{side}IndexDistal",
+        "thumb_1": "{side}ThumbMetacarpal", "thumb_2": "{side}ThumbProximal",
+        "thumb_3": "{side}ThumbDistal", "thigh": "{side}UpperLeg", "shin": "{side}LowerLeg",
+        "foot": "{side}Foot", "toes": "{side}Toes",
+    },
+    "vroid": {
+        "hips": "J_Bip_C_Hips", "spine": "J_Bip_C_Spine", "chest": "J_Bip_C_Chest",
+        "neck": "J_Bip_C_Neck", "head": "J_Bip_C_Head", "clavicle": "J_Bip_{S}_Shoulder",
+        "upper_arm": "J_Bip_{S}_UpperArm", "forearm": "J_Bip_{S}_LowerArm",
+        "hand": "J_Bip_{S}_Hand", "finger_1": "J_Bip_{S}_Index1", "finger_2": "J_Bip_{S}_Index2",
+        "finger_3": "J_Bip_{S}_Index3", "thumb_1": "J_Bip_{S}_Thumb1",
+        "thumb_2": "J_Bip_{S}_Thumb2", "thumb_3": "J_Bip_{S}_Thumb3",
+        "thigh": "J_Bip_{S}_UpperLeg", "shin": "J_Bip_{S}_LowerLeg", "foot": "J_Bip_{S}_Foot",
+        "toes": "J_Bip_{S}_ToeBase",
+    },
+    "cmu_bvh": {
+        "hips": "Hips", "spine": "LowerBack", "chest": "Spine1", "neck": "Neck", "head": "Head",
+        "clavicle": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
+        "hand": "{Side}Hand", "finger_1": "{Side}HandIndex1", "finger_2": "{Side}HandIndex2",
+        "finger_3": "{Side}HandIndex3", "thumb_1": "{S}Thumb1", "thumb_2": "{S}Thumb2",
+        "thumb_3": "{S}Thumb3", "thigh": "{Side}UpLeg", "shin": "{Side}Leg",
+        "foot": "{Side}Foot", "toes": "{Side}ToeBase",
+    },
+    "unreal": {
+        "hips": "pelvis", "spine": "spine_01", "chest": "spine_02", "neck": "neck_01",
+        "head": "head", "clavicle": "clavicle_{s}", "upper_arm": "upperarm_{s}",
+        "forearm": "lowerarm_{s}", "hand": "hand_{s}", "finger_1": "index_01_{s}",
+        "finger_2": "index_02_{s}", "finger_3": "index_03_{s}", "thumb_1": "thumb_01_{s}",
+        "thumb_2": "thumb_02_{s}", "thumb_3": "thumb_03_{s}", "thigh": "thigh_{s}",
+        "shin": "calf_{s}", "foot": "foot_{s}", "toes": "ball_{s}",
+    },
+}
+
+
+def bone_name(convention, role, side):
+    words = {"S": side, "s": side.lower(), "Side": "Left" if side == "L" else "Right",
+             "side": "left" if side == "L" else "right"}
+    return CONVENTIONS[convention][role].format(**words)
+
+
+def rest_matrix(head, tail, roll=0.0):
+    head, tail = np.array(head, float), np.array(tail, float)
+    rotation = quat.multiply(quat.shortest_arc((0, 1, 0), tail - head),
+                             quat.from_axis_angle((0, 1, 0), roll))
+    m = np.eye(4)
+    m[:3, :3] = quat.to_matrix(rotation)
+    m[:3, 3] = head
+    return m
+
+
+def build_rig(convention="mixamo", rolls=None, transform=None):
+    """Scene-document bones of the generic T-pose rig; rolls: role.side -> roll angle."""
+    rolls = rolls or {}
+    bones = []
+    layout = [(role, None, spec) for role, spec in CENTRE.items()]
+    for side, mirror in (("L", 1.0), ("R", -1.0)):
+        for role, (parent, head, tail) in LEFT_SIDE.items():
+            m = np.array([mirror, 1.0, 1.0])
+            layout.append((role, side, (parent, tuple(np.array(head) * m), tuple(np.array(tail) * m))))
+    for role, side, (parent, head, tail) in layout:
+        key = role if side is None else f"{role}.{side}"
+        rest = rest_matrix(head, tail, rolls.get(key, 0.0))
+        if transform is not None:
+            rest = transform @ rest
+        parent_side = None if parent in CENTRE else side
+        bones.append({
+            "name": bone_name(convention, role, side or "L"),
+            "parent": None if parent is None else bone_name(convention, parent, parent_side or "L"),
+            "rest": rest.tolist(),
+            "length": float(np.linalg.norm(np.subtract(tail, head))),
+        })
+    return bones
+
+
+def expected_roles(convention):
+    out = {}
+    for role in CENTRE:
+        out[bone_name(convention, role, "L")] = role
+    for side in "LR":
+        for role in LEFT_SIDE:
+            out[bone_name(convention, role, side)] = f"{role}.{side}"
+    return out
+
+
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+def test_bone_roles_per_convention(convention):
+    expected = expected_roles(convention)
+    assert bone_roles(list(expected)) == expected
+
+
+def test_bone_roles_cmu_3dsmax_and_asf_names():
+    names = ["Hips", "LHipJoint", "LeftHip", "LeftKnee", "LeftAnkle", "LeftToe", "lowerback",
+             "Chest", "Chest2", "lowerneck", "Neck", "Head", "LeftCollar", "LeftShoulder",
+             "LeftElbow", "LeftWrist", "lhand", "LFingers", "LThumb", "RightShoulder"]
+    roles = bone_roles(names)
+    assert roles == {
+        "Hips": "hips", "LHipJoint": "pelvis_side.L", "LeftHip": "thigh.L", "LeftKnee": "shin.L",
+        "LeftAnkle": "foot.L", "LeftToe": "toes.L", "lowerback": "spine", "Chest": "chest",
+        "Chest2": "chest", "lowerneck": "neck", "Neck": "neck", "Head": "head",
+        "LeftCollar": "clavicle.L", "LeftShoulder": "upper_arm.L", "LeftElbow": "forearm.L",
+        "LeftWrist": "wrist.L", "lhand": "hand.L", "LFingers": "fingers.L", "LThumb": "thumb.L",
+        "RightShoulder": "upper_arm.R"}
+    asf = bone_roles(["root", "lfemur", "ltibia", "lfoot", "ltoes", "upperback", "thorax",
+                      "upperneck", "lclavicle", "lhumerus", "lradius", "lwrist", "rhand"])
+    assert asf["lfemur"] == "thigh.L" and asf["lhumerus"] == "upper_arm.L"
+    assert asf["lradius"] == "forearm.L" and asf["rhand"] == "hand.R" and asf["thorax"] == "chest"
+
+
+def test_unrecognised_and_segment_names():
+    roles = bone_roles(["breast.L", "heel.02.L", "Armature", "mixamorig:HeadTop_End",
+                        "mixamorig:LeftHandIndex4", "DEF-upper_arm.L.001", "DEF-forearm.R.001",
+                        "DEF-thigh.L.001", "palm.01.L", "ORG-hand.L", "lowerback"])
+    assert roles == {"DEF-upper_arm.L.001": "upper_arm_twist.L",
+                     "DEF-forearm.R.001": "forearm_twist.R", "DEF-thigh.L.001": "thigh_twist.L",
+                     "palm.01.L": "palm.L", "lowerback": "spine"}
+
+
+def test_available_presets():
+    presets = available_presets()
+    assert [p[0] for p in presets] == ["humanoid"]
+    assert all(isinstance(p[1], str) and p[2] for p in presets)
+    with pytest.raises(ValueError, match="preset"):
+        preset_limits(build_rig(), preset="dragon")
+
+
+def joint_limits(bones, limits):
+    index = {b["name"]: i for i, b in enumerate(bones)}
+    return JointLimits({index[n]: Kusudama.from_dict(d, bone=n) for n, d in limits.items()},
+                       len(bones))
+
+
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+def test_rest_pose_is_inside_and_roots_are_free(convention):
+    bones = build_rig(convention)
+    limits = preset_limits(bones)
+    assert bone_name(convention, "hips", "L") not in limits
+    assert len(limits) == len(bones) - 1
+    violation = joint_limits(bones, limits).violation(np.tile(quat.IDENTITY, (len(bones), 1)))
+    assert np.all(violation == 0.0)
+
+
+class Posed:
+    """Checks world-space directions against one bone's preset, its parent at rest."""
+
+    def __init__(self, bones, limits, name):
+        bone = next(b for b in bones if b["name"] == name)
+        self.rest = np.array(bone["rest"])[:3, :3]
+        self.kusudama = Kusudama.from_dict(limits[name], bone=name)
+        self.limits = JointLimits({0: self.kusudama}, 1)
+
+    def allows(self, world_directions):
+        """Bool (or array of bools) for world direction(s) (..., 3)."""
+        local = np.asarray(world_directions, float) @ self.rest
+        out = self.kusudama.allows(local)
+        return bool(out) if out.ndim == 0 else out
+
+    def allows_twist(self, angle):
+        q = quat.from_axis_angle((0.0, 1.0, 0.0), angle)
+        return self.limits.violation(q[None])[0] == 0.0
+
+
+def direction(deg_from, axis_from, deg, axis_to):
+    a, b = np.array(axis_from, float), np.array(axis_to, float)
+    return math.cos(math.radians(deg)) * a + math.sin(math.radians(deg)) * b
+
+
+DOWN, UP, FWD, BACK, OUT, IN = (0, 0, -1), (0, 0, 1), (0, -1, 0), (0, 1, 0), (1, 0, 0), (-1, 0, 0)
+
+
+def test_anatomy_of_the_left_side():
+    bones = build_rig("rigify")
+    limits = preset_limits(bones)
+
+    def posed(role):
+        return Posed(bones, limits, bone_name("rigify", role, "L"))
+
+    arm = posed("upper_arm")
+    for ok in (DOWN, FWD, OUT, UP, direction(0, DOWN, 40, BACK), direction(0, FWD, 25, IN)):
+        assert arm.allows(ok), ok
+    for bad in (BACK, direction(0, DOWN, 35, IN), direction(0, BACK, 30, IN)):
+        assert not arm.allows(bad), bad
+    assert arm.allows_twist(math.radians(80)) and not arm.allows_twist(math.radians(150))
+
+    forearm = posed("forearm")
+    for ok in (OUT, FWD, direction(0, OUT, 130, FWD)):
+        assert forearm.allows(ok), ok
+    for bad in (direction(0, OUT, 30, BACK), UP, DOWN, direction(0, OUT, 170, FWD)):
+        assert not forearm.allows(bad), bad
+
+    thigh = posed("thigh")
+    for ok in (DOWN, FWD, direction(0, DOWN, 40, OUT), direction(0, DOWN, 15, BACK)):
+        assert thigh.allows(ok), ok
+    for bad in (direction(0, DOWN, 60, BACK), direction(0, DOWN, 45, IN), UP, OUT):
+        assert not thigh.allows(bad), bad
+
+    shin = posed("shin")
+    for ok in (DOWN, BACK, direction(0, DOWN, 140, BACK)):
+        assert shin.allows(ok), ok
+    for bad in (direction(0, DOWN, 20, FWD), direction(0, DOWN, 45, OUT), direction(0, DOWN, 45, IN)):
+        assert not shin.allows(bad), bad
+
+    foot = posed("foot")
+    foot_dir = np.array([0.0, -0.13, -0.06]) / np.linalg.norm([0.0, -0.13, -0.06])
+    assert foot.allows(foot_dir)
+    assert foot.allows(quat.rotate(quat.from_axis_angle(OUT, math.radians(20)), foot_dir))
+    assert not foot.allows(quat.rotate(quat.from_axis_angle(OUT, math.radians(80)), foot_dir))
+
+    head = posed("head")
+    assert head.allows(direction(0, UP, 20, FWD)) and not head.allows(direction(0, UP, 70, FWD))
+    assert head.allows_twist(math.radians(35)) and not head.allows_twist(math.radians(75))
+    spine = posed("spine")
+    assert spine.allows(direction(0, UP, 30, FWD)) and not spine.allows(direction(0, UP, 70, FWD))
+    assert not spine.allows(direction(0, UP, 40, BACK))
+
+    finger = posed("finger_2")
+    assert finger.allows(DOWN) and finger.allows(OUT)
+    assert not finger.allows(UP) and not finger.allows(direction(0, OUT, 30, UP))
+
+
+def mirror_x(v):
+    return np.array(v) * np.array([-1.0, 1.0, 1.0])
+
+
+def test_left_and_right_mirror():
+    bones = build_rig("mixamo")
+    limits = preset_limits(bones)
+    rng = np.random.default_rng(3)
+    dirs = rng.normal(size=(400, 3))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    for role in LEFT_SIDE:
+        left = Posed(bones, limits, bone_name("mixamo", role, "L"))
+        right = Posed(bones, limits, bone_name("mixamo", role, "R"))
+        np.testing.assert_array_equal(left.allows(dirs), right.allows(mirror_x(dirs)), err_msg=role)
+        for angle in np.radians([-100, -60, -20, 0, 20, 60, 100]):
+            assert left.allows_twist(angle) == right.allows_twist(-angle), role
+
+
+def world_cones(bones, limits):
+    out = {}
+    for b in bones:
+        if b["name"] in limits:
+            rest = np.array(b["rest"])[:3, :3]
+            out[b["name"]] = [rest @ c["direction"] for c in limits[b["name"]]["cones"]]
+    return out
+
+
+def test_independent_of_bone_roll():
+    rng = np.random.default_rng(4)
+    keys = list(CENTRE) + [f"{r}.{s}" for r in LEFT_SIDE for s in "LR"]
+    rolled = build_rig("vrm", rolls={k: rng.uniform(-math.pi, math.pi) for k in keys})
+    plain = build_rig("vrm")
+    a, b = preset_limits(plain), preset_limits(rolled)
+    wa, wb = world_cones(plain, a), world_cones(rolled, b)
+    for name in a:
+        np.testing.assert_allclose(wa[name], wb[name], atol=1e-9)
+        assert a[name]["twist"] == pytest.approx(b[name]["twist"])
+
+
+def test_independent_of_up_axis_and_placement():
+    y_up = np.eye(4)
+    y_up[:3, :3] = quat.to_matrix(quat.from_axis_angle((1, 0, 0), -math.pi / 2))
+    y_up[:3, 3] = (3.0, -1.0, 0.5)
+    plain, moved = build_rig("unreal"), build_rig("unreal", transform=y_up)
+    a, b = preset_limits(plain), preset_limits(moved)
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose([c["direction"] for c in a[name]["cones"]],
+                                   [c["direction"] for c in b[name]["cones"]], atol=1e-9)
+
+
+def test_apply_limit_preset_returns_new_document():
+    bones = build_rig("rigify") + [{"name": "prop", "parent": "hand.L", "rest": np.eye(4).tolist(),
+                                    "length": 0.1, "limits": {"cones": []}}]
+    scene = {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": []}
+    before = copy.deepcopy(scene)
+    out = apply_limit_preset(scene)
+    assert scene == before
+    by_name = {b["name"]: b for b in out["bones"]}
+    assert by_name["prop"]["limits"] == {"cones": []}
+    assert "limits" not in by_name["spine"]
+    assert set(by_name["forearm.L"]["limits"]) == {"cones", "twist"}
+    for b in out["bones"]:
+        if "limits" in b:
+            Kusudama.from_dict(b["limits"], bone=b["name"])
