@@ -1,3 +1,222 @@
-"""Placeholder module until its operators land; exposes no classes yet."""
+"""Joint-limit editing: humanoid presets, the active bone's cone list, and clearing limits.
 
-CLASSES = ()
+The preset data and the bone-name -> role mapping live in the solver (`solver.presets`);
+these operators only hand it the armature's bones and store what comes back in
+`PoseBone.ewbik`, so a preset gives the same limits in Blender and in the CLI.
+"""
+
+import bpy
+from bpy.props import BoolProperty, EnumProperty
+from mathutils import Vector
+
+from ..solver import presets
+from .pin import is_selected
+
+MAX_NAMES_REPORTED = 8
+
+
+def pose_armature(context):
+    """The active armature when it is in pose mode (where limits are edited), else None."""
+    obj = context.active_object
+    if obj is not None and obj.type == "ARMATURE" and obj.mode == "POSE":
+        return obj
+    return None
+
+
+def active_limit_bone(context):
+    """The active pose bone of the active armature in pose mode, else None."""
+    obj = pose_armature(context)
+    pose_bone = context.active_pose_bone
+    if obj is None or pose_bone is None or pose_bone.id_data != obj:
+        return None
+    return pose_bone
+
+
+def scene_bones(obj):
+    """The armature's bones as scene-document bone dicts (name, parent, rest, length)."""
+    return [
+        {
+            "name": bone.name,
+            "parent": bone.parent.name if bone.parent else None,
+            "rest": [list(row) for row in bone.matrix_local],
+            "length": bone.length,
+        }
+        for bone in obj.data.bones
+    ]
+
+
+def set_limits(settings, limits):
+    """Store one bone's scene-document limits dict (cones, optional twist and comfort); {} clears them."""
+    settings.cones.clear()
+    for cone in limits.get("cones", ()):
+        item = settings.cones.add()
+        item.direction = cone["direction"]
+        item.radius = cone["radius"]
+    settings.active_cone_index = 0
+    twist = limits.get("twist")
+    settings.use_twist_limit = twist is not None
+    if twist is not None:
+        settings.twist_min = twist["min"]
+        settings.twist_max = twist["max"]
+    settings.comfort = limits.get("comfort", 0.0)
+
+
+def current_direction(pose_bone):
+    """The bone's swing direction in its rest frame: its local rotation applied to +Y.
+
+    Adding a cone there lets the animator pose a bone and capture the pose as allowed.
+    """
+    return pose_bone.matrix_basis.to_quaternion() @ Vector((0.0, 1.0, 0.0))
+
+
+def _name_list(names):
+    shown = ", ".join(names[:MAX_NAMES_REPORTED])
+    more = len(names) - MAX_NAMES_REPORTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
+    """Set joint limits on the armature's bones from a preset, recognising bones by their names"""
+
+    bl_idname = "ewbik.apply_limit_preset"
+    bl_label = "Apply Limit Preset"
+    bl_options = {"REGISTER", "UNDO"}
+
+    preset: EnumProperty(
+        name="Preset",
+        description="Which set of joint limits to apply",
+        items=presets.available_presets(),
+    )
+    only_selected: BoolProperty(
+        name="Only Selected",
+        description="Change only the selected bones instead of every bone of the armature",
+        default=False,
+    )
+
+    @classmethod
+    def poll(cls, context):
+        obj = context.active_object
+        return obj is not None and obj.type == "ARMATURE"
+
+    def execute(self, context):
+        obj = context.active_object
+        limits = presets.preset_limits(scene_bones(obj), self.preset)
+        wanted = [
+            pose_bone
+            for pose_bone in obj.pose.bones
+            if not self.only_selected or (obj.mode == "POSE" and is_selected(pose_bone))
+        ]
+        if not wanted:
+            self.report({"WARNING"}, "No bones selected")
+            return {"CANCELLED"}
+        limited = [pose_bone for pose_bone in wanted if pose_bone.name in limits]
+        for pose_bone in limited:
+            set_limits(pose_bone.ewbik, limits[pose_bone.name])
+        unrecognised = [pose_bone.name for pose_bone in wanted if pose_bone.name not in limits]
+        message = f"Limits set on {len(limited)} bone{'s' if len(limited) != 1 else ''}"
+        if unrecognised:
+            message += f"; not recognised: {_name_list(unrecognised)}"
+        self.report({"INFO"} if limited else {"WARNING"}, message)
+        return {"FINISHED"} if limited else {"CANCELLED"}
+
+
+class EWBIK_OT_cone_add(bpy.types.Operator):
+    """Add a limit cone after the active one, centred on the bone's current direction"""
+
+    bl_idname = "ewbik.cone_add"
+    bl_label = "Add Limit Cone"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return active_limit_bone(context) is not None
+
+    def execute(self, context):
+        pose_bone = active_limit_bone(context)
+        settings = pose_bone.ewbik
+        cones = settings.cones
+        insert_at = min(settings.active_cone_index + 1, len(cones))
+        cone = cones.add()
+        cone.direction = current_direction(pose_bone)
+        cones.move(len(cones) - 1, insert_at)
+        settings.active_cone_index = insert_at
+        return {"FINISHED"}
+
+
+class EWBIK_OT_cone_remove(bpy.types.Operator):
+    """Remove the active limit cone"""
+
+    bl_idname = "ewbik.cone_remove"
+    bl_label = "Remove Limit Cone"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        pose_bone = active_limit_bone(context)
+        return pose_bone is not None and 0 <= pose_bone.ewbik.active_cone_index < len(pose_bone.ewbik.cones)
+
+    def execute(self, context):
+        settings = active_limit_bone(context).ewbik
+        settings.cones.remove(settings.active_cone_index)
+        settings.active_cone_index = max(0, min(settings.active_cone_index, len(settings.cones) - 1))
+        return {"FINISHED"}
+
+
+class EWBIK_OT_cone_move(bpy.types.Operator):
+    """Move the active limit cone up or down the list (the order decides which cones are bridged)"""
+
+    bl_idname = "ewbik.cone_move"
+    bl_label = "Move Limit Cone"
+    bl_options = {"REGISTER", "UNDO"}
+
+    direction: EnumProperty(name="Direction", items=(("UP", "Up", ""), ("DOWN", "Down", "")))
+
+    @classmethod
+    def poll(cls, context):
+        pose_bone = active_limit_bone(context)
+        return pose_bone is not None and len(pose_bone.ewbik.cones) > 1
+
+    def execute(self, context):
+        settings = active_limit_bone(context).ewbik
+        index = settings.active_cone_index
+        target = index - 1 if self.direction == "UP" else index + 1
+        if not (0 <= index < len(settings.cones) and 0 <= target < len(settings.cones)):
+            return {"CANCELLED"}
+        settings.cones.move(index, target)
+        settings.active_cone_index = target
+        return {"FINISHED"}
+
+
+class EWBIK_OT_reset_limits(bpy.types.Operator):
+    """Remove the joint limits (cones, twist limit, comfort) of the selected bones"""
+
+    bl_idname = "ewbik.reset_limits"
+    bl_label = "Reset Limits"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return pose_armature(context) is not None
+
+    def execute(self, context):
+        obj = pose_armature(context)
+        chosen = [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]
+        active = active_limit_bone(context)
+        if active is not None and active not in chosen:
+            chosen.append(active)
+        if not chosen:
+            self.report({"WARNING"}, "No bones selected")
+            return {"CANCELLED"}
+        for pose_bone in chosen:
+            set_limits(pose_bone.ewbik, {})
+        self.report({"INFO"}, f"Limits cleared on {len(chosen)} bone{'s' if len(chosen) != 1 else ''}")
+        return {"FINISHED"}
+
+
+CLASSES = (
+    EWBIK_OT_apply_limit_preset,
+    EWBIK_OT_cone_add,
+    EWBIK_OT_cone_remove,
+    EWBIK_OT_cone_move,
+    EWBIK_OT_reset_limits,
+)

@@ -1,3 +1,286 @@
-"""Placeholder module until the sidebar lands; exposes no classes yet."""
+"""The "EWBIK" tab of the 3D viewport sidebar: solver settings, pins, joint limits of the active bone.
 
-CLASSES = ()
+Panels only show properties and call operators by idname; everything they change
+is a stored RNA property, so it is undoable and saved with the file.
+"""
+
+import bpy
+from bpy.props import StringProperty
+
+from ..operators.limits import active_limit_bone
+from ..solver import presets
+
+
+def armature(context):
+    """The active object when it is an armature, else None."""
+    obj = context.active_object
+    if obj is not None and obj.type == "ARMATURE":
+        return obj
+    return None
+
+
+def posed_armature(context):
+    """The active armature when it is in pose mode, else None."""
+    obj = armature(context)
+    return obj if obj is not None and obj.mode == "POSE" else None
+
+
+def active_pin(context, obj):
+    """The pinned bone whose pin settings the panel shows: the list's active row, else the active bone.
+
+    Pinning does not move the list's active row, so the freshly pinned active bone still shows.
+    """
+    index = obj.ewbik.active_pin_index
+    candidates = [obj.pose.bones[index]] if 0 <= index < len(obj.pose.bones) else []
+    if context.active_pose_bone is not None and context.active_pose_bone.id_data == obj:
+        candidates.append(context.active_pose_bone)
+    return next((pose_bone for pose_bone in candidates if pose_bone.ewbik.target is not None), None)
+
+
+class EWBIK_OT_select_pin_target(bpy.types.Operator):
+    """Select the target empty of this pin (leaving pose mode) so it can be moved"""
+
+    bl_idname = "ewbik.select_pin_target"
+    bl_label = "Select Target"
+    bl_options = {"REGISTER", "UNDO"}
+
+    bone: StringProperty(name="Bone", description="Pinned pose bone whose target to select")
+
+    @classmethod
+    def poll(cls, context):
+        return armature(context) is not None
+
+    def execute(self, context):
+        obj = armature(context)
+        pose_bone = obj.pose.bones.get(self.bone)
+        target = pose_bone.ewbik.target if pose_bone is not None else None
+        if target is None:
+            self.report({"WARNING"}, f"Bone '{self.bone}' is not pinned")
+            return {"CANCELLED"}
+        if target.name not in context.view_layer.objects:
+            self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
+            return {"CANCELLED"}
+        if obj.mode != "OBJECT":
+            bpy.ops.object.mode_set(mode="OBJECT")
+        for other in context.view_layer.objects:
+            other.select_set(False)
+        target.hide_set(False)
+        target.select_set(True)
+        context.view_layer.objects.active = target
+        return {"FINISHED"}
+
+
+class EWBIK_MT_limit_presets(bpy.types.Menu):
+    """Humanoid joint-limit presets, for the whole armature or the selected bones."""
+
+    bl_idname = "EWBIK_MT_limit_presets"
+    bl_label = "Limit Presets"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.label(text="All Bones")
+        for preset_id, label, _description in presets.available_presets():
+            op = layout.operator("ewbik.apply_limit_preset", text=label)
+            op.preset = preset_id
+            op.only_selected = False
+        layout.separator()
+        layout.label(text="Selected Bones")
+        for preset_id, label, _description in presets.available_presets():
+            op = layout.operator("ewbik.apply_limit_preset", text=label)
+            op.preset = preset_id
+            op.only_selected = True
+
+
+class EWBIK_UL_pins(bpy.types.UIList):
+    """Pinned pose bones of the armature: the list filters `pose.bones` down to those with a target."""
+
+    bl_idname = "EWBIK_UL_pins"
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        settings = item.ewbik
+        row = layout.row(align=True)
+        row.label(text=item.name, icon="BONE_DATA")
+        row.prop(settings, "target", text="")
+        row.prop(settings, "weight", text="", emboss=False)
+
+    def filter_items(self, context, data, propname):
+        bones = getattr(data, propname)
+        helpers = bpy.types.UI_UL_list
+        flags = (
+            helpers.filter_items_by_name(self.filter_name, self.bitflag_filter_item, bones, "name")
+            if self.filter_name
+            else [self.bitflag_filter_item] * len(bones)
+        )
+        flags = [flag if bone.ewbik.target is not None else 0 for flag, bone in zip(flags, bones)]
+        order = helpers.sort_items_by_name(bones, "name") if self.use_filter_sort_alpha else []
+        return flags, order
+
+
+class EWBIK_UL_cones(bpy.types.UIList):
+    """The active bone's limit cones, in kusudama order."""
+
+    bl_idname = "EWBIK_UL_cones"
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.label(text=f"Cone {index + 1}", icon="MESH_CONE")
+        row.prop(item, "radius", text="", emboss=False)
+
+
+class SidebarPanel:
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "EWBIK"
+
+
+class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
+    """Solver settings of the active armature, and how the last solve went."""
+
+    bl_idname = "EWBIK_PT_solver"
+    bl_label = "EWBIK Solver"
+
+    @classmethod
+    def poll(cls, context):
+        obj = armature(context)
+        return obj is not None and obj.mode in {"POSE", "OBJECT"}
+
+    def draw_header(self, context):
+        self.layout.prop(armature(context).ewbik, "live", text="")
+
+    def draw(self, context):
+        settings = armature(context).ewbik
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+
+        col = layout.column(align=True)
+        col.prop(settings, "iterations")
+        col.prop(settings, "time_budget_ms", text="Time Budget")
+        col.prop(settings, "tolerance")
+        col = layout.column(align=True)
+        col.prop(settings, "dampening")
+        col.prop(settings, "stabilization_passes")
+        col = layout.column(heading="Options")
+        col.prop(settings, "translate_root")
+        col.prop(settings, "show_limits")
+
+        layout.operator("ewbik.solve", icon="PLAY")
+        if settings.status:
+            layout.label(text=settings.status, icon="INFO")
+        row = layout.row(align=True)
+        row.operator("ewbik.export_scene", text="Export Scene", icon="EXPORT")
+        row.operator("ewbik.import_scene", text="Import", icon="IMPORT")
+
+
+class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
+    """Pinned bones: add and remove pins, tune the active one."""
+
+    bl_idname = "EWBIK_PT_pins"
+    bl_label = "Pins"
+
+    @classmethod
+    def poll(cls, context):
+        return posed_armature(context) is not None
+
+    def draw(self, context):
+        obj = posed_armature(context)
+        layout = self.layout
+
+        row = layout.row()
+        row.template_list("EWBIK_UL_pins", "", obj.pose, "bones", obj.ewbik, "active_pin_index", rows=4)
+        col = row.column(align=True)
+        col.operator("ewbik.pin", icon="ADD", text="")
+        col.operator("ewbik.unpin", icon="REMOVE", text="")
+
+        pose_bone = active_pin(context, obj)
+        if pose_bone is None:
+            layout.label(text="Select bones and press + to pin them", icon="INFO")
+            return
+        settings = pose_bone.ewbik
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        col = layout.column()
+        row = col.row(align=True)
+        row.prop(settings, "target")
+        row.operator("ewbik.select_pin_target", text="", icon="RESTRICT_SELECT_OFF").bone = pose_bone.name
+        col.prop(settings, "weight")
+        col.prop(settings, "orientation_weights", text="Orientation")
+        col.prop(settings, "falloff")
+
+
+class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
+    """Joint limits of the active pose bone: the kusudama cones, stiffness and comfort."""
+
+    bl_idname = "EWBIK_PT_limits"
+    bl_label = "Joint Limits"
+
+    @classmethod
+    def poll(cls, context):
+        return active_limit_bone(context) is not None
+
+    def draw(self, context):
+        pose_bone = active_limit_bone(context)
+        settings = pose_bone.ewbik
+        layout = self.layout
+
+        row = layout.row(align=True)
+        row.label(text=pose_bone.name, icon="BONE_DATA")
+        row.menu("EWBIK_MT_limit_presets", text="Presets", icon="PRESET")
+        row.operator("ewbik.reset_limits", text="", icon="X")
+
+        row = layout.row()
+        row.template_list("EWBIK_UL_cones", "", settings, "cones", settings, "active_cone_index", rows=3)
+        col = row.column(align=True)
+        col.operator("ewbik.cone_add", icon="ADD", text="")
+        col.operator("ewbik.cone_remove", icon="REMOVE", text="")
+        col.separator()
+        col.operator("ewbik.cone_move", icon="TRIA_UP", text="").direction = "UP"
+        col.operator("ewbik.cone_move", icon="TRIA_DOWN", text="").direction = "DOWN"
+
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        if 0 <= settings.active_cone_index < len(settings.cones):
+            cone = settings.cones[settings.active_cone_index]
+            col = layout.column()
+            col.prop(cone, "direction")
+            col.prop(cone, "radius")
+        col = layout.column()
+        col.prop(settings, "stiffness", slider=True)
+        col.prop(settings, "comfort", slider=True)
+
+
+class EWBIK_PT_limits_twist(SidebarPanel, bpy.types.Panel):
+    """Twist limit of the active pose bone (rotation about its own axis)."""
+
+    bl_idname = "EWBIK_PT_limits_twist"
+    bl_label = "Twist"
+    bl_parent_id = "EWBIK_PT_limits"
+
+    @classmethod
+    def poll(cls, context):
+        return active_limit_bone(context) is not None
+
+    def draw_header(self, context):
+        self.layout.prop(active_limit_bone(context).ewbik, "use_twist_limit", text="")
+
+    def draw(self, context):
+        settings = active_limit_bone(context).ewbik
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        col = layout.column(align=True)
+        col.active = settings.use_twist_limit
+        col.prop(settings, "twist_min", text="Min")
+        col.prop(settings, "twist_max", text="Max")
+
+
+CLASSES = (
+    EWBIK_OT_select_pin_target,
+    EWBIK_MT_limit_presets,
+    EWBIK_UL_pins,
+    EWBIK_UL_cones,
+    EWBIK_PT_solver,
+    EWBIK_PT_pins,
+    EWBIK_PT_limits,
+    EWBIK_PT_limits_twist,
+)

@@ -1,0 +1,162 @@
+"""Joint-limit operators on the Rigify metarig: presets, the cone list of the active bone, reset."""
+
+import math
+
+import bpy
+import pytest
+from mathutils import Quaternion, Vector
+
+from tests.blender.blender_helpers import addon_module, make_active, select_pose_bones
+
+LIMBS = ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R", "thigh.L", "shin.L", "thigh.R", "shin.R")
+
+
+def pose_mode(obj, *selected):
+    make_active(obj)
+    bpy.ops.object.mode_set(mode="POSE")
+    select_pose_bones(obj, list(selected))
+
+
+def stored_kusudama(pose_bone):
+    """The solver's Kusudama for what the operators stored on this pose bone."""
+    settings = pose_bone.ewbik
+    limits = {"cones": [{"direction": list(c.direction), "radius": c.radius} for c in settings.cones]}
+    if settings.use_twist_limit:
+        limits["twist"] = {"min": settings.twist_min, "max": settings.twist_max}
+    return addon_module("solver.kusudama").Kusudama.from_dict(limits, bone=pose_bone.name)
+
+
+def is_limited(pose_bone):
+    return len(pose_bone.ewbik.cones) > 0 or pose_bone.ewbik.use_twist_limit
+
+
+def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, capfd):
+    make_active(metarig)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+
+    limited = [pose_bone for pose_bone in metarig.pose.bones if is_limited(pose_bone)]
+    for name in LIMBS + ("spine.001",):
+        assert is_limited(metarig.pose.bones[name]), name
+    for pose_bone in limited:
+        limits = stored_kusudama(pose_bone)
+        if limits.cones:
+            assert limits.allows([0.0, 1.0, 0.0]), f"{pose_bone.name}: rest direction outside its cones"
+        if limits.twist is not None:
+            assert limits.twist.min <= 0.0 <= limits.twist.max, f"{pose_bone.name}: rest twist outside"
+    out = capfd.readouterr().out
+    assert f"Limits set on {len(limited)} bones" in out
+    assert "not recognised" in out
+
+
+def test_preset_on_selected_bones_only(metarig):
+    pose_mode(metarig, "forearm.L")
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=True) == {"FINISHED"}
+    assert [pose_bone.name for pose_bone in metarig.pose.bones if is_limited(pose_bone)] == ["forearm.L"]
+
+
+def test_preset_replaces_existing_limits(metarig):
+    pose_mode(metarig, "forearm.L")
+    for _ in range(4):
+        bpy.ops.ewbik.cone_add()
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=True) == {"FINISHED"}
+    expected = addon_module("solver.presets").preset_limits(
+        addon_module("operators.limits").scene_bones(metarig), "humanoid"
+    )["forearm.L"]
+    cones = metarig.pose.bones["forearm.L"].ewbik.cones
+    assert len(cones) == len(expected["cones"])
+    for cone, wanted in zip(cones, expected["cones"]):
+        assert tuple(cone.direction) == pytest.approx(wanted["direction"], abs=1e-6)
+        assert cone.radius == pytest.approx(wanted["radius"], abs=1e-6)
+    settings = metarig.pose.bones["forearm.L"].ewbik
+    assert settings.use_twist_limit == ("twist" in expected)
+    if "twist" in expected:
+        assert (settings.twist_min, settings.twist_max) == pytest.approx(
+            (expected["twist"]["min"], expected["twist"]["max"]), abs=1e-6
+        )
+
+
+def test_preset_with_no_recognised_bone_changes_nothing(metarig):
+    pose_mode(metarig, "face")
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=True) == {"CANCELLED"}
+    assert not any(is_limited(pose_bone) for pose_bone in metarig.pose.bones)
+
+
+def test_preset_needs_an_armature():
+    bpy.ops.mesh.primitive_cube_add()
+    with pytest.raises(RuntimeError, match="poll"):
+        bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
+
+
+def test_cone_add_follows_the_posed_direction_and_inserts_after_the_active_cone(metarig):
+    pose_mode(metarig, "forearm.L")
+    pose_bone = metarig.pose.bones["forearm.L"]
+    settings = pose_bone.ewbik
+    assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
+    assert len(settings.cones) == 1 and settings.active_cone_index == 0
+    assert tuple(settings.cones[0].direction) == pytest.approx((0.0, 1.0, 0.0), abs=1e-6)
+
+    pose_bone.rotation_mode = "QUATERNION"
+    swing = Quaternion((1.0, 0.0, 0.0), math.radians(40.0))
+    pose_bone.rotation_quaternion = swing
+    settings.cones[0].radius = 0.3
+    assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
+    assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
+    settings.active_cone_index = 0
+    assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
+    assert len(settings.cones) == 4 and settings.active_cone_index == 1
+    assert tuple(settings.cones[1].direction) == pytest.approx(tuple(swing @ Vector((0.0, 1.0, 0.0))), abs=1e-6)
+    assert settings.cones[0].radius == pytest.approx(0.3)
+
+
+def test_cone_remove_and_move(metarig):
+    pose_mode(metarig, "forearm.L")
+    settings = metarig.pose.bones["forearm.L"].ewbik
+    for radius in (0.1, 0.2, 0.3):
+        bpy.ops.ewbik.cone_add()
+        settings.cones[settings.active_cone_index].radius = radius
+    radii = lambda: [round(cone.radius, 6) for cone in settings.cones]  # noqa: E731
+    assert radii() == [0.1, 0.2, 0.3] and settings.active_cone_index == 2
+
+    assert bpy.ops.ewbik.cone_move(direction="UP") == {"FINISHED"}
+    assert radii() == [0.1, 0.3, 0.2] and settings.active_cone_index == 1
+    assert bpy.ops.ewbik.cone_move(direction="UP") == {"FINISHED"}
+    assert radii() == [0.3, 0.1, 0.2] and settings.active_cone_index == 0
+    assert bpy.ops.ewbik.cone_move(direction="UP") == {"CANCELLED"}
+    assert radii() == [0.3, 0.1, 0.2]
+    assert bpy.ops.ewbik.cone_move(direction="DOWN") == {"FINISHED"}
+    assert radii() == [0.1, 0.3, 0.2] and settings.active_cone_index == 1
+
+    assert bpy.ops.ewbik.cone_remove() == {"FINISHED"}
+    assert radii() == [0.1, 0.2] and settings.active_cone_index == 1
+    assert bpy.ops.ewbik.cone_remove() == {"FINISHED"}
+    assert bpy.ops.ewbik.cone_remove() == {"FINISHED"}
+    assert radii() == [] and settings.active_cone_index == 0
+    with pytest.raises(RuntimeError, match="poll"):
+        bpy.ops.ewbik.cone_remove()
+
+
+def test_cone_operators_need_pose_mode(metarig):
+    make_active(metarig)
+    metarig.data.bones.active = metarig.data.bones["forearm.L"]
+    for operator in (bpy.ops.ewbik.cone_add, bpy.ops.ewbik.reset_limits):
+        with pytest.raises(RuntimeError, match="poll"):
+            operator()
+
+
+def test_limit_edits_are_undoable():
+    limits = addon_module("operators.limits")
+    for cls in limits.CLASSES:
+        assert "UNDO" in cls.bl_options, cls.bl_idname
+
+
+def test_reset_limits_clears_only_the_selected_bones(metarig):
+    make_active(metarig)
+    bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
+    pose_mode(metarig, "forearm.L", "shin.R")
+    metarig.pose.bones["forearm.L"].ewbik.comfort = 0.5
+    assert bpy.ops.ewbik.reset_limits() == {"FINISHED"}
+    for name in ("forearm.L", "shin.R"):
+        settings = metarig.pose.bones[name].ewbik
+        assert len(settings.cones) == 0 and not settings.use_twist_limit and settings.comfort == 0.0
+    assert is_limited(metarig.pose.bones["forearm.R"])
+    assert is_limited(metarig.pose.bones["shin.L"])

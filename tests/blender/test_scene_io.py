@@ -1,0 +1,257 @@
+"""Scene documents through the operators: export -> import round trips, new armatures from a
+document, and bad documents that must be reported without changing anything."""
+
+import json
+import math
+
+import bpy
+import pytest
+from mathutils import Matrix, Quaternion, Vector
+
+from tests.blender.blender_helpers import make_active
+
+POSED = {
+    "upper_arm.L": Quaternion((1.0, 0.2, 0.0), math.radians(40.0)),
+    "forearm.L": Quaternion((1.0, 0.0, 0.0), math.radians(-60.0)),
+    "thigh.R": Quaternion((0.0, 0.3, 1.0), math.radians(25.0)),
+    "spine.002": Quaternion((0.0, 0.0, 1.0), math.radians(10.0)),
+}
+PINNED = ("hand.L", "foot.R", "spine.006")
+
+
+def dress_up(obj):
+    """Pose, pin, limit and tune the rig so every part of the document has something to carry."""
+    make_active(obj)
+    obj.ewbik.live = False
+    obj.location = (0.5, 1.0, 0.0)
+    obj.rotation_euler = (0.0, 0.0, 0.4)
+    for name, rotation in POSED.items():
+        pose_bone = obj.pose.bones[name]
+        pose_bone.rotation_mode = "QUATERNION"
+        pose_bone.rotation_quaternion = rotation
+    obj.pose.bones["thigh.R"].rotation_mode = "XZY"
+    obj.pose.bones["thigh.R"].rotation_euler = POSED["thigh.R"].to_euler("XZY")
+    obj.pose.bones["spine"].location = (0.0, 0.05, -0.02)
+    bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
+    bpy.context.view_layer.update()
+    for index, name in enumerate(PINNED):
+        pose_bone = obj.pose.bones[name]
+        empty = bpy.data.objects.new(f"target {name}", None)
+        bpy.context.collection.objects.link(empty)
+        empty.matrix_world = obj.matrix_world @ pose_bone.matrix @ Matrix.Translation((0.0, 0.05 * index, 0.02))
+        pose_bone.ewbik.target = empty
+        pose_bone.ewbik.weight = 1.0 + index
+        pose_bone.ewbik.orientation_weights = (0.5, 1.0, 0.0)
+        pose_bone.ewbik.falloff = 0.1 * index
+    elbow = obj.pose.bones["forearm.L"].ewbik
+    elbow.stiffness = 0.4
+    elbow.use_twist_limit = True
+    elbow.twist_min, elbow.twist_max = -0.3, 0.9
+    elbow.comfort = 0.25
+    obj.ewbik.iterations = 33
+    obj.ewbik.time_budget_ms = 0.0
+    obj.ewbik.tolerance = 1e-4
+    obj.ewbik.dampening = 0.2
+    obj.ewbik.stabilization_passes = 2
+    obj.ewbik.translate_root = True
+    bpy.context.view_layer.update()
+    return obj
+
+
+def export(path):
+    assert bpy.ops.ewbik.export_scene(filepath=str(path)) == {"FINISHED"}
+    with open(path, encoding="utf-8") as stream:
+        return json.load(stream)
+
+
+def assert_documents_equal(got, want, path="document"):
+    """Equal up to float32 storage in Blender; bones and pins compared by name, in any order."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{path}: {sorted(got)} != {sorted(want)}"
+        for key in want:
+            assert_documents_equal(got[key], want[key], f"{path}.{key}")
+    elif isinstance(want, list) and want and isinstance(want[0], dict) and ("name" in want[0] or "bone" in want[0]):
+        key = "name" if "name" in want[0] else "bone"
+        assert sorted(item[key] for item in got) == sorted(item[key] for item in want), path
+        by_name = {item[key]: item for item in got}
+        for item in want:
+            assert_documents_equal(by_name[item[key]], item, f"{path}[{item[key]}]")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), path
+        for index, (a, b) in enumerate(zip(got, want)):
+            assert_documents_equal(a, b, f"{path}[{index}]")
+    elif isinstance(want, float) or isinstance(got, float):
+        assert got == pytest.approx(want, abs=2e-5), path
+    else:
+        assert got == want, path
+
+
+def pose_world(obj):
+    return {pose_bone.name: obj.matrix_world @ pose_bone.matrix for pose_bone in obj.pose.bones}
+
+
+def assert_same_pose(got, want):
+    for name, matrix in want.items():
+        for a, b in zip(got[name], matrix):
+            assert tuple(a) == pytest.approx(tuple(b), abs=1e-4), name
+
+
+def clear_everything(obj, keep_targets=False):
+    """Undo what dress_up did, through properties only (optionally leaving the pins' targets set)."""
+    for pose_bone in obj.pose.bones:
+        pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+        pose_bone.rotation_euler = (0.0, 0.0, 0.0)
+        pose_bone.location = (0.0, 0.0, 0.0)
+        settings = pose_bone.ewbik
+        if not keep_targets:
+            settings.target = None
+        settings.cones.clear()
+        settings.use_twist_limit = False
+        settings.stiffness = 0.0
+        settings.comfort = 0.0
+    obj.ewbik.iterations = 15
+    obj.ewbik.translate_root = False
+    bpy.context.view_layer.update()
+
+
+def test_export_import_round_trip_on_the_same_rig(metarig, tmp_path):
+    dress_up(metarig)
+    before = export(tmp_path / "before.json")
+    assert before["format"] == "ewbik-scene" and len(before["bones"]) == 159
+    world_before = pose_world(metarig)
+    targets = {name: metarig.pose.bones[name].ewbik.target for name in PINNED}
+    target_matrices = {name: target.matrix_world.copy() for name, target in targets.items()}
+    for target in targets.values():
+        target.location = (9.0, 9.0, 9.0)
+    clear_everything(metarig, keep_targets=True)
+    objects_before = len(bpy.data.objects)
+
+    bpy.ops.object.mode_set(mode="POSE")
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "before.json")) == {"FINISHED"}
+    bpy.context.view_layer.update()
+
+    assert bpy.context.active_object == metarig and metarig.mode == "POSE"
+    assert len(bpy.data.objects) == objects_before, "existing targets are reused"
+    for name, target in targets.items():
+        assert metarig.pose.bones[name].ewbik.target == target
+        for a, b in zip(target.matrix_world, target_matrices[name]):
+            assert tuple(a) == pytest.approx(tuple(b), abs=1e-5)
+    assert metarig.pose.bones["thigh.R"].rotation_mode == "XZY", "rotation modes are kept"
+    elbow = metarig.pose.bones["forearm.L"].ewbik
+    assert elbow.use_twist_limit and (elbow.twist_min, elbow.twist_max) == pytest.approx((-0.3, 0.9))
+    assert elbow.comfort == pytest.approx(0.25) and elbow.stiffness == pytest.approx(0.4)
+    assert_same_pose(pose_world(metarig), world_before)
+    assert_documents_equal(export(tmp_path / "after.json"), before)
+
+
+def test_import_builds_a_new_armature_when_the_bones_do_not_match(metarig, tmp_path):
+    dress_up(metarig)
+    document = export(tmp_path / "scene.json")
+    world = pose_world(metarig)
+    metarig_world = metarig.matrix_world.copy()
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    bpy.ops.mesh.primitive_cube_add()
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json")) == {"FINISHED"}
+    bpy.context.view_layer.update()
+
+    obj = bpy.context.active_object
+    assert obj.type == "ARMATURE" and obj.name.startswith("scene")
+    assert not obj.ewbik.live, "a reproduced scene shows the recorded pose until asked to solve"
+    rest = {bone["name"]: bone for bone in document["bones"]}
+    for bone in obj.data.bones:
+        want = rest[bone.name]
+        assert (bone.parent.name if bone.parent else None) == want["parent"]
+        assert bone.length == pytest.approx(want["length"], rel=1e-5)
+        for a, b in zip(bone.matrix_local, want["rest"]):
+            assert tuple(a) == pytest.approx(b, abs=1e-5), bone.name
+    assert len(obj.data.bones) == len(rest)
+    assert len([o for o in bpy.data.objects if o.type == "EMPTY"]) == len(PINNED)
+    for name in PINNED:
+        target = obj.pose.bones[name].ewbik.target
+        assert target is not None and target.type == "EMPTY"
+    # The new armature sits at the origin, so its world pose is the original's armature-space pose.
+    assert_same_pose(pose_world(obj), {name: metarig_world.inverted() @ m for name, m in world.items()})
+    assert_documents_equal(export(tmp_path / "again.json"), document)
+
+
+def test_import_onto_a_different_rig_leaves_it_alone(metarig, tmp_path):
+    dress_up(metarig)
+    export(tmp_path / "scene.json")
+    bpy.ops.object.armature_basic_human_metarig_add()
+    other = bpy.context.active_object
+    other_pose = pose_world(other)
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json")) == {"FINISHED"}
+    new = bpy.context.active_object
+    assert new not in (other, metarig) and len(new.data.bones) == 159
+    assert_same_pose(pose_world(other), other_pose)
+    assert not any(pose_bone.ewbik.cones for pose_bone in other.pose.bones)
+
+
+BAD_EDITS = {
+    "limits.cones[0].direction": lambda doc: next(
+        bone for bone in doc["bones"] if bone["name"] == "forearm.L"
+    )["limits"]["cones"][0].update(direction=[0.0, 0.0, 0.0]),
+    "parent": lambda doc: doc["bones"][5].update(parent="no such bone"),
+    "pins": lambda doc: doc["pins"][0].update(bone="no such bone"),
+    "format": lambda doc: doc.update(format="something else"),
+}
+
+
+@pytest.mark.parametrize("field", sorted(BAD_EDITS))
+def test_bad_document_is_reported_and_changes_nothing(metarig, tmp_path, field):
+    dress_up(metarig)
+    document = export(tmp_path / "good.json")
+    BAD_EDITS[field](document)
+    (tmp_path / "bad.json").write_text(json.dumps(document))
+    clear_everything(metarig)
+    before = export(tmp_path / "before.json")
+    objects = sorted(obj.name for obj in bpy.data.objects)
+
+    with pytest.raises(RuntimeError) as failure:
+        bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "bad.json"))
+    message = str(failure.value)
+    assert "Invalid scene document" in message
+    named = field.split(".")[-1].split("[")[0]
+    assert named in message or (field == "pins" and "no such bone" in message), message
+    assert sorted(obj.name for obj in bpy.data.objects) == objects
+    assert_documents_equal(export(tmp_path / "after.json"), before)
+
+
+@pytest.mark.parametrize("content", ["{not json", "", "[1, 2, 3]"])
+def test_unreadable_file_is_reported(metarig, tmp_path, content):
+    (tmp_path / "broken.json").write_text(content)
+    objects = len(bpy.data.objects)
+    with pytest.raises(RuntimeError, match="broken.json is not JSON|Invalid scene document"):
+        bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "broken.json"))
+    assert len(bpy.data.objects) == objects
+
+
+def test_missing_file_is_reported(tmp_path):
+    with pytest.raises(RuntimeError, match="Could not read"):
+        bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "missing.json"))
+
+
+def test_export_needs_an_armature(tmp_path):
+    bpy.ops.mesh.primitive_cube_add()
+    with pytest.raises(RuntimeError, match="poll"):
+        bpy.ops.ewbik.export_scene(filepath=str(tmp_path / "scene.json"))
+    assert not (tmp_path / "scene.json").exists()
+
+
+def test_export_to_an_unwritable_path_is_reported(metarig, tmp_path):
+    make_active(metarig)
+    with pytest.raises(RuntimeError, match="Could not write"):
+        bpy.ops.ewbik.export_scene(filepath=str(tmp_path / "no such dir" / "scene.json"))
+
+
+def test_rotation_written_in_the_bones_own_mode(metarig, tmp_path):
+    dress_up(metarig)
+    document = export(tmp_path / "scene.json")
+    metarig.pose.bones["forearm.L"].rotation_mode = "AXIS_ANGLE"
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json")) == {"FINISHED"}
+    pose_bone = metarig.pose.bones["forearm.L"]
+    angle, *axis = pose_bone.rotation_axis_angle
+    got = Quaternion(Vector(axis), angle)
+    want = Quaternion(next(bone for bone in document["bones"] if bone["name"] == "forearm.L")["rotation"])
+    assert abs(got.dot(want)) == pytest.approx(1.0, abs=1e-6)

@@ -1,0 +1,237 @@
+"""The EWBIK sidebar tab: registration, when each panel shows, and drawing every panel.
+
+Headless Blender has no region to draw panels into, so `draw` runs against a recording
+layout that checks what real UILayouts check: every property exists on the data it is
+read from, every operator is registered and every operator property it sets exists.
+"""
+
+import bpy
+
+from tests.blender.blender_helpers import (
+    addon_module,
+    disable_extension,
+    enable_extension,
+    make_active,
+    select_pose_bones,
+)
+
+PANELS = ("EWBIK_PT_solver", "EWBIK_PT_pins", "EWBIK_PT_limits", "EWBIK_PT_limits_twist")
+
+
+class OperatorProperties:
+    """What `layout.operator()` returns: only the operator's own properties may be set."""
+
+    def __init__(self, idname):
+        category, name = idname.split(".")
+        operator = getattr(getattr(bpy.ops, category), name)
+        self.__dict__["_names"] = set(operator.get_rna_type().properties.keys())
+        self.__dict__["_idname"] = idname
+
+    def __setattr__(self, name, value):
+        assert name in self._names, f"{self._idname} has no property {name!r}"
+        self.__dict__[name] = value
+
+
+class RecordingLayout:
+    """A stand-in for bpy.types.UILayout that validates and records what a draw function asks for."""
+
+    def __init__(self, log):
+        self.log = log
+        self.use_property_split = False
+        self.use_property_decorate = True
+        self.active = True
+        self.enabled = True
+
+    def _child(self, *args, **kwargs):
+        return RecordingLayout(self.log)
+
+    row = column = box = split = column_flow = grid_flow = _child
+
+    def prop(self, data, name, **kwargs):
+        assert name in data.bl_rna.properties, f"{data.bl_rna.identifier} has no property {name!r}"
+        self.log.append(("prop", name))
+
+    def operator(self, idname, **kwargs):
+        assert hasattr(bpy.types, operator_class_name(idname)), f"operator {idname} is not registered"
+        self.log.append(("operator", idname))
+        return OperatorProperties(idname)
+
+    def menu(self, idname, **kwargs):
+        assert hasattr(bpy.types, idname), f"menu {idname} is not registered"
+        self.log.append(("menu", idname))
+
+    def template_list(self, list_type, list_id, data, propname, active_data, active_propname, **kwargs):
+        assert hasattr(bpy.types, list_type), f"UI list {list_type} is not registered"
+        assert propname in data.bl_rna.properties
+        assert active_propname in active_data.bl_rna.properties
+        self.log.append(("list", list_type))
+
+    def label(self, text="", **kwargs):
+        self.log.append(("label", text))
+
+    def separator(self, **kwargs):
+        pass
+
+
+def operator_class_name(idname):
+    category, name = idname.split(".")
+    return f"{category.upper()}_OT_{name}"
+
+
+def draw(panel_name, method="draw"):
+    """Run a panel's draw (or draw_header) with the current context; returns what it asked for."""
+    log = []
+    panel = getattr(bpy.types, panel_name)
+    fake = type("FakePanel", (), {"layout": RecordingLayout(log)})()
+    getattr(panel, method)(fake, bpy.context)
+    return log
+
+
+def visible(panel_name):
+    return getattr(bpy.types, panel_name).poll(bpy.context)
+
+
+def test_panels_are_in_the_ewbik_tab_of_the_viewport_sidebar():
+    for name in PANELS:
+        panel = getattr(bpy.types, name)
+        assert (panel.bl_space_type, panel.bl_region_type, panel.bl_category) == ("VIEW_3D", "UI", "EWBIK")
+    assert bpy.types.EWBIK_PT_limits_twist.bl_parent_id == "EWBIK_PT_limits"
+
+
+def test_nothing_shows_without_an_armature():
+    bpy.ops.mesh.primitive_cube_add()
+    assert not any(visible(name) for name in PANELS)
+
+
+def test_object_mode_shows_only_the_solver_settings(metarig):
+    make_active(metarig)
+    assert [name for name in PANELS if visible(name)] == ["EWBIK_PT_solver"]
+
+
+def test_pose_mode_shows_pins_and_limits_of_the_active_bone(metarig):
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    select_pose_bones(metarig, ["forearm.L"])
+    assert all(visible(name) for name in PANELS)
+    metarig.data.bones.active = None
+    assert [name for name in PANELS if visible(name)] == ["EWBIK_PT_solver", "EWBIK_PT_pins"]
+
+
+def test_solver_panel_draws_every_setting_and_the_status(metarig):
+    make_active(metarig)
+    metarig.ewbik.status = "12 iterations, 0.8 ms"
+    log = draw("EWBIK_PT_solver")
+    props = {name for kind, name in log if kind == "prop"}
+    assert {
+        "iterations",
+        "time_budget_ms",
+        "tolerance",
+        "dampening",
+        "stabilization_passes",
+        "translate_root",
+        "show_limits",
+    } <= props
+    assert ("label", "12 iterations, 0.8 ms") in log
+    assert {("operator", "ewbik.solve"), ("operator", "ewbik.export_scene"), ("operator", "ewbik.import_scene")} <= set(log)
+    assert draw("EWBIK_PT_solver", "draw_header") == [("prop", "live")]
+
+
+def test_pins_panel_lists_pins_and_shows_the_active_one(metarig):
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    log = draw("EWBIK_PT_pins")
+    assert ("list", "EWBIK_UL_pins") in log
+    assert {("operator", "ewbik.pin"), ("operator", "ewbik.unpin")} <= set(log)
+    assert not any(name == "falloff" for _kind, name in log), "no pin details without an active pin"
+
+    empty = bpy.data.objects.new("target", None)
+    bpy.context.collection.objects.link(empty)
+    metarig.pose.bones["hand.L"].ewbik.target = empty
+    metarig.ewbik.active_pin_index = metarig.pose.bones.find("hand.L")
+    log = draw("EWBIK_PT_pins")
+    details = {("prop", name) for name in ("target", "weight", "orientation_weights", "falloff")}
+    assert details <= set(log)
+    assert ("operator", "ewbik.select_pin_target") in log
+
+    metarig.ewbik.active_pin_index = metarig.pose.bones.find("spine")
+    select_pose_bones(metarig, ["forearm.R"])
+    assert not details & set(draw("EWBIK_PT_pins"))
+    select_pose_bones(metarig, ["hand.L"])
+    assert details <= set(draw("EWBIK_PT_pins")), "a freshly pinned active bone shows its pin"
+
+
+def test_pin_list_shows_only_pinned_bones(metarig):
+    empty = bpy.data.objects.new("target", None)
+    bpy.context.collection.objects.link(empty)
+    for name in ("hand.L", "foot.R"):
+        metarig.pose.bones[name].ewbik.target = empty
+    pin_list = bpy.types.EWBIK_UL_pins
+    fake = type("FakeList", (), {"filter_name": "", "bitflag_filter_item": 1 << 30, "use_filter_sort_alpha": False})()
+    flags, order = pin_list.filter_items(fake, bpy.context, metarig.pose, "bones")
+    shown = [bone.name for bone, flag in zip(metarig.pose.bones, flags) if flag]
+    assert shown == ["hand.L", "foot.R"] or sorted(shown) == ["foot.R", "hand.L"]
+    assert order == []
+
+    fake.filter_name = "hand*"
+    flags, _order = pin_list.filter_items(fake, bpy.context, metarig.pose, "bones")
+    assert [bone.name for bone, flag in zip(metarig.pose.bones, flags) if flag] == ["hand.L"]
+
+    log = []
+    hand = metarig.pose.bones["hand.L"]
+    pin_list.draw_item(fake, bpy.context, RecordingLayout(log), metarig.pose, hand, 0, None, "", 0)
+    assert ("label", "hand.L") in log and ("prop", "target") in log
+
+
+def test_limits_panel_draws_the_cone_list_and_the_active_cone(metarig):
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    select_pose_bones(metarig, ["forearm.L"])
+    log = draw("EWBIK_PT_limits")
+    assert ("list", "EWBIK_UL_cones") in log and ("menu", "EWBIK_MT_limit_presets") in log
+    operators = {("operator", f"ewbik.{name}") for name in ("cone_add", "cone_remove", "cone_move", "reset_limits")}
+    assert operators <= set(log)
+    assert ("prop", "direction") not in log
+    assert {("prop", "stiffness"), ("prop", "comfort")} <= set(log)
+
+    bpy.ops.ewbik.cone_add()
+    log = draw("EWBIK_PT_limits")
+    assert {("prop", "direction"), ("prop", "radius")} <= set(log)
+    assert draw("EWBIK_PT_limits_twist", "draw_header") == [("prop", "use_twist_limit")]
+    assert {("prop", "twist_min"), ("prop", "twist_max")} <= set(draw("EWBIK_PT_limits_twist"))
+
+
+def test_preset_menu_offers_every_preset_for_all_and_for_selected_bones():
+    log = []
+    fake = type("FakeMenu", (), {"layout": RecordingLayout(log)})()
+    bpy.types.EWBIK_MT_limit_presets.draw(fake, bpy.context)
+    presets = addon_module("solver.presets").available_presets()
+    entries = [entry for entry in log if entry[0] == "operator"]
+    assert entries == [("operator", "ewbik.apply_limit_preset")] * (2 * len(presets))
+
+
+def test_select_target_leaves_pose_mode_and_selects_the_empty(metarig):
+    empty = bpy.data.objects.new("target", None)
+    bpy.context.collection.objects.link(empty)
+    metarig.pose.bones["hand.L"].ewbik.target = empty
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    assert bpy.ops.ewbik.select_pin_target(bone="hand.L") == {"FINISHED"}
+    assert metarig.mode == "OBJECT"
+    assert bpy.context.view_layer.objects.active == empty and empty.select_get()
+    assert not metarig.select_get()
+
+
+def test_select_target_of_an_unpinned_bone_changes_nothing(metarig):
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    assert bpy.ops.ewbik.select_pin_target(bone="hand.L") == {"CANCELLED"}
+    assert metarig.mode == "POSE" and bpy.context.view_layer.objects.active == metarig
+
+
+def test_panels_unregister_with_the_extension():
+    disable_extension()
+    try:
+        assert not any(hasattr(bpy.types, name) for name in PANELS)
+    finally:
+        enable_extension()
+    assert all(hasattr(bpy.types, name) for name in PANELS)
