@@ -173,13 +173,14 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         iterations += 1
         total, reached = state.errors(settings.tolerance)
         if accelerator is not None and not reached:
-            total, reached = accelerator.extrapolate(state, total, limits, settings.tolerance)
+            allowance = iterations * max_step[accelerator.bones]
+            total, reached = accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance)
         else:
             state.forward()
         if reached:
             converged = True
             break
-        if np.isfinite(previous) and previous - total <= _STALL * previous:
+        if np.isfinite(previous) and abs(previous - total) <= _STALL * previous:
             break
         previous = total
         if settings.time_budget_ms is not None and (time.perf_counter() - start) * 1e3 >= settings.time_budget_ms:
@@ -363,14 +364,14 @@ class _Anderson:
 
     The pose is the rotation vectors (and translating roots' locations) of the
     solved bones. From the last few sweeps it extrapolates where the sweeps are
-    heading; the guess is kept only if it lowers the total pin error and moves
-    no bone more than a few dampening steps beyond the plain sweep.
+    heading; the guess is kept only if it lowers the total pin misfit and no
+    bone ends farther from where the solve started than the dampening allows
+    for the iterations run (so dragging stays as continuous as without it).
     """
 
     def __init__(self, memory, plan, max_step):
         self.memory = memory
         self.bones = np.flatnonzero(plan.solved)
-        self.max_jump = 4.0 * max_step[self.bones]
         self.inputs, self.outputs = [], []
 
     def remember_start(self, state):
@@ -379,7 +380,7 @@ class _Anderson:
     def _pose(self, state):
         return np.concatenate((_log(state.rotations[self.bones]), state.locations[self.bones]), axis=-1)
 
-    def extrapolate(self, state, total, limits, tolerance):
+    def extrapolate(self, state, total, limits, tolerance, initial, allowance):
         swept = self._pose(state)
         self.inputs.append(self.start)
         self.outputs.append(swept)
@@ -391,15 +392,18 @@ class _Anderson:
         residuals = outputs - np.array(self.inputs).reshape(len(self.inputs), -1)
         gamma = np.linalg.lstsq(np.diff(residuals, axis=0).T, residuals[-1], rcond=1e-10)[0]
         guess = (outputs[-1] - np.diff(outputs, axis=0).T @ gamma).reshape(swept.shape)
-        jump = np.linalg.norm(guess[:, :3] - swept[:, :3], axis=-1)
-        if not np.all(np.isfinite(guess)) or np.any(jump > self.max_jump + 1e-12):
+        if not np.all(np.isfinite(guess)):
             return self._reject(state, tolerance)
-        old_rotations = state.rotations[self.bones].copy()
-        old_locations = state.locations[self.bones].copy()
         new = _exp(guess[:, :3])
         if limits is not None:
             new = limits.constrain(self.bones, new, 0)
-        state.rotations[self.bones] = quat.normalize(new)
+        new = quat.normalize(new)
+        travel = quat.angle(quat.multiply(quat.conjugate(initial[self.bones]), new))
+        if np.any(travel > allowance + 1e-12):
+            return self._reject(state, tolerance)
+        old_rotations = state.rotations[self.bones].copy()
+        old_locations = state.locations[self.bones].copy()
+        state.rotations[self.bones] = new
         state.locations[self.bones] = guess[:, 3:]
         state.forward()
         guess_total, reached = state.errors(tolerance)

@@ -1,0 +1,121 @@
+"""Shared helpers for the solver-core tests: matrices, random skeletons and independent oracles.
+
+The oracles here deliberately avoid `solver.quat` and `solver.skeleton` internals: rotations
+come from scipy and forward kinematics is a plain product of 4x4 matrices, so a test that
+compares the solver against them compares two independent implementations.
+"""
+
+import json
+import pathlib
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def scipy_rotation(q):
+    """scipy Rotation of (w, x, y, z) quaternions."""
+    q = np.asarray(q, dtype=float)
+    return Rotation.from_quat(q[..., [1, 2, 3, 0]])
+
+
+def wxyz(rotation):
+    """(w, x, y, z) quaternions of a scipy Rotation."""
+    return rotation.as_quat()[..., [3, 0, 1, 2]]
+
+
+def same_rotation(a, b, atol=1e-9):
+    """True when quaternions a and b describe the same rotation (q and -q are equal)."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    d = np.abs(np.sum(a * b, axis=-1))
+    return bool(np.all(np.abs(d - 1.0) <= atol))
+
+
+def frame(rotation=None, position=(0.0, 0.0, 0.0)):
+    """4x4 rigid matrix from a 3x3 rotation matrix (identity when None) and a translation."""
+    m = np.eye(4)
+    if rotation is not None:
+        m[:3, :3] = rotation
+    m[:3, 3] = position
+    return m
+
+
+def translation(position):
+    return frame(None, position)
+
+
+def random_unit_quaternions(rng, count):
+    q = rng.normal(size=(count, 4))
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def random_tree(rng, n_bones, chain_bias=0.7):
+    """A random armature: names, parents (names or None), rest 4x4s and lengths, parents first.
+
+    Each child's head sits on its parent's tail most of the time (a connected chain), sometimes
+    somewhere else, as in real rigs; rest orientations are random.
+    """
+    names = [f"bone{i}" for i in range(n_bones)]
+    parents = [None]
+    rest = []
+    lengths = rng.uniform(0.2, 1.5, size=n_bones)
+    rotations = Rotation.from_quat(rng.normal(size=(n_bones, 4)))
+    for i in range(n_bones):
+        if i > 0:
+            parent = i - 1 if rng.random() < chain_bias else int(rng.integers(0, i))
+            parents.append(names[parent])
+            p = rest[parent]
+            if rng.random() < 0.8:
+                head = p[:3, 3] + p[:3, 1] * lengths[parent]
+            else:
+                head = p[:3, 3] + rng.normal(scale=0.5, size=3)
+        else:
+            head = rng.normal(size=3)
+        rest.append(frame(rotations[i].as_matrix(), head))
+    return names, parents, np.array(rest), lengths
+
+
+def pose_matrices(names, parents, rest, rotations, locations):
+    """Armature-space pose matrices by Blender's rule, one 4x4 product per bone.
+
+    pose = parent_pose @ inv(parent_rest) @ rest @ T(location) @ R(rotation); bones may be given
+    in any order (parents are looked up by name, recursively).
+    """
+    index = {n: i for i, n in enumerate(names)}
+    out = {}
+
+    def pose_of(i):
+        if i in out:
+            return out[i]
+        local = rest[i] @ translation(locations[i]) @ frame(scipy_rotation(rotations[i]).as_matrix())
+        parent = parents[i]
+        if parent is None:
+            out[i] = local
+        else:
+            p = index[parent]
+            out[i] = pose_of(p) @ np.linalg.inv(rest[p]) @ local
+        return out[i]
+
+    return np.array([pose_of(i) for i in range(len(names))])
+
+
+def load_example(name):
+    with open(EXAMPLES / name, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def chain_skeleton(n_bones, length=1.0):
+    """A straight chain of `n_bones` along +Y from the origin, identity rest orientations."""
+    from solver import Skeleton
+
+    names = ["root"] + [f"b{i}" for i in range(1, n_bones)]
+    parents = [None] + names[:-1]
+    rest = [translation((0.0, i * length, 0.0)) for i in range(n_bones)]
+    return Skeleton(names, parents, rest, [length] * n_bones)
+
+
+def identity_pose(n_bones):
+    return np.tile([1.0, 0.0, 0.0, 0.0], (n_bones, 1)), np.zeros((n_bones, 3))

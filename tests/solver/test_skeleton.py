@@ -1,0 +1,192 @@
+"""Skeleton: forward kinematics against a plain 4x4 product of Blender's rule, and input checks."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from solver import Skeleton
+from tests.solver.conftest import (
+    frame,
+    pose_matrices,
+    random_tree,
+    random_unit_quaternions,
+    same_rotation,
+    scipy_rotation,
+    translation,
+    wxyz,
+)
+from scipy.spatial.transform import Rotation
+
+
+def shuffled(rng, names, parents, rest, lengths):
+    order = rng.permutation(len(names))
+    return [names[i] for i in order], [parents[i] for i in order], rest[order], lengths[order]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 25))
+def test_forward_matches_per_bone_matrix_products(seed, n_bones):
+    rng = np.random.default_rng(seed)
+    names, parents, rest, lengths = shuffled(rng, *random_tree(rng, n_bones))
+    rotations = random_unit_quaternions(rng, n_bones)
+    locations = rng.normal(scale=0.3, size=(n_bones, 3)) * (rng.random((n_bones, 1)) < 0.5)
+    expected = pose_matrices(names, parents, rest, rotations, locations)
+
+    skeleton = Skeleton(names, parents, rest, lengths)
+    order = [names.index(n) for n in skeleton.names]
+    world_rot, world_head = skeleton.forward(rotations[order], locations[order])
+    np.testing.assert_allclose(world_head, expected[order, :3, 3], atol=1e-10)
+    np.testing.assert_allclose(scipy_rotation(world_rot).as_matrix(), expected[order, :3, :3], atol=1e-10)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 30))
+def test_bones_are_sorted_parents_first_in_any_input_order(seed, n_bones):
+    rng = np.random.default_rng(seed)
+    names, parents, rest, lengths = shuffled(rng, *random_tree(rng, n_bones))
+    skeleton = Skeleton(names, parents, rest, lengths)
+    assert sorted(skeleton.names) == sorted(names)
+    for i, name in enumerate(skeleton.names):
+        assert skeleton.index[name] == i
+        parent = parents[names.index(name)]
+        if parent is None:
+            assert skeleton.parents[i] == -1
+        else:
+            assert skeleton.names[skeleton.parents[i]] == parent
+            assert skeleton.parents[i] < i
+        assert skeleton.lengths[i] == lengths[names.index(name)]
+        np.testing.assert_allclose(skeleton.rest[i], rest[names.index(name)], atol=1e-12)
+
+
+def test_rest_pose_reproduces_rest_frames():
+    rng = np.random.default_rng(3)
+    names, parents, rest, lengths = random_tree(rng, 12)
+    skeleton = Skeleton(names, parents, rest, lengths)
+    world_rot, world_head = skeleton.forward(np.tile([1.0, 0, 0, 0], (12, 1)), np.zeros((12, 3)))
+    order = [names.index(n) for n in skeleton.names]
+    np.testing.assert_allclose(world_head, rest[order, :3, 3], atol=1e-12)
+    assert same_rotation(world_rot, wxyz(Rotation.from_matrix(rest[order, :3, :3])), atol=1e-12)
+
+
+def test_forward_does_not_modify_its_inputs():
+    rng = np.random.default_rng(4)
+    skeleton = Skeleton(*random_tree(rng, 6))
+    rotations = random_unit_quaternions(rng, 6)
+    locations = rng.normal(size=(6, 3))
+    r0, l0 = rotations.copy(), locations.copy()
+    skeleton.forward(rotations, locations)
+    assert np.array_equal(rotations, r0) and np.array_equal(locations, l0)
+
+
+def test_a_hand_built_arm_bends_at_the_elbow():
+    """Upper arm along +X, forearm continuing: turning the upper arm 90 deg about Z lifts the hand."""
+    down_x = Rotation.from_rotvec([0, 0, -math.pi / 2]).as_matrix()  # bone Y axis -> +X
+    rest = [frame(down_x, (0, 0, 0)), frame(down_x, (0.3, 0, 0)), frame(down_x, (0.55, 0, 0))]
+    skeleton = Skeleton(["upper", "fore", "hand"], [None, "upper", "fore"], rest, [0.3, 0.25, 0.1])
+    rotations = np.tile([1.0, 0, 0, 0], (3, 1))
+    rotations[0] = [math.cos(math.pi / 4), 0, 0, math.sin(math.pi / 4)]  # about the bone's own Z
+    _, heads = skeleton.forward(rotations, np.zeros((3, 3)))
+    np.testing.assert_allclose(heads, [[0, 0, 0], [0, 0.3, 0], [0, 0.55, 0]], atol=1e-12)
+
+
+def test_scaled_rest_matrices_are_treated_as_rigid():
+    rest = [frame(Rotation.from_rotvec([0.2, 0.1, 0]).as_matrix() * 2.5, (1, 2, 3))]
+    skeleton = Skeleton(["a"], [None], rest, [1.0])
+    np.testing.assert_allclose(skeleton.rest[0][:3, :3], rest[0][:3, :3] / 2.5, atol=1e-12)
+
+
+def test_ancestors_and_levels():
+    names = ["hips", "spine", "head", "thigh", "shin"]
+    parents = [None, "hips", "spine", "hips", "thigh"]
+    rest = [translation((0, i, 0)) for i in range(5)]
+    skeleton = Skeleton(names, parents, rest, [1.0] * 5)
+    chain = [skeleton.names[i] for i in skeleton.ancestors(skeleton.index["shin"])]
+    assert chain == ["shin", "thigh", "hips"]
+    assert [sorted(skeleton.names[i] for i in level) for level in skeleton.levels] == [
+        ["hips"], ["spine", "thigh"], ["head", "shin"]]
+
+
+# ------------------------------------------------------------------ validation
+
+
+def chain(n=3):
+    names = [f"b{i}" for i in range(n)]
+    return names, [None] + names[:-1], [translation((0, i, 0)) for i in range(n)], [1.0] * n
+
+
+def expect_error(bone, names, parents, rest, lengths):
+    with pytest.raises(ValueError, match=f"'{bone}'"):
+        Skeleton(names, parents, rest, lengths)
+
+
+def test_unknown_parent_names_the_bone():
+    names, parents, rest, lengths = chain()
+    parents[2] = "nope"
+    expect_error("b2", names, parents, rest, lengths)
+
+
+@pytest.mark.parametrize("parents", [["b2", "b0", "b1"], [None, "b2", "b1"], [None, "b1", "b1"]])
+def test_cycles_are_rejected_naming_a_bone(parents):
+    names, _, rest, lengths = chain()
+    with pytest.raises(ValueError, match=r"'b[12]'|cycle"):
+        Skeleton(names, parents, rest, lengths)
+
+
+def test_cycle_message_names_a_bone_on_the_cycle():
+    names, _, rest, lengths = chain(4)
+    with pytest.raises(ValueError, match=r"bone 'b[123]'.*cycle"):
+        Skeleton(names, [None, "b3", "b1", "b2"], rest, lengths)
+
+
+def test_duplicate_names_are_rejected():
+    names, parents, rest, lengths = chain()
+    names[2] = "b1"
+    parents[2] = "b0"
+    expect_error("b1", names, parents, rest, lengths)
+
+
+@pytest.mark.parametrize("length", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_lengths_name_the_bone(length):
+    names, parents, rest, lengths = chain()
+    lengths[1] = length
+    expect_error("b1", names, parents, rest, lengths)
+
+
+def test_nan_rest_names_the_bone():
+    names, parents, rest, lengths = chain()
+    rest[2] = rest[2].copy()
+    rest[2][0, 3] = float("nan")
+    expect_error("b2", names, parents, rest, lengths)
+
+
+@pytest.mark.parametrize("basis", [
+    np.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]]),  # sheared
+    np.diag([1.0, 1.0, -1.0]),  # mirrored
+    np.diag([1.0, 0.0, 1.0]),  # collapsed axis
+])
+def test_non_rigid_rest_names_the_bone(basis):
+    names, parents, rest, lengths = chain()
+    rest[1] = frame(basis, (0, 1, 0))
+    expect_error("b1", names, parents, rest, lengths)
+
+
+def test_per_axis_scale_of_an_orthogonal_rest_is_removed():
+    names, parents, rest, lengths = chain()
+    rest[1] = frame(np.diag([1.0, 2.0, 1.0]), (0, 1, 0))
+    skeleton = Skeleton(names, parents, rest, lengths)
+    np.testing.assert_allclose(skeleton.rest[1][:3, :3], np.eye(3), atol=1e-12)
+
+
+def test_rest_must_be_4x4():
+    names, parents, rest, lengths = chain()
+    rest = list(rest)
+    rest[0] = np.eye(3)
+    expect_error("b0", names, parents, rest, lengths)
+
+
+def test_counts_must_agree():
+    names, parents, rest, lengths = chain()
+    with pytest.raises(ValueError):
+        Skeleton(names, parents, rest, lengths[:2])
