@@ -110,20 +110,30 @@ class Skeleton:
         self.forward_into(rotations, locations, world, head)
         return quat.from_matrix(world), head
 
-    def forward_into(self, rotations, locations, world, head):
+    def forward_into(self, rotations, locations, world, head, levels=None):
         """World rotation matrices (N, 3, 3) and heads (N, 3) into preallocated arrays.
 
-        Matrices make each depth level two batched matmuls; this is the solver's hot path.
+        Matrices make each depth level two batched matmuls; this is the solver's
+        hot path. `levels` (from `kinematic_levels`) restricts the pass to a subset
+        of bones closed under ancestors; the others are left untouched.
         """
+        roots, steps = levels if levels is not None else (self.levels[0], self.level_parents)
         local = self.local_rest_matrix @ quat.to_matrix(rotations)
         offset = self.local_offset + (self.local_rest_matrix @ np.asarray(locations, dtype=float)[..., None])[..., 0]
-        roots = self.levels[0]
         world[roots] = local[roots]
         head[roots] = offset[roots]
-        for idx, parent in self.level_parents:
+        for idx, parent in steps:
             parent_world = world[parent]
             world[idx] = parent_world @ local[idx]
             head[idx] = head[parent] + (parent_world @ offset[idx][..., None])[..., 0]
+
+    def kinematic_levels(self, bones):
+        """Depth levels of `bones` and all their ancestors, for `forward_into(levels=...)`."""
+        keep = np.zeros(len(self.names), dtype=bool)
+        for b in bones:
+            keep[self.ancestors(b)] = True
+        steps = [(idx[keep[idx]], self.parents[idx[keep[idx]]]) for idx in self.levels[1:]]
+        return self.levels[0][keep[self.levels[0]]], [(i, p) for i, p in steps if len(i)]
 
     def parent_frames(self, bones, world):
         """World rotation matrix of each bone's rest frame under its posed parent: the constraint frame."""

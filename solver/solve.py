@@ -64,6 +64,7 @@ class _Plan:
     solved: np.ndarray
     batches: list
     limbs: _Limbs
+    levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
 
 
 def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
@@ -120,7 +121,7 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
         if upper >= 0 and below[upper] == [p] and solved[lower] and solved[upper]:
             limbs.append((upper, lower, end, p))
     columns = np.array(limbs, dtype=int).reshape(-1, 4).T
-    plan = _Plan(solved, batches, _Limbs(*columns))
+    plan = _Plan(solved, batches, _Limbs(*columns), skeleton.kinematic_levels(pin_bones))
     if len(skeleton.plan_cache) > 32:
         skeleton.plan_cache.clear()
     skeleton.plan_cache[key] = plan
@@ -155,7 +156,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     frozen = stiffness >= 1.0
     plan = plan_solve(skeleton, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
     initial = rotations.copy()
-    state = _State(skeleton, pins, pin_bones, rotations, locations)
+    state = _State(skeleton, pins, pin_bones, rotations, locations, plan.levels)
     if limits is not None and np.any(plan.solved & limits.limited):
         bones = np.flatnonzero(plan.solved & limits.limited)
         state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
@@ -204,8 +205,9 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
 class _State:
     """The evolving pose plus the pinned bones' current frames (rotation matrices)."""
 
-    def __init__(self, skeleton, pins, pin_bones, rotations, locations):
+    def __init__(self, skeleton, pins, pin_bones, rotations, locations, levels):
         self.skeleton = skeleton
+        self.levels = levels
         self.rotations = rotations
         self.locations = locations
         n = len(skeleton)
@@ -238,7 +240,7 @@ class _State:
         return found
 
     def forward(self):
-        self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head)
+        self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head, self.levels)
         self.effector_pos[:] = self.world_head[self.pin_bones]
         self.effector_axes[:] = np.swapaxes(self.world[self.pin_bones], -1, -2)
 
