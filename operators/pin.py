@@ -1,3 +1,137 @@
-"""Placeholder module until its operators land; exposes no classes yet."""
+"""`ewbik.pin` / `ewbik.unpin`: give selected pose bones a target empty to drag, or take it away."""
 
-CLASSES = ()
+import bpy
+import mathutils
+
+TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
+_POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
+
+
+def target_collection_name(obj):
+    return f"EWBIK Targets {obj.name}"
+
+
+def is_selected(pose_bone):
+    """Selection of a pose bone, wherever this Blender keeps it."""
+    owner = pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone
+    return owner.select and not pose_bone.bone.hide
+
+
+def selected_pose_bones(obj):
+    return [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]
+
+
+def _posing_armature(cls, context):
+    obj = context.object
+    if obj is None or obj.type != "ARMATURE":
+        cls.poll_message_set("Select an armature")
+        return False
+    if obj.mode != "POSE":
+        cls.poll_message_set("Switch the armature to Pose Mode and select bones")
+        return False
+    if obj.library is not None or not obj.is_editable:
+        cls.poll_message_set("The armature is linked or read-only")
+        return False
+    return True
+
+
+def _target_collection(context, obj):
+    """The armature's target collection, created and linked to the scene when missing."""
+    name = target_collection_name(obj)
+    collection = bpy.data.collections.get(name)
+    if collection is None or collection.library is not None:
+        collection = bpy.data.collections.new(name)
+    if not any(child == collection for child in context.scene.collection.children_recursive):
+        context.scene.collection.children.link(collection)
+    return collection
+
+
+def _new_target(context, obj, pose_bone):
+    """An empty at the bone's current pose (world), sized to the bone, in the armature's collection."""
+    world = obj.matrix_world @ pose_bone.matrix
+    location, rotation, _ = world.decompose()
+    scale = obj.matrix_world.to_scale()
+    empty = bpy.data.objects.new(f"{obj.name} {pose_bone.name} target", None)
+    empty.empty_display_type = "SPHERE"
+    empty.empty_display_size = max(pose_bone.bone.length * max(abs(s) for s in scale) * 0.25, 1e-3)
+    empty.matrix_world = mathutils.Matrix.LocRotScale(location, rotation, None)
+    empty[TARGET_MARK] = obj.name
+    _target_collection(context, obj).objects.link(empty)
+    return empty
+
+
+class EWBIK_OT_pin(bpy.types.Operator):
+    """Pin the selected pose bones: each gets an empty at its current pose to drag around"""
+
+    bl_idname = "ewbik.pin"
+    bl_label = "Pin Bones"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return _posing_armature(cls, context)
+
+    def execute(self, context):
+        obj = context.object
+        bones = selected_pose_bones(obj)
+        if not bones:
+            self.report({"ERROR"}, "Select the pose bones to pin")
+            return {"CANCELLED"}
+        created = 0
+        for pose_bone in bones:
+            if pose_bone.ewbik.target is not None:
+                continue
+            pose_bone.ewbik.target = _new_target(context, obj, pose_bone)
+            created += 1
+        self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s)")
+        return {"FINISHED"}
+
+
+class EWBIK_OT_unpin(bpy.types.Operator):
+    """Unpin the selected pose bones (or all of them); delete their targets unless something else uses them"""
+
+    bl_idname = "ewbik.unpin"
+    bl_label = "Unpin Bones"
+    bl_options = {"REGISTER", "UNDO"}
+
+    all_bones: bpy.props.BoolProperty(name="All Bones", description="Unpin every bone of the armature")
+
+    @classmethod
+    def poll(cls, context):
+        return _posing_armature(cls, context)
+
+    def execute(self, context):
+        obj = context.object
+        bones = [pose_bone for pose_bone in (obj.pose.bones if self.all_bones else selected_pose_bones(obj))
+                 if pose_bone.ewbik.target is not None]
+        if not bones:
+            self.report({"WARNING"}, "No pinned bone selected")
+            return {"CANCELLED"}
+        targets = {pose_bone.ewbik.target for pose_bone in bones}
+        for pose_bone in bones:
+            pose_bone.ewbik.target = None
+        removed = _remove_unused_targets(targets)
+        self.report({"INFO"}, f"Unpinned {len(bones)} bone(s), removed {removed} target(s)")
+        return {"FINISHED"}
+
+
+def _remove_unused_targets(targets):
+    """Delete the empties this extension created that nothing but collections (and scenes listing them) uses."""
+    ours = [target for target in targets if TARGET_MARK in target and target.library is None]
+    users = bpy.data.user_map(subset=ours)
+    removed = 0
+    collections = set()
+    for target in ours:
+        if target.children or any(not isinstance(user, (bpy.types.Collection, bpy.types.Scene))
+                                  for user in users[target]):
+            continue
+        collections.update(target.users_collection)
+        bpy.data.objects.remove(target)
+        removed += 1
+    for collection in collections:
+        if collection.name.startswith("EWBIK Targets ") and not collection.all_objects and not collection.children:
+            bpy.data.collections.remove(collection)
+    return removed
+
+
+CLASSES = (EWBIK_OT_pin, EWBIK_OT_unpin)

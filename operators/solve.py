@@ -1,3 +1,45 @@
-"""Placeholder module until its operators land; exposes no classes yet."""
+"""`ewbik.solve`: solve the active armature now, to convergence or the iteration cap."""
 
-CLASSES = ()
+import bpy
+
+from ..ewbik_addon import bridge
+
+
+class EWBIK_OT_solve(bpy.types.Operator):
+    """Solve the active armature now, ignoring the live time budget"""
+
+    bl_idname = "ewbik.solve"
+    bl_label = "Solve"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        obj = context.object
+        if obj is None or obj.type != "ARMATURE":
+            cls.poll_message_set("Select an armature")
+            return False
+        if obj.mode == "EDIT":
+            cls.poll_message_set("Leave Edit Mode to solve")
+            return False
+        return True
+
+    def execute(self, context):
+        obj = context.object
+        try:
+            result = bridge.solve_armature(obj, full=True)
+        except bridge.RigError as error:
+            obj.ewbik.status = str(error)
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
+        errors = bridge.pin_errors(obj, result)
+        details = ", ".join(
+            f"{bone} {position:.3g} ({orientation:.2g}°)" for bone, (position, orientation) in errors.items()
+        )
+        state = "converged" if result.converged else "stopped"
+        summary = f"{state} after {result.iterations} iterations, {result.ms:.1f} ms: {details}"
+        obj.ewbik.status = summary
+        self.report({"INFO"}, summary)
+        return {"FINISHED"}
+
+
+CLASSES = (EWBIK_OT_solve,)

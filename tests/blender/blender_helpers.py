@@ -1,0 +1,111 @@
+"""Helpers shared by the Blender tests: install paths, pinning through the operator, rigs.
+
+Imported after conftest.py has pointed BLENDER_USER_RESOURCES at a temporary directory.
+"""
+
+import importlib
+import importlib.util
+import pathlib
+
+import bpy  # noqa: I001  (first: it makes addon_utils importable)
+import addon_utils
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGE = "bl_ext.user_default.ewbik"
+MOCAP_CLIP = pathlib.Path("/work/shared/data/mocap/cmu_131_01.bvh")
+POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # Blender 5.x
+
+
+def load_build_tool():
+    """tools/build_extension.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("ewbik_build_extension", REPO_ROOT / "tools" / "build_extension.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def addon_module(name):
+    """A submodule of the installed extension, e.g. addon_module("ewbik_addon.bridge")."""
+    return importlib.import_module(f"{PACKAGE}.{name}")
+
+
+def extension_enabled():
+    return PACKAGE in bpy.context.preferences.addons
+
+
+def enable_extension():
+    if not extension_enabled():
+        addon_utils.enable(PACKAGE, default_set=True)
+    assert extension_enabled(), f"{PACKAGE} could not be enabled"
+
+
+def disable_extension():
+    addon_utils.disable(PACKAGE, default_set=True)
+
+
+def select_pose_bones(obj, names):
+    """Select exactly these pose bones (the selection flag lives on PoseBone in 5.x, on Bone before)."""
+    wanted = set(names)
+    for pose_bone in obj.pose.bones:
+        owner = pose_bone if POSE_BONE_HAS_SELECT else pose_bone.bone
+        owner.select = pose_bone.name in wanted
+    if names:
+        obj.data.bones.active = obj.data.bones[names[-1]]
+
+
+def make_active(obj):
+    view_layer = bpy.context.view_layer
+    if bpy.context.object is not None and bpy.context.object.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    for other in view_layer.objects:
+        other.select_set(False)
+    obj.select_set(True)
+    view_layer.objects.active = obj
+
+
+def pin(obj, *names):
+    """Pin these bones the way a user does: pose mode, select them, run ewbik.pin.
+
+    Returns {bone name: target empty}.
+    """
+    make_active(obj)
+    bpy.ops.object.mode_set(mode="POSE")
+    select_pose_bones(obj, names)
+    result = bpy.ops.ewbik.pin()
+    assert result == {"FINISHED"}, result
+    return {name: obj.pose.bones[name].ewbik.target for name in names}
+
+
+def update():
+    """Let Blender evaluate the depsgraph, which runs depsgraph_update_post handlers."""
+    bpy.context.view_layer.update()
+
+
+def bone_world(obj, name):
+    """Blender's own evaluated pose matrix of a bone, in world space."""
+    return obj.matrix_world @ obj.pose.bones[name].matrix
+
+
+def build_metarig(location=(0.0, 0.0, 0.0)):
+    """The Rigify human metarig (159 bones), active, in object mode."""
+    if bpy.context.object is not None and bpy.context.object.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.ops.object.armature_human_metarig_add()
+    obj = bpy.context.object
+    obj.location = location
+    assert obj.type == "ARMATURE" and len(obj.pose.bones) == 159
+    return obj
+
+
+def import_mocap_rig():
+    """An armature built from the CMU clip by Blender's BVH importer, at the clip's first frame."""
+    bpy.ops.import_anim.bvh(
+        filepath=str(MOCAP_CLIP),
+        global_scale=0.056444,
+        rotate_mode="NATIVE",
+        axis_forward="-Z",
+        axis_up="Y",
+    )
+    obj = bpy.context.object
+    assert obj.type == "ARMATURE"
+    return obj

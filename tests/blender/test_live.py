@@ -1,0 +1,292 @@
+"""The live handler: solves on depsgraph updates and frame changes, never re-enters, never raises."""
+
+import time
+
+import bpy
+import numpy as np
+import pytest
+from mathutils import Vector
+
+from tests.blender.blender_helpers import (
+    addon_module,
+    bone_world,
+    build_metarig,
+    make_active,
+    pin,
+    update,
+)
+
+HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
+
+
+def pose_quaternions(obj):
+    values = np.empty(len(obj.pose.bones) * 4, np.float32)
+    obj.pose.bones.foreach_get("rotation_quaternion", values)
+    return values.reshape(-1, 4)
+
+
+def distance_to_target(obj, bone):
+    target = obj.pose.bones[bone].ewbik.target
+    return (bone_world(obj, bone).translation - target.matrix_world.translation).length
+
+
+@pytest.fixture
+def counted_solves(monkeypatch):
+    """Count the bridge solves the live handler makes."""
+    bridge = addon_module("ewbik_addon.bridge")
+    calls = []
+    real = bridge.solve_armature
+
+    def counting(obj, **kwargs):
+        calls.append(obj.name)
+        return real(obj, **kwargs)
+
+    monkeypatch.setattr(bridge, "solve_armature", counting)
+    return calls
+
+
+def test_handlers_are_persistent_across_file_loads(metarig):
+    live = addon_module("ewbik_addon.live")
+    bpy.ops.wm.read_homefile(use_empty=True)
+    assert live.on_depsgraph_update in bpy.app.handlers.depsgraph_update_post
+    assert live.on_frame_change in bpy.app.handlers.frame_change_post
+
+
+def test_moving_a_target_solves_once_per_update(metarig, counted_solves):
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    update()
+    counted_solves.clear()
+    targets["hand.L"].location.z += 0.05
+    update()
+    assert counted_solves == ["metarig"]
+    update()
+    assert counted_solves == ["metarig"]  # nothing changed: no solve
+
+
+def test_live_off_does_not_solve(metarig, counted_solves):
+    targets = pin(metarig, "hand.L")
+    metarig.ewbik.live = False
+    update()
+    before = pose_quaternions(metarig).copy()
+    counted_solves.clear()
+    targets["hand.L"].location.z += 0.05
+    update()
+    assert counted_solves == []
+    assert np.array_equal(pose_quaternions(metarig), before)
+
+
+def test_moving_an_unrelated_object_does_not_solve(metarig, counted_solves):
+    pin(metarig, "hand.L")
+    other = bpy.data.objects.new("unrelated", None)
+    bpy.context.scene.collection.objects.link(other)
+    update()
+    counted_solves.clear()
+    other.location.x += 1.0
+    update()
+    assert counted_solves == []
+
+
+def test_suspended_pauses_live_solving(metarig, counted_solves):
+    live = addon_module("ewbik_addon.live")
+    metarig.ewbik.time_budget_ms = 0.0
+    metarig.ewbik.iterations = 200
+    target = pin(metarig, "hand.L")["hand.L"]
+    update()
+    counted_solves.clear()
+    with live.suspended():
+        target.location.z += 0.05
+        update()
+        assert counted_solves == []
+    metarig.ewbik.iterations = 201  # any armature change re-solves
+    update()
+    assert counted_solves == ["metarig"]
+    assert distance_to_target(metarig, "hand.L") < 1e-3
+
+
+def test_changing_a_setting_resolves(metarig, counted_solves):
+    targets = pin(metarig, "hand.L")
+    update()
+    counted_solves.clear()
+    metarig.ewbik.live = False
+    targets["hand.L"].location.z += 0.05
+    update()
+    assert counted_solves == []
+    metarig.ewbik.time_budget_ms = 0.0
+    metarig.ewbik.iterations = 200
+    metarig.ewbik.live = True
+    update()
+    assert counted_solves == ["metarig"]
+    assert distance_to_target(metarig, "hand.L") < 1e-3
+
+
+def test_two_armatures_solve_in_the_same_update(metarig):
+    second = build_metarig(location=(2.0, 0.0, 0.0))
+    moved = {}
+    for obj in (metarig, second):
+        obj.ewbik.time_budget_ms = 0.0
+        obj.ewbik.iterations = 200
+        moved[obj.name] = pin(obj, "hand.R", "foot.L")["hand.R"]
+    assert metarig.pose.bones["hand.R"].ewbik.target != second.pose.bones["hand.R"].ewbik.target
+    for target in moved.values():
+        target.location += Vector((0.04, -0.05, 0.05))
+    update()
+    for obj in (metarig, second):
+        assert distance_to_target(obj, "hand.R") < 1e-3, obj.name
+        assert distance_to_target(obj, "foot.L") < 1e-3, obj.name
+
+
+def test_an_exception_in_the_solve_stays_inside_the_handler(metarig, monkeypatch, capfd):
+    bridge = addon_module("ewbik_addon.bridge")
+    target = pin(metarig, "hand.L")["hand.L"]
+    update()
+    before = pose_quaternions(metarig).copy()
+
+    def broken(obj, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(bridge, "solve_armature", broken)
+    target.location.z += 0.05
+    update()
+    assert "ZeroDivisionError: boom" in metarig.ewbik.status
+    assert np.array_equal(pose_quaternions(metarig), before)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_animated_target_is_followed_on_frame_change(metarig):
+    metarig.ewbik.time_budget_ms = 0.0
+    metarig.ewbik.iterations = 200
+    target = pin(metarig, "hand.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    start = target.location.copy()
+    target.keyframe_insert("location", frame=1)
+    target.location = start + Vector((0.0, -0.1, 0.1))
+    target.keyframe_insert("location", frame=10)
+    scene = bpy.context.scene
+    for frame in (5, 10):
+        scene.frame_set(frame)
+        assert distance_to_target(metarig, "hand.L") < 1e-3, frame
+
+
+def test_live_update_overhead_on_the_metarig(metarig, monkeypatch):
+    """CPU time a live update spends outside the solver (detect, read, write), hands/feet/head pinned.
+
+    Process time, not wall time: other processes on the machine do not count.
+    """
+    bridge = addon_module("ewbik_addon.bridge")
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    solver_ms, bridge_ms = [], []
+    real_solve, real_solve_armature = bridge.solve, bridge.solve_armature
+
+    def timed_solve(*args, **kwargs):
+        start = time.process_time()
+        result = real_solve(*args, **kwargs)
+        solver_ms.append((time.process_time() - start) * 1e3)
+        return result
+
+    def timed_solve_armature(obj, **kwargs):
+        start = time.process_time()
+        result = real_solve_armature(obj, **kwargs)
+        bridge_ms.append((time.process_time() - start) * 1e3 - solver_ms[-1])
+        return result
+
+    monkeypatch.setattr(bridge, "solve", timed_solve)
+    monkeypatch.setattr(bridge, "solve_armature", timed_solve_armature)
+    updates_ms = []
+    for step in range(21):
+        targets["hand.L"].location.z += 0.002
+        start = time.process_time()
+        update()
+        updates_ms.append((time.process_time() - start) * 1e3)
+    assert len(bridge_ms) == len(updates_ms)
+    median = {name: sorted(values)[10] for name, values in
+              (("update", updates_ms), ("solver", solver_ms), ("bridge", bridge_ms))}
+    print(f"\nlive update, metarig, 5 pins (CPU ms, median): whole update {median['update']:.2f}, "
+          f"solver {median['solver']:.2f}, bridge read/write {median['bridge']:.2f}")
+    assert median["bridge"] < 2.0
+
+
+def test_solves_cut_short_by_the_budget_continue_from_the_timer(metarig):
+    """Timers never fire in the bpy module: call the timer's body as Blender would."""
+    live = addon_module("ewbik_addon.live")
+    metarig.ewbik.time_budget_ms = 0.01  # one iteration per update
+    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    target.location += Vector((0.05, -0.1, 0.1))
+    update()
+    first = distance_to_target(metarig, "hand.L")
+    assert first > 1e-3
+    assert bpy.app.timers.is_registered(live.refine_unconverged)
+    for tick in range(live.MAX_REFINEMENTS):
+        live.refine_unconverged()
+        update()
+    assert distance_to_target(metarig, "hand.L") < first / 10
+
+
+def test_refinement_stops_for_unreachable_targets(metarig, counted_solves):
+    live = addon_module("ewbik_addon.live")
+    metarig.ewbik.time_budget_ms = 0.01
+    target = pin(metarig, "hand.L", "foot.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    target.location.x += 5.0
+    update()
+    counted_solves.clear()
+    for tick in range(2 * live.MAX_REFINEMENTS):
+        live.refine_unconverged()
+        update()
+    assert len(counted_solves) <= live.MAX_REFINEMENTS
+
+
+def test_undo_restores_the_pose_and_pins(metarig):
+    metarig.ewbik.time_budget_ms = 0.0
+    metarig.ewbik.iterations = 200
+    target = pin(metarig, "hand.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    bpy.ops.ed.undo_push(message="pinned")
+    before = pose_quaternions(metarig).copy()
+    target.location.z += 0.08
+    update()
+    assert not np.allclose(pose_quaternions(metarig), before)
+    bpy.ops.ed.undo_push(message="moved")
+    bpy.ops.ed.undo()
+    update()
+    restored = bpy.data.objects["metarig"]
+    assert np.allclose(pose_quaternions(restored), before, atol=1e-6)
+    assert restored.pose.bones["hand.L"].ewbik.target is not None
+    assert distance_to_target(restored, "hand.L") < 1e-3
+
+
+def test_settings_and_pins_survive_save_and_reload(metarig, tmp_path):
+    metarig.ewbik.iterations = 42
+    metarig.ewbik.time_budget_ms = 0.0
+    target_name = pin(metarig, "hand.L", "foot.L")["hand.L"].name
+    bone = metarig.pose.bones["forearm.L"].ewbik
+    bone.stiffness = 0.25
+    cone = bone.cones.add()
+    cone.radius = 1.2
+    bpy.ops.object.mode_set(mode="OBJECT")
+    path = str(tmp_path / "pinned.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+
+    bpy.ops.wm.open_mainfile(filepath=path)
+    rig = bpy.data.objects["metarig"]
+    assert rig.ewbik.iterations == 42
+    assert rig.pose.bones["forearm.L"].ewbik.stiffness == pytest.approx(0.25)
+    assert rig.pose.bones["forearm.L"].ewbik.cones[0].radius == pytest.approx(1.2)
+    moved = rig.pose.bones["hand.L"].ewbik.target
+    assert moved.name == target_name
+    moved.location.z += 0.05
+    update()
+    assert distance_to_target(rig, "hand.L") < 1e-3
+
+
+def test_deleting_the_armature_while_live_is_harmless(metarig):
+    target = pin(metarig, "hand.L")["hand.L"]
+    make_active(metarig)
+    bpy.data.objects.remove(metarig)
+    target.location.z += 0.05
+    update()

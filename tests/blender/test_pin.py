@@ -1,0 +1,151 @@
+"""Pinning through the operators on the Rigify metarig, and the bones reaching their dragged targets."""
+
+import bpy
+import pytest
+from mathutils import Vector
+
+from tests.blender.blender_helpers import bone_world, make_active, pin, select_pose_bones, update
+
+HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
+
+
+def solve_fully_on_update(obj):
+    """Live updates run to convergence (no time budget), so one update is enough to check reaching."""
+    obj.ewbik.time_budget_ms = 0.0
+    obj.ewbik.iterations = 200
+
+
+def distance_to_target(obj, bone):
+    target = obj.pose.bones[bone].ewbik.target
+    return (bone_world(obj, bone).translation - target.matrix_world.translation).length
+
+
+def test_pin_creates_one_empty_per_bone_at_its_pose(metarig):
+    targets = pin(metarig, "hand.L", "forearm.R", "spine.006")
+    collection = bpy.data.collections["EWBIK Targets metarig"]
+    assert set(collection.objects) == set(targets.values())
+    assert collection.name in bpy.context.scene.collection.children
+    for bone, target in targets.items():
+        assert metarig.pose.bones[bone].ewbik.target == target
+        assert target.type == "EMPTY"
+        expected = bone_world(metarig, bone)
+        for row in range(3):
+            assert (Vector(target.matrix_world[row]) - Vector(expected[row])).length < 1e-5
+    sizes = {bone: target.empty_display_size / metarig.data.bones[bone].length for bone, target in targets.items()}
+    assert max(sizes.values()) == pytest.approx(min(sizes.values()))
+
+
+def test_pin_follows_the_armature_transform(metarig):
+    metarig.location = (1.0, 2.0, 0.5)
+    metarig.rotation_euler = (0.0, 0.0, 1.0)
+    update()
+    target = pin(metarig, "hand.L")["hand.L"]
+    assert (target.matrix_world.translation - bone_world(metarig, "hand.L").translation).length < 1e-5
+
+
+def test_pinning_a_pinned_bone_reuses_its_target(metarig):
+    first = pin(metarig, "hand.L")["hand.L"]
+    objects_before = len(bpy.data.objects)
+    second = pin(metarig, "hand.L", "foot.L")
+    assert second["hand.L"] == first
+    assert len(bpy.data.objects) == objects_before + 1
+
+
+def test_pin_without_selection_reports_and_changes_nothing(metarig):
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    select_pose_bones(metarig, [])
+    objects_before = len(bpy.data.objects)
+    with pytest.raises(RuntimeError, match="Select the pose bones to pin"):
+        bpy.ops.ewbik.pin()
+    assert len(bpy.data.objects) == objects_before
+
+
+def test_pin_needs_pose_mode(metarig):
+    make_active(metarig)
+    assert not bpy.ops.ewbik.pin.poll()
+    with pytest.raises(RuntimeError, match="Pose Mode"):
+        bpy.ops.ewbik.pin()
+
+
+def test_unpin_removes_only_the_extensions_unused_empties(metarig):
+    targets = pin(metarig, "hand.L", "hand.R", "foot.L")
+    own_empty = bpy.data.objects.new("my control", None)
+    bpy.context.scene.collection.objects.link(own_empty)
+    metarig.pose.bones["spine.006"].ewbik.target = own_empty
+    follower = bpy.data.objects.new("follower", None)
+    bpy.context.scene.collection.objects.link(follower)
+    follower.parent = targets["hand.R"]
+
+    select_pose_bones(metarig, ["hand.L", "hand.R", "spine.006"])
+    assert bpy.ops.ewbik.unpin() == {"FINISHED"}
+
+    for bone in ("hand.L", "hand.R", "spine.006"):
+        assert metarig.pose.bones[bone].ewbik.target is None
+    assert "metarig hand.L target" not in bpy.data.objects
+    assert bpy.data.objects.get("metarig hand.R target") is not None  # still parents "follower"
+    assert bpy.data.objects.get("my control") is not None  # not created by the extension
+    assert metarig.pose.bones["foot.L"].ewbik.target == targets["foot.L"]
+
+
+def test_unpin_all_removes_the_collection(metarig):
+    pin(metarig, *HANDS_FEET_HEAD)
+    assert bpy.ops.ewbik.unpin(all_bones=True) == {"FINISHED"}
+    assert not [b for b in metarig.pose.bones if b.ewbik.target is not None]
+    assert "EWBIK Targets metarig" not in bpy.data.collections
+    assert not [o for o in bpy.data.objects if o.type == "EMPTY"]
+
+
+@pytest.mark.parametrize(
+    ("bone", "offset"),
+    [
+        ("hand.L", (0.05, -0.04, 0.06)),
+        ("foot.R", (0.05, -0.06, 0.08)),
+        ("spine.006", (0.0, -0.06, -0.02)),
+        ("forearm.L", (0.0, -0.05, 0.05)),
+    ],
+)
+def test_dragged_target_is_reached_on_the_next_update(metarig, bone, offset):
+    solve_fully_on_update(metarig)
+    target = pin(metarig, bone)[bone]
+    start = bone_world(metarig, bone).translation.copy()
+    target.location += Vector(offset)
+    update()
+    assert distance_to_target(metarig, bone) < 1e-3
+    assert (bone_world(metarig, bone).translation - start).length > 0.05
+
+
+def test_full_body_reach_keeps_the_other_pins(metarig):
+    solve_fully_on_update(metarig)
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    targets["hand.L"].location += Vector((0.1, -0.15, 0.15))
+    targets["spine.006"].location += Vector((0.0, -0.03, -0.02))
+    update()
+    for bone in HANDS_FEET_HEAD:
+        assert distance_to_target(metarig, bone) < 5e-3, bone
+
+
+def test_solve_operator_reports_per_pin_errors(metarig):
+    metarig.ewbik.live = False
+    targets = pin(metarig, "hand.L", "foot.L")
+    targets["hand.L"].location.z += 0.1
+    update()
+    assert distance_to_target(metarig, "hand.L") > 0.09  # live is off
+    metarig.ewbik.iterations = 200
+    assert bpy.ops.ewbik.solve() == {"FINISHED"}
+    update()
+    assert distance_to_target(metarig, "hand.L") < 1e-3
+    assert "hand.L" in metarig.ewbik.status and "foot.L" in metarig.ewbik.status
+
+
+def test_solve_needs_an_armature():
+    bpy.ops.mesh.primitive_cube_add()
+    assert not bpy.ops.ewbik.solve.poll()
+    with pytest.raises(RuntimeError, match="Select an armature"):
+        bpy.ops.ewbik.solve()
+
+
+def test_solve_without_pins_reports(metarig):
+    with pytest.raises(RuntimeError, match="no pinned bones"):
+        bpy.ops.ewbik.solve()
+    assert "no pinned bones" in metarig.ewbik.status

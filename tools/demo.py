@@ -1,0 +1,215 @@
+"""`make demo`: the extension at work in Blender-as-a-module, start to finish.
+
+Builds the extension zip and installs it like a user would (into a temporary
+user-resources directory, so the real Blender config is untouched), adds the
+Rigify human metarig with the humanoid joint-limit preset, pins hands, feet
+and head with the Pin operator, then drags the targets step by step into a
+reach-and-crouch while the live handler solves on every depsgraph update. Writes out/demo.blend and a Workbench render
+out/demo.png, and prints the time per live update and every pin's error.
+"""
+
+import os
+import pathlib
+import sys
+import tempfile
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT_DIR = REPO_ROOT / "out"
+USER_RESOURCES = tempfile.mkdtemp(prefix="ewbik-demo-user-")
+os.environ["BLENDER_USER_RESOURCES"] = USER_RESOURCES  # before bpy: never touch the real config
+
+import importlib  # noqa: E402
+import shutil  # noqa: E402
+import time  # noqa: E402
+
+import bpy  # noqa: E402  (first: it makes addon_utils importable)
+import addon_utils  # noqa: E402
+from mathutils import Euler, Matrix, Vector  # noqa: E402
+
+sys.path.insert(0, str(REPO_ROOT / "tools"))
+import build_extension  # noqa: E402
+
+PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
+# Where each target goes (armature space offset from its start, then an extra turn in degrees):
+# the figure crouches and leans in (head down and forward), reaches forward with the left hand
+# and down toward the floor with the right, and keeps both feet planted.
+MOVES = {
+    "spine.006": (Vector((0.0, -0.22, -0.34)), (30.0, 0.0, 0.0)),
+    "hand.L": (Vector((-0.25, -0.50, 0.0)), (0.0, 0.0, -40.0)),
+    "hand.R": (Vector((0.28, -0.42, -0.68)), (50.0, 0.0, 30.0)),
+    "foot.L": (Vector((0.0, 0.0, 0.0)), (0.0, 0.0, 0.0)),
+    "foot.R": (Vector((0.04, 0.06, 0.0)), (0.0, 0.0, -10.0)),
+}
+DRAG_STEPS = 60
+
+
+def install_extension():
+    zip_path = build_extension.build(pathlib.Path(USER_RESOURCES) / "dist")
+    result = bpy.ops.extensions.package_install_files(
+        filepath=str(zip_path), repo="user_default", enable_on_install=True
+    )
+    if result != {"FINISHED"}:
+        raise SystemExit(f"demo: installing {zip_path} failed: {result}")
+    addon_utils.enable("rigify", default_set=True)
+    print(f"installed {zip_path.name} as bl_ext.user_default.ewbik")
+
+
+def add_metarig():
+    bpy.ops.wm.read_homefile(use_empty=True)
+    bpy.ops.object.armature_human_metarig_add()
+    rig = bpy.context.object
+    rig.ewbik.translate_root = True  # the hips may drop: that is what a crouch is
+    bpy.ops.ewbik.apply_limit_preset(preset="humanoid")  # knees and elbows bend the human way
+    return rig
+
+
+def pin_bones(rig):
+    select_flag_on_pose_bone = "select" in bpy.types.PoseBone.bl_rna.properties
+    bpy.ops.object.mode_set(mode="POSE")
+    for pose_bone in rig.pose.bones:
+        owner = pose_bone if select_flag_on_pose_bone else pose_bone.bone
+        owner.select = pose_bone.name in PINS
+    bpy.ops.ewbik.pin()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return {bone: rig.pose.bones[bone].ewbik.target for bone in PINS}
+
+
+def drag(rig, targets):
+    """Move the targets in small steps, letting Blender evaluate after each, as a mouse drag does."""
+    starts = {bone: target.matrix_world.copy() for bone, target in targets.items()}
+    timings = []
+    for step in range(1, DRAG_STEPS + 1):
+        t = step / DRAG_STEPS
+        ease = t * t * (3.0 - 2.0 * t)
+        for bone, (offset, degrees) in MOVES.items():
+            location, rotation, scale = starts[bone].decompose()
+            turn = Euler([ease * d * 3.141592653589793 / 180.0 for d in degrees]).to_quaternion()
+            targets[bone].matrix_world = Matrix.LocRotScale(location + ease * offset, turn @ rotation, scale)
+        started = time.perf_counter()
+        bpy.context.view_layer.update()
+        timings.append((time.perf_counter() - started) * 1e3)
+    return timings
+
+
+def settle():
+    """What Blender's timer does after the mouse stops: keep solving while solves ran out of time."""
+    live = importlib.import_module("bl_ext.user_default.ewbik.ewbik_addon.live")
+    updates = 0
+    while live.has_unconverged() and updates < live.MAX_REFINEMENTS:
+        live.refine_unconverged()
+        bpy.context.view_layer.update()
+        updates += 1
+    return updates
+
+
+def pin_report(rig):
+    lines = []
+    for bone in PINS:
+        pose = rig.matrix_world @ rig.pose.bones[bone].matrix
+        target = rig.pose.bones[bone].ewbik.target.matrix_world
+        distance = (pose.translation - target.translation).length
+        angle = pose.to_quaternion().rotation_difference(target.to_quaternion()).angle
+        lines.append(f"  {bone:10s} {distance * 1000:8.2f} mm {angle * 57.29577951308232:7.2f} deg")
+    return "\n".join(lines)
+
+
+def add_bone_proxies(rig):
+    """Renders do not show armatures: give every body bone a bone-shaped mesh that follows it."""
+    face = {bone.name for bone in rig.data.bones["face"].children_recursive} | {"face"}
+    collection = bpy.data.collections.new("Demo bone shapes")
+    bpy.context.scene.collection.children.link(collection)
+    for pose_bone in rig.pose.bones:
+        if pose_bone.name in face:
+            continue
+        length = pose_bone.bone.length
+        r = 0.12 * length
+        mesh = bpy.data.meshes.new(f"shape {pose_bone.name}")
+        mesh.from_pydata(
+            [(0, 0, 0), (r, 0.2 * length, r), (-r, 0.2 * length, r), (-r, 0.2 * length, -r),
+             (r, 0.2 * length, -r), (0, length, 0)],
+            [],
+            [(0, 1, 2), (0, 2, 3), (0, 3, 4), (0, 4, 1), (5, 2, 1), (5, 3, 2), (5, 4, 3), (5, 1, 4)],
+        )
+        shape = bpy.data.objects.new(mesh.name, mesh)
+        shape.color = (0.85, 0.55, 0.25, 1.0) if pose_bone.name in PINS else (0.72, 0.74, 0.78, 1.0)
+        collection.objects.link(shape)
+        shape.parent = rig
+        shape.parent_type = "BONE"
+        shape.parent_bone = pose_bone.name
+        # Bone parenting attaches at the tail; this inverse puts the shape's origin at the head.
+        shape.matrix_parent_inverse = Matrix.Translation((0.0, -length, 0.0))
+
+
+def add_target_markers(targets):
+    for bone, target in targets.items():
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.035, segments=16, ring_count=8)
+        marker = bpy.context.object
+        marker.name = f"marker {bone}"
+        marker.color = (0.9, 0.1, 0.1, 1.0)
+        marker.parent = target
+
+
+def stage_and_render(png_path):
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_plane_add(size=6.0)
+    bpy.context.object.color = (0.35, 0.37, 0.4, 1.0)
+    camera_data = bpy.data.cameras.new("Demo camera")
+    camera_data.lens = 50.0
+    camera = bpy.data.objects.new("Demo camera", camera_data)
+    scene.collection.objects.link(camera)
+    camera.location = (3.3, -2.2, 1.35)  # three-quarter side view: the bent knees and the reach read best
+    look_at = Vector((0.0, -0.2, 0.8))
+    camera.rotation_euler = (look_at - camera.location).to_track_quat("-Z", "Y").to_euler()
+    scene.camera = camera
+    scene.render.engine = "BLENDER_WORKBENCH"
+    scene.display.shading.light = "STUDIO"
+    scene.display.shading.color_type = "OBJECT"
+    scene.display.shading.show_shadows = True
+    scene.display.shading.show_cavity = True
+    scene.render.resolution_x = 960
+    scene.render.resolution_y = 720
+    scene.render.resolution_percentage = 100
+    scene.render.image_settings.file_format = "PNG"
+    scene.render.filepath = str(png_path)
+    bpy.ops.render.render(write_still=True)
+
+
+def main():
+    OUT_DIR.mkdir(exist_ok=True)
+    install_extension()
+    rig = add_metarig()
+    targets = pin_bones(rig)
+    timings = drag(rig, targets)
+    timings.sort()
+    print(f"live: {len(timings)} depsgraph updates with 5 pins, "
+          f"median {timings[len(timings) // 2]:.2f} ms, max {timings[-1]:.2f} ms per update")
+    print(f"status: {rig.ewbik.status}")
+    print("at the end of the drag (distance, angle to target):")
+    print(pin_report(rig))
+    updates = settle()
+    print(f"after {updates} refinement updates from the live timer:")
+    print(pin_report(rig))
+    bpy.context.view_layer.objects.active = rig
+    rig.ewbik.iterations = 100
+    bpy.ops.ewbik.solve()
+    bpy.context.view_layer.update()
+    print("after ewbik.solve (100 iterations, no time budget):")
+    print(pin_report(rig))
+    add_bone_proxies(rig)
+    add_target_markers(targets)
+    blend_path = OUT_DIR / "demo.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend_path))
+    print(f"saved {blend_path}")
+    png_path = OUT_DIR / "demo.png"
+    try:
+        stage_and_render(png_path)
+        print(f"rendered {png_path}")
+    except RuntimeError as error:
+        print(f"render failed ({error}); needs Mesa's software OpenGL: apt-get install libegl1 libegl-mesa0 "
+              "libgl1-mesa-dri", file=sys.stderr)
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend_path))
+    shutil.rmtree(USER_RESOURCES, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
