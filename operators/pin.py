@@ -2,6 +2,7 @@
 
 import bpy
 import mathutils
+from bpy.props import StringProperty
 
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
 _POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
@@ -46,7 +47,7 @@ def _target_collection(context, obj):
     return collection
 
 
-def _new_target(context, obj, pose_bone):
+def new_target(context, obj, pose_bone):
     """An empty at the bone's current pose (world), sized to the bone, in the armature's collection."""
     world = obj.matrix_world @ pose_bone.matrix
     location, rotation, _ = world.decompose()
@@ -81,7 +82,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
         for pose_bone in bones:
             if pose_bone.ewbik.target is not None:
                 continue
-            pose_bone.ewbik.target = _new_target(context, obj, pose_bone)
+            pose_bone.ewbik.target = new_target(context, obj, pose_bone)
             created += 1
         self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s)")
         return {"FINISHED"}
@@ -134,4 +135,38 @@ def _remove_unused_targets(targets):
     return removed
 
 
-CLASSES = (EWBIK_OT_pin, EWBIK_OT_unpin)
+class EWBIK_OT_select_pin_target(bpy.types.Operator):
+    """Select the target empty of this pin (leaving pose mode) so it can be moved"""
+
+    bl_idname = "ewbik.select_pin_target"
+    bl_label = "Select Target"
+    bl_options = {"REGISTER", "UNDO"}
+
+    bone: StringProperty(name="Bone", description="Pinned pose bone whose target to select")
+
+    @classmethod
+    def poll(cls, context):
+        obj = context.active_object
+        return obj is not None and obj.type == "ARMATURE"
+
+    def execute(self, context):
+        obj = context.active_object
+        pose_bone = obj.pose.bones.get(self.bone)
+        target = pose_bone.ewbik.target if pose_bone is not None else None
+        if target is None:
+            self.report({"WARNING"}, f"Bone '{self.bone}' is not pinned")
+            return {"CANCELLED"}
+        if target.name not in context.view_layer.objects:
+            self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
+            return {"CANCELLED"}
+        if obj.mode != "OBJECT":
+            bpy.ops.object.mode_set(mode="OBJECT")
+        for other in context.view_layer.objects:
+            other.select_set(False)
+        target.hide_set(False)
+        target.select_set(True)
+        context.view_layer.objects.active = target
+        return {"FINISHED"}
+
+
+CLASSES = (EWBIK_OT_pin, EWBIK_OT_unpin, EWBIK_OT_select_pin_target)

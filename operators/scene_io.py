@@ -157,7 +157,7 @@ def apply_document(context, obj, document):
             pose_bone.ewbik.target = None
         set_limits(pose_bone.ewbik, limits.get(pose_bone.name) or {})
     for pose_bone, matrix, existing in pins:
-        target = existing if existing is not None else pin._new_target(context, obj, pose_bone)
+        target = existing if existing is not None else pin.new_target(context, obj, pose_bone)
         target.matrix_world = matrix
         pose_bone.ewbik.target = target
     obj.update_tag()

@@ -5,7 +5,6 @@ is a stored RNA property, so it is undoable and saved with the file.
 """
 
 import bpy
-from bpy.props import StringProperty
 
 from ..operators.limits import active_limit_bone
 from ..solver import presets
@@ -35,39 +34,6 @@ def active_pin(context, obj):
     if context.active_pose_bone is not None and context.active_pose_bone.id_data == obj:
         candidates.append(context.active_pose_bone)
     return next((pose_bone for pose_bone in candidates if pose_bone.ewbik.target is not None), None)
-
-
-class EWBIK_OT_select_pin_target(bpy.types.Operator):
-    """Select the target empty of this pin (leaving pose mode) so it can be moved"""
-
-    bl_idname = "ewbik.select_pin_target"
-    bl_label = "Select Target"
-    bl_options = {"REGISTER", "UNDO"}
-
-    bone: StringProperty(name="Bone", description="Pinned pose bone whose target to select")
-
-    @classmethod
-    def poll(cls, context):
-        return armature(context) is not None
-
-    def execute(self, context):
-        obj = armature(context)
-        pose_bone = obj.pose.bones.get(self.bone)
-        target = pose_bone.ewbik.target if pose_bone is not None else None
-        if target is None:
-            self.report({"WARNING"}, f"Bone '{self.bone}' is not pinned")
-            return {"CANCELLED"}
-        if target.name not in context.view_layer.objects:
-            self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
-            return {"CANCELLED"}
-        if obj.mode != "OBJECT":
-            bpy.ops.object.mode_set(mode="OBJECT")
-        for other in context.view_layer.objects:
-            other.select_set(False)
-        target.hide_set(False)
-        target.select_set(True)
-        context.view_layer.objects.active = target
-        return {"FINISHED"}
 
 
 class EWBIK_MT_limit_presets(bpy.types.Menu):
@@ -275,7 +241,6 @@ class EWBIK_PT_limits_twist(SidebarPanel, bpy.types.Panel):
 
 
 CLASSES = (
-    EWBIK_OT_select_pin_target,
     EWBIK_MT_limit_presets,
     EWBIK_UL_pins,
     EWBIK_UL_cones,
