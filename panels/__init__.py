@@ -1,9 +1,9 @@
-"""The "EWBIK" sidebar tab of the 3D viewport."""
+"""The "EWBIK" tab of the 3D viewport."""
 
 import bpy
 
-from . import sidebar
+from . import bake, sidebar
 
-CLASSES = sidebar.CLASSES
+CLASSES = sidebar.CLASSES + bake.CLASSES
 
 register, unregister = bpy.utils.register_classes_factory(CLASSES)
