@@ -21,6 +21,8 @@ demo: venvs
 
 bench: venvs
 	$(PY52) bench/bench_solver.py
+	$(PY52) bench/bench_live.py
+	$(PY52) bench/bench_bake.py
 
 build: venvs
 	$(PY52) tools/build_extension.py --output-dir dist
