@@ -12,7 +12,7 @@ import addon_utils
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = "bl_ext.user_default.ewbik"
-MOCAP_CLIP = pathlib.Path("/work/shared/data/mocap/cmu_131_01.bvh")
+MOCAP_CLIP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
 POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # Blender 5.x
 
 

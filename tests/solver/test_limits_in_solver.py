@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import pathlib
 import time
 
 import numpy as np
@@ -16,7 +17,7 @@ from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
 
-MOCAP = "/work/shared/data/mocap"
+MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
 CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
 EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
 Y = np.array([0.0, 1.0, 0.0])

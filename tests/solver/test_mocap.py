@@ -1,6 +1,7 @@
 """The BVH loader against plain BVH maths done independently (scipy rotations, 4x4 matrices)."""
 
 import os
+import pathlib
 import re
 
 import numpy as np
@@ -9,7 +10,7 @@ from scipy.spatial.transform import Rotation
 
 from bench.mocap import effector_targets, forward_kinematics, load_bvh
 
-MOCAP = "/work/shared/data/mocap"
+MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
 CLIPS = [os.path.join(MOCAP, f) for f in ("cmu_131_01.bvh", "cmu_131_03.bvh")]
 pytestmark = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 
