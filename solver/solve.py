@@ -161,16 +161,20 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         bones = np.flatnonzero(plan.solved & limits.limited)
         state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
     max_step = (1.0 - stiffness) * settings.dampening
+    constants = [_batch_constants(state, batch, max_step, settings, limits) for batch in plan.batches]
     accelerator = _Anderson(settings.acceleration, plan, max_step) if settings.acceleration else None
 
     iterations, converged = 0, False
     previous = np.inf
+    finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
+    others = np.ones(len(pins), dtype=bool)
+    others[plan.limbs.pin] = False
     state.forward()
     while pins and iterations < settings.iterations:
         if accelerator is not None:
             accelerator.remember_start(state)
-        for batch in plan.batches:
-            _solve_batch(state, batch, max_step, settings, limits, iterations)
+        for batch, const in zip(plan.batches, constants):
+            _solve_batch(state, batch, const, settings, limits, iterations)
         iterations += 1
         total, reached = state.errors(settings.tolerance)
         if accelerator is not None and not reached:
@@ -178,18 +182,24 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
             total, reached = accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance)
         else:
             state.forward()
+        if not reached and finish and state.reached(settings.tolerance)[others].all():
+            # Only limbs are left, and the analytic finish places them directly.
+            _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
+            total, reached = state.errors(settings.tolerance)
         if reached:
             converged = True
             break
         if np.isfinite(previous) and abs(previous - total) <= _STALL * previous:
             break
         previous = total
-        if settings.time_budget_ms is not None and (time.perf_counter() - start) * 1e3 >= settings.time_budget_ms:
-            break
-    if settings.analytic_limbs and len(plan.limbs.pin) and iterations:
+        if settings.time_budget_ms is not None:
+            spent = (time.perf_counter() - start) * 1e3
+            if spent + spent / iterations > settings.time_budget_ms:
+                break  # the next iteration would overrun the budget
+    if finish and not converged and iterations:
         _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
     position_errors, orientation_errors = state.pin_errors()
-    converged = converged or not pins or state.errors(settings.tolerance)[1]
+    converged = converged or not pins or bool(state.reached(settings.tolerance).all())
     return SolveResult(
         rotations=state.rotations,
         locations=state.locations,
@@ -222,22 +232,6 @@ class _State:
         )
         self.effector_pos = np.empty((len(pins), 3))
         self.effector_axes = np.empty((len(pins), 3, 3))
-        self._constants = {}
-
-    def batch_constants(self, batch):
-        """Point weights and target axes of a batch: fixed for the whole solve, gathered once.
-
-        The paper's seven points per pin (origin, origin +- each axis) give the
-        same covariance as the origin at weight w + 2 sum(w_axis) plus each axis
-        at 2 w_axis: mirrored pairs cancel their cross terms.
-        """
-        found = self._constants.get(id(batch))
-        if found is None:
-            w_pin = self.weight[batch.seen] * batch.factor
-            w_axis = 2.0 * w_pin[..., None] * self.axis_weight[batch.seen]
-            found = (w_pin + w_axis.sum(-1), w_axis, self.target_axes[batch.seen])
-            self._constants[id(batch)] = found
-        return found
 
     def forward(self):
         self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head, self.levels)
@@ -254,18 +248,20 @@ class _State:
         axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
         return (1.0 + 2.0 * self.axis_weight.sum(-1)) * pos2 + 2.0 * (self.axis_weight * axis2).sum(-1)
 
-    def errors(self, tolerance):
-        """(total weighted misfit, every pin within tolerance).
+    def reached(self, tolerance):
+        """Per pin: within tolerance in position and on every weighted axis (or weightless).
 
         An axis chord below the tolerance means an angle below it too, so the
         check needs no trigonometry.
         """
         pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
         axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
-        total = float(np.sum(self.weight * self.pin_costs()))
         axis_ok = np.all((axis2 <= tolerance**2) | (self.axis_weight <= 0), axis=-1)
-        reached = bool(np.all(((pos2 <= tolerance**2) & axis_ok) | (self.weight <= 0)))
-        return total, reached
+        return ((pos2 <= tolerance**2) & axis_ok) | (self.weight <= 0)
+
+    def errors(self, tolerance):
+        """(total weighted misfit, every pin within tolerance)."""
+        return float(np.sum(self.weight * self.pin_costs())), bool(self.reached(tolerance).all())
 
     def pin_errors(self):
         """Per pin: position error and orientation error (radians) over the weighted axes.
@@ -285,66 +281,94 @@ class _State:
         return np.sqrt(pos2), ang
 
 
-def _solve_batch(state, batch, max_step, settings, limits, iteration):
+@dataclass
+class _BatchConstants:
+    """What a batch step needs that stays fixed for a whole solve, gathered once."""
+
+    w_origin: np.ndarray  # (k, S) origin weight: w + 2 sum(w_axis)
+    w_axis: np.ndarray  # (k, S, 3) axis weights: 2 w_axis
+    target_axes: np.ndarray  # (k, S, 3, 3)
+    axis_fit: np.ndarray  # (k,) sum of w_axis (|e|^2 + |t|^2) for unit axes
+    max_angle: np.ndarray  # (k,) dampening of each bone (pi for a translating root)
+    relaxation: np.ndarray  # (k,)
+    translating: bool
+    limited: bool
+
+
+def _batch_constants(state, batch, max_step, settings, limits):
+    """The paper's seven points per pin (origin, origin +- each axis) give the
+    same covariance as the origin at weight w + 2 sum(w_axis) plus each axis
+    at 2 w_axis: mirrored pairs cancel their cross terms."""
+    w_pin = state.weight[batch.seen] * batch.factor
+    w_axis = 2.0 * w_pin[..., None] * state.axis_weight[batch.seen]
+    return _BatchConstants(
+        w_origin=w_pin + w_axis.sum(-1),
+        w_axis=w_axis,
+        target_axes=state.target_axes[batch.seen],
+        axis_fit=2.0 * w_axis.sum((-1, -2)),
+        max_angle=np.where(batch.translating, np.pi, max_step[batch.bones]),
+        relaxation=np.where(batch.translating, 1.0, settings.relaxation),
+        translating=bool(batch.translating.any()),
+        limited=limits is not None and bool(limits.limited[batch.bones].any()),
+    )
+
+
+def _solve_batch(state, batch, const, settings, limits, iteration):
     """One EWBIK bone step for every bone of the batch at once."""
-    skel = state.skeleton
     bones = batch.bones
-    pins = batch.seen
     head = state.world_head[bones]
-    frame = skel.parent_frames(bones, state.world)
+    frame = state.skeleton.parent_frames(bones, state.world)
     old_local = state.rotations[bones]
 
-    eff_origin = state.effector_pos[pins] - head[:, None]
-    tgt_origin = state.target_pos[pins] - head[:, None]
-    eff_axes = state.effector_axes[pins]
-    w_origin, w_axis, tgt_axes = state.batch_constants(batch)
+    eff_origin = state.effector_pos[batch.seen] - head[:, None]
+    tgt_origin = state.target_pos[batch.seen] - head[:, None]
+    eff_axes = state.effector_axes[batch.seen]
+    w_origin, w_axis, tgt_axes = const.w_origin, const.w_axis, const.target_axes
+    tgt_len2 = (tgt_origin * tgt_origin).sum(-1)
     s_origin = np.swapaxes(eff_origin * w_origin[..., None], -1, -2) @ tgt_origin
     s_axes = np.einsum("ksa,ksai,ksaj->kij", w_axis, eff_axes, tgt_axes)
-    scale2 = np.maximum(1.0, (tgt_origin**2).sum(-1))
-    s_scaled = s_origin + np.einsum("ksa,ksai,ksaj->kij", w_axis * scale2[..., None], eff_axes, tgt_axes)
+    s_scaled = s_origin + np.einsum(
+        "ksa,ksai,ksaj->kij", w_axis * np.maximum(1.0, tgt_len2)[..., None], eff_axes, tgt_axes
+    )
 
-    translating = batch.translating
     shift = None
-    if np.any(translating):
+    if const.translating:
+        translating = batch.translating[:, None]
         w_sum = np.maximum(w_origin.sum(-1), 1e-300)[:, None]
-        mean_e = np.where(translating[:, None], (w_origin[..., None] * eff_origin).sum(1) / w_sum, 0.0)
-        mean_t = np.where(translating[:, None], (w_origin[..., None] * tgt_origin).sum(1) / w_sum, 0.0)
+        mean_e = np.where(translating, (w_origin[..., None] * eff_origin).sum(1) / w_sum, 0.0)
+        mean_t = np.where(translating, (w_origin[..., None] * tgt_origin).sum(1) / w_sum, 0.0)
         centred = w_sum[:, :, None] * (mean_e[:, :, None] * mean_t[:, None, :])
         s_scaled = s_scaled - centred
-        s_origin_c = s_origin - centred
+        s_origin = s_origin - centred
     e0 = None
     if not settings.exact:
         e0 = 0.5 * (
-            (w_origin * ((eff_origin**2).sum(-1) + (tgt_origin**2).sum(-1))).sum(-1)
-            + 2.0 * (w_axis * scale2[..., None]).sum((-1, -2))
+            (w_origin * ((eff_origin**2).sum(-1) + tgt_len2)).sum(-1)
+            + 2.0 * (w_axis * np.maximum(1.0, tgt_len2)[..., None]).sum((-1, -2))
         )
-    delta = rotations_from_covariance(s_scaled, e0)
-    relaxation = np.where(translating, 1.0, settings.relaxation)
-    delta = _clamp_angle(delta, np.where(translating, np.pi, max_step[bones]), relaxation)
+    delta = _clamp_angle(rotations_from_covariance(s_scaled, e0), const.max_angle, const.relaxation)
 
     # A world-space turn (w, v) about the head is (w, A^T v) in the bone's
     # constraint frame A, so no matrix-to-quaternion conversion is needed.
     frame_t = np.swapaxes(frame, -1, -2)
     local_delta = np.concatenate((delta[:, :1], (frame_t @ delta[:, 1:, None])[..., 0]), axis=-1)
     new_local = quat.multiply(local_delta, old_local)
-    if limits is not None:
+    if const.limited:
         new_local = quat.normalize(limits.constrain(bones, new_local, iteration))
         local_delta = quat.multiply(new_local, quat.conjugate(old_local))
         delta = np.concatenate((local_delta[:, :1], (frame @ local_delta[:, 1:, None])[..., 0]), axis=-1)
     turn = quat.to_matrix(delta)
-    if np.any(translating):
-        shift = np.where(translating[:, None], mean_t - (turn @ mean_e[..., None])[..., 0], 0.0)
+    if const.translating:
+        shift = np.where(batch.translating[:, None], mean_t - (turn @ mean_e[..., None])[..., 0], 0.0)
 
     if settings.stabilization_passes > 0:
-        # Fit of the unscaled points is C - 2 tr(R S): compare tr(R S) with tr(S).
-        s_guard = s_origin + s_axes if shift is None else s_origin_c + s_axes
-        gain = np.einsum("kij,kji->k", turn, s_guard) - np.trace(s_guard, axis1=1, axis2=2)
-        before = (
-            (w_origin * ((eff_origin - tgt_origin) ** 2).sum(-1)).sum(-1)
-            + (w_axis * ((eff_axes - tgt_axes) ** 2).sum(-1)).sum((-1, -2))
-        )
-        worse = -2.0 * gain > _GUARD_SLACK * before + 1e-15
-        if np.any(worse):
+        # The unscaled points' misfit is C - 2 tr(R S): compare tr(R S) with tr(S).
+        s_guard = s_origin + s_axes
+        trace = np.trace(s_guard, axis1=1, axis2=2)
+        gain = (turn * np.swapaxes(s_guard, -1, -2)).sum((-1, -2)) - trace
+        before = (w_origin * ((eff_origin * eff_origin).sum(-1) + tgt_len2)).sum(-1) + const.axis_fit - 2.0 * trace
+        worse = -2.0 * gain > _GUARD_SLACK * np.abs(before) + 1e-15
+        if worse.any():
             turn[worse] = np.eye(3)
             new_local[worse] = old_local[worse]
             if shift is not None:
@@ -435,16 +459,20 @@ def _exp(v):
 
 
 def _clamp_angle(q, max_angle, relaxation=1.0):
-    """Scale each rotation's angle by `relaxation`, then cap it at max_angle (dampening).
+    """Scale each unit rotation's angle by `relaxation`, then cap it at max_angle (dampening).
 
     The axis is kept. With relaxation 1 this is the references' clamp on w.
     """
     q = quat.normalize(q)
-    half = np.minimum(0.5 * quat.angle(q) * relaxation, 0.5 * np.asarray(max_angle, dtype=float))
+    relaxation = np.asarray(relaxation, dtype=float)
+    max_angle = np.asarray(max_angle, dtype=float)
+    if np.all(relaxation == 1.0) and np.all(q[:, 0] >= np.cos(0.5 * max_angle)):
+        return q
     xyz = q[:, 1:]
-    norm = np.linalg.norm(xyz, axis=-1, keepdims=True)
-    axis = xyz / np.where(norm > 1e-15, norm, 1.0)
-    return np.concatenate((np.cos(half)[:, None], np.sin(half)[:, None] * axis), axis=-1)
+    norm = np.sqrt((xyz * xyz).sum(-1))
+    half = np.minimum(np.arctan2(norm, q[:, 0]) * relaxation, 0.5 * max_angle)
+    scale = np.sin(half) / np.where(norm > 1e-15, norm, 1.0)
+    return np.concatenate((np.cos(half)[:, None], xyz * scale[:, None]), axis=-1)
 
 
 def _finish_limbs(state, limbs, frozen, limits, initial, allowance):

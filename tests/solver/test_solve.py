@@ -380,12 +380,26 @@ def test_tolerance_exits_early_once_every_pin_is_close():
     rng = np.random.default_rng(9)
     pins = random_pose_targets(skeleton, rng, [3], orientation=False)
     rotations, locations = identity_pose(4)
-    result = solve(skeleton, pins, rotations, locations, SolverSettings(iterations=5000, tolerance=1e-3))
+    # Plain EWBIK: the analytic limb finish would land both at once, whatever the tolerance.
+    loose = SolverSettings(iterations=5000, tolerance=1e-3, analytic_limbs=False)
+    result = solve(skeleton, pins, rotations, locations, loose)
     assert result.converged
     assert result.iterations < 5000
     assert result.position_errors[0] <= 1e-3
-    tighter = solve(skeleton, pins, rotations, locations, SolverSettings(iterations=5000, tolerance=1e-9))
+    tight = SolverSettings(iterations=5000, tolerance=1e-9, analytic_limbs=False)
+    tighter = solve(skeleton, pins, rotations, locations, tight)
     assert tighter.iterations > result.iterations
+
+
+def test_limb_finish_ends_the_solve_as_soon_as_it_lands():
+    """A single two-bone limb pin is placed exactly once the dampening allows the travel."""
+    skeleton = chain_skeleton(4)
+    pins = random_pose_targets(skeleton, np.random.default_rng(9), [3], orientation=False)
+    rotations, locations = identity_pose(4)
+    result = solve(skeleton, pins, rotations, locations, SolverSettings(iterations=5000, tolerance=1e-9))
+    assert result.converged
+    assert result.iterations < 100
+    assert result.position_errors[0] <= 1e-9
 
 
 def test_no_pins_is_a_converged_no_op():
