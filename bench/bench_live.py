@@ -1,0 +1,396 @@
+"""Live-handler benchmark (issue #4): what one target move costs with EWBIK live vs Blender's IK.
+
+Run with the Python of a bpy venv, e.g. `~/.cache/ewbik/venvs/bpy-5.2/bin/python bench/bench_live.py`.
+Builds the extension zip and installs it into a throw-away user-resources
+directory, like the Blender tests do. On the Rigify human metarig (its bones
+span 1.98 m from the feet to the top of the head) hands, feet and head (`spine.006`) are
+pinned with `ewbik.pin`, and the targets are dragged along a scripted motion:
+each step moves the five empties and calls `view_layer.update()`, which is the
+depsgraph evaluation plus the live handler's solve and its write-back; that call
+is timed (wall and process CPU time, the machine being shared), and after it
+every pin's error is read from Blender's evaluated `pose.bones[...].matrix`.
+
+The same motion drives a second metarig with Blender's IK constraints (Standard
+solver) on the same five bones, with the extension disabled so its handler
+costs Blender nothing; and once more with those constraints muted, which is the
+depsgraph's fixed cost. Blender's Standard solver cannot move the root `spine`,
+so EWBIK's `spine` gets stiffness 1 and Blender's chains end just below it:
+both solvers move exactly the same bones.
+
+Results go to stdout and into docs/BENCHMARKS.md between the live markers.
+"""
+
+import os
+import pathlib
+import sys
+import tempfile
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+USER_RESOURCES = tempfile.mkdtemp(prefix="ewbik-bench-live-")
+os.environ["BLENDER_USER_RESOURCES"] = USER_RESOURCES  # before bpy: never touch the real config
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import math  # noqa: E402
+import shutil  # noqa: E402
+import time  # noqa: E402
+
+import bpy  # noqa: E402  (first: it makes addon_utils importable)
+import addon_utils  # noqa: E402
+import numpy as np  # noqa: E402
+from mathutils import Euler, Matrix  # noqa: E402
+
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+from bench_solver import machine_line, markdown_table, stats  # noqa: E402
+from blender_ik import rotation_angle_deg  # noqa: E402
+from tests.blender.blender_helpers import (  # noqa: E402
+    addon_module,
+    build_metarig,
+    disable_extension,
+    enable_extension,
+    extension_enabled,
+    load_build_tool,
+    make_active,
+    pin,
+)
+
+BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
+LIVE_BEGIN = "<!-- bench:live -->"
+LIVE_END = "<!-- /bench:live -->"
+PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
+ROOT = "spine"
+BLENDER_IK_ITERATIONS = 500
+
+# The drag, as key poses the figure passes through in order (smoothstep between keys): per bone,
+# a turn in degrees about the armature's X, Y, Z axes (XYZ Euler) as seen in the rest pose.
+# The targets are the pinned bones' pose matrices along this motion, so every target is
+# reachable, with the root where it is. X bends the spine, neck and knees forward, Z swings
+# the arms forward and turns the head; the figure faces -Y and its left is +X.
+KEY_POSES = (
+    {},
+    {  # crouch, lean in and reach forward with both hands, head bowed
+        "thigh.L": (-70, 0, 0), "shin.L": (110, 0, 0), "foot.L": (-40, 0, 0),
+        "thigh.R": (-70, 0, 0), "shin.R": (110, 0, 0), "foot.R": (-40, 0, 0),
+        "spine.001": (8, 0, 0), "spine.002": (8, 0, 0), "spine.003": (8, 0, 0), "spine.006": (15, 0, 0),
+        "upper_arm.L": (0, 0, -60), "forearm.L": (0, 0, -50), "hand.L": (0, 0, -20),
+        "upper_arm.R": (0, 0, 60), "forearm.R": (0, 0, 50), "hand.R": (0, 0, 20),
+    },
+    {  # head turns left, left hand reaches up, right hand down, weight on the right leg
+        "thigh.L": (-30, 0, 0), "shin.L": (50, 0, 0), "foot.L": (-20, 0, 0),
+        "spine.001": (0, -5, 10), "spine.002": (0, -5, 10), "spine.003": (0, -5, 10),
+        "spine.004": (0, 0, 15), "spine.005": (0, 0, 15), "spine.006": (0, 0, 15),
+        "upper_arm.L": (0, -60, -40), "forearm.L": (0, 0, -30), "hand.L": (30, 0, 0),
+        "upper_arm.R": (0, -60, 0), "forearm.R": (0, 0, 40), "hand.R": (0, 0, -30),
+    },
+    {  # head turns right, hands cross in front of the chest, a shallow crouch
+        "thigh.L": (-40, 0, 0), "shin.L": (70, 0, 0), "foot.L": (-30, 0, 0),
+        "thigh.R": (-40, 0, 0), "shin.R": (70, 0, 0), "foot.R": (-30, 0, 0),
+        "spine.004": (0, 0, -13), "spine.005": (0, 0, -13), "spine.006": (0, 0, -13),
+        "upper_arm.L": (0, 0, -80), "forearm.L": (0, 0, -70), "hand.L": (0, 30, 0),
+        "upper_arm.R": (0, 0, 80), "forearm.R": (0, 0, 70), "hand.R": (0, -30, 0),
+    },
+    {},  # back to the rest pose
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One row of the table: which IK drives the pinned bones, and how."""
+
+    label: str
+    kind: str  # "ewbik", "blender" or "none"
+    time_budget_ms: float = 4.0
+    iterations: int = 15
+    limits: bool = False
+
+
+CONFIGS = (
+    Config("EWBIK live, 4 ms budget", "ewbik"),
+    Config("EWBIK live, 4 ms budget, humanoid limits", "ewbik", limits=True),
+    Config("EWBIK live, no budget (15 iterations)", "ewbik", time_budget_ms=0.0),
+    Config("EWBIK live, no budget (15 iterations), humanoid limits", "ewbik", time_budget_ms=0.0, limits=True),
+    Config(f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations)", "blender"),
+    Config("no IK (Blender constraints muted)", "none"),
+)
+BLENDER_ROW = 4
+
+
+@dataclasses.dataclass
+class Samples:
+    """Everything measured for one config, pooled over rounds: one row per update."""
+
+    wall_ms: list = dataclasses.field(default_factory=list)
+    cpu_ms: list = dataclasses.field(default_factory=list)
+    position_mm: list = dataclasses.field(default_factory=list)  # per update: one value per pin
+    orientation_deg: list = dataclasses.field(default_factory=list)
+    bridge_cpu_ms: list = dataclasses.field(default_factory=list)  # EWBIK only: read pose, solve, write back
+    solve_ms: list = dataclasses.field(default_factory=list)  # EWBIK only: solve() as it times itself (wall)
+    solve_iterations: list = dataclasses.field(default_factory=list)
+
+
+def install_extension():
+    """Build the zip and install it like a user, as the test session does; enable Rigify for the metarig."""
+    zip_path = load_build_tool().build(pathlib.Path(USER_RESOURCES) / "dist")
+    result = bpy.ops.extensions.package_install_files(
+        filepath=str(zip_path), repo="user_default", enable_on_install=True
+    )
+    if result != {"FINISHED"} or not extension_enabled():
+        raise SystemExit(f"bench_live: installing {zip_path} failed: {result}")
+    addon_utils.enable("rigify", default_set=True)
+
+
+def target_path(steps):
+    """World matrices of the pinned bones at steps 1..steps of the motion, by Blender's own FK.
+
+    Poses a scratch metarig along KEY_POSES and reads the pinned bones' evaluated
+    matrices. Returns (path: list of {bone: matrix}, rig height in metres).
+    """
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rig = build_metarig()
+    moving = sorted({bone for key in KEY_POSES for bone in key})
+    keys = []
+    for key in KEY_POSES:
+        rotations = {}
+        for bone in moving:
+            rest = rig.data.bones[bone].matrix_local.to_quaternion()
+            turn = Euler([math.radians(d) for d in key.get(bone, (0, 0, 0))]).to_quaternion()
+            rotations[bone] = rest.inverted() @ turn @ rest
+        keys.append(rotations)
+    bpy.context.view_layer.update()
+    height = rig.dimensions.z
+    segments = len(KEY_POSES) - 1
+    path = []
+    for step in range(1, steps + 1):
+        position = step / steps * segments
+        segment = min(int(position), segments - 1)
+        u = position - segment
+        ease = u * u * (3.0 - 2.0 * u)
+        for bone in moving:
+            rotation = keys[segment][bone].slerp(keys[segment + 1][bone], ease)
+            rig.pose.bones[bone].matrix_basis = rotation.to_matrix().to_4x4()
+        bpy.context.view_layer.update()
+        path.append({bone: rig.matrix_world @ rig.pose.bones[bone].matrix for bone in PINS})
+    return path, height
+
+
+def ewbik_rig(config):
+    """Metarig pinned with the operator; root frozen so it moves the bones Blender's IK moves.
+
+    Returns (rig, {bone: target empty}, {bone: matrix from the bone's pose to its empty}).
+    """
+    enable_extension()
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rig = build_metarig()
+    rig.ewbik.time_budget_ms = config.time_budget_ms
+    rig.ewbik.iterations = config.iterations
+    rig.pose.bones[ROOT].ewbik.stiffness = 1.0
+    targets = pin(rig, *PINS)
+    if config.limits and bpy.ops.ewbik.apply_limit_preset(preset="humanoid") != {"FINISHED"}:
+        raise SystemExit("bench_live: ewbik.apply_limit_preset(preset='humanoid') failed")
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return rig, targets, {bone: Matrix.Identity(4) for bone in PINS}
+
+
+def blender_ik_rig(muted):
+    """Metarig with one IK constraint per pinned bone, the extension disabled.
+
+    use_tail with the empty at the bone's tail: the owner bone is the chain's last
+    link and its tail and rotation go to the empty, which places its head and
+    rotation exactly where EWBIK's pin puts them. (Without use_tail the chain
+    stops at the parent, the rotation goal applies to the parent, and the pinned
+    bone keeps its own local rotation: hand.L ends ~4 degrees off.) The chains
+    run down to just below the root and share the spine, so Blender merges them
+    into one tree.
+    """
+    if extension_enabled():
+        disable_extension()
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rig = build_metarig()
+    rig.pose.ik_solver = "LEGACY"
+    scene = bpy.context.scene
+    targets, offsets = {}, {}
+    for bone in PINS:
+        pose_bone = rig.pose.bones[bone]
+        empty = bpy.data.objects.new(f"{bone} IK target", None)
+        scene.collection.objects.link(empty)
+        constraint = pose_bone.constraints.new("IK")
+        constraint.target = empty
+        constraint.use_tail = True
+        constraint.use_rotation = True
+        constraint.use_stretch = False
+        constraint.iterations = BLENDER_IK_ITERATIONS
+        constraint.chain_count = chain_length(pose_bone)
+        constraint.enabled = not muted
+        targets[bone] = empty
+        offsets[bone] = Matrix.Translation((0.0, pose_bone.bone.length, 0.0))
+    make_active(rig)
+    return rig, targets, offsets
+
+
+def chain_length(pose_bone):
+    """Bones from pose_bone up to, not including, the root."""
+    count = 0
+    while pose_bone.name != ROOT:
+        count += 1
+        pose_bone = pose_bone.parent
+    return count
+
+
+def solve_recorder(samples):
+    """Wrap the installed bridge's solve_armature so each live solve's cost and iterations are kept.
+
+    Returns a function that undoes the wrap.
+    """
+    bridge = addon_module("ewbik_addon.bridge")
+    original = bridge.solve_armature
+
+    def recording(obj, **kwargs):
+        cpu = time.process_time()
+        result = original(obj, **kwargs)
+        samples.bridge_cpu_ms.append((time.process_time() - cpu) * 1e3)
+        samples.solve_ms.append(result.ms)
+        samples.solve_iterations.append(result.iterations)
+        return result
+
+    bridge.solve_armature = recording
+    return lambda: setattr(bridge, "solve_armature", original)
+
+
+def drag(config, path, samples):
+    """Build the config's rig, then move its targets along the path, timing each update."""
+    if config.kind == "ewbik":
+        rig, targets, offsets = ewbik_rig(config)
+    else:
+        rig, targets, offsets = blender_ik_rig(muted=config.kind == "none")
+    view_layer = bpy.context.view_layer
+    view_layer.update()
+    restore = solve_recorder(samples) if config.kind == "ewbik" else None
+    try:
+        for frame in path:
+            for bone in PINS:
+                targets[bone].matrix_world = frame[bone] @ offsets[bone]
+            wall, cpu = time.perf_counter(), time.process_time()
+            view_layer.update()
+            samples.wall_ms.append((time.perf_counter() - wall) * 1e3)
+            samples.cpu_ms.append((time.process_time() - cpu) * 1e3)
+            positions, angles = [], []
+            for bone in PINS:
+                pose = rig.matrix_world @ rig.pose.bones[bone].matrix
+                positions.append((pose.translation - frame[bone].translation).length * 1e3)
+                angles.append(rotation_angle_deg(np.array(frame[bone].to_3x3()), np.array(pose.to_3x3())))
+            samples.position_mm.append(positions)
+            samples.orientation_deg.append(angles)
+    finally:
+        if restore is not None:
+            restore()
+    if config.kind == "ewbik" and rig.ewbik.status.startswith("Live solve failed"):
+        raise SystemExit(f"bench_live: {config.label}: {rig.ewbik.status}")
+
+
+def check_finite(config, samples):
+    values = np.array(samples.position_mm + samples.orientation_deg, dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise SystemExit(f"bench_live: {config.label}: non-finite pose after an update")
+
+
+def table(results):
+    blender_cpu = float(np.median(results[CONFIGS[BLENDER_ROW]].cpu_ms))
+    header = ["run", "wall ms median / p95", "CPU ms median / p95", "CPU vs Blender IK",
+              "position mm median / p95 / max", "orientation deg median / p95", "of which solve_armature CPU ms",
+              "solve() wall ms median / p95, iterations"]
+    rows = []
+    for config in CONFIGS:
+        samples = results[config]
+        wall, cpu = stats(samples.wall_ms), stats(samples.cpu_ms)
+        position, orientation = stats(samples.position_mm), stats(samples.orientation_deg)
+        bridge, inner = "n/a", "n/a"
+        if samples.solve_ms:
+            bridge = f"{np.median(samples.bridge_cpu_ms):.2f}"
+            inner = (f"{np.median(samples.solve_ms):.2f} / {np.percentile(samples.solve_ms, 95):.2f}, "
+                     f"{np.median(samples.solve_iterations):.0f}")
+        rows.append([config.label, f"{wall[0]:.2f} / {wall[1]:.2f}", f"{cpu[0]:.2f} / {cpu[1]:.2f}",
+                     f"{cpu[0] / blender_cpu:.{2 if cpu[0] < 0.1 * blender_cpu else 1}f}x", f"{position[0]:.2f} / {position[1]:.2f} / {position[2]:.1f}",
+                     f"{orientation[0]:.2f} / {orientation[1]:.2f}", bridge, inner])
+    return markdown_table(header, rows)
+
+
+def per_pin_table(results):
+    """p95 position error of each pin: which target the budget leaves behind."""
+    rows = []
+    for config in CONFIGS:
+        position = np.array(results[config].position_mm)
+        rows.append([config.label] + [f"{np.percentile(position[:, k], 95):.1f}" for k in range(len(PINS))])
+    return markdown_table(["p95 position mm", *PINS], rows)
+
+
+def step_lengths_mm(path):
+    """How far each target moves per step (mm), all pins and steps together."""
+    return [(b[bone].translation - a[bone].translation).length * 1e3 for a, b in zip(path, path[1:]) for bone in PINS]
+
+
+def report(results, args, rig_height, path, seconds):
+    updates = len(results[CONFIGS[0]].wall_ms)
+    step = stats(step_lengths_mm(path))
+    lines = [
+        f"Blender {bpy.app.version_string}, {machine_line()}.",
+        f"Rigify human metarig, {rig_height:.2f} m tall; {args.steps} target moves per round (a target moves "
+        f"{step[0]:.1f} / {step[1]:.1f} / {step[2]:.1f} mm per move, median / p95 / max), {args.rounds} "
+        f"round(s) with the rows interleaved, {updates} updates per row; run took {seconds:.0f} s.",
+        "",
+        table(results),
+        "",
+        per_pin_table(results),
+    ]
+    return "\n".join(lines)
+
+
+def write_results(markdown):
+    """Replace the live block of docs/BENCHMARKS.md, adding a "Live handler" section if it has none."""
+    block = f"{LIVE_BEGIN}\n{markdown}\n{LIVE_END}"
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
+    if LIVE_BEGIN in text and LIVE_END in text:
+        head, rest = text.split(LIVE_BEGIN, 1)
+        text = head + block + rest.split(LIVE_END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n## Live handler\n\n`bench/bench_live.py` (issue #4).\n\n" + block + "\n"
+    BENCHMARKS_MD.write_text(text)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="target moves per round")
+    parser.add_argument("--rounds", type=int, default=3, help="times the whole drag is repeated per row")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 40 moves, one round, nothing written")
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.rounds, args.no_write = 40, 1, True
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    started = time.perf_counter()
+    install_extension()
+    path, rig_height = target_path(args.steps)
+    results = {config: Samples() for config in CONFIGS}
+    for round_index in range(args.rounds):
+        for config in CONFIGS:
+            drag(config, path, results[config])
+            check_finite(config, results[config])
+            print(f"round {round_index + 1}/{args.rounds}: {config.label}: "
+                  f"median {np.median(results[config].cpu_ms):.2f} CPU ms", flush=True)
+    enable_extension()
+    markdown = report(results, args, rig_height, path, time.perf_counter() - started)
+    print()
+    print(markdown)
+    if not args.no_write:
+        write_results(markdown)
+        print(f"\nwrote {BENCHMARKS_MD}")
+    disable_extension()
+    shutil.rmtree(USER_RESOURCES, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
