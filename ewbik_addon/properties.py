@@ -152,7 +152,7 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         description="Stop a live update once this much time is spent (0 = no budget)",
         min=0.0,
         soft_max=50.0,
-        default=4.0,
+        default=10.0,
         update=_changed,
     )
     tolerance: FloatProperty(

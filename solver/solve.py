@@ -192,10 +192,8 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         if np.isfinite(previous) and abs(previous - total) <= _STALL * previous:
             break
         previous = total
-        if settings.time_budget_ms is not None:
-            spent = (time.perf_counter() - start) * 1e3
-            if spent + spent / iterations > settings.time_budget_ms:
-                break  # the next iteration would overrun the budget
+        if settings.time_budget_ms is not None and (time.perf_counter() - start) * 1e3 >= settings.time_budget_ms:
+            break
     if finish and not converged and iterations:
         _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
     position_errors, orientation_errors = state.pin_errors()
