@@ -6,16 +6,6 @@ the Blender glue (properties, armature bridge, live handler, overlay),
 `operators/` the user actions and `panels/` the sidebar.
 """
 
-from . import ewbik_addon, operators, panels
+import bpy
 
-_MODULES = (ewbik_addon, operators, panels)
-
-
-def register():
-    for module in _MODULES:
-        module.register()
-
-
-def unregister():
-    for module in reversed(_MODULES):
-        module.unregister()
+register, unregister = bpy.utils.register_submodule_factory(__name__, ("ewbik_addon", "operators", "panels"))

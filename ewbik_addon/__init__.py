@@ -1,15 +1,5 @@
 """Blender glue: stored settings, the armature <-> solver bridge, the live handler, the overlay."""
 
-from . import live, overlay, properties
+import bpy
 
-_MODULES = (properties, live, overlay)
-
-
-def register():
-    for module in _MODULES:
-        module.register()
-
-
-def unregister():
-    for module in reversed(_MODULES):
-        module.unregister()
+register, unregister = bpy.utils.register_submodule_factory(__name__, ("properties", "live", "overlay"))
