@@ -42,7 +42,7 @@ from mathutils import Euler, Matrix  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from bench_solver import machine_line, markdown_table, stats  # noqa: E402
+from bench_solver import machine_line, markdown_table, solver_fingerprint, stats  # noqa: E402
 from blender_ik import rotation_angle_deg  # noqa: E402
 from tests.blender.blender_helpers import (  # noqa: E402
     addon_module,
@@ -106,6 +106,7 @@ class Config:
 
 
 CONFIGS = (
+    Config("EWBIK live, 10 ms budget (the default)", "ewbik", time_budget_ms=10.0),
     Config("EWBIK live, 4 ms budget", "ewbik"),
     Config("EWBIK live, 4 ms budget, humanoid limits", "ewbik", limits=True),
     Config("EWBIK live, no budget (15 iterations)", "ewbik", time_budget_ms=0.0),
@@ -113,7 +114,7 @@ CONFIGS = (
     Config(f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations)", "blender"),
     Config("no IK (Blender constraints muted)", "none"),
 )
-BLENDER_ROW = 4
+BLENDER_ROW = next(i for i, config in enumerate(CONFIGS) if config.kind == "blender")
 
 
 @dataclasses.dataclass
@@ -333,7 +334,7 @@ def report(results, args, rig_height, path, seconds):
     updates = len(results[CONFIGS[0]].wall_ms)
     step = stats(step_lengths_mm(path))
     lines = [
-        f"Blender {bpy.app.version_string}, {machine_line()}.",
+        f"Blender {bpy.app.version_string}, {machine_line(solver_fingerprint())}.",
         f"Rigify human metarig, {rig_height:.2f} m tall; {args.steps} target moves per round (a target moves "
         f"{step[0]:.1f} / {step[1]:.1f} / {step[2]:.1f} mm per move, median / p95 / max), {args.rounds} "
         f"round(s) with the rows interleaved, {updates} updates per row; run took {seconds:.0f} s.",

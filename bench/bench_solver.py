@@ -1,0 +1,618 @@
+"""`make bench`: EWBIK against Blender's own IK on real motion capture (issues #2 and #3).
+
+For each CMU clip in tests/data/mocap, every `--step`-th frame becomes a
+test: forward kinematics of the clip gives the pose matrices of the hands, feet
+and head (the pins, orientation weights 1), the hips get the clip's pose and are
+frozen ("hips given"), and the solver has to bring the five effectors back.
+Each sampled frame is solved warm (from the previous sampled frame's solution,
+what live posing does), from the rest pose (the hard case), and warm with the
+humanoid limit preset when the solver has presets. Blender's IK constraints
+(Standard solver) solve the same targets in a subprocess (bench/blender_ik.py),
+once per installed bpy version, in the same run, so the speed ratio compares
+numbers taken under the same machine load.
+
+The rig is scaled to 1.75 m (bench/mocap.py), so metres * 1000 are the issue's
+millimetres. Results go to stdout and into docs/BENCHMARKS.md between the
+result markers.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, BENCH_DIR)
+
+import mocap  # noqa: E402
+from solver import Pin, Skeleton, SolverSettings, quat, solve  # noqa: E402
+
+MOCAP_DIR = os.environ.get("EWBIK_MOCAP_DIR", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "mocap"))
+CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
+EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
+HIPS = "Hips"
+RIG_HEIGHT = 1.75
+CMU_METRES_PER_UNIT = 0.056444
+BENCHMARKS_MD = os.path.join(REPO_ROOT, "docs", "BENCHMARKS.md")
+RESULTS_BEGIN = "<!-- bench:results -->"
+RESULTS_END = "<!-- /bench:results -->"
+REPRO_DIR = os.path.join(REPO_ROOT, "out", "bench")
+VENV_DIR = os.environ.get(
+    "EWBIK_VENV_DIR", os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ewbik", "venvs")
+)
+BLENDER_VENVS = ("bpy-5.2", "bpy-4.2")
+
+TARGETS = {
+    "warm": {"position_p95_mm": 0.5, "orientation_p95_deg": 0.5},
+    "rest": {"position_p95_mm": 2.0, "position_max_mm": 10.0},
+    "limits": {"position_p95_mm": 2.0, "orientation_p95_deg": 1.0},
+    "speed_ratio": 2.0,
+}
+
+
+@dataclasses.dataclass
+class Clip:
+    """One clip's sampled test frames: targets, hips pose and the solver skeleton."""
+
+    name: str
+    path: str
+    bones: list
+    skeleton: Skeleton
+    frames: np.ndarray
+    targets: np.ndarray
+    hips_rotation: np.ndarray
+    hips_location: np.ndarray
+    clip_rotations: np.ndarray
+    scale: float
+
+
+@dataclasses.dataclass
+class Run:
+    """Per sampled frame (rows) and pin (columns) results of one way of solving a clip."""
+
+    label: str
+    clip: str
+    frames: np.ndarray
+    position_mm: np.ndarray
+    orientation_deg: np.ndarray
+    ms: np.ndarray
+    cpu_ms: np.ndarray
+    iterations: np.ndarray
+    converged: np.ndarray
+    pins_cpu_ms: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    sources: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=object))
+    worst: dict | None = None
+
+    def __post_init__(self):
+        if len(self.sources) != len(self.frames):
+            self.sources = np.array([self.clip] * len(self.frames), dtype=object)
+
+
+def load_clip(path, step):
+    """Read a clip and take every `step`-th frame's effector matrices with the solver's own FK
+    (identical to bench/mocap.py's forward_kinematics), so targets and solves share one convention."""
+    clip = mocap.load_bvh(path, height=RIG_HEIGHT)
+    names = [b["name"] for b in clip.bones]
+    skeleton = Skeleton(names, [b["parent"] for b in clip.bones], [np.array(b["rest"]) for b in clip.bones],
+                        [b["length"] for b in clip.bones])
+    order = [names.index(n) for n in skeleton.names]
+    frames = np.arange(0, len(clip.rotations), step)
+    rotations = clip.rotations[:, order]
+    locations = clip.locations[:, order]
+    pinned = [skeleton.index[e] for e in EFFECTORS]
+    targets = np.tile(np.eye(4), (len(frames), len(pinned), 1, 1))
+    for row, f in enumerate(frames):
+        world_rotation, world_head = skeleton.forward(rotations[f], locations[f])
+        targets[row, :, :3, :3] = quat.to_matrix(world_rotation[pinned])
+        targets[row, :, :3, 3] = world_head[pinned]
+    root = skeleton.index[HIPS]
+    return Clip(
+        name=os.path.splitext(os.path.basename(path))[0],
+        path=path,
+        bones=clip.bones,
+        skeleton=skeleton,
+        frames=frames,
+        targets=targets,
+        hips_rotation=rotations[frames, root],
+        hips_location=locations[frames, root],
+        clip_rotations=rotations[frames],
+        scale=clip.scale,
+    )
+
+
+def hips_given_start(clip, row, previous=None):
+    """Start pose for sampled frame `row`: `previous` (or rest) with the clip's hips."""
+    n = len(clip.skeleton)
+    rotations = np.tile(quat.IDENTITY, (n, 1)) if previous is None else previous.copy()
+    locations = np.zeros((n, 3))
+    root = clip.skeleton.index[HIPS]
+    rotations[root] = clip.hips_rotation[row]
+    locations[root] = clip.hips_location[row]
+    return rotations, locations
+
+
+def frame_pins(clip, row, orientation_weight=1.0):
+    axes = (orientation_weight,) * 3
+    return [Pin(bone, clip.targets[row, k], orientation_weights=axes) for k, bone in enumerate(EFFECTORS)]
+
+
+def solve_clip(clip, label, settings, warm, rest_settings=None, limits=None, rows=None, orientation_weight=1.0):
+    """Solve the sampled frames in order; warm runs start from the previous row's solution.
+
+    The first row of a warm run has no previous solution: it is solved from rest
+    with `rest_settings` and left out of the statistics. The run keeps the
+    inputs of its worst frame (largest position error) so that frame can be
+    replayed alone as a scene document.
+    """
+    rows = np.arange(len(clip.frames)) if rows is None else np.asarray(rows)
+    stiffness = np.zeros(len(clip.skeleton))
+    stiffness[clip.skeleton.index[HIPS]] = 1.0
+    out = {k: [] for k in ("frames", "position_mm", "orientation_deg", "ms", "cpu_ms", "iterations", "converged",
+                           "pins_cpu_ms")}
+    previous, worst = None, None
+    for row in rows:
+        start_cpu = time.process_time()
+        pins = frame_pins(clip, row, orientation_weight)
+        pins_cpu_ms = (time.process_time() - start_cpu) * 1e3
+        seeding = warm and previous is None
+        rotations, locations = hips_given_start(clip, row, previous if warm else None)
+        used = rest_settings if seeding else settings
+        start_cpu = time.process_time()
+        result = solve(clip.skeleton, pins, rotations, locations, used, limits=limits, stiffness=stiffness)
+        cpu_ms = (time.process_time() - start_cpu) * 1e3
+        if not np.all(np.isfinite(result.rotations)):
+            raise RuntimeError(f"{label}: non-finite rotations solving {clip.name} frame {clip.frames[row]}")
+        previous = result.rotations
+        if seeding:
+            continue
+        error = float(result.position_errors.max())
+        if worst is None or error > worst["error"]:
+            worst = {"error": error, "row": int(row), "rotations": rotations, "locations": locations,
+                     "settings": used, "orientation_weight": orientation_weight}
+        out["frames"].append(clip.frames[row])
+        out["position_mm"].append(result.position_errors * 1e3)
+        out["orientation_deg"].append(result.orientation_errors_deg)
+        out["ms"].append(result.ms)
+        out["cpu_ms"].append(cpu_ms)
+        out["pins_cpu_ms"].append(pins_cpu_ms)
+        out["iterations"].append(result.iterations)
+        out["converged"].append(result.converged)
+    return Run(label, clip.name, **{k: np.array(v) for k, v in out.items()}, worst=worst)
+
+
+def repro_document(clip, worst, limit_dicts=None):
+    """A scene document (solver/scene.py format) replaying one frame of a run exactly."""
+    from solver import scene
+
+    names = clip.skeleton.names
+    stiffness = np.zeros(len(names))
+    stiffness[clip.skeleton.index[HIPS]] = 1.0
+    bones = []
+    for i, name in enumerate(names):
+        bone = {"name": name, "parent": None if clip.skeleton.parents[i] < 0 else names[clip.skeleton.parents[i]],
+                "rest": clip.skeleton.rest[i].tolist(), "length": float(clip.skeleton.lengths[i]),
+                "rotation": worst["rotations"][i].tolist(), "location": worst["locations"][i].tolist(),
+                "stiffness": float(stiffness[i])}
+        if limit_dicts and name in limit_dicts:
+            bone["limits"] = limit_dicts[name]
+        bones.append(bone)
+    accepted = getattr(scene, "_SETTING_KEYS", None)
+    settings = {k: v for k, v in dataclasses.asdict(worst["settings"]).items()
+                if v is not None and (accepted is None or k in accepted)}
+    axes = [worst["orientation_weight"]] * 3
+    pins = [{"bone": bone, "target": clip.targets[worst["row"], k].tolist(), "orientation_weights": axes}
+            for k, bone in enumerate(EFFECTORS)]
+    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": pins, "settings": settings}
+
+
+def humanoid_limits(clip):
+    """(JointLimits, {bone: limits dict}) from the humanoid preset; (None, None) while the solver has no presets."""
+    try:
+        from solver.kusudama import JointLimits, Kusudama
+        from solver.presets import preset_limits
+    except ImportError:
+        return None, None
+    per_bone = preset_limits(clip.bones, "humanoid")
+    kusudamas = {clip.skeleton.index[name]: Kusudama.from_dict(d, bone=name) for name, d in per_bone.items()}
+    return JointLimits(kusudamas, len(clip.skeleton)), per_bone
+
+
+def clip_violations(clip, limits):
+    """{bone: share of test frames where the clip's own pose lies over 1 degree outside the limits},
+    for the bones the pins move (the others never change)."""
+    worst = np.array([limits.violation(rotations) for rotations in clip.clip_rotations])
+    outside = (worst > np.radians(1.0)).mean(axis=0)
+    moved = {b for e in EFFECTORS for b in clip.skeleton.ancestors(clip.skeleton.index[e])}
+    return {clip.skeleton.names[i]: float(outside[i]) for i in np.flatnonzero(outside) if i in moved}
+
+
+def run_blender(python, clip, iterations, repeats):
+    """Blender's IK on the clip's sampled frames, in a subprocess of that bpy interpreter."""
+    with tempfile.TemporaryDirectory(prefix="ewbik-bench-") as tmp:
+        out = os.path.join(tmp, "blender.json")
+        cmd = [python, os.path.join(BENCH_DIR, "blender_ik.py"), "--clip", clip.path,
+               "--frames", ",".join(str(int(f)) for f in clip.frames),
+               "--scale", repr(clip.scale / CMU_METRES_PER_UNIT), "--effectors", ",".join(EFFECTORS),
+               "--iterations", str(iterations), "--repeats", str(repeats), "--out", out]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        with open(out) as f:
+            doc = json.load(f)
+    runs = {}
+    for mode, data in doc["modes"].items():
+        keep = slice(1, None) if mode == "warm" else slice(None)
+        runs[mode] = Run(
+            label=f"Blender {doc['blender'].split()[0]} IK {mode}",
+            clip=clip.name,
+            frames=np.array(doc["frames"])[keep],
+            position_mm=np.array(data["position_error"])[keep] * 1e3,
+            orientation_deg=np.array(data["orientation_error_deg"])[keep],
+            ms=np.array(data["ms"])[keep],
+            cpu_ms=np.array(data["cpu_ms"])[keep],
+            iterations=np.zeros(0),
+            converged=np.zeros(0, dtype=bool),
+        )
+    return doc, runs
+
+
+def merged(runs):
+    """One Run from the same way of solving over several clips."""
+    first = runs[0]
+    return Run(
+        first.label,
+        "+".join(r.clip for r in runs),
+        np.concatenate([r.frames for r in runs]),
+        np.concatenate([r.position_mm for r in runs]),
+        np.concatenate([r.orientation_deg for r in runs]),
+        np.concatenate([r.ms for r in runs]),
+        np.concatenate([r.cpu_ms for r in runs]),
+        np.concatenate([r.iterations for r in runs]),
+        np.concatenate([r.converged for r in runs]),
+        np.concatenate([r.pins_cpu_ms for r in runs]),
+        np.concatenate([r.sources for r in runs]),
+    )
+
+
+def stats(values):
+    v = np.asarray(values, dtype=float).ravel()
+    return float(np.median(v)), float(np.percentile(v, 95)), float(v.max())
+
+
+def row_cells(run, baseline):
+    pos, ori, ms, cpu = stats(run.position_mm), stats(run.orientation_deg), stats(run.ms), stats(run.cpu_ms)
+    if len(run.iterations):
+        its = f"{np.median(run.iterations):.0f} / {np.percentile(run.iterations, 95):.0f} / {run.iterations.max():.0f}"
+        conv = f"{100.0 * run.converged.mean():.0f}%"
+    else:
+        its, conv = "n/a", "n/a"
+    ratio = f"{ms[0] / baseline[0]:.1f}x / {cpu[0] / baseline[1]:.1f}x" if baseline else "n/a"
+    return [run.label, f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}", f"{ori[0]:.3f} / {ori[1]:.3f} / {ori[2]:.2f}",
+            f"{ms[0]:.2f} / {ms[1]:.2f}", f"{cpu[0]:.2f}", its, conv, ratio, str(len(run.ms))]
+
+
+def markdown_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def per_pin_table(runs):
+    header = ["run"] + [f"{e} p95 mm / deg" for e in EFFECTORS]
+    rows = []
+    for run in runs:
+        cells = [run.label]
+        for k in range(len(EFFECTORS)):
+            cells.append(f"{np.percentile(run.position_mm[:, k], 95):.3f} / {np.percentile(run.orientation_deg[:, k], 95):.3f}")
+        rows.append(cells)
+    return markdown_table(header, rows)
+
+
+def worst_frames(run, count=5):
+    flat = np.argsort(run.position_mm, axis=None)[::-1][:count]
+    lines = []
+    for idx in flat:
+        r, k = np.unravel_index(idx, run.position_mm.shape)
+        lines.append(f"{run.label}: {run.sources[r]} frame {run.frames[r]} pin {EFFECTORS[k]}: {run.position_mm[r, k]:.2f} mm, "
+                     f"{run.orientation_deg[r, k]:.3f} deg, {run.iterations[r] if len(run.iterations) else '-'} iterations")
+    return lines
+
+
+def target_checks(warm, rest, limited, baseline):
+    checks = []
+
+    def check(name, value, limit):
+        checks.append(f"- {name}: {value:.3f} (target <= {limit}) {'PASS' if value <= limit else 'FAIL'}")
+
+    check("warm position p95 mm", stats(warm.position_mm)[1], TARGETS["warm"]["position_p95_mm"])
+    check("warm orientation p95 deg", stats(warm.orientation_deg)[1], TARGETS["warm"]["orientation_p95_deg"])
+    if rest is not None:
+        check("rest position p95 mm", stats(rest.position_mm)[1], TARGETS["rest"]["position_p95_mm"])
+        check("rest position max mm", stats(rest.position_mm)[2], TARGETS["rest"]["position_max_mm"])
+    if limited is not None:
+        check("limits warm position p95 mm", stats(limited.position_mm)[1], TARGETS["limits"]["position_p95_mm"])
+        check("limits warm orientation p95 deg", stats(limited.orientation_deg)[1], TARGETS["limits"]["orientation_p95_deg"])
+    if baseline:
+        check("warm median ms / Blender warm median ms (wall)", stats(warm.ms)[0] / baseline[0], TARGETS["speed_ratio"])
+        check("warm median ms / Blender warm median ms (CPU)", stats(warm.cpu_ms)[0] / baseline[1], TARGETS["speed_ratio"])
+    return checks
+
+
+def solver_fingerprint():
+    """sha1 of solver/*.py, taken when the solver is imported: the files change while people work."""
+    digest = hashlib.sha1()
+    solver_dir = os.path.join(REPO_ROOT, "solver")
+    for name in sorted(os.listdir(solver_dir)):
+        if name.endswith(".py"):
+            with open(os.path.join(solver_dir, name), "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:10]
+
+
+def machine_line(fingerprint):
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        commit = subprocess.run(["git", "-C", REPO_ROOT, "describe", "--always", "--dirty"], capture_output=True,
+                                text=True).stdout.strip()
+    except OSError:
+        commit = "?"
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"{now}; {model}, {os.cpu_count()} cores, load average {load}; Python {platform.python_version()}, "
+            f"numpy {np.__version__}; commit {commit}, solver/*.py sha1 {fingerprint}")
+
+
+def settings_text(settings):
+    return ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(settings).items())
+
+
+def sweep(clip, rest_settings, iteration_counts, dampenings, stride):
+    """Warm runs over a grid of iteration caps and dampenings (tolerance 0: every iteration runs
+    unless the solver stalls), on every `stride`-th sampled frame of one clip."""
+    rows = np.arange(0, len(clip.frames), stride)
+    lines = []
+    for dampening in dampenings:
+        for iterations in iteration_counts:
+            settings = dataclasses.replace(rest_settings, iterations=iterations, dampening=dampening, tolerance=0.0)
+            run = solve_clip(clip, "sweep", settings, warm=True, rest_settings=rest_settings, rows=rows)
+            pos, ori, cpu = stats(run.position_mm), stats(run.orientation_deg), stats(run.cpu_ms)
+            lines.append([f"{dampening:.4f}", str(iterations), f"{np.median(run.iterations):.0f}",
+                          f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}", f"{ori[0]:.3f} / {ori[1]:.3f} / {ori[2]:.2f}",
+                          f"{cpu[0]:.2f}"])
+            print("  sweep", " | ".join(lines[-1]), flush=True)
+    header = ["dampening (rad)", "iteration cap", "iterations used (median)", "position mm median / p95 / max",
+              "orientation deg median / p95 / max", "CPU ms median"]
+    return markdown_table(header, lines), len(rows), stride * int(clip.frames[1] - clip.frames[0])
+
+
+def variants(clip, warm_settings, rest_settings, stride, rest_stride):
+    """Warm and from-rest runs of one clip under single changes to the bench settings or pins,
+    so it shows which knob moves accuracy and time."""
+    base_fields = dataclasses.asdict(warm_settings)
+    candidates = [("bench settings", {}, 1.0)]
+    if "acceleration" in base_fields:
+        candidates.append(("acceleration=0", {"acceleration": 0}, 1.0))
+    if "relaxation" in base_fields:
+        candidates.append(("relaxation=1.5", {"relaxation": 1.5}, 1.0))
+    if "analytic_limbs" in base_fields:
+        candidates.append(("analytic_limbs=False", {"analytic_limbs": False}, 1.0))
+    candidates += [("dampening x4", {"dampening": 4 * warm_settings.dampening}, 1.0),
+                   ("pins orientation weight 0.3", {}, 0.3), ("pins orientation weight 0.1", {}, 0.1)]
+    warm_rows = np.arange(0, len(clip.frames), stride)
+    rest_rows = np.arange(0, len(clip.frames), rest_stride)
+    lines = []
+    for label, change, weight in candidates:
+        warm_run = solve_clip(clip, label, dataclasses.replace(warm_settings, **change), warm=True,
+                              rest_settings=dataclasses.replace(rest_settings, **change), rows=warm_rows,
+                              orientation_weight=weight)
+        rest_run = solve_clip(clip, label, dataclasses.replace(rest_settings, **change), warm=False, rows=rest_rows,
+                              orientation_weight=weight)
+        cells = [label]
+        for run in (warm_run, rest_run):
+            pos = stats(run.position_mm)
+            cells += [f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}", f"{stats(run.orientation_deg)[1]:.3f}",
+                      f"{np.median(run.iterations):.0f}", f"{np.median(run.cpu_ms):.1f}"]
+        lines.append(cells)
+        print("  variant", " | ".join(cells), flush=True)
+    header = ["variant", "warm position mm median / p95 / max", "warm orientation p95 deg", "warm iterations median",
+              "warm CPU ms median", "rest position mm median / p95 / max", "rest orientation p95 deg",
+              "rest iterations median", "rest CPU ms median"]
+    spacing = int(clip.frames[1] - clip.frames[0])
+    return markdown_table(header, lines), (len(warm_rows), stride * spacing, len(rest_rows), rest_stride * spacing)
+
+
+def write_repros(runs, limit_dicts_by_clip, clips_by_name):
+    """Scene documents of each run's worst frame, for `python -m solver solve FILE`."""
+    os.makedirs(REPRO_DIR, exist_ok=True)
+    for stale in os.listdir(REPRO_DIR):
+        if stale.startswith("worst_") and stale.endswith(".json"):
+            os.remove(os.path.join(REPRO_DIR, stale))
+    paths = []
+    for key, per_clip in runs.items():
+        for run in per_clip:
+            if run.worst is None:
+                continue
+            clip = clips_by_name[run.clip]
+            limit_dicts = limit_dicts_by_clip.get(run.clip) if key == "limits" else None
+            path = os.path.join(REPRO_DIR, f"worst_{key}_{run.clip}_frame{int(clip.frames[run.worst['row']])}.json")
+            with open(path, "w") as f:
+                json.dump(repro_document(clip, run.worst, limit_dicts), f)
+            paths.append((run.label, run.clip, run.worst["error"] * 1e3, os.path.relpath(path, REPO_ROOT)))
+    return paths
+
+
+def write_results(markdown):
+    block = f"{RESULTS_BEGIN}\n{markdown}\n{RESULTS_END}"
+    if os.path.exists(BENCHMARKS_MD):
+        with open(BENCHMARKS_MD) as f:
+            text = f.read()
+        if RESULTS_BEGIN in text and RESULTS_END in text:
+            head, rest = text.split(RESULTS_BEGIN, 1)
+            text = head + block + rest.split(RESULTS_END, 1)[1]
+        else:
+            text = text.rstrip() + "\n\n" + block + "\n"
+    else:
+        text = "# Benchmarks\n\n" + block + "\n"
+    with open(BENCHMARKS_MD, "w") as f:
+        f.write(text)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--step", type=int, default=4, help="sample every STEP-th clip frame (warm runs)")
+    parser.add_argument("--rest-every", type=int, default=1,
+                        help="from-rest solves on every N-th sampled frame only (they cost more iterations)")
+    parser.add_argument("--clips", nargs="*", default=list(CLIPS))
+    parser.add_argument("--warm-iterations", type=int, default=50)
+    parser.add_argument("--rest-iterations", type=int, default=500)
+    parser.add_argument("--tolerance", type=float, default=1e-5, help="metres and radians")
+    parser.add_argument("--dampening", type=float, default=None, help="radians (default: the solver's)")
+    parser.add_argument("--blender-iterations", type=int, default=500)
+    parser.add_argument("--blender-repeats", type=int, default=3)
+    parser.add_argument("--blender", nargs="*", default=list(BLENDER_VENVS),
+                        help="bpy venv names under the venv dir (none: skip Blender)")
+    parser.add_argument("--no-limits", action="store_true")
+    parser.add_argument("--sweep", action="store_true", help="also sweep iteration caps and dampening (slow)")
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
+    parser.add_argument("--quick", action="store_true", help="smoke run: one clip, every 32nd frame; writes no files")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.quick:
+        args.step, args.clips, args.blender_repeats = 32, args.clips[:1], 1
+    base = SolverSettings() if args.dampening is None else SolverSettings(dampening=args.dampening)
+    warm_settings = dataclasses.replace(base, iterations=args.warm_iterations, tolerance=args.tolerance)
+    rest_settings = dataclasses.replace(base, iterations=args.rest_iterations, tolerance=args.tolerance)
+    started = time.perf_counter()
+    fingerprint = solver_fingerprint()
+    print(f"warm settings: {settings_text(warm_settings)}")
+    print(f"rest settings: {settings_text(rest_settings)}", flush=True)
+
+    runs = {"warm": [], "rest": [], "limits": []}
+    blender_runs, blender_docs, violations, limit_dicts_by_clip = {}, [], {}, {}
+    clips = []
+    for name in args.clips:
+        clip = load_clip(os.path.join(MOCAP_DIR, name), args.step)
+        clips.append(clip)
+        t = time.perf_counter()
+        runs["warm"].append(solve_clip(clip, "EWBIK warm-started", warm_settings, warm=True, rest_settings=rest_settings))
+        print(f"{clip.name}: warm {len(clip.frames)} frames in {time.perf_counter() - t:.1f} s", flush=True)
+        t = time.perf_counter()
+        rest_rows = np.arange(0, len(clip.frames), args.rest_every)
+        runs["rest"].append(solve_clip(clip, "EWBIK from rest", rest_settings, warm=False, rows=rest_rows))
+        print(f"{clip.name}: rest {len(rest_rows)} frames in {time.perf_counter() - t:.1f} s", flush=True)
+        limits, limit_dicts = (None, None) if args.no_limits else humanoid_limits(clip)
+        if limits is not None:
+            violations[clip.name] = clip_violations(clip, limits)
+            limit_dicts_by_clip[clip.name] = limit_dicts
+            t = time.perf_counter()
+            runs["limits"].append(solve_clip(clip, "EWBIK warm-started, humanoid limits", warm_settings, warm=True,
+                                             rest_settings=rest_settings, limits=limits))
+            print(f"{clip.name}: limits {len(clip.frames)} frames in {time.perf_counter() - t:.1f} s", flush=True)
+        for venv in args.blender:
+            python = os.path.join(VENV_DIR, venv, "bin", "python")
+            if not os.path.exists(python):
+                print(f"{venv}: no interpreter at {python}, skipped")
+                continue
+            t = time.perf_counter()
+            doc, by_mode = run_blender(python, clip, args.blender_iterations, args.blender_repeats)
+            blender_docs.append(doc)
+            for mode, run in by_mode.items():
+                blender_runs.setdefault((venv, mode), []).append(run)
+            print(f"{clip.name}: {venv} (Blender {doc['blender']}) in {time.perf_counter() - t:.1f} s", flush=True)
+
+    warm = merged(runs["warm"])
+    rest = merged(runs["rest"])
+    limited = merged(runs["limits"]) if runs["limits"] else None
+    blender = {key: merged(v) for key, v in blender_runs.items()}
+    reference_key = next(((v, "warm") for v in args.blender if (v, "warm") in blender), None)
+    baseline = (stats(blender[reference_key].ms)[0], stats(blender[reference_key].cpu_ms)[0]) if reference_key else None
+
+    header = ["run", "position mm median / p95 / max", "orientation deg median / p95 / max", "ms per frame median / p95",
+              "CPU ms median", "iterations median / p95 / max", "converged", "median ms / Blender warm (wall / CPU)", "frames"]
+    table_runs = [warm, rest] + ([limited] if limited is not None else [])
+    rows = [row_cells(r, baseline) for r in table_runs]
+    for (venv, mode), run in sorted(blender.items(), key=lambda kv: (kv[0][0] != "bpy-5.2", kv[0])):
+        if mode == "muted":
+            run.label = f"{run.label.rsplit(' ', 2)[0]} constraints muted (depsgraph cost without IK)"
+        elif mode == "rest":
+            run.label += " (pose channels at rest: an unkeyed rig)"
+        else:
+            run.label += " (previous result written to the pose channels)"
+        rows.append(row_cells(run, baseline))
+
+    if solver_fingerprint() != fingerprint:
+        fingerprint += f" as imported at the start (files on disk are {solver_fingerprint()} by the end)"
+    lines = [f"Machine: {machine_line(fingerprint)}", "",
+             f"Clips: {', '.join(c.name for c in clips)}; every {args.step}th frame "
+             f"({sum(len(c.frames) for c in clips)} frames, "
+             f"{'all' if args.rest_every == 1 else f'every {args.rest_every}th'} also solved from rest); "
+             f"pins {', '.join(EFFECTORS)} (position + all three axes, weight 1), hips given.",
+             f"EWBIK warm settings: {settings_text(warm_settings)}.",
+             f"EWBIK rest settings: {settings_text(rest_settings)}; warm runs start from a rest solve of their first frame, "
+             f"which is not counted.", ""]
+    if blender_docs:
+        doc = blender_docs[0]
+        chains = ", ".join(f"{e}: {len(c)}" for e, c in doc["chains"].items())
+        lines += [f"Blender: Standard (LEGACY) IK, use_tail + use_rotation, no stretch, {doc['iterations']} iterations, "
+                  f"chain_count {chains} (each chain ends below {HIPS}); timing = `view_layer.update()`, median of "
+                  f"{args.blender_repeats} passes per frame.", ""]
+    lines += [markdown_table(header, rows), "",
+              f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
+              f"{np.median(warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.", ""]
+    for name, outside in violations.items():
+        text = ", ".join(f"{bone} {100 * f:.0f}%" for bone, f in sorted(outside.items(), key=lambda kv: -kv[1]))
+        lines.append(f"Clip pose outside the humanoid preset by more than 1 deg ({name}, share of test frames): "
+                     f"{text or 'none'}.")
+    if violations:
+        lines.append("")
+    lines += ["Targets:"] + target_checks(warm, rest, limited, baseline) + [""]
+    lines += ["Per pin (p95):", "", per_pin_table(table_runs + [blender[k] for k in sorted(blender) if k[1] != "muted"]), ""]
+    lines += ["Largest position errors:", ""]
+    for run in table_runs:
+        lines += ["- " + line for line in worst_frames(run, 3)]
+    if not args.quick:
+        repros = write_repros(runs, limit_dicts_by_clip, {c.name: c for c in clips})
+        lines += ["", "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):", ""]
+        lines += [f"- {label}, {clip}: {error:.2f} mm: `{path}`" for label, clip, error, path in repros]
+    if args.sweep:
+        print("variants (clip 1):", flush=True)
+        table, (warm_count, warm_spacing, rest_count, rest_spacing) = variants(clips[0], warm_settings, rest_settings,
+                                                                                4, 16)
+        lines += ["", f"Variants: one change at a time on {clips[0].name}; warm runs on {warm_count} frames "
+                      f"{warm_spacing} clip frames apart (a harder warm start than the main table's), from rest on "
+                      f"{rest_count} frames.", "", table]
+        print("sweep (clip 1, warm):", flush=True)
+        table, count, spacing = sweep(clips[0], rest_settings, (5, 15, 30, 60, 120),
+                                      (base.dampening, 2 * base.dampening, 4 * base.dampening), 4)
+        lines += ["", f"Sweep: warm runs on {clips[0].name}, {count} frames {spacing} clip frames apart, "
+                      f"tolerance 0 (the cap is the iteration count unless the solver stalls).", "", table]
+    lines += ["", f"Bench wall time {time.perf_counter() - started:.0f} s."]
+    markdown = "\n".join(lines)
+    print()
+    print(markdown)
+    if not args.no_write and not args.quick:
+        write_results(markdown)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
