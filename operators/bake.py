@@ -23,9 +23,9 @@ from mathutils import Euler
 
 from ..ewbik_addon import bridge, live
 from ..ewbik_addon.bridge import RigError
+from .pin import is_selected
 
 LAYERED_ACTIONS = hasattr(anim_utils, "action_ensure_channelbag_for_slot")  # slotted actions, Blender 4.4+
-POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # Blender 5.x
 
 POSE_CHANNELS = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3}
 
@@ -63,6 +63,19 @@ def read_pose_channels(pose_bones):
         pose_bones.foreach_get(name, values)
         channels[name] = values.reshape(-1, size)
     return channels
+
+
+def locked_rotation_components(pose_bone):
+    """Indices of the bone's rotation channel that its locks keep, so the bake never keys them.
+
+    Euler locks and 4D quaternion/axis-angle locks hold single components; Blender's ordinary
+    quaternion locks act on Euler angles and change every component, so none is skipped there.
+    """
+    if pose_bone.rotation_mode not in ("QUATERNION", "AXIS_ANGLE"):
+        return {k for k in range(3) if pose_bone.lock_rotation[k]}
+    if pose_bone.lock_rotations_4d:
+        return ({0} if pose_bone.lock_rotation_w else set()) | {k + 1 for k in range(3) if pose_bone.lock_rotation[k]}
+    return set()
 
 
 def write_pose_channels(pose_bones, channels):
@@ -342,12 +355,15 @@ class PoseBake:
             self.may_move[[index[bone.name] for bone in (pose_bone, *pose_bone.parent_recursive)]] = True
         self.allowed = np.ones(len(pose_bones), dtype=bool)
         if options.only_selected:
-            self.allowed = np.array([
-                (pose_bone if POSE_BONE_HAS_SELECT else pose_bone.bone).select for pose_bone in pose_bones
-            ])
+            self.allowed = np.array([is_selected(pose_bone) for pose_bone in pose_bones])
             if not (self.allowed & self.may_move).any():
                 raise RigError("None of the selected bones is in a pinned chain; nothing to bake")
         self.rotation_modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
+        self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
+        self.rotation_locked = np.array([
+            any(pose_bone.lock_rotation) or (pose_bone.lock_rotations_4d and pose_bone.lock_rotation_w)
+            for pose_bone in pose_bones
+        ])
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
         self.keys_location = obj.ewbik.translate_root & is_root
         check_action(obj, {
@@ -402,9 +418,12 @@ class PoseBake:
         with live.suspended():
             self.scene.frame_set(frame)
             if self.solved and self.obj.animation_data is not None:
+                # Warm start: the previous frame's solution replaces what the old keys say, but
+                # never on locked rotation channels or unkeyed locations, which keep their animation.
                 pose = read_pose_channels(pose_bones)
                 for name, values in pose.items():
-                    values[self.moved] = self.poses[name][self.solved - 1][self.moved]
+                    carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
+                    values[carry] = self.poses[name][self.solved - 1][carry]
                 write_pose_channels(pose_bones, pose)
             try:
                 result = bridge.solve_armature(self.obj, rescan=not self.solved)
@@ -466,7 +485,8 @@ class PoseBake:
                 pose_bone = pose_bones[i]
                 data_path = pose_bone.path_from_id(name)
                 fcurve_count += values.shape[1]
-                for index in range(values.shape[1]):
+                skipped = self.locked_components[i] if name != "location" else ()
+                for index in (k for k in range(values.shape[1]) if k not in skipped):
                     writer.write(
                         data_path, index, pose_bone.name, frames, values[:, index],
                         replace_range=self.options.replace_range, interpolation=self.interpolation,

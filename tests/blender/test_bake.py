@@ -233,6 +233,31 @@ def test_keys_outside_the_range_and_other_channels_stay(rig, bake_module, replac
                 assert new[name][new_frames.index(near)] == old[name][old_frames.index(near)], (near, name)
 
 
+def test_locked_rotation_axis_keeps_its_own_animation(rig, bake_module):
+    """A locked Euler axis is never keyed, and an animated unkeyed location is never flattened."""
+    forearm = rig.pose.bones["forearm.L"]
+    forearm.rotation_mode = "XYZ"
+    forearm.lock_rotation[0] = True
+    add_keys(rig, "forearm.L", "rotation_euler", [(1, Euler((0.1, 0.0, 0.0))), (20, Euler((0.6, 0.0, 0.0)))])
+    add_keys(rig, "forearm.L", "location", [(1, Vector((0.0, 0.0, 0.0))), (20, Vector((0.0, 0.02, 0.0)))])
+    before = action_state(rig, bake_module)
+
+    assert bpy.ops.ewbik.bake(frame_start=1, frame_end=20) == {"FINISHED"}
+
+    after = action_state(rig, bake_module)
+    locked = ('pose.bones["forearm.L"].rotation_euler', 0)
+    assert after[locked] == before[locked]
+    for index in range(3):
+        channel = ('pose.bones["forearm.L"].location', index)
+        assert after[channel] == before[channel]
+    free = ('pose.bones["forearm.L"].rotation_euler', 1)
+    assert len(after[free]["co"]) == 20
+    scene = bpy.context.scene
+    for frame, expected in ((5, 0.1 + 0.5 * 4 / 19), (13, 0.1 + 0.5 * 12 / 19)):
+        scene.frame_set(frame)
+        assert forearm.rotation_euler[0] == pytest.approx(expected, abs=0.05)
+
+
 def test_replace_range_off_keeps_keys_between_baked_frames(rig, bake_module):
     add_keys(rig, "forearm.L", "rotation_quaternion", [(7, Quaternion((1.0, 0.0, 0.0), 0.3))])
 
