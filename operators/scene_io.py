@@ -125,7 +125,11 @@ def pose_plan(obj, document):
         rotation = Quaternion(bone.get("rotation", (1.0, 0.0, 0.0, 0.0))).normalized()
         assignments.append((pose_bone, *rotation_values(pose_bone, rotation)))
         assignments.append((pose_bone, "location", tuple(bone.get("location", (0.0, 0.0, 0.0)))))
-        assignments.append((pose_bone.ewbik, "stiffness", float(bone.get("stiffness", 0.0))))
+        stiffness = float(bone.get("stiffness", 0.0))
+        if not (stiffness == 1.0 and all(pose_bone.lock_rotation)):
+            # Export writes 1 for fully locked bones; the locks already freeze them here,
+            # and storing 1 would keep them frozen after the animator unlocks them.
+            assignments.append((pose_bone.ewbik, "stiffness", stiffness))
     solver_settings = document.get("settings", {})
     for field in SETTINGS_FIELDS:
         if field in solver_settings:

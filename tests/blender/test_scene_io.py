@@ -144,6 +144,21 @@ def test_export_import_round_trip_on_the_same_rig(metarig, tmp_path):
     assert_documents_equal(export(tmp_path / "after.json"), before)
 
 
+def test_round_trip_does_not_turn_rotation_locks_into_stiffness(metarig, tmp_path):
+    """Export freezes a fully locked bone (stiffness 1); importing must not store that as the
+    bone's own stiffness, or it would stay frozen after the animator unlocks it."""
+    bpy.context.view_layer.objects.active = metarig
+    shin = metarig.pose.bones["shin.L"]
+    shin.lock_rotation = (True, True, True)
+    document = export(tmp_path / "locked.json")
+    assert next(b for b in document["bones"] if b["name"] == "shin.L")["stiffness"] == 1.0
+
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "locked.json")) == {"FINISHED"}
+    assert shin.ewbik.stiffness == 0.0
+    shin.lock_rotation = (False, False, False)
+    assert next(b for b in export(tmp_path / "unlocked.json")["bones"] if b["name"] == "shin.L")["stiffness"] == 0.0
+
+
 def test_import_builds_a_new_armature_when_the_bones_do_not_match(metarig, tmp_path):
     dress_up(metarig)
     document = export(tmp_path / "scene.json")
