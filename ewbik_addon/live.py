@@ -163,23 +163,36 @@ def _set_status(obj, message):
         obj.ewbik.status = message
 
 
+@persistent
+def on_load(_file_path):
+    """A new file has other armatures: forget cached rigs and pending refinements."""
+    _forget_everything()
+
+
+def _forget_everything():
+    for pending in ("unconverged", "tagged", "refinements_left"):
+        _state[pending].clear()
+    bridge.clear_cache()
+
+
+_HANDLERS = (
+    (bpy.app.handlers.depsgraph_update_post, on_depsgraph_update),
+    (bpy.app.handlers.frame_change_post, on_frame_change),
+    (bpy.app.handlers.load_post, on_load),
+)
+
+
 def register():
     bridge.clear_cache()
-    if on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post:
-        bpy.app.handlers.depsgraph_update_post.append(on_depsgraph_update)
-    if on_frame_change not in bpy.app.handlers.frame_change_post:
-        bpy.app.handlers.frame_change_post.append(on_frame_change)
+    for handlers, handler in _HANDLERS:
+        if handler not in handlers:
+            handlers.append(handler)
 
 
 def unregister():
-    for handlers, handler in (
-        (bpy.app.handlers.depsgraph_update_post, on_depsgraph_update),
-        (bpy.app.handlers.frame_change_post, on_frame_change),
-    ):
+    for handlers, handler in _HANDLERS:
         while handler in handlers:
             handlers.remove(handler)
     if bpy.app.timers.is_registered(refine_unconverged):
         bpy.app.timers.unregister(refine_unconverged)
-    for pending in ("unconverged", "tagged", "refinements_left"):
-        _state[pending].clear()
-    bridge.clear_cache()
+    _forget_everything()

@@ -2,7 +2,9 @@
 
 Names follow the public surface in INTERFACE.md. Every change marks the armature
 dirty so the live handler re-solves; values are plain RNA properties, so they are
-saved, undoable and (pin weight, orientation weights) animatable.
+saved and undoable. Pin weight, orientation weights and falloff are animatable (the
+solver reads them on every solve); stiffness and limits are not, because the live
+handler reads them only when the armature itself changes.
 """
 
 import math
@@ -35,6 +37,7 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
         size=3,
         subtype="DIRECTION",
         default=(0.0, 1.0, 0.0),
+        options=set(),
         update=_changed,
     )
     radius: FloatProperty(
@@ -44,11 +47,12 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
         min=0.0,
         max=math.pi,
         default=math.radians(45.0),
+        options=set(),
         update=_changed,
     )
 
 
-def _is_not_self(self, obj):
+def _is_not_armature(self, obj):
     return obj.type != "ARMATURE"
 
 
@@ -59,7 +63,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         name="Target",
         description="Object the bone is pinned to; the bone is pinned while this is set",
         type=bpy.types.Object,
-        poll=_is_not_self,
+        poll=_is_not_armature,
         update=_changed,
     )
     weight: FloatProperty(
@@ -93,6 +97,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         min=0.0,
         max=1.0,
         default=0.0,
+        options=set(),
         update=_changed,
     )
     cones: CollectionProperty(type=EWBIK_PG_limit_cone)
@@ -101,6 +106,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         name="Limit Twist",
         description="Limit the rotation about the bone's own axis",
         default=False,
+        options=set(),
         update=_changed,
     )
     twist_min: FloatProperty(
@@ -109,6 +115,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         min=-math.pi,
         max=math.pi,
         default=math.radians(-45.0),
+        options=set(),
         update=_changed,
     )
     twist_max: FloatProperty(
@@ -117,6 +124,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         min=-math.pi,
         max=math.pi,
         default=math.radians(45.0),
+        options=set(),
         update=_changed,
     )
     comfort: FloatProperty(
@@ -125,6 +133,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         min=0.0,
         max=1.0,
         default=0.0,
+        options=set(),
         update=_changed,
     )
 

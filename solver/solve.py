@@ -162,7 +162,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
     max_step = (1.0 - stiffness) * settings.dampening
     constants = [_batch_constants(state, batch, max_step, settings, limits) for batch in plan.batches]
-    accelerator = _Anderson(settings.acceleration, plan, max_step) if settings.acceleration else None
+    accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
 
     iterations, converged = 0, False
     previous = np.inf
@@ -393,7 +393,7 @@ class _Anderson:
     for the iterations run (so dragging stays as continuous as without it).
     """
 
-    def __init__(self, memory, plan, max_step):
+    def __init__(self, memory, plan):
         self.memory = memory
         self.bones = np.flatnonzero(plan.solved)
         self.inputs, self.outputs = [], []

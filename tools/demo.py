@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 import build_extension  # noqa: E402
 
 PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
-# Where each target goes (armature space offset from its start, then an extra turn in degrees):
+# Where each target goes (world-space offset from its start, then an extra turn in degrees):
 # the figure crouches and leans in (head down and forward), reaches forward with the left hand
 # and down toward the floor with the right, and keeps both feet planted.
 MOVES = {
@@ -74,7 +74,7 @@ def pin_bones(rig):
     return {bone: rig.pose.bones[bone].ewbik.target for bone in PINS}
 
 
-def drag(rig, targets):
+def drag(targets):
     """Move the targets in small steps, letting Blender evaluate after each, as a mouse drag does."""
     starts = {bone: target.matrix_world.copy() for bone, target in targets.items()}
     timings = []
@@ -179,7 +179,7 @@ def main():
     install_extension()
     rig = add_metarig()
     targets = pin_bones(rig)
-    timings = drag(rig, targets)
+    timings = drag(targets)
     timings.sort()
     print(f"live: {len(timings)} depsgraph updates with 5 pins, "
           f"median {timings[len(timings) // 2]:.2f} ms, max {timings[-1]:.2f} ms per update")
