@@ -466,8 +466,8 @@ def _pins(obj, rig):
             raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
         if pose_bone is None:
             raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
-        if target_name not in bpy.context.scene.objects:
-            raise RigError(f"pin '{bone}': target '{target_name}' is not in the scene")
+        if not any(scene.objects.get(target_name) == target for scene in obj.users_scene):
+            raise RigError(f"pin '{bone}': target '{target_name}' is not in the armature's scene")
         loop_bone = _feedback_bone(obj, target)
         if loop_bone is not None and rig.driven[rig.index[loop_bone]]:
             raise RigError(

@@ -168,7 +168,7 @@ def test_target_outside_the_scene_is_reported(metarig):
     for collection in list(target.users_collection):
         collection.objects.unlink(target)
     make_active(metarig)
-    with pytest.raises(RuntimeError, match="not in the scene"):
+    with pytest.raises(RuntimeError, match="not in the armature.s scene"):
         bpy.ops.ewbik.solve()
     assert_unchanged(metarig, before)
 

@@ -510,7 +510,7 @@ def test_target_outside_the_scene_is_refused(rig, bake_module):
 
     message = report_of(lambda: bpy.ops.ewbik.bake(frame_start=1, frame_end=20))
 
-    assert "Frame 1" in message and "foot.R" in message and "not in the scene" in message
+    assert "Frame 1" in message and "foot.R" in message and "not in the armature's scene" in message
     assert_nothing_changed(rig, bake_module, before)
 
 
