@@ -25,7 +25,7 @@ from ..ewbik_addon import bridge, live
 from ..ewbik_addon.bridge import RigError
 from .pin import is_selected
 
-LAYERED_ACTIONS = hasattr(anim_utils, "action_ensure_channelbag_for_slot")  # slotted actions, Blender 4.4+
+LAYERED_ACTIONS = hasattr(anim_utils, "action_ensure_channelbag_for_slot")  # Blender 5.0+: no action.fcurves
 
 POSE_CHANNELS = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3}
 
