@@ -16,6 +16,7 @@ from gpu_extras.batch import batch_for_shader
 from mathutils import Matrix, Vector
 
 from ..operators.pin import is_selected
+from .active import active_armature
 from ..solver.kusudama import Kusudama, LimitCone, TwistLimit
 
 SEGMENTS = 64
@@ -202,13 +203,6 @@ def draw_polylines(polylines, viewport_size):
         shader.uniform_float("lineWidth", ACTIVE_LINE_WIDTH if emphasised else LINE_WIDTH)
         batch_for_shader(shader, "LINES", {"pos": positions}).draw(shader)
     gpu.state.blend_set("NONE")
-
-
-def active_armature(context):
-    obj = context.active_object
-    if obj is None or obj.type != "ARMATURE" or obj.pose is None:
-        return None
-    return obj
 
 
 def draw_limits_overlay():

@@ -9,23 +9,16 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty
 from mathutils import Vector
 
+from ..ewbik_addon.active import posed_armature
 from ..solver import presets
 from .pin import is_selected
 
 MAX_NAMES_REPORTED = 8
 
 
-def pose_armature(context):
-    """The active armature when it is in pose mode (where limits are edited), else None."""
-    obj = context.active_object
-    if obj is not None and obj.type == "ARMATURE" and obj.mode == "POSE":
-        return obj
-    return None
-
-
 def active_limit_bone(context):
     """The active pose bone of the active armature in pose mode, else None."""
-    obj = pose_armature(context)
+    obj = posed_armature(context)
     pose_bone = context.active_pose_bone
     if obj is None or pose_bone is None or pose_bone.id_data != obj:
         return None
@@ -196,10 +189,10 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return pose_armature(context) is not None
+        return posed_armature(context) is not None
 
     def execute(self, context):
-        obj = pose_armature(context)
+        obj = posed_armature(context)
         chosen = [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]
         active = active_limit_bone(context)
         if active is not None and active not in chosen:

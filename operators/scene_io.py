@@ -14,16 +14,12 @@ from bpy_extras.io_utils import ExportHelper, ImportHelper
 from mathutils import Matrix, Quaternion
 
 from ..ewbik_addon import bridge
+from ..ewbik_addon.active import active_armature
 from ..solver.scene import parse_scene
 from . import pin
 from .limits import set_limits
 
 SETTINGS_FIELDS = ("iterations", "tolerance", "dampening", "stabilization_passes", "translate_root")
-
-
-def active_armature(context):
-    obj = context.active_object
-    return obj if obj is not None and obj.type == "ARMATURE" else None
 
 
 class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):

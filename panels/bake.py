@@ -7,7 +7,8 @@ offer operator options (Symmetrize in sculpt mode): the button runs with what th
 
 import bpy
 
-from .sidebar import SidebarPanel, armature
+from ..ewbik_addon.active import active_armature
+from .sidebar import SidebarPanel
 
 
 class EWBIK_PT_bake(SidebarPanel, bpy.types.Panel):
@@ -19,7 +20,7 @@ class EWBIK_PT_bake(SidebarPanel, bpy.types.Panel):
 
     @classmethod
     def poll(cls, context):
-        obj = armature(context)
+        obj = active_armature(context)
         return obj is not None and obj.mode in {"POSE", "OBJECT"}
 
     def draw(self, context):

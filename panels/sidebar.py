@@ -6,22 +6,9 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
+from ..ewbik_addon.active import active_armature, posed_armature
 from ..operators.limits import active_limit_bone
 from ..solver import presets
-
-
-def armature(context):
-    """The active object when it is an armature, else None."""
-    obj = context.active_object
-    if obj is not None and obj.type == "ARMATURE":
-        return obj
-    return None
-
-
-def posed_armature(context):
-    """The active armature when it is in pose mode, else None."""
-    obj = armature(context)
-    return obj if obj is not None and obj.mode == "POSE" else None
 
 
 def active_pin(context, obj):
@@ -107,14 +94,14 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
 
     @classmethod
     def poll(cls, context):
-        obj = armature(context)
+        obj = active_armature(context)
         return obj is not None and obj.mode in {"POSE", "OBJECT"}
 
     def draw_header(self, context):
-        self.layout.prop(armature(context).ewbik, "live", text="")
+        self.layout.prop(active_armature(context).ewbik, "live", text="")
 
     def draw(self, context):
-        settings = armature(context).ewbik
+        settings = active_armature(context).ewbik
         layout = self.layout
         layout.use_property_split = True
         layout.use_property_decorate = False
