@@ -82,17 +82,21 @@ def _solve_live(view_layer, changed, moved):
                 _solve_one(obj, changed, moved)
     finally:
         _state["busy"] = False
+        _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
 
 
 def _solve_one(obj, changed, moved):
     """changed/moved: session uids from the depsgraph update; None on frame change (solve if pinned)."""
-    rescan = changed is not None and (obj.session_uid in changed or obj.data.session_uid in changed)
+    uid = obj.session_uid
+    refining = uid in _state["tagged"]
+    # The refinement timer's own tag is not a change of the rig: its bone settings stay cached.
+    rescan = changed is not None and not refining and (uid in changed or obj.data.session_uid in changed)
     try:
         targets = bridge.pinned_targets(obj, rescan=rescan)
         if not targets:
             _set_status(obj, "")
             return
-        if changed is not None and not rescan and not _any_moved(targets, moved):
+        if changed is not None and not (rescan or refining or _any_moved(targets, moved)):
             return
         result = bridge.solve_armature(obj, rescan=False)
     except bridge.RigError as error:
@@ -102,8 +106,6 @@ def _solve_one(obj, changed, moved):
     else:
         _set_status(obj, _summary(result))
         _plan_refinement(obj, result)
-    finally:
-        _state["tagged"].discard(obj.session_uid)
 
 
 def _plan_refinement(obj, result):

@@ -184,6 +184,32 @@ def test_solves_cut_short_by_the_budget_continue_from_the_timer(metarig):
     assert distance_to_target(metarig, "hand.L") < first / 10
 
 
+def test_refinements_reuse_the_cached_bone_settings(metarig, monkeypatch):
+    """The timer's tag is the extension's own: it must not cost a rescan of every bone's settings."""
+    live = addon_module("ewbik_addon.live")
+    bridge = addon_module("ewbik_addon.bridge")
+    metarig.ewbik.time_budget_ms = 0.01
+    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    target.location += Vector((0.05, -0.1, 0.1))
+    update()
+    rescans = []
+    real_pinned_targets = bridge.pinned_targets
+
+    def recorded(obj, *, rescan=True):
+        rescans.append(rescan)
+        return real_pinned_targets(obj, rescan=rescan)
+
+    monkeypatch.setattr(bridge, "pinned_targets", recorded)
+    before = distance_to_target(metarig, "hand.L")
+    for tick in range(5):
+        live.refine_unconverged()
+        update()
+    assert rescans and not any(rescans)
+    assert distance_to_target(metarig, "hand.L") < before
+
+
 def test_loading_a_file_forgets_pending_refinements(metarig):
     """The refinement timer does not survive a file load; neither may its bookkeeping."""
     live = addon_module("ewbik_addon.live")
