@@ -236,30 +236,34 @@ class _State:
         self.effector_pos[:] = self.world_head[self.pin_bones]
         self.effector_axes[:] = np.swapaxes(self.world[self.pin_bones], -1, -2)
 
-    def pin_costs(self):
+    def squared_errors(self):
+        """(squared position error (P,), squared axis chord of each axis (P, 3)) per pin."""
+        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
+        return pos2, ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+
+    def pin_costs(self, squared=None):
         """Each pin's seven-point misfit: (1 + 2 sum(w_axis)) |dp|^2 + 2 sum(w_axis |d axis|^2).
 
         The same measure the stabilization guard protects, so every acceptance
         test in the solver (guard, acceleration, limb finish) agrees on "better".
         """
-        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
-        axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        pos2, axis2 = squared if squared is not None else self.squared_errors()
         return (1.0 + 2.0 * self.axis_weight.sum(-1)) * pos2 + 2.0 * (self.axis_weight * axis2).sum(-1)
 
-    def reached(self, tolerance):
+    def reached(self, tolerance, squared=None):
         """Per pin: within tolerance in position and on every weighted axis (or weightless).
 
         An axis chord below the tolerance means an angle below it too, so the
         check needs no trigonometry.
         """
-        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
-        axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        pos2, axis2 = squared if squared is not None else self.squared_errors()
         axis_ok = np.all((axis2 <= tolerance**2) | (self.axis_weight <= 0), axis=-1)
         return ((pos2 <= tolerance**2) & axis_ok) | (self.weight <= 0)
 
     def errors(self, tolerance):
         """(total weighted misfit, every pin within tolerance)."""
-        return float(np.sum(self.weight * self.pin_costs())), bool(self.reached(tolerance).all())
+        squared = self.squared_errors()
+        return float(np.sum(self.weight * self.pin_costs(squared))), bool(self.reached(tolerance, squared).all())
 
     def pin_errors(self):
         """Per pin: position error and orientation error (radians) over the weighted axes.
@@ -269,8 +273,7 @@ class _State:
         position-only pin asks for no orientation and reports 0. Angles come
         from chords (|a - b| = 2 sin(angle / 2)), which stay exact near zero.
         """
-        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
-        axis2 = ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        pos2, axis2 = self.squared_errors()
         full = 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(axis2.sum(-1) / 8.0)))
         weighted = self.axis_weight > 0
         single = np.max(np.where(weighted, 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(axis2) / 2.0)), 0.0), axis=-1)
