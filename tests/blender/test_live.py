@@ -29,6 +29,17 @@ def distance_to_target(obj, bone):
     return (bone_world(obj, bone).translation - target.matrix_world.translation).length
 
 
+def drag_past_the_budget(metarig):
+    """Pin hands, feet and head, then move hand.L with a budget of one iteration per update,
+    so the live solve stops short and leaves a refinement pending."""
+    metarig.ewbik.time_budget_ms = 0.01
+    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    target.location += Vector((0.05, -0.1, 0.1))
+    update()
+
+
 @pytest.fixture
 def counted_solves(monkeypatch):
     """Count the bridge solves the live handler makes."""
@@ -169,12 +180,7 @@ def test_animated_target_is_followed_on_frame_change(metarig):
 def test_solves_cut_short_by_the_budget_continue_from_the_timer(metarig):
     """Timers never fire in the bpy module: call the timer's body as Blender would."""
     live = addon_module("ewbik_addon.live")
-    metarig.ewbik.time_budget_ms = 0.01  # one iteration per update
-    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
-    bpy.ops.object.mode_set(mode="OBJECT")
-    update()
-    target.location += Vector((0.05, -0.1, 0.1))
-    update()
+    drag_past_the_budget(metarig)
     first = distance_to_target(metarig, "hand.L")
     assert first > 1e-3
     assert bpy.app.timers.is_registered(live.refine_unconverged)
@@ -188,12 +194,7 @@ def test_refinements_reuse_the_cached_bone_settings(metarig, monkeypatch):
     """The timer's tag is the extension's own: it must not cost a rescan of every bone's settings."""
     live = addon_module("ewbik_addon.live")
     bridge = addon_module("ewbik_addon.bridge")
-    metarig.ewbik.time_budget_ms = 0.01
-    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
-    bpy.ops.object.mode_set(mode="OBJECT")
-    update()
-    target.location += Vector((0.05, -0.1, 0.1))
-    update()
+    drag_past_the_budget(metarig)
     rescans = []
     real_pinned_targets = bridge.pinned_targets
 
@@ -213,12 +214,7 @@ def test_refinements_reuse_the_cached_bone_settings(metarig, monkeypatch):
 def test_loading_a_file_forgets_pending_refinements(metarig):
     """The refinement timer does not survive a file load; neither may its bookkeeping."""
     live = addon_module("ewbik_addon.live")
-    metarig.ewbik.time_budget_ms = 0.01
-    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
-    bpy.ops.object.mode_set(mode="OBJECT")
-    update()
-    target.location += Vector((0.05, -0.1, 0.1))
-    update()
+    drag_past_the_budget(metarig)
     assert live.has_unconverged()
     bpy.ops.wm.read_homefile(use_empty=True)
     assert not live.has_unconverged()
