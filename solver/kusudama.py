@@ -410,6 +410,8 @@ class _Packed:
         off = np.where(norm > 1e-12, off / np.where(norm > 1e-12, norm, 1.0), g.fallback[k, best])
         radius = g.radii[k, best][:, None]
         moved = np.cos(radius) * centre + np.sin(radius) * off
+        # A fallback off the centre's plane by rounding would leave `moved` a hair off unit.
+        moved /= np.sqrt(np.add.reduce(moved * moved, -1))[:, None]
         return np.where(inside[:, None], p, moved), inside, np.where(inside, 0.0, gap)
 
     @staticmethod
