@@ -5,26 +5,30 @@ PY42 := $(VENV_DIR)/bpy-4.2/bin/python
 PY52 := $(VENV_DIR)/bpy-5.2/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venvs test test-solver test-blender demo bench build validate clean
+.PHONY: venvs native test test-solver test-blender demo bench build validate clean
 
 venvs:
 	@bash tools/bootstrap.sh
 
-test: venvs
+# The solver's compiled loop (solver/_ewbik_native.*); without it the solver runs its numpy loop.
+native: venvs
+	@$(PY52) tools/build_native.py >/dev/null
+
+test: native
 	@bash tools/run_tests.sh $(PYTEST_ARGS)
 
-test-solver: venvs
+test-solver: native
 	$(PY52) -m pytest tests/solver $(PYTEST_ARGS)
 
-demo: venvs
+demo: native
 	$(PY52) tools/demo.py
 
-bench: venvs
+bench: native
 	$(PY52) bench/bench_solver.py
 	$(PY52) bench/bench_live.py
 	$(PY52) bench/bench_bake.py
 
-build: venvs
+build: native
 	$(PY52) tools/build_extension.py --output-dir dist
 
 validate: venvs

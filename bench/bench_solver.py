@@ -37,7 +37,7 @@ sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, BENCH_DIR)
 
 import mocap  # noqa: E402
-from solver import Pin, Skeleton, SolverSettings, quat, solve  # noqa: E402
+from solver import Pin, Skeleton, SolverSettings, native, quat, solve  # noqa: E402
 
 MOCAP_DIR = os.environ.get("EWBIK_MOCAP_DIR", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "mocap"))
 CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
@@ -351,13 +351,15 @@ def target_checks(warm, rest, limited, baseline):
 
 
 def solver_fingerprint():
-    """sha1 of solver/*.py, taken when the solver is imported: the files change while people work."""
+    """sha1 of solver/*.py and solver/csrc, taken when the solver is imported: the files change while people work."""
     digest = hashlib.sha1()
     solver_dir = os.path.join(REPO_ROOT, "solver")
-    for name in sorted(os.listdir(solver_dir)):
-        if name.endswith(".py"):
-            with open(os.path.join(solver_dir, name), "rb") as f:
-                digest.update(f.read())
+    csrc_dir = os.path.join(solver_dir, "csrc")
+    paths = [os.path.join(solver_dir, n) for n in sorted(os.listdir(solver_dir)) if n.endswith(".py")]
+    paths += [os.path.join(csrc_dir, n) for n in sorted(os.listdir(csrc_dir)) if n.endswith((".c", ".h"))]
+    for path in paths:
+        with open(path, "rb") as f:
+            digest.update(f.read())
     return digest.hexdigest()[:10]
 
 
@@ -376,7 +378,8 @@ def machine_line(fingerprint):
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f"{now}; {model}, {os.cpu_count()} cores, load average {load}; Python {platform.python_version()}, "
-            f"numpy {np.__version__}; commit {commit}, solver/*.py sha1 {fingerprint}")
+            f"numpy {np.__version__}; commit {commit}, solver sha1 {fingerprint}; "
+            f"solver loop: {'compiled (solver/csrc)' if native.available() else 'numpy (library not built)'}")
 
 
 def settings_text(settings):
@@ -502,12 +505,13 @@ def main(argv=None):
     base = SolverSettings() if args.dampening is None else SolverSettings(dampening=args.dampening)
     warm_settings = dataclasses.replace(base, iterations=args.warm_iterations, tolerance=args.tolerance)
     rest_settings = dataclasses.replace(base, iterations=args.rest_iterations, tolerance=args.tolerance)
+    numpy_settings = dataclasses.replace(warm_settings, backend="numpy")
     started = time.perf_counter()
     fingerprint = solver_fingerprint()
     print(f"warm settings: {settings_text(warm_settings)}")
     print(f"rest settings: {settings_text(rest_settings)}", flush=True)
 
-    runs = {"warm": [], "rest": [], "limits": []}
+    runs = {"warm": [], "numpy": [], "rest": [], "limits": []}
     blender_runs, blender_docs, violations, limit_dicts_by_clip = {}, [], {}, {}
     clips = []
     for name in args.clips:
@@ -516,6 +520,11 @@ def main(argv=None):
         t = time.perf_counter()
         runs["warm"].append(solve_clip(clip, "EWBIK warm-started", warm_settings, warm=True, rest_settings=rest_settings))
         print(f"{clip.name}: warm {len(clip.frames)} frames in {time.perf_counter() - t:.1f} s", flush=True)
+        if native.available():
+            t = time.perf_counter()
+            runs["numpy"].append(solve_clip(clip, "EWBIK warm-started, numpy loop", numpy_settings, warm=True,
+                                            rest_settings=dataclasses.replace(rest_settings, backend="numpy")))
+            print(f"{clip.name}: warm, numpy loop, in {time.perf_counter() - t:.1f} s", flush=True)
         t = time.perf_counter()
         rest_rows = np.arange(0, len(clip.frames), args.rest_every)
         runs["rest"].append(solve_clip(clip, "EWBIK from rest", rest_settings, warm=False, rows=rest_rows))
@@ -549,7 +558,9 @@ def main(argv=None):
 
     header = ["run", "position mm median / p95 / max", "orientation deg median / p95 / max", "ms per frame median / p95",
               "CPU ms median", "iterations median / p95 / max", "converged", "median ms / Blender warm (wall / CPU)", "frames"]
-    table_runs = [warm, rest] + ([limited] if limited is not None else [])
+    numpy_warm = merged(runs["numpy"]) if runs["numpy"] else None
+    table_runs = [warm] + ([numpy_warm] if numpy_warm is not None else []) + [rest] + (
+        [limited] if limited is not None else [])
     rows = [row_cells(r, baseline) for r in table_runs]
     for (venv, mode), run in sorted(blender.items(), key=lambda kv: (kv[0][0] != "bpy-5.2", kv[0])):
         if mode == "muted":

@@ -1,8 +1,9 @@
-"""EWBIK solver: pure numpy, no Blender.
+"""EWBIK solver: numpy plus an optional compiled loop (csrc/), no Blender.
 
 The public surface is flat: build a `Skeleton`, describe `Pin`s, pick
 `SolverSettings`, optionally give `JointLimits`, and call `solve`; or hand a
-scene document to `solve_scene`.
+scene document to `solve_scene`. Where `tools/build_native.py` has compiled
+the loop, `solve` iterates in C (same steps, same poses); elsewhere in numpy.
 """
 
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit

@@ -17,6 +17,8 @@ class SolverSettings:
     extrapolation of whole sweeps (0 = plain EWBIK). `analytic_limbs` finishes each solve by placing two-bone
     limbs that serve a single pin exactly (analytic IK), keeping the bend plane
     the iterations chose, and keeps a limb's result only if its pin gets closer.
+    `backend` picks the loop: "auto" (the compiled loop when it is built, else
+    numpy), "native" (fail if not built) or "numpy"; both give the same poses.
     """
 
     iterations: int = 15
@@ -29,6 +31,7 @@ class SolverSettings:
     relaxation: float = 1.0
     acceleration: int = 3
     analytic_limbs: bool = True
+    backend: str = "auto"
 
     def __post_init__(self):
         if int(self.iterations) != self.iterations or self.iterations < 1:
@@ -43,5 +46,7 @@ class SolverSettings:
             raise ValueError(f"settings: relaxation must lie in (0, 2), got {self.relaxation}")
         if int(self.acceleration) != self.acceleration or self.acceleration < 0:
             raise ValueError(f"settings: acceleration must be a whole number >= 0, got {self.acceleration}")
+        if self.backend not in ("auto", "native", "numpy"):
+            raise ValueError(f"settings: backend must be 'auto', 'native' or 'numpy', got {self.backend!r}")
         if int(self.stabilization_passes) != self.stabilization_passes or self.stabilization_passes < 0:
             raise ValueError("settings: stabilization_passes must be a whole number >= 0")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import quat
+from . import native, quat
 from .qcp import rotations_from_covariance
 from .two_bone import two_bone_ik
 
@@ -65,6 +65,7 @@ class _Plan:
     batches: list
     limbs: _Limbs
     levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
+    native_template: object = None  # the plan packed for the compiled loop, made on first use
 
 
 def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
@@ -157,17 +158,54 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     plan = plan_solve(skeleton, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
     initial = rotations.copy()
     state = _State(skeleton, pins, pin_bones, rotations, locations, plan.levels)
+    max_step = (1.0 - stiffness) * settings.dampening
+    if _use_native(settings):
+        budget = None
+        if settings.time_budget_ms is not None:
+            budget = max(0.0, settings.time_budget_ms * 1e-3 - (time.perf_counter() - start))
+        iterations, converged, position_errors, orientation_errors = native.run(
+            skeleton, plan, state, settings, limits, max_step, frozen, initial, budget
+        )
+    else:
+        iterations, converged = _iterate(state, plan, settings, limits, max_step, frozen, initial, start)
+        position_errors, orientation_errors = state.pin_errors()
+        converged = converged or not pins or bool(state.reached(settings.tolerance).all())
+    return SolveResult(
+        rotations=state.rotations,
+        locations=state.locations,
+        iterations=iterations,
+        converged=bool(converged),
+        ms=(time.perf_counter() - start) * 1e3,
+        position_errors=position_errors,
+        orientation_errors_deg=np.degrees(orientation_errors),
+        moved=plan.solved.copy(),
+    )
+
+
+def _use_native(settings):
+    if settings.backend == "numpy":
+        return False
+    if settings.backend == "native" and not native.available():
+        raise ValueError("settings: backend 'native' asked for, but the compiled solver is not built here")
+    return native.available()
+
+
+def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
+    """The numpy loop: sweeps, acceleration, limb finish and stopping rules.
+
+    Returns (iterations, converged). csrc/ewbik.c runs the same steps in C.
+    """
+    pins = len(state.pin_bones)
     if limits is not None and np.any(plan.solved & limits.limited):
         bones = np.flatnonzero(plan.solved & limits.limited)
         state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
-    max_step = (1.0 - stiffness) * settings.dampening
     constants = [_batch_constants(state, batch, max_step, settings, limits) for batch in plan.batches]
     accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
 
     iterations, converged = 0, False
     previous = np.inf
     finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
-    others = np.ones(len(pins), dtype=bool)
+    others = np.ones(pins, dtype=bool)
     others[plan.limbs.pin] = False
     state.forward()
     while pins and iterations < settings.iterations:
@@ -196,18 +234,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
             break
     if finish and not converged and iterations:
         _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
-    position_errors, orientation_errors = state.pin_errors()
-    converged = converged or not pins or bool(state.reached(settings.tolerance).all())
-    return SolveResult(
-        rotations=state.rotations,
-        locations=state.locations,
-        iterations=iterations,
-        converged=bool(converged),
-        ms=(time.perf_counter() - start) * 1e3,
-        position_errors=position_errors,
-        orientation_errors_deg=np.degrees(orientation_errors),
-        moved=plan.solved.copy(),
-    )
+    return iterations, converged
 
 
 class _State:

@@ -38,5 +38,11 @@ if command -v apt-get >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q lib
         || echo "bootstrap: could not install Mesa's OpenGL; drawing tests will skip" >&2
 fi
 
+# A C compiler builds the solver's native loop (tools/build_native.py).
+if ! command -v "${CC:-cc}" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq gcc libc6-dev) >/dev/null 2>&1 \
+        || echo "bootstrap: could not install a C compiler (gcc); make native will fail" >&2
+fi
+
 make_venv bpy-4.2 3.11 "bpy==4.2.23" "numpy<2" scipy pytest hypothesis
 make_venv bpy-5.2 3.13 "bpy==5.2.3" scipy pytest hypothesis

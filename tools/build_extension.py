@@ -9,6 +9,8 @@ the Python of a bpy venv:
     python tools/build_extension.py --validate-only
     python tools/build_extension.py --output-dir dist
 
+The solver's native loop is compiled first (tools/build_native.py), so the zip
+carries the library for this machine; elsewhere the add-on runs the numpy loop.
 Exit status is the CLI's (non-zero when validation or the build fails).
 """
 
@@ -18,6 +20,9 @@ import pathlib
 import subprocess
 import sys
 import tomllib
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import build_native  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -74,6 +79,8 @@ def build(output_dir, source_dir=REPO_ROOT):
     output_dir = pathlib.Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     validate(source_dir)
+    if pathlib.Path(source_dir).resolve() == REPO_ROOT:
+        build_native.build()
     target = output_dir / zip_name(source_dir)
     target.unlink(missing_ok=True)
     result = _run_cli("build", "--source-dir", str(source_dir), "--output-filepath", str(target))

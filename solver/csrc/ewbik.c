@@ -1,0 +1,937 @@
+/* EWBIK iterations in C. Each function mirrors its numpy namesake in solver/solve.py,
+ * qcp.py, quat.py and two_bone.py; see those for the reasoning behind every step. */
+#define _POSIX_C_SOURCE 199309L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ewbik.h"
+#include "vecmath.h"
+
+#if defined(_WIN32)
+#include <windows.h>
+static double now_seconds(void)
+{
+    LARGE_INTEGER count, frequency;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&frequency);
+    return (double)count.QuadPart / (double)frequency.QuadPart;
+}
+#else
+#include <time.h>
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+#endif
+
+#define PI 3.14159265358979323846
+#define GUARD_SLACK 1e-6
+#define STALL 1e-9
+#define PREFER_SMALL 1e-9
+#define EPS 1e-12
+
+/* ---- small vector, matrix (row-major 3x3) and quaternion (w, x, y, z) helpers ---- */
+
+static double dot_n(const double *a, const double *b, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static void matmul(const double *a, const double *b, double *out)
+{
+    double r[9];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            r[3 * i + j] = a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j];
+    memcpy(out, r, sizeof r);
+}
+
+/* a^T b */
+static void matmul_tn(const double *a, const double *b, double *out)
+{
+    double r[9];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            r[3 * i + j] = a[i] * b[j] + a[3 + i] * b[3 + j] + a[6 + i] * b[6 + j];
+    memcpy(out, r, sizeof r);
+}
+
+static void matvec(const double *m, const double *v, double *out)
+{
+    double x = dot3(m, v), y = dot3(m + 3, v), z = dot3(m + 6, v);
+    out[0] = x, out[1] = y, out[2] = z;
+}
+
+/* m^T v */
+static void matvec_t(const double *m, const double *v, double *out)
+{
+    double x = m[0] * v[0] + m[3] * v[1] + m[6] * v[2];
+    double y = m[1] * v[0] + m[4] * v[1] + m[7] * v[2];
+    double z = m[2] * v[0] + m[5] * v[1] + m[8] * v[2];
+    out[0] = x, out[1] = y, out[2] = z;
+}
+
+static void transpose(const double *m, double *out)
+{
+    double r[9] = {m[0], m[3], m[6], m[1], m[4], m[7], m[2], m[5], m[8]};
+    memcpy(out, r, sizeof r);
+}
+
+static const double IDENTITY3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+
+/* Unit with w >= 0; a zero quaternion becomes identity (quat.normalize). */
+static void quat_normalize(double *q)
+{
+    double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+    if (n <= EPS) {
+        q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
+        return;
+    }
+    double s = (q[0] < 0.0 ? -1.0 : 1.0) / n;
+    for (int i = 0; i < 4; i++)
+        q[i] *= s;
+}
+
+/* The homogeneous form, as quat.to_matrix. */
+static void quat_to_matrix(const double *q, double *m)
+{
+    double w = q[0], x = q[1], y = q[2], z = q[3];
+    m[0] = w * w + x * x - y * y - z * z;
+    m[1] = 2.0 * (x * y - w * z);
+    m[2] = 2.0 * (x * z + w * y);
+    m[3] = 2.0 * (x * y + w * z);
+    m[4] = w * w - x * x + y * y - z * z;
+    m[5] = 2.0 * (y * z - w * x);
+    m[6] = 2.0 * (x * z - w * y);
+    m[7] = 2.0 * (y * z + w * x);
+    m[8] = w * w - x * x - y * y + z * z;
+}
+
+static double quat_angle(const double *q)
+{
+    return 2.0 * atan2(sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), fabs(q[0]));
+}
+
+static void shortest_arc(const double *u_in, const double *v_in, double *q)
+{
+    double nu = sqrt(dot3(u_in, u_in)), nv = sqrt(dot3(v_in, v_in));
+    if (!(nu > EPS && nv > EPS)) {
+        q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
+        return;
+    }
+    double u[3] = {u_in[0] / nu, u_in[1] / nu, u_in[2] / nu}, v[3] = {v_in[0] / nv, v_in[1] / nv, v_in[2] / nv};
+    double d = dot3(u, v);
+    if (d < -1.0 + 1e-9) {
+        q[0] = 0.0;
+        perpendicular(u, q + 1);
+    } else {
+        q[0] = 1.0 + d;
+        cross3(u, v, q + 1);
+    }
+    quat_normalize(q);
+}
+
+/* ---- the Minimizer ---- */
+
+/* Eigenvector of the largest eigenvalue of a symmetric 4x4 matrix (cyclic Jacobi). */
+static void top_eigenvector(const double *matrix, double *out)
+{
+    double a[16], v[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+    memcpy(a, matrix, sizeof a);
+    for (int sweep = 0; sweep < 64; sweep++) {
+        double off = 0.0, diag = 0.0;
+        for (int p = 0; p < 4; p++) {
+            diag += a[5 * p] * a[5 * p];
+            for (int r = p + 1; r < 4; r++)
+                off += a[4 * p + r] * a[4 * p + r];
+        }
+        if (off <= 1e-36 * diag || off < 1e-300)
+            break;
+        for (int p = 0; p < 3; p++) {
+            for (int r = p + 1; r < 4; r++) {
+                double apr = a[4 * p + r];
+                if (apr == 0.0)
+                    continue;
+                double theta = (a[5 * r] - a[5 * p]) / (2.0 * apr);
+                double t = (theta >= 0.0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1.0));
+                double c = 1.0 / sqrt(t * t + 1.0), s = t * c;
+                for (int k = 0; k < 4; k++) {
+                    double akp = a[4 * k + p], akr = a[4 * k + r];
+                    a[4 * k + p] = c * akp - s * akr;
+                    a[4 * k + r] = s * akp + c * akr;
+                }
+                for (int k = 0; k < 4; k++) {
+                    double apk = a[4 * p + k], ark = a[4 * r + k];
+                    a[4 * p + k] = c * apk - s * ark;
+                    a[4 * r + k] = s * apk + c * ark;
+                }
+                for (int k = 0; k < 4; k++) {
+                    double vkp = v[4 * k + p], vkr = v[4 * k + r];
+                    v[4 * k + p] = c * vkp - s * vkr;
+                    v[4 * k + r] = s * vkp + c * vkr;
+                }
+            }
+        }
+    }
+    int best = 0;
+    for (int i = 1; i < 4; i++)
+        if (a[5 * i] > a[5 * best])
+            best = i;
+    for (int k = 0; k < 4; k++)
+        out[k] = v[4 * k + best];
+}
+
+static double det3(const double *m, const int *rows, const int *cols)
+{
+#define M(i, j) m[4 * rows[i] + cols[j]]
+    return M(0, 0) * (M(1, 1) * M(2, 2) - M(1, 2) * M(2, 1)) - M(0, 1) * (M(1, 0) * M(2, 2) - M(1, 2) * M(2, 0)) +
+           M(0, 2) * (M(1, 0) * M(2, 1) - M(1, 1) * M(2, 0));
+#undef M
+}
+
+/* The largest column of adj(m) and its norm (qcp._adjugate_eigenvector). */
+static double adjugate_eigenvector(const double *m, double *out)
+{
+    double best_norm = -1.0;
+    for (int j = 0; j < 4; j++) {
+        double column[4], norm = 0.0;
+        int cols[3], c = 0;
+        for (int k = 0; k < 4; k++)
+            if (k != j)
+                cols[c++] = k;
+        for (int i = 0; i < 4; i++) {
+            int rows[3], r = 0;
+            for (int k = 0; k < 4; k++)
+                if (k != i)
+                    rows[r++] = k;
+            column[i] = ((i + j) % 2 ? -1.0 : 1.0) * det3(m, rows, cols);
+            norm += column[i] * column[i];
+        }
+        norm = sqrt(norm);
+        if (norm > best_norm) {
+            best_norm = norm;
+            memcpy(out, column, sizeof column);
+        }
+    }
+    return best_norm;
+}
+
+/* QCP on a covariance S (qcp.rotations_from_covariance); use_e0 selects the references' e0. */
+static void rotation_from_covariance(const double *s, int use_e0, double e0, double *q)
+{
+    double k[16];
+    k[0] = s[0] + s[4] + s[8];
+    k[1] = k[4] = s[5] - s[7];
+    k[2] = k[8] = s[6] - s[2];
+    k[3] = k[12] = s[1] - s[3];
+    k[5] = s[0] - s[4] - s[8];
+    k[6] = k[9] = s[1] + s[3];
+    k[7] = k[13] = s[6] + s[2];
+    k[10] = -s[0] + s[4] - s[8];
+    k[11] = k[14] = s[5] + s[7];
+    k[15] = -s[0] - s[4] + s[8];
+    double scale = 0.0;
+    for (int i = 0; i < 16; i++)
+        scale = fmax(scale, fabs(k[i]));
+    if (scale < 1e-300) {
+        q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
+        return;
+    }
+    k[0] += PREFER_SMALL * scale;
+    top_eigenvector(k, q);
+    if (use_e0) {
+        double shifted[16], adjugate[4];
+        memcpy(shifted, k, sizeof k);
+        for (int i = 0; i < 4; i++)
+            shifted[5 * i] -= e0;
+        if (adjugate_eigenvector(shifted, adjugate) > 1e-6 * scale * scale * scale)
+            memcpy(q, adjugate, sizeof adjugate);
+    }
+    quat_normalize(q);
+}
+
+/* quat.from_matrix: the 4x4 eigen form, exact for rotations, nearest rotation otherwise. */
+static void quat_from_matrix(const double *m, double *q)
+{
+    double xx = m[0], xy = m[1], xz = m[2], yx = m[3], yy = m[4], yz = m[5], zx = m[6], zy = m[7], zz = m[8];
+    double k[16] = {xx + yy + zz, zy - yz,      xz - zx,      yx - xy,      zy - yz, xx - yy - zz,
+                    xy + yx,      xz + zx,      xz - zx,      xy + yx,      yy - xx - zz, yz + zy,
+                    yx - xy,      xz + zx,      yz + zy,      zz - xx - yy};
+    top_eigenvector(k, q);
+    quat_normalize(q);
+}
+
+/* solve._clamp_angle for one rotation. */
+static void clamp_angle(double *q, double max_angle, double relaxation)
+{
+    quat_normalize(q);
+    if (relaxation == 1.0 && q[0] >= cos(0.5 * max_angle))
+        return;
+    double norm = sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+    double half = fmin(atan2(norm, q[0]) * relaxation, 0.5 * max_angle);
+    double scale = sin(half) / (norm > 1e-15 ? norm : 1.0);
+    q[0] = cos(half);
+    for (int i = 1; i < 4; i++)
+        q[i] *= scale;
+}
+
+/* ---- the solve state ---- */
+
+typedef struct {
+    const ewbik_problem *pb;
+    double *world;        /* (n, 9) */
+    double *head;         /* (n, 3) */
+    double *eff_pos;      /* (P, 3) */
+    double *eff_axes;     /* (P, 9) rows: the pinned bone's axes */
+    /* Anderson history and scratch */
+    int history;
+    int dims;
+    double *inputs, *outputs, *start, *guess, *saved, *columns, *svd_v, *sigma, *gamma;
+    /* limb finish scratch */
+    double *limb_new;     /* (L, 3, 4) */
+    double *limb_old;     /* (L, 3, 4) */
+    double *limb_before;  /* (L,) */
+    unsigned char *limb_bad;
+} State;
+
+static void forward(State *st)
+{
+    const ewbik_problem *pb = st->pb;
+    for (int i = 0; i < pb->n_kinematic; i++) {
+        int b = pb->kinematic[i], p = pb->parents[b];
+        double rot[9], local[9], offset[3];
+        quat_to_matrix(pb->rotations + 4 * b, rot);
+        matmul(pb->local_rest + 9 * b, rot, local);
+        matvec(pb->local_rest + 9 * b, pb->locations + 3 * b, offset);
+        for (int c = 0; c < 3; c++)
+            offset[c] += pb->local_offset[3 * b + c];
+        if (p < 0) {
+            memcpy(st->world + 9 * b, local, sizeof local);
+            memcpy(st->head + 3 * b, offset, sizeof offset);
+        } else {
+            double moved[3];
+            matmul(st->world + 9 * p, local, st->world + 9 * b);
+            matvec(st->world + 9 * p, offset, moved);
+            for (int c = 0; c < 3; c++)
+                st->head[3 * b + c] = st->head[3 * p + c] + moved[c];
+        }
+    }
+    for (int p = 0; p < pb->n_pins; p++) {
+        int b = pb->pin_bone[p];
+        memcpy(st->eff_pos + 3 * p, st->head + 3 * b, 3 * sizeof(double));
+        transpose(st->world + 9 * b, st->eff_axes + 9 * p);
+    }
+}
+
+/* Squared position error and squared chord of each axis of pin p. */
+static double squared_errors(const State *st, int p, double *axis2)
+{
+    const ewbik_problem *pb = st->pb;
+    double pos2 = 0.0;
+    for (int c = 0; c < 3; c++) {
+        double d = st->eff_pos[3 * p + c] - pb->target_pos[3 * p + c];
+        pos2 += d * d;
+    }
+    for (int a = 0; a < 3; a++) {
+        axis2[a] = 0.0;
+        for (int c = 0; c < 3; c++) {
+            double d = st->eff_axes[9 * p + 3 * a + c] - pb->target_axes[9 * p + 3 * a + c];
+            axis2[a] += d * d;
+        }
+    }
+    return pos2;
+}
+
+/* The seven-point misfit of pin p (_State.pin_costs). */
+static double pin_cost(const State *st, int p)
+{
+    const double *w = st->pb->axis_weight + 3 * p;
+    double axis2[3], pos2 = squared_errors(st, p, axis2);
+    return (1.0 + 2.0 * (w[0] + w[1] + w[2])) * pos2 + 2.0 * (w[0] * axis2[0] + w[1] * axis2[1] + w[2] * axis2[2]);
+}
+
+static int pin_reached(const State *st, int p, double tolerance)
+{
+    const ewbik_problem *pb = st->pb;
+    if (pb->weight[p] <= 0.0)
+        return 1;
+    double axis2[3], tol2 = tolerance * tolerance;
+    if (squared_errors(st, p, axis2) > tol2)
+        return 0;
+    for (int a = 0; a < 3; a++)
+        if (axis2[a] > tol2 && pb->axis_weight[3 * p + a] > 0.0)
+            return 0;
+    return 1;
+}
+
+/* Total weighted misfit; *reached says whether every pin is within tolerance. */
+static double total_errors(const State *st, int *reached)
+{
+    const ewbik_problem *pb = st->pb;
+    double total = 0.0;
+    *reached = 1;
+    for (int p = 0; p < pb->n_pins; p++) {
+        total += pb->weight[p] * pin_cost(st, p);
+        if (!pin_reached(st, p, pb->tolerance))
+            *reached = 0;
+    }
+    return total;
+}
+
+/* The constraint frame of bone b: its rest frame under its posed parent. */
+static void parent_frame(const State *st, int b, double *frame)
+{
+    const ewbik_problem *pb = st->pb;
+    int p = pb->parents[b];
+    if (p < 0)
+        memcpy(frame, pb->local_rest + 9 * b, 9 * sizeof(double));
+    else
+        matmul(st->world + 9 * p, pb->local_rest + 9 * b, frame);
+}
+
+/* One EWBIK bone step (solve._solve_batch for one row). */
+static void solve_bone_step(State *st, int row, int iteration)
+{
+    const ewbik_problem *pb = st->pb;
+    int b = pb->batch_bones[row];
+    int translating = pb->translating[row];
+    const double *head = st->head + 3 * b;
+    double frame[9];
+    parent_frame(st, b, frame);
+    double s_origin[9] = {0}, s_axes[9] = {0}, s_scaled[9] = {0};
+    double sum_e[3] = {0}, sum_t[3] = {0}, w_sum = 0.0, e0 = 0.0, fit = 0.0, axis_fit = 0.0;
+    for (int i = pb->seen_start[row]; i < pb->seen_start[row + 1]; i++) {
+        int p = pb->seen_pin[i];
+        double w_pin = pb->weight[p] * pb->seen_factor[i], w_axis[3], e[3], t[3];
+        double w_origin = w_pin;
+        for (int a = 0; a < 3; a++) {
+            w_axis[a] = 2.0 * w_pin * pb->axis_weight[3 * p + a];
+            w_origin += w_axis[a];
+        }
+        for (int c = 0; c < 3; c++) {
+            e[c] = st->eff_pos[3 * p + c] - head[c];
+            t[c] = pb->target_pos[3 * p + c] - head[c];
+        }
+        double t_len2 = dot3(t, t), stretch = fmax(1.0, t_len2);
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++)
+                s_origin[3 * r + c] += w_origin * e[r] * t[c];
+        for (int a = 0; a < 3; a++) {
+            const double *ea = st->eff_axes + 9 * p + 3 * a, *ta = pb->target_axes + 9 * p + 3 * a;
+            for (int r = 0; r < 3; r++)
+                for (int c = 0; c < 3; c++) {
+                    double term = w_axis[a] * ea[r] * ta[c];
+                    s_axes[3 * r + c] += term;
+                    s_scaled[3 * r + c] += term * stretch;
+                }
+            axis_fit += 2.0 * w_axis[a];
+            e0 += 2.0 * w_axis[a] * stretch;
+        }
+        fit += w_origin * (dot3(e, e) + t_len2);
+        w_sum += w_origin;
+        for (int c = 0; c < 3; c++) {
+            sum_e[c] += w_origin * e[c];
+            sum_t[c] += w_origin * t[c];
+        }
+    }
+    e0 = 0.5 * (fit + e0);
+    double mean_e[3] = {0}, mean_t[3] = {0};
+    if (translating) {
+        w_sum = fmax(w_sum, 1e-300);
+        for (int c = 0; c < 3; c++) {
+            mean_e[c] = sum_e[c] / w_sum;
+            mean_t[c] = sum_t[c] / w_sum;
+        }
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++)
+                s_origin[3 * r + c] -= w_sum * (mean_e[r] * mean_t[c]);
+    }
+    for (int i = 0; i < 9; i++)
+        s_scaled[i] += s_origin[i];
+
+    double delta[4];
+    rotation_from_covariance(s_scaled, !pb->exact, e0, delta);
+    clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
+
+    double *rotation = pb->rotations + 4 * b, old_local[4], new_local[4], local_delta[4];
+    memcpy(old_local, rotation, sizeof old_local);
+    local_delta[0] = delta[0];
+    matvec_t(frame, delta + 1, local_delta + 1);
+    quat_multiply(local_delta, old_local, new_local);
+    if (pb->limits && pb->limits->limited[b]) {
+        double inverse[4] = {old_local[0], -old_local[1], -old_local[2], -old_local[3]};
+        ewbik_constrain(pb->limits, b, new_local, iteration);
+        quat_normalize(new_local);
+        quat_multiply(new_local, inverse, local_delta);
+        delta[0] = local_delta[0];
+        matvec(frame, local_delta + 1, delta + 1);
+    }
+    double turn[9], shift[3] = {0, 0, 0};
+    quat_to_matrix(delta, turn);
+    if (translating) {
+        double turned[3];
+        matvec(turn, mean_e, turned);
+        for (int c = 0; c < 3; c++)
+            shift[c] = mean_t[c] - turned[c];
+    }
+
+    if (pb->stabilization > 0) {
+        double guard[9], trace, gain = 0.0;
+        for (int i = 0; i < 9; i++)
+            guard[i] = s_origin[i] + s_axes[i];
+        trace = guard[0] + guard[4] + guard[8];
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++)
+                gain += turn[3 * r + c] * guard[3 * c + r];
+        gain -= trace;
+        double before = fit + axis_fit - 2.0 * trace;
+        if (-2.0 * gain > GUARD_SLACK * fabs(before) + 1e-15) {
+            memcpy(turn, IDENTITY3, sizeof turn);
+            memcpy(new_local, old_local, sizeof new_local);
+            shift[0] = shift[1] = shift[2] = 0.0;
+        }
+    }
+
+    memcpy(rotation, new_local, sizeof new_local);
+    for (int i = pb->moved_start[row]; i < pb->moved_start[row + 1]; i++) {
+        int m = pb->moved_pin[i];
+        double *pos = st->eff_pos + 3 * m, rel[3];
+        for (int c = 0; c < 3; c++)
+            rel[c] = pos[c] - head[c];
+        matvec(turn, rel, rel);
+        for (int c = 0; c < 3; c++)
+            pos[c] = head[c] + rel[c] + shift[c];
+        for (int a = 0; a < 3; a++)
+            matvec(turn, st->eff_axes + 9 * m + 3 * a, st->eff_axes + 9 * m + 3 * a);
+    }
+    if (translating) {
+        double local_shift[3];
+        matvec_t(frame, shift, local_shift);
+        for (int c = 0; c < 3; c++)
+            pb->locations[3 * b + c] += local_shift[c];
+    }
+}
+
+/* Limit and normalize a jump proposal q for bone b (an extrapolation or a limb placement);
+ * returns whether it ends farther from the warm start than allowance_scale dampening steps. */
+static int settle(const ewbik_problem *pb, int b, double *q, double allowance_scale)
+{
+    double relative[4];
+    const double *start = pb->initial + 4 * b, inverse[4] = {start[0], -start[1], -start[2], -start[3]};
+    if (pb->limits)
+        ewbik_constrain(pb->limits, b, q, 0);
+    quat_normalize(q);
+    quat_multiply(inverse, q, relative);
+    return quat_angle(relative) > allowance_scale * pb->max_step[b] + 1e-12;
+}
+
+/* ---- Anderson acceleration (solve._Anderson) ---- */
+
+/* Rotation vector of a quaternion (solve._log). */
+static void quat_log(const double *q_in, double *v)
+{
+    double q[4] = {q_in[0], q_in[1], q_in[2], q_in[3]};
+    quat_normalize(q);
+    double n = sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+    double s = 2.0 * atan2(n, q[0]) / (n > 1e-15 ? n : 1.0);
+    v[0] = s * q[1], v[1] = s * q[2], v[2] = s * q[3];
+}
+
+static void quat_exp(const double *v, double *q)
+{
+    double n = sqrt(dot3(v, v)), scale = sin(0.5 * n) / (n > EPS ? n : 1.0);
+    q[0] = cos(0.5 * n);
+    q[1] = v[0] * scale, q[2] = v[1] * scale, q[3] = v[2] * scale;
+}
+
+static void pose_vector(const State *st, double *out)
+{
+    const ewbik_problem *pb = st->pb;
+    for (int i = 0; i < pb->n_solved; i++) {
+        int b = pb->solved[i];
+        quat_log(pb->rotations + 4 * b, out + 6 * i);
+        memcpy(out + 6 * i + 3, pb->locations + 3 * b, 3 * sizeof(double));
+    }
+}
+
+/* Least squares min |A g - r| for A (dims x k, column-major in `columns`, destroyed) by a
+ * one-sided Jacobi SVD, dropping singular values below 1e-10 of the largest (numpy's lstsq
+ * rcond). `v` is k x k scratch, `sigma` k. */
+static void least_squares(double *columns, int dims, int k, const double *r, double *v, double *sigma, double *g)
+{
+    for (int i = 0; i < k * k; i++)
+        v[i] = (i % (k + 1)) == 0 ? 1.0 : 0.0;
+    for (int sweep = 0; sweep < 60; sweep++) {
+        int rotated = 0;
+        for (int i = 0; i < k - 1; i++) {
+            for (int j = i + 1; j < k; j++) {
+                double *ui = columns + dims * i, *uj = columns + dims * j, alpha = 0, beta = 0, gamma = 0;
+                for (int d = 0; d < dims; d++) {
+                    alpha += ui[d] * ui[d];
+                    beta += uj[d] * uj[d];
+                    gamma += ui[d] * uj[d];
+                }
+                if (fabs(gamma) <= 1e-15 * sqrt(alpha * beta) || gamma == 0.0)
+                    continue;
+                rotated = 1;
+                double zeta = (beta - alpha) / (2.0 * gamma);
+                double t = (zeta >= 0.0 ? 1.0 : -1.0) / (fabs(zeta) + sqrt(1.0 + zeta * zeta));
+                double c = 1.0 / sqrt(1.0 + t * t), s = c * t;
+                for (int d = 0; d < dims; d++) {
+                    double a = ui[d], b = uj[d];
+                    ui[d] = c * a - s * b;
+                    uj[d] = s * a + c * b;
+                }
+                for (int d = 0; d < k; d++) {
+                    double a = v[k * d + i], b = v[k * d + j];
+                    v[k * d + i] = c * a - s * b;
+                    v[k * d + j] = s * a + c * b;
+                }
+            }
+        }
+        if (!rotated)
+            break;
+    }
+    double largest = 0.0;
+    for (int i = 0; i < k; i++) {
+        sigma[i] = sqrt(dot_n(columns + dims * i, columns + dims * i, dims));
+        largest = fmax(largest, sigma[i]);
+    }
+    for (int j = 0; j < k; j++)
+        g[j] = 0.0;
+    for (int i = 0; i < k; i++) {
+        if (!(sigma[i] > 1e-10 * largest))
+            continue;
+        double coefficient = dot_n(columns + dims * i, r, dims) / (sigma[i] * sigma[i]);
+        for (int j = 0; j < k; j++)
+            g[j] += v[k * j + i] * coefficient;
+    }
+}
+
+static double reject_history(State *st, int *reached)
+{
+    st->history = 0;
+    forward(st);
+    return total_errors(st, reached);
+}
+
+/* One Anderson step after a sweep (solve._Anderson.extrapolate); returns the new total. */
+static double extrapolate(State *st, double total, double allowance_scale, int *reached)
+{
+    const ewbik_problem *pb = st->pb;
+    int dims = st->dims, memory = pb->acceleration;
+    if (st->history == memory + 1) {
+        memmove(st->inputs, st->inputs + dims, (size_t)memory * dims * sizeof(double));
+        memmove(st->outputs, st->outputs + dims, (size_t)memory * dims * sizeof(double));
+        st->history--;
+    }
+    memcpy(st->inputs + (size_t)st->history * dims, st->start, dims * sizeof(double));
+    pose_vector(st, st->outputs + (size_t)st->history * dims);
+    st->history++;
+    if (st->history < 2) {
+        forward(st);
+        *reached = 0;
+        return total;
+    }
+    int m = st->history, k = m - 1;
+    const double *last_out = st->outputs + (size_t)(m - 1) * dims, *last_in = st->inputs + (size_t)(m - 1) * dims;
+    double *residual = st->guess;
+    for (int d = 0; d < dims; d++)
+        residual[d] = last_out[d] - last_in[d];
+    for (int j = 0; j < k; j++) {
+        const double *o0 = st->outputs + (size_t)j * dims, *o1 = o0 + dims;
+        const double *i0 = st->inputs + (size_t)j * dims, *i1 = i0 + dims;
+        for (int d = 0; d < dims; d++)
+            st->columns[(size_t)j * dims + d] = (o1[d] - i1[d]) - (o0[d] - i0[d]);
+    }
+    least_squares(st->columns, dims, k, residual, st->svd_v, st->sigma, st->gamma);
+    int finite = 1;
+    for (int d = 0; d < dims; d++) {
+        double value = last_out[d];
+        for (int j = 0; j < k; j++)
+            value -= (st->outputs[(size_t)(j + 1) * dims + d] - st->outputs[(size_t)j * dims + d]) * st->gamma[j];
+        st->guess[d] = value;
+        finite &= isfinite(value) != 0;
+    }
+    if (!finite)
+        return reject_history(st, reached);
+    double *saved = st->saved;
+    for (int i = 0; i < pb->n_solved; i++) {
+        int b = pb->solved[i];
+        double q[4];
+        quat_exp(st->guess + 6 * i, q);
+        if (settle(pb, b, q, allowance_scale))
+            return reject_history(st, reached);
+        memcpy(saved + 7 * i, q, sizeof q);
+    }
+    for (int i = 0; i < pb->n_solved; i++) {
+        int b = pb->solved[i];
+        double swap[7];
+        memcpy(swap, saved + 7 * i, 4 * sizeof(double));
+        memcpy(swap + 4, st->guess + 6 * i + 3, 3 * sizeof(double));
+        memcpy(saved + 7 * i, pb->rotations + 4 * b, 4 * sizeof(double));
+        memcpy(saved + 7 * i + 4, pb->locations + 3 * b, 3 * sizeof(double));
+        memcpy(pb->rotations + 4 * b, swap, 4 * sizeof(double));
+        memcpy(pb->locations + 3 * b, swap + 4, 3 * sizeof(double));
+    }
+    forward(st);
+    int guess_reached;
+    double guess_total = total_errors(st, &guess_reached);
+    if (guess_total < total) {
+        *reached = guess_reached;
+        return guess_total;
+    }
+    for (int i = 0; i < pb->n_solved; i++) {
+        int b = pb->solved[i];
+        memcpy(pb->rotations + 4 * b, saved + 7 * i, 4 * sizeof(double));
+        memcpy(pb->locations + 3 * b, saved + 7 * i + 4, 3 * sizeof(double));
+    }
+    return reject_history(st, reached);
+}
+
+/* ---- analytic finish of two-bone limbs (solve._finish_limbs, two_bone.two_bone_ik) ---- */
+
+static void two_bone_ik(const double *root, const double *target, double r1, double r2, const double *bend,
+                        double *joint, double *tip)
+{
+    double p[3], direction[3], side[3];
+    for (int c = 0; c < 3; c++)
+        p[c] = target[c] - root[c];
+    double dist = sqrt(dot3(p, p));
+    if (dist > EPS) {
+        for (int c = 0; c < 3; c++)
+            direction[c] = p[c] / dist;
+    } else {
+        perpendicular(bend, direction);
+    }
+    double reach = fmin(fmax(dist, fabs(r1 - r2)), r1 + r2);
+    for (int c = 0; c < 3; c++)
+        p[c] = direction[c] * reach;
+    double h = reach * reach, w = h + r1 * r1 - r2 * r2, s = sqrt(fmax(4.0 * r1 * r1 * h - w * w, 0.0));
+    double along = dot3(bend, direction);
+    for (int c = 0; c < 3; c++)
+        side[c] = bend[c] - along * direction[c];
+    double side_len = sqrt(dot3(side, side));
+    if (side_len > EPS) {
+        for (int c = 0; c < 3; c++)
+            side[c] /= side_len;
+    } else {
+        perpendicular(direction, side);
+    }
+    for (int c = 0; c < 3; c++) {
+        joint[c] = root[c] + (h > 1e-24 ? (w * p[c] + s * sqrt(h) * side[c]) * 0.5 / h : r1 * side[c]);
+        tip[c] = root[c] + p[c];
+    }
+}
+
+/* New local rotations (upper, lower, end) placing limb l exactly; returns whether a bone
+ * would travel farther than the dampening allows. */
+static int place_limb(State *st, int l, double allowance_scale, double *out)
+{
+    const ewbik_problem *pb = st->pb;
+    const int *limb = pb->limbs + 4 * l;
+    int upper = limb[0], lower = limb[1], end = limb[2], pin = limb[3];
+    const double *head_u = st->head + 3 * upper, *head_l = st->head + 3 * lower, *head_e = st->head + 3 * end;
+    double upper_vec[3], lower_vec[3], joint[3], tip[3], to_joint[3], to_tip[3];
+    for (int c = 0; c < 3; c++) {
+        upper_vec[c] = head_l[c] - head_u[c];
+        lower_vec[c] = head_e[c] - head_l[c];
+    }
+    two_bone_ik(head_u, pb->target_pos + 3 * pin, sqrt(dot3(upper_vec, upper_vec)), sqrt(dot3(lower_vec, lower_vec)),
+                upper_vec, joint, tip);
+    for (int c = 0; c < 3; c++) {
+        to_joint[c] = joint[c] - head_u[c];
+        to_tip[c] = tip[c] - joint[c];
+    }
+    double turn_u[4], turn_l[4], arc[4], turned_lower[3], m_u[9], m_l[9];
+    shortest_arc(upper_vec, to_joint, turn_u);
+    quat_to_matrix(turn_u, m_u);
+    matvec(m_u, lower_vec, turned_lower);
+    shortest_arc(turned_lower, to_tip, arc);
+    quat_multiply(arc, turn_u, turn_l);
+    quat_to_matrix(turn_l, m_l);
+    double world_u[9], world_l[9], world_e[9], cov[9] = {0};
+    matmul(m_u, st->world + 9 * upper, world_u);
+    matmul(m_l, st->world + 9 * lower, world_l);
+    matmul(m_l, st->world + 9 * end, world_e);
+    for (int a = 0; a < 3; a++)
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++)
+                cov[3 * r + c] += pb->axis_weight[3 * pin + a] * world_e[3 * r + a] * pb->target_axes[9 * pin + 3 * a + c];
+    if (!pb->frozen[end]) {
+        double turn_e[4], m_e[9];
+        rotation_from_covariance(cov, 0, 0.0, turn_e);
+        quat_to_matrix(turn_e, m_e);
+        matmul(m_e, world_e, world_e);
+    }
+    double frames[27];
+    parent_frame(st, upper, frames);
+    matmul(world_u, pb->local_rest + 9 * lower, frames + 9);
+    matmul(world_l, pb->local_rest + 9 * end, frames + 18);
+    const double *worlds[3] = {world_u, world_l, world_e};
+    int too_far = 0;
+    for (int i = 0; i < 3; i++) {
+        int b = limb[i];
+        double local[9], *q = out + 4 * i;
+        matmul_tn(frames + 9 * i, worlds[i], local);
+        quat_from_matrix(local, q);
+        too_far |= settle(pb, b, q, allowance_scale);
+    }
+    return too_far;
+}
+
+/* Place every limb, keep each only if its pin got no farther and no bone travelled too far. */
+static void finish_limbs(State *st, double allowance_scale)
+{
+    const ewbik_problem *pb = st->pb;
+    for (int l = 0; l < pb->n_limbs; l++) {
+        st->limb_bad[l] = (unsigned char)place_limb(st, l, allowance_scale, st->limb_new + 12 * l);
+        st->limb_before[l] = pin_cost(st, pb->limbs[4 * l + 3]);
+    }
+    for (int l = 0; l < pb->n_limbs; l++)
+        for (int i = 0; i < 3; i++) {
+            double *rotation = pb->rotations + 4 * pb->limbs[4 * l + i];
+            memcpy(st->limb_old + 12 * l + 4 * i, rotation, 4 * sizeof(double));
+            memcpy(rotation, st->limb_new + 12 * l + 4 * i, 4 * sizeof(double));
+        }
+    forward(st);
+    int restored = 0;
+    for (int l = 0; l < pb->n_limbs; l++) {
+        if (!(pin_cost(st, pb->limbs[4 * l + 3]) > st->limb_before[l] || st->limb_bad[l]))
+            continue;
+        restored = 1;
+        for (int i = 0; i < 3; i++)
+            memcpy(pb->rotations + 4 * pb->limbs[4 * l + i], st->limb_old + 12 * l + 4 * i, 4 * sizeof(double));
+    }
+    if (restored)
+        forward(st);
+}
+
+/* Whether every pin that does not end a limb is within tolerance. */
+static int others_reached(const State *st)
+{
+    const ewbik_problem *pb = st->pb;
+    for (int p = 0; p < pb->n_pins; p++) {
+        int limb_pin = 0;
+        for (int l = 0; l < pb->n_limbs && !limb_pin; l++)
+            limb_pin = pb->limbs[4 * l + 3] == p;
+        if (!limb_pin && !pin_reached(st, p, pb->tolerance))
+            return 0;
+    }
+    return 1;
+}
+
+/* Position error and orientation error over the weighted axes (_State.pin_errors). */
+static void report_errors(const State *st)
+{
+    const ewbik_problem *pb = st->pb;
+    for (int p = 0; p < pb->n_pins; p++) {
+        double axis2[3], pos2 = squared_errors(st, p, axis2), single = 0.0;
+        int count = 0;
+        for (int a = 0; a < 3; a++) {
+            if (pb->axis_weight[3 * p + a] > 0.0) {
+                count++;
+                single = fmax(single, 2.0 * asin(fmin(1.0, sqrt(axis2[a]) / 2.0)));
+            }
+        }
+        double full = 2.0 * asin(fmin(1.0, sqrt((axis2[0] + axis2[1] + axis2[2]) / 8.0)));
+        pb->position_errors[p] = sqrt(pos2);
+        pb->orientation_errors[p] = count >= 2 ? full : (count == 1 ? single : 0.0);
+    }
+}
+
+static int allocate(State *st)
+{
+    const ewbik_problem *pb = st->pb;
+    int n = pb->n_bones, pins = pb->n_pins, limbs = pb->n_limbs, memory = pb->acceleration;
+    st->dims = 6 * pb->n_solved;
+    size_t doubles = (size_t)n * 12 + (size_t)pins * 12 + (size_t)limbs * 25 +
+                     (size_t)st->dims * (2 * (size_t)(memory + 1) + 2 + (size_t)memory) + (size_t)pb->n_solved * 7 +
+                     (size_t)memory * memory + 2 * (size_t)memory + 1;
+    double *block = malloc(doubles * sizeof(double) + (size_t)limbs + 1);
+    if (!block)
+        return -1;
+    double *next = block;
+#define TAKE(field, count) (st->field = next, next += (count))
+    TAKE(world, (size_t)n * 9);
+    TAKE(head, (size_t)n * 3);
+    TAKE(eff_pos, (size_t)pins * 3);
+    TAKE(eff_axes, (size_t)pins * 9);
+    TAKE(limb_new, (size_t)limbs * 12);
+    TAKE(limb_old, (size_t)limbs * 12);
+    TAKE(limb_before, (size_t)limbs);
+    TAKE(inputs, (size_t)st->dims * (memory + 1));
+    TAKE(outputs, (size_t)st->dims * (memory + 1));
+    TAKE(start, (size_t)st->dims);
+    TAKE(guess, (size_t)st->dims);
+    TAKE(columns, (size_t)st->dims * memory);
+    TAKE(saved, (size_t)pb->n_solved * 7);
+    TAKE(svd_v, (size_t)memory * memory);
+    TAKE(sigma, (size_t)memory);
+    TAKE(gamma, (size_t)memory + 1);
+#undef TAKE
+    st->limb_bad = (unsigned char *)next;
+    st->history = 0;
+    return 0;
+}
+
+int ewbik_solve(const ewbik_problem *pb)
+{
+    double started = now_seconds();
+    State st = {0};
+    st.pb = pb;
+    if (allocate(&st) != 0)
+        return -1;
+    if (pb->limits)
+        for (int i = 0; i < pb->n_solved; i++)
+            if (pb->limits->limited[pb->solved[i]])
+                ewbik_constrain(pb->limits, pb->solved[i], pb->rotations + 4 * pb->solved[i], 0);
+    int iterations = 0, converged = 0, reached = 0;
+    int finish = pb->analytic_limbs && pb->n_limbs > 0;
+    double previous = INFINITY;
+    forward(&st);
+    while (pb->n_pins > 0 && iterations < pb->iterations) {
+        if (pb->acceleration)
+            pose_vector(&st, st.start);
+        for (int batch = 0; batch < pb->n_batches; batch++)
+            for (int row = pb->batch_start[batch]; row < pb->batch_start[batch + 1]; row++)
+                solve_bone_step(&st, row, iterations);
+        iterations++;
+        double total = total_errors(&st, &reached);
+        if (pb->acceleration && !reached)
+            total = extrapolate(&st, total, (double)iterations, &reached);
+        else
+            forward(&st);
+        if (!reached && finish && others_reached(&st)) {
+            finish_limbs(&st, (double)iterations);
+            total = total_errors(&st, &reached);
+        }
+        if (reached) {
+            converged = 1;
+            break;
+        }
+        if (isfinite(previous) && fabs(previous - total) <= STALL * previous)
+            break;
+        previous = total;
+        if (pb->budget_seconds >= 0.0 && now_seconds() - started >= pb->budget_seconds)
+            break;
+    }
+    if (finish && !converged && iterations)
+        finish_limbs(&st, (double)iterations);
+    report_errors(&st);
+    if (!converged) {
+        converged = 1;
+        for (int p = 0; p < pb->n_pins; p++)
+            converged &= pin_reached(&st, p, pb->tolerance);
+    }
+    *pb->iterations_done = iterations;
+    *pb->converged = converged;
+    free(st.world);
+    return 0;
+}

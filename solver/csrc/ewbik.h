@@ -1,0 +1,65 @@
+/* The EWBIK iteration loop in C: the steps of solver/solve.py's numpy loop, one bone
+ * at a time, so an iteration costs microseconds instead of hundreds of numpy calls.
+ * Python (solver/native.py) plans, validates and packs; this file only iterates. */
+#ifndef EWBIK_EWBIK_H
+#define EWBIK_EWBIK_H
+
+#include "kusudama.h"
+
+typedef struct {
+    /* skeleton, parents first */
+    int n_bones;
+    const int *parents;            /* (n,) -1 for a root */
+    const double *local_rest;      /* (n, 3, 3) rest frame under the parent's rest frame */
+    const double *local_offset;    /* (n, 3) head under the parent's rest frame */
+    int n_kinematic;
+    const int *kinematic;          /* the pinned bones and their ancestors, parents first */
+    /* pins */
+    int n_pins;
+    const int *pin_bone;           /* (P,) */
+    const double *weight;          /* (P,) */
+    const double *axis_weight;     /* (P, 3) */
+    const double *target_pos;      /* (P, 3) */
+    const double *target_axes;     /* (P, 3, 3) rows: the target's x, y, z axes */
+    /* plan: batches of bones that share no pin, leaves first */
+    int n_batches;
+    const int *batch_start;        /* (n_batches + 1,) into batch_bones */
+    const int *batch_bones;        /* (B,) */
+    const int *seen_start;         /* (B + 1,) into seen_pin and seen_factor */
+    const int *seen_pin;           /* pins each bone solves for */
+    const double *seen_factor;     /* their falloff factors */
+    const int *moved_start;        /* (B + 1,) into moved_pin */
+    const int *moved_pin;          /* pins below each bone, carried along when it turns */
+    const unsigned char *translating; /* (B,) a root that may also move */
+    int n_solved;
+    const int *solved;             /* (S,) ascending: the pose Anderson extrapolates */
+    int n_limbs;
+    const int *limbs;              /* (L, 4) upper, lower, end bone and pin of each two-bone limb */
+    /* per bone */
+    const double *max_step;        /* (n,) dampening x (1 - stiffness) */
+    const unsigned char *frozen;   /* (n,) */
+    const ewbik_limits *limits;    /* NULL: no limits */
+    /* settings */
+    int iterations;
+    double tolerance;
+    double budget_seconds;         /* < 0: no time budget */
+    int stabilization;
+    int exact;
+    double relaxation;
+    int acceleration;
+    int analytic_limbs;
+    /* pose, in and out */
+    double *rotations;             /* (n, 4) w, x, y, z */
+    double *locations;             /* (n, 3) */
+    const double *initial;         /* (n, 4) the warm start, for the travel bounds */
+    /* results */
+    double *position_errors;       /* (P,) */
+    double *orientation_errors;    /* (P,) radians */
+    int *iterations_done;
+    int *converged;
+} ewbik_problem;
+
+/* Run the iterations; 0 on success, -1 when memory ran out (the pose is then untouched). */
+int ewbik_solve(const ewbik_problem *problem);
+
+#endif

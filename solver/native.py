@@ -1,0 +1,156 @@
+"""The compiled iteration loop (solver/csrc), driven through ctypes.
+
+numpy pays a few microseconds per call, and an EWBIK iteration is hundreds of
+small calls (one bone step per height, the forward pass, the acceleration), so
+the loop itself runs in C while planning, input checks and results stay in
+Python. The C code follows the numpy loop in solve.py step for step, and the
+tests hold the two to the same poses; the numpy loop is what runs where the
+library was not built.
+"""
+
+import ctypes
+
+import numpy as np
+
+from .native_library import load_library
+from .native_limits import native_limits
+
+_P = ctypes.c_void_p
+_INT = ctypes.c_int
+_DOUBLE = ctypes.c_double
+
+
+class _Problem(ctypes.Structure):
+    """Mirror of `ewbik_problem` in csrc/ewbik.h (same fields, same order)."""
+
+    _fields_ = [
+        ("n_bones", _INT), ("parents", _P), ("local_rest", _P), ("local_offset", _P),
+        ("n_kinematic", _INT), ("kinematic", _P),
+        ("n_pins", _INT), ("pin_bone", _P), ("weight", _P), ("axis_weight", _P),
+        ("target_pos", _P), ("target_axes", _P),
+        ("n_batches", _INT), ("batch_start", _P), ("batch_bones", _P), ("seen_start", _P),
+        ("seen_pin", _P), ("seen_factor", _P), ("moved_start", _P), ("moved_pin", _P),
+        ("translating", _P), ("n_solved", _INT), ("solved", _P), ("n_limbs", _INT), ("limbs", _P),
+        ("max_step", _P), ("frozen", _P), ("limits", _P),
+        ("iterations", _INT), ("tolerance", _DOUBLE), ("budget_seconds", _DOUBLE),
+        ("stabilization", _INT), ("exact", _INT), ("relaxation", _DOUBLE), ("acceleration", _INT),
+        ("analytic_limbs", _INT),
+        ("rotations", _P), ("locations", _P), ("initial", _P),
+        ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
+    ]
+
+
+_LIBRARY = load_library()
+if _LIBRARY is not None:
+    _LIBRARY.ewbik_solve.argtypes = [ctypes.POINTER(_Problem)]
+    _LIBRARY.ewbik_solve.restype = _INT
+
+
+def available():
+    """Whether the compiled loop was built for this machine."""
+    return _LIBRARY is not None
+
+
+def _ints(values):
+    return np.ascontiguousarray(values, dtype=np.intc)
+
+
+def _floats(values):
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
+def _csr(groups):
+    """(start offsets, flat values) of a list of lists."""
+    starts = np.zeros(len(groups) + 1, dtype=np.intc)
+    starts[1:] = np.cumsum([len(g) for g in groups])
+    return starts, [v for g in groups for v in g]
+
+
+class _Template:
+    """The skeleton and plan arrays of one plan, packed once and kept alive for C."""
+
+    def __init__(self, skeleton, plan):
+        roots, steps = plan.levels
+        bones, seen, factors, moved, translating = [], [], [], [], []
+        batch_start = [0]
+        for batch in plan.batches:
+            for row, bone in enumerate(batch.bones):
+                bones.append(bone)
+                real = batch.factor[row] > 0.0
+                seen.append(batch.seen[row][real].tolist())
+                factors.append(batch.factor[row][real].tolist())
+                moved.append(batch.moved_pins[batch.moved_rows == row].tolist())
+                translating.append(bool(batch.translating[row]))
+            batch_start.append(len(bones))
+        seen_start, seen_flat = _csr(seen)
+        moved_start, moved_flat = _csr(moved)
+        limbs = plan.limbs
+        self.arrays = {
+            "parents": _ints(skeleton.parents),
+            "local_rest": _floats(skeleton.local_rest_matrix),
+            "local_offset": _floats(skeleton.local_offset),
+            "kinematic": _ints(np.concatenate([roots] + [idx for idx, _ in steps])),
+            "batch_start": _ints(batch_start),
+            "batch_bones": _ints(bones),
+            "seen_start": seen_start,
+            "seen_pin": _ints(seen_flat),
+            "seen_factor": _floats([f for group in factors for f in group]),
+            "moved_start": moved_start,
+            "moved_pin": _ints(moved_flat),
+            "translating": np.ascontiguousarray(translating, dtype=np.uint8),
+            "solved": _ints(np.flatnonzero(plan.solved)),
+            "limbs": _ints(np.stack((limbs.upper, limbs.lower, limbs.end, limbs.pin), axis=-1).reshape(-1, 4)),
+        }
+        problem = _Problem()
+        for name, array in self.arrays.items():
+            setattr(problem, name, array.ctypes.data)
+        problem.n_bones = len(skeleton)
+        problem.n_kinematic = len(self.arrays["kinematic"])
+        problem.n_batches = len(plan.batches)
+        problem.n_solved = len(self.arrays["solved"])
+        problem.n_limbs = len(limbs.pin)
+        self.problem = problem
+
+
+def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, budget_seconds):
+    """Iterate in C on `state` (its rotations and locations change in place).
+
+    Returns (iterations, converged, position errors, orientation errors in radians).
+    """
+    template = plan.native_template
+    if template is None:
+        template = plan.native_template = _Template(skeleton, plan)
+    problem = _Problem.from_buffer_copy(template.problem)
+    n_pins = len(state.pin_bones)
+    keep = {
+        "pin_bone": _ints(state.pin_bones),
+        "weight": _floats(state.weight),
+        "axis_weight": _floats(state.axis_weight),
+        "target_pos": _floats(state.target_pos),
+        "target_axes": _floats(state.target_axes),
+        "max_step": _floats(max_step),
+        "frozen": np.ascontiguousarray(frozen, dtype=np.uint8),
+        "initial": _floats(initial),
+        "rotations": state.rotations,
+        "locations": state.locations,
+        "position_errors": np.zeros(n_pins),
+        "orientation_errors": np.zeros(n_pins),
+        "iterations_done": np.zeros(1, dtype=np.intc),
+        "converged": np.zeros(1, dtype=np.intc),
+    }
+    for name, array in keep.items():
+        setattr(problem, name, array.ctypes.data)
+    problem.n_pins = n_pins
+    problem.limits = None if limits is None else ctypes.addressof(native_limits(limits))
+    problem.iterations = settings.iterations
+    problem.tolerance = settings.tolerance
+    problem.budget_seconds = -1.0 if budget_seconds is None else budget_seconds
+    problem.stabilization = settings.stabilization_passes
+    problem.exact = settings.exact
+    problem.relaxation = settings.relaxation
+    problem.acceleration = settings.acceleration
+    problem.analytic_limbs = settings.analytic_limbs
+    if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
+        raise MemoryError("the native solver could not allocate its workspace")
+    return (int(keep["iterations_done"][0]), bool(keep["converged"][0]),
+            keep["position_errors"], keep["orientation_errors"])
