@@ -89,6 +89,16 @@ def test_zip_holds_the_extension_and_no_development_files(extension_zip):
                      ".pytest_cache/", "Makefile", "pyproject.toml"):
         assert not [name for name in names if name.startswith(excluded)], excluded
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
+    assert not [name for name in names if name.endswith(".tmp")]
+
+
+def test_the_installed_solver_runs_its_compiled_loop():
+    """The zip carries the library built for this machine, and the installed copy loads it."""
+    native = addon_module("solver.native")
+    assert native.available()
+    library = pathlib.Path(addon_module("solver.native_library").library_path())
+    user_resources = pathlib.Path(bpy.utils.resource_path("USER")).resolve()
+    assert user_resources in library.resolve().parents
 
 
 def test_installed_into_the_temporary_user_repository():
