@@ -13,7 +13,7 @@ import ctypes
 import numpy as np
 
 from .native_library import load_library
-from .native_limits import native_limits
+from .native_limits import NativeLimits, native_limits
 
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
@@ -40,10 +40,23 @@ class _Problem(ctypes.Structure):
     ]
 
 
-_LIBRARY = load_library()
-if _LIBRARY is not None:
-    _LIBRARY.ewbik_solve.argtypes = [ctypes.POINTER(_Problem)]
-    _LIBRARY.ewbik_solve.restype = _INT
+def _checked_library():
+    """The library, if built and its structures match the mirrors here (else None: numpy loop)."""
+    library = load_library()
+    if library is None:
+        return None
+    try:
+        problem_size, limits_size = library.ewbik_problem_size(), library.ewbik_limits_size()
+    except AttributeError:
+        return None
+    if (problem_size, limits_size) != (ctypes.sizeof(_Problem), ctypes.sizeof(NativeLimits)):
+        return None
+    library.ewbik_solve.argtypes = [ctypes.POINTER(_Problem)]
+    library.ewbik_solve.restype = _INT
+    return library
+
+
+_LIBRARY = _checked_library()
 
 
 def available():

@@ -33,13 +33,3 @@ def native_limits(limits):
         limits._native = found
     return found
 
-
-def declare(library):
-    """Set the ctypes signatures of the library's kusudama entry points; returns the library."""
-    limits = ctypes.POINTER(NativeLimits)
-    library.ewbik_constrain.argtypes = (limits, ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
-    library.ewbik_constrain.restype = None
-    library.ewbik_constrain_batch.argtypes = (limits, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                              ctypes.c_int)
-    library.ewbik_constrain_batch.restype = None
-    return library

@@ -881,6 +881,10 @@ static int allocate(State *st)
     return 0;
 }
 
+int ewbik_problem_size(void) { return (int)sizeof(ewbik_problem); }
+
+int ewbik_limits_size(void) { return (int)sizeof(ewbik_limits); }
+
 int ewbik_solve(const ewbik_problem *pb)
 {
     double started = now_seconds();

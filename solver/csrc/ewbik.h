@@ -62,4 +62,9 @@ typedef struct {
 /* Run the iterations; 0 on success, -1 when memory ran out (the pose is then untouched). */
 int ewbik_solve(const ewbik_problem *problem);
 
+/* sizeof(ewbik_problem) and sizeof(ewbik_limits): the loader refuses a library whose
+ * structures do not match its ctypes mirrors (a stale build) instead of crashing. */
+int ewbik_problem_size(void);
+int ewbik_limits_size(void);
+
 #endif

@@ -152,3 +152,21 @@ def test_the_library_sits_in_the_solver_package():
     from solver.native_library import library_path
 
     assert library_path().parent == pathlib.Path(native.__file__).parent
+
+
+def test_a_library_with_other_structures_is_not_used(monkeypatch):
+    """A stale build (structures changed since) falls back to numpy instead of crashing."""
+
+    class StaleLibrary:
+        @staticmethod
+        def ewbik_problem_size():
+            return 8
+
+        @staticmethod
+        def ewbik_limits_size():
+            return 8
+
+    monkeypatch.setattr(native, "load_library", lambda: StaleLibrary())
+    assert native._checked_library() is None
+    monkeypatch.setattr(native, "load_library", lambda: object())
+    assert native._checked_library() is None

@@ -1,5 +1,6 @@
 """The native Kusudama clamp (solver/csrc/kusudama.c) against the numpy JointLimits.constrain."""
 
+import ctypes
 import math
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.native_library import load_library
-from solver.native_limits import declare, native_limits
+from solver.native_limits import NativeLimits, native_limits
 from tests.solver.conftest import random_unit_quaternions
 
 TOLERANCE = 1e-10
@@ -20,7 +21,10 @@ def library():
     if lib is None or not hasattr(lib, "ewbik_constrain_batch"):
         pytest.fail("the native library is missing or stale: run `python tools/build_native.py`",
                     pytrace=False)
-    return declare(lib)
+    lib.ewbik_constrain_batch.argtypes = (ctypes.POINTER(NativeLimits), ctypes.c_int, ctypes.c_void_p,
+                                          ctypes.c_void_p, ctypes.c_int)
+    lib.ewbik_constrain_batch.restype = None
+    return lib
 
 
 def native_constrain(lib, limits, bones, rotations, iteration=0):
