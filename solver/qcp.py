@@ -14,29 +14,6 @@ from . import quat
 _PREFER_SMALL = 1e-9
 
 
-def _key_table():
-    """(9, 16) map from the flattened covariance S to the flattened key matrix K."""
-    rows = {
-        (0, 0): [(0, 0, 1), (1, 1, 1), (2, 2, 1)],
-        (0, 1): [(1, 2, 1), (2, 1, -1)],
-        (0, 2): [(2, 0, 1), (0, 2, -1)],
-        (0, 3): [(0, 1, 1), (1, 0, -1)],
-        (1, 1): [(0, 0, 1), (1, 1, -1), (2, 2, -1)],
-        (1, 2): [(0, 1, 1), (1, 0, 1)],
-        (1, 3): [(2, 0, 1), (0, 2, 1)],
-        (2, 2): [(0, 0, -1), (1, 1, 1), (2, 2, -1)],
-        (2, 3): [(1, 2, 1), (2, 1, 1)],
-        (3, 3): [(0, 0, -1), (1, 1, -1), (2, 2, 1)],
-    }
-    table = np.zeros((3, 3, 4, 4))
-    for (i, j), terms in rows.items():
-        for a, b, sign in terms:
-            table[a, b, i, j] = sign
-            table[a, b, j, i] = sign
-    return table.reshape(9, 16)
-
-
-_KEY = _key_table()
 
 
 def covariance(moved, targets, weights):
@@ -51,7 +28,7 @@ def key_matrix(moved, targets, weights):
 
 def key_from_covariance(s):
     """The symmetric 4x4 key matrix of each 3x3 covariance."""
-    return (s.reshape(-1, 9) @ _KEY).reshape(-1, 4, 4)
+    return quat.key_matrix(s).reshape(-1, 4, 4)
 
 
 def qcp_rotations(moved, targets, weights, exact=True):

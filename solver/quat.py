@@ -49,6 +49,38 @@ _PRODUCT = _product_table()
 _MATRIX = _matrix_table()
 
 
+def _key_table():
+    """(9, 16) map from a flattened 3x3 S to the flattened symmetric 4x4 K whose top eigenvector
+    is the rotation R maximizing tr(R S): QCP's key matrix, and Horn's matrix of R = S^T."""
+    rows = {
+        (0, 0): [(0, 0, 1), (1, 1, 1), (2, 2, 1)],
+        (0, 1): [(1, 2, 1), (2, 1, -1)],
+        (0, 2): [(2, 0, 1), (0, 2, -1)],
+        (0, 3): [(0, 1, 1), (1, 0, -1)],
+        (1, 1): [(0, 0, 1), (1, 1, -1), (2, 2, -1)],
+        (1, 2): [(0, 1, 1), (1, 0, 1)],
+        (1, 3): [(2, 0, 1), (0, 2, 1)],
+        (2, 2): [(0, 0, -1), (1, 1, 1), (2, 2, -1)],
+        (2, 3): [(1, 2, 1), (2, 1, 1)],
+        (3, 3): [(0, 0, -1), (1, 1, -1), (2, 2, 1)],
+    }
+    table = np.zeros((3, 3, 4, 4))
+    for (i, j), terms in rows.items():
+        for a, b, sign in terms:
+            table[a, b, i, j] = sign
+            table[a, b, j, i] = sign
+    return table.reshape(9, 16)
+
+
+_KEY = _key_table()
+
+
+def key_matrix(s):
+    """The 4x4 key matrix of each 3x3 matrix s (..., 3, 3) -> (..., 4, 4)."""
+    s = np.asarray(s, dtype=float)
+    return (s.reshape(s.shape[:-2] + (9,)) @ _KEY).reshape(s.shape[:-2] + (4, 4))
+
+
 def _outer(a, b):
     o = np.asarray(a, dtype=float)[..., :, None] * np.asarray(b, dtype=float)[..., None, :]
     return o.reshape(o.shape[:-2] + (16,))
@@ -111,20 +143,7 @@ def from_matrix(m):
     nearest rotation for slightly non-orthonormal input (float32 round trips).
     """
     m = np.asarray(m, dtype=float)
-    xx, xy, xz = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
-    yx, yy, yz = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
-    zx, zy, zz = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
-    k = np.stack(
-        (
-            np.stack((xx + yy + zz, zy - yz, xz - zx, yx - xy), -1),
-            np.stack((zy - yz, xx - yy - zz, xy + yx, xz + zx), -1),
-            np.stack((xz - zx, xy + yx, yy - xx - zz, yz + zy), -1),
-            np.stack((yx - xy, xz + zx, yz + zy, zz - xx - yy), -1),
-        ),
-        axis=-2,
-    )
-    _, vectors = np.linalg.eigh(k)
-    return normalize(vectors[..., :, -1])
+    return normalize(np.linalg.eigh(key_matrix(np.swapaxes(m, -1, -2)))[1][..., :, -1])
 
 
 def shortest_arc(u, v):

@@ -19,14 +19,15 @@ def rigid_frame(matrix, field):
     m = np.asarray(matrix, dtype=float)
     if m.shape != (4, 4):
         raise ValueError(f"{field} must be a 4x4 matrix, got shape {m.shape}")
-    if not np.all(np.isfinite(m)):
+    if not np.isfinite(m).all():
         raise ValueError(f"{field} contains NaN or infinity")
     basis = m[:3, :3]
-    scale = np.linalg.norm(basis, axis=0)
-    if np.any(scale < 1e-9) or abs(np.linalg.det(basis)) < 1e-12:
+    scale = np.sqrt((basis * basis).sum(0))
+    det = np.linalg.det(basis)
+    if scale.min() < 1e-9 or abs(det) < 1e-12:
         raise ValueError(f"{field} has a degenerate (zero-scale) basis")
     basis = basis / scale
-    if np.abs(basis.T @ basis - np.eye(3)).max() > _ORTHONORMAL_TOL or np.linalg.det(basis) < 0:
+    if det < 0 or np.abs(basis.T @ basis - np.eye(3)).max() > _ORTHONORMAL_TOL:
         raise ValueError(f"{field} is not a rotation (sheared or mirrored basis)")
     return quat.from_matrix(basis), m[:3, 3].copy()
 
