@@ -9,6 +9,7 @@ library was not built.
 """
 
 import ctypes
+import time
 
 import numpy as np
 
@@ -125,8 +126,9 @@ class _Template:
         self.problem = problem
 
 
-def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, budget_seconds):
-    """Iterate in C on `state` (its rotations and locations change in place).
+def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, deadline):
+    """Iterate in C on `state` (its rotations and locations change in place) until the
+    `time.perf_counter()` deadline (None: no time budget) or another stopping rule.
 
     Returns (iterations, converged, position errors, orientation errors in radians).
     """
@@ -155,14 +157,15 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, budg
         setattr(problem, name, array.ctypes.data)
     problem.n_pins = n_pins
     problem.limits = None if limits is None else ctypes.addressof(native_limits(limits))
-    problem.iterations = settings.iterations
+    problem.iterations = int(settings.iterations)
     problem.tolerance = settings.tolerance
-    problem.budget_seconds = -1.0 if budget_seconds is None else budget_seconds
-    problem.stabilization = settings.stabilization_passes
+    problem.stabilization = settings.stabilization_passes > 0
     problem.exact = settings.exact
     problem.relaxation = settings.relaxation
-    problem.acceleration = settings.acceleration
+    # Anderson's history never holds more sweeps than the solve runs.
+    problem.acceleration = int(min(settings.acceleration, settings.iterations))
     problem.analytic_limbs = settings.analytic_limbs
+    problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
         raise MemoryError("the native solver could not allocate its workspace")
     return (int(keep["iterations_done"][0]), bool(keep["converged"][0]),

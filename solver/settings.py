@@ -3,6 +3,9 @@
 import math
 from dataclasses import dataclass
 
+MAX_ITERATIONS = 1_000_000
+MAX_ACCELERATION = 50
+
 
 @dataclass(frozen=True)
 class SolverSettings:
@@ -34,8 +37,9 @@ class SolverSettings:
     backend: str = "auto"
 
     def __post_init__(self):
-        if int(self.iterations) != self.iterations or self.iterations < 1:
-            raise ValueError(f"settings: iterations must be a whole number >= 1, got {self.iterations}")
+        if int(self.iterations) != self.iterations or not 1 <= self.iterations <= MAX_ITERATIONS:
+            raise ValueError(f"settings: iterations must be a whole number in [1, {MAX_ITERATIONS}], "
+                             f"got {self.iterations}")
         if self.time_budget_ms is not None and not (self.time_budget_ms >= 0 and math.isfinite(self.time_budget_ms)):
             raise ValueError(f"settings: time_budget_ms must be >= 0 or null, got {self.time_budget_ms}")
         if not (self.tolerance >= 0 and math.isfinite(self.tolerance)):
@@ -44,8 +48,9 @@ class SolverSettings:
             raise ValueError(f"settings: dampening must lie in (0, pi], got {self.dampening}")
         if not (0 < self.relaxation < 2):
             raise ValueError(f"settings: relaxation must lie in (0, 2), got {self.relaxation}")
-        if int(self.acceleration) != self.acceleration or self.acceleration < 0:
-            raise ValueError(f"settings: acceleration must be a whole number >= 0, got {self.acceleration}")
+        if int(self.acceleration) != self.acceleration or not 0 <= self.acceleration <= MAX_ACCELERATION:
+            raise ValueError(f"settings: acceleration must be a whole number in [0, {MAX_ACCELERATION}], "
+                             f"got {self.acceleration}")
         if self.backend not in ("auto", "native", "numpy"):
             raise ValueError(f"settings: backend must be 'auto', 'native' or 'numpy', got {self.backend!r}")
         if int(self.stabilization_passes) != self.stabilization_passes or self.stabilization_passes < 0:

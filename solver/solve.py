@@ -146,6 +146,8 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     if np.any((stiffness < 0) | (stiffness > 1)):
         bad = skeleton.names[int(np.flatnonzero((stiffness < 0) | (stiffness > 1))[0])]
         raise ValueError(f"bone '{bad}': stiffness must lie in [0, 1]")
+    if limits is not None and limits.n_bones != n:
+        raise ValueError(f"limits: made for {limits.n_bones} bones, the skeleton has {n}")
     pin_bones = []
     for pin in pins:
         if pin.bone not in skeleton.index:
@@ -160,11 +162,9 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     state = _State(skeleton, pins, pin_bones, rotations, locations, plan.levels)
     max_step = (1.0 - stiffness) * settings.dampening
     if _use_native(settings):
-        budget = None
-        if settings.time_budget_ms is not None:
-            budget = max(0.0, settings.time_budget_ms * 1e-3 - (time.perf_counter() - start))
+        deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
         iterations, converged, position_errors, orientation_errors = native.run(
-            skeleton, plan, state, settings, limits, max_step, frozen, initial, budget
+            skeleton, plan, state, settings, limits, max_step, frozen, initial, deadline
         )
     else:
         iterations, converged = _iterate(state, plan, settings, limits, max_step, frozen, initial, start)
@@ -558,7 +558,7 @@ def _finish_limbs(state, limbs, frozen, limits, initial, allowance):
 
 
 def _checked_array(skeleton, values, shape, field):
-    arr = np.array(values, dtype=float)
+    arr = np.array(values, dtype=float, order="C")
     if arr.shape != shape:
         raise ValueError(f"{field}: expected shape {shape}, got {arr.shape}")
     bad = ~np.isfinite(arr.reshape(shape[0], -1)).all(-1)

@@ -395,8 +395,19 @@ static void parent_frame(const State *st, int b, double *frame)
         matmul(st->world + 9 * p, pb->local_rest + 9 * b, frame);
 }
 
-/* One EWBIK bone step (solve._solve_batch for one row). */
-static void solve_bone_step(State *st, int row, int iteration)
+/* Whether any bone of the batch has limits: numpy then normalizes every new rotation of it. */
+static int batch_limited(const ewbik_problem *pb, int batch)
+{
+    if (!pb->limits)
+        return 0;
+    for (int row = pb->batch_start[batch]; row < pb->batch_start[batch + 1]; row++)
+        if (pb->limits->limited[pb->batch_bones[row]])
+            return 1;
+    return 0;
+}
+
+/* One EWBIK bone step (solve._solve_batch for one row); `limited_batch` from batch_limited. */
+static void solve_bone_step(State *st, int row, int iteration, int limited_batch)
 {
     const ewbik_problem *pb = st->pb;
     int b = pb->batch_bones[row];
@@ -464,7 +475,7 @@ static void solve_bone_step(State *st, int row, int iteration)
     local_delta[0] = delta[0];
     matvec_t(frame, delta + 1, local_delta + 1);
     quat_multiply(local_delta, old_local, new_local);
-    if (pb->limits && pb->limits->limited[b]) {
+    if (limited_batch) {
         double inverse[4] = {old_local[0], -old_local[1], -old_local[2], -old_local[3]};
         ewbik_constrain(pb->limits, b, new_local, iteration);
         quat_normalize(new_local);
@@ -903,9 +914,11 @@ int ewbik_solve(const ewbik_problem *pb)
     while (pb->n_pins > 0 && iterations < pb->iterations) {
         if (pb->acceleration)
             pose_vector(&st, st.start);
-        for (int batch = 0; batch < pb->n_batches; batch++)
+        for (int batch = 0; batch < pb->n_batches; batch++) {
+            int limited = batch_limited(pb, batch);
             for (int row = pb->batch_start[batch]; row < pb->batch_start[batch + 1]; row++)
-                solve_bone_step(&st, row, iterations);
+                solve_bone_step(&st, row, iterations, limited);
+        }
         iterations++;
         double total = total_errors(&st, &reached);
         if (pb->acceleration && !reached)

@@ -170,3 +170,34 @@ def test_a_library_with_other_structures_is_not_used(monkeypatch):
     assert native._checked_library() is None
     monkeypatch.setattr(native, "load_library", lambda: object())
     assert native._checked_library() is None
+
+
+def test_column_major_inputs_give_the_same_pose():
+    skeleton, pins, rotations, locations, rng = random_problem(11, 9, 3)
+    locations = rng.normal(scale=0.1, size=locations.shape)
+    config = SolverSettings(iterations=10, backend="native")
+    row_major = solve(skeleton, pins, rotations, locations, config)
+    column_major = solve(skeleton, pins, np.asfortranarray(rotations), np.asfortranarray(locations), config)
+    np.testing.assert_array_equal(column_major.rotations, row_major.rotations)
+    np.testing.assert_array_equal(column_major.locations, row_major.locations)
+
+
+def test_limits_for_another_skeleton_are_refused():
+    skeleton, pins, rotations, locations, _ = random_problem(5, 6, 2)
+    limits = JointLimits({0: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.5)])}, 2)
+    with pytest.raises(ValueError, match="limits: made for 2 bones, the skeleton has 6"):
+        solve(skeleton, pins, rotations, locations, SolverSettings(), limits=limits)
+
+
+@pytest.mark.parametrize("field, value", [("iterations", 2**31), ("acceleration", 2**32 - 1)])
+def test_counts_beyond_what_the_loop_can_hold_are_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        SolverSettings(**{field: value})
+
+
+def test_whole_floats_and_a_long_anderson_memory_work_in_both_loops():
+    skeleton, pins, rotations, locations, _ = random_problem(8, 7, 2)
+    config = SolverSettings(iterations=12.0, stabilization_passes=1.0, acceleration=50, tolerance=0.0)
+    a, b = both(skeleton, pins, rotations, locations, config)
+    assert a.iterations == b.iterations <= 12
+    np.testing.assert_allclose(b.position_errors, a.position_errors, atol=1e-6)
