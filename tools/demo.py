@@ -41,6 +41,7 @@ MOVES = {
     "foot.R": (Vector((0.04, 0.06, 0.0)), (0.0, 0.0, -10.0)),
 }
 DRAG_STEPS = 60
+SOLVE_ITERATIONS = 2000
 
 
 def install_extension():
@@ -190,10 +191,10 @@ def main():
     print(f"after {updates} refinement updates from the live timer:")
     print(pin_report(rig))
     bpy.context.view_layer.objects.active = rig
-    rig.ewbik.iterations = 100
+    rig.ewbik.iterations = SOLVE_ITERATIONS
     bpy.ops.ewbik.solve()
     bpy.context.view_layer.update()
-    print("after ewbik.solve (100 iterations, no time budget):")
+    print(f"after ewbik.solve ({SOLVE_ITERATIONS} iterations, no time budget):")
     print(pin_report(rig))
     add_bone_proxies(rig)
     add_target_markers(targets)
