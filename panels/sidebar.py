@@ -8,7 +8,9 @@ import bpy
 
 from ..ewbik_addon.active import active_armature, posed_armature
 from ..operators.limits import active_limit_bone
-from ..solver import presets
+from ..solver import native, presets
+
+NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
 
 
 def active_pin(context, obj):
@@ -120,6 +122,8 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         layout.operator("ewbik.solve", icon="PLAY")
         if settings.status:
             layout.label(text=settings.status, icon="INFO")
+        if not native.available():
+            layout.label(text=NUMPY_LOOP_NOTE, icon="ERROR")
         row = layout.row(align=True)
         row.operator("ewbik.export_scene", text="Export Scene", icon="EXPORT")
         row.operator("ewbik.import_scene", text="Import", icon="IMPORT")

@@ -136,6 +136,14 @@ def test_solver_panel_draws_every_setting_and_the_status(metarig):
     assert draw("EWBIK_PT_solver", "draw_header") == [("prop", "live")]
 
 
+def test_solver_panel_says_when_the_compiled_solver_is_missing(metarig, monkeypatch):
+    make_active(metarig)
+    sidebar = addon_module("panels.sidebar")
+    assert not [entry for entry in draw("EWBIK_PT_solver") if entry == ("label", sidebar.NUMPY_LOOP_NOTE)]
+    monkeypatch.setattr(addon_module("solver.native"), "_LIBRARY", None)
+    assert ("label", sidebar.NUMPY_LOOP_NOTE) in draw("EWBIK_PT_solver")
+
+
 def test_pins_panel_lists_pins_and_shows_the_active_one(metarig):
     make_active(metarig)
     bpy.ops.object.mode_set(mode="POSE")
