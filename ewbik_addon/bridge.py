@@ -114,9 +114,31 @@ def solve_armature(obj, *, full=False, rescan=True):
     rotations, locations, locks = _read_pose(obj, rig)
     pins = _pins(obj, rig)
     settings = _settings(obj, full)
-    to_solver = rig.to_solver
     stiffness = rig.stiffness.copy()
-    stiffness[to_solver[locks.fully_locked]] = 1.0
+    stiffness[rig.to_solver[locks.fully_locked]] = 1.0
+    result = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
+    partly_locked = result.moved & locks.any_rotation & ~locks.fully_locked
+    if not np.any(partly_locked):
+        return result
+    # The solver cannot see partial locks, so the written pose (locked channels kept) misses
+    # the targets by what those channels would have contributed. A second solve from that
+    # pose, with the partly locked bones held, lets the other bones make up for it.
+    rotations, locations, locks = _read_pose(obj, rig)
+    stiffness[rig.to_solver[partly_locked]] = 1.0
+    if settings.time_budget_ms is not None:
+        settings = dataclasses.replace(settings, time_budget_ms=max(0.0, settings.time_budget_ms - result.ms))
+    second = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
+    return dataclasses.replace(
+        second,
+        iterations=result.iterations + second.iterations,
+        ms=result.ms + second.ms,
+        moved=result.moved | second.moved,
+    )
+
+
+def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
+    """Solve from a pose (pose.bones order) and write the moved bones; the result in pose.bones order."""
+    to_solver = rig.to_solver
     solver_rotations = np.empty_like(rotations)
     solver_rotations[to_solver] = rotations
     solver_locations = np.empty_like(locations)

@@ -142,3 +142,28 @@ def test_euler_angles_stay_continuous_with_the_previous_values():
     update()
     solve_moves(rig)
     assert forearm.rotation_euler.z > math.pi  # the compatible Euler near the old value, not wrapped
+
+
+def test_other_bones_make_up_for_partly_locked_channels():
+    """A reachable target stays reachable when a bone of the chain may only turn about some axes."""
+    rig = posed_rig("XYZ", (0.0, 0.0, 0.0))
+    upper_arm = rig.pose.bones["upper_arm.L"]
+    upper_arm.lock_rotation = (True, False, True)
+    start = {b.name: tuple(b.rotation_euler) for b in rig.pose.bones}
+    goal = {"upper_arm.L": (start["upper_arm.L"][0], start["upper_arm.L"][1] + 0.5, start["upper_arm.L"][2]),
+            "forearm.L": (0.6, 0.2, -0.3), "hand.L": (0.2, -0.1, 0.3), "shoulder.L": (0.1, 0.0, 0.15)}
+    for name, angles in goal.items():
+        rig.pose.bones[name].rotation_euler = angles
+    update()
+    wanted = rig.matrix_world @ rig.pose.bones["hand.L"].matrix
+    for name in goal:
+        rig.pose.bones[name].rotation_euler = start[name]
+    update()
+    target = pin(rig, "hand.L")["hand.L"]
+    target.matrix_world = wanted
+    rig.ewbik.iterations = 200
+    update()
+    assert tuple(upper_arm.rotation_euler)[0::2] == start["upper_arm.L"][0::2]
+    reached = rig.matrix_world @ rig.pose.bones["hand.L"].matrix
+    assert (reached.translation - wanted.translation).length < 1e-3
+    assert reached.to_quaternion().rotation_difference(wanted.to_quaternion()).angle < math.radians(0.1)
