@@ -25,7 +25,10 @@ from ..ewbik_addon import bridge, live
 from ..ewbik_addon.bridge import RigError
 from .pin import is_selected
 
-LAYERED_ACTIONS = hasattr(anim_utils, "action_ensure_channelbag_for_slot")  # Blender 5.0+: no action.fcurves
+# Blender 4.4+ actions have slots; there the legacy action.fcurves writes into an unassigned
+# "legacy" slot that the armature does not play (and 5.0 removed it), so keys go to the channelbag
+# of the armature's own slot.
+LAYERED_ACTIONS = "slots" in bpy.types.Action.bl_rna.properties
 
 POSE_CHANNELS = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3}
 
@@ -165,7 +168,8 @@ def action_fcurves(anim_data):
     if anim_data is None or anim_data.action is None:
         return None
     if LAYERED_ACTIONS:
-        channelbag = anim_utils.animdata_get_channelbag_for_assigned_slot(anim_data)
+        slot = anim_data.action_slot
+        channelbag = None if slot is None else anim_utils.action_get_channelbag_for_slot(anim_data.action, slot)
         return None if channelbag is None else channelbag.fcurves
     return anim_data.action.fcurves
 
@@ -210,11 +214,9 @@ class KeyWriter:
             self._ensure_channelbag(anim_data)
             self.fcurve_collection = self.channelbag.fcurves
             self.groups = self.channelbag.groups
-            self.group_keyword = "group_name"
         else:
             self.fcurve_collection = self.action.fcurves
             self.groups = self.action.groups
-            self.group_keyword = "action_group"
         self.existing_groups = {group.name for group in self.groups}
         self.fcurves = {(fcurve.data_path, fcurve.array_index): fcurve for fcurve in self.fcurve_collection}
         self.snapshots = {}
@@ -226,7 +228,8 @@ class KeyWriter:
         self.assigned_slot = self.slot is None
         self.created_slot = False
         if self.assigned_slot:
-            self.slot = anim_utils.action_get_first_suitable_slot(action, self.obj.id_type)
+            suitable = anim_data.action_suitable_slots
+            self.slot = suitable[0] if len(suitable) else None
             if self.slot is None:
                 self.slot = action.slots.new(self.obj.id_type, self.obj.name)
                 self.created_slot = True
@@ -236,7 +239,9 @@ class KeyWriter:
         self.created_strip = not self.created_layer and len(action.layers[0].strips) == 0
         self.created_channelbag = self.channelbag is None
         if self.created_channelbag:
-            self.channelbag = anim_utils.action_ensure_channelbag_for_slot(action, self.slot)
+            layer = action.layers.new("Layer") if self.created_layer else action.layers[0]
+            strip = layer.strips.new(type="KEYFRAME") if len(layer.strips) == 0 else layer.strips[0]
+            self.channelbag = strip.channelbag(self.slot, ensure=True)
 
     def write(self, data_path, index, group, frames, values, *, replace_range, interpolation, handle_type):
         """Key `values` (F,) at `frames` (F,) on one channel, keeping the keys the options keep.
@@ -246,7 +251,8 @@ class KeyWriter:
         """
         fcurve = self.fcurves.get((data_path, index))
         if fcurve is None:
-            fcurve = self.fcurve_collection.new(data_path, index=index, **{self.group_keyword: group})
+            fcurve = self.fcurve_collection.new(data_path, index=index)
+            fcurve.group = self.groups.get(group) or self.groups.new(group)
             self.fcurves[(data_path, index)] = fcurve
             self.created_fcurves.append(fcurve)
         points = fcurve.keyframe_points

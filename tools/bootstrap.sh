@@ -45,4 +45,5 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&
 fi
 
 make_venv bpy-4.2 3.11 "bpy==4.2.23" "numpy<2" scipy pytest hypothesis
+make_venv bpy-4.5 3.11 "bpy==4.5.15" "numpy<2" scipy pytest hypothesis
 make_venv bpy-5.2 3.13 "bpy==5.2.3" scipy pytest hypothesis

@@ -14,5 +14,6 @@ run() {  # run LABEL PYTHON ARGS...
 }
 run "solver (Python 3.13, numpy 2)" "$VENV_DIR/bpy-5.2/bin/python" tests/solver "$@"
 run "Blender 4.2 LTS" "$VENV_DIR/bpy-4.2/bin/python" tests/blender "$@"
+run "Blender 4.5 LTS (slotted actions through the 4.x API)" "$VENV_DIR/bpy-4.5/bin/python" tests/blender "$@"
 run "Blender 5.2 LTS" "$VENV_DIR/bpy-5.2/bin/python" tests/blender "$@"
 exit $status
