@@ -11,6 +11,7 @@ the Python of a bpy venv:
 
 The solver's native loop is compiled first (tools/build_native.py), so the zip
 carries the library for this machine; elsewhere the add-on runs the numpy loop.
+Without a C compiler the zip is built without it, with a warning.
 Exit status is the CLI's (non-zero when validation or the build fails).
 """
 
@@ -80,7 +81,11 @@ def build(output_dir, source_dir=REPO_ROOT):
     output_dir.mkdir(parents=True, exist_ok=True)
     validate(source_dir)
     if pathlib.Path(source_dir).resolve() == REPO_ROOT:
-        build_native.build()
+        try:
+            build_native.build()
+        except RuntimeError as error:
+            print(f"build_extension: no compiled solver loop in this zip (the add-on will solve in numpy): "
+                  f"{error}", file=sys.stderr)
     target = output_dir / zip_name(source_dir)
     target.unlink(missing_ok=True)
     result = _run_cli("build", "--source-dir", str(source_dir), "--output-filepath", str(target))

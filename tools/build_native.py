@@ -30,10 +30,21 @@ def up_to_date(target):
 
 
 def build(force=False):
-    """Compile and return the library's path; raises RuntimeError with the compiler's output."""
+    """Compile and return the library's path; raises RuntimeError with the compiler's output.
+
+    A failed build removes the old library: one older than its sources may not match them.
+    """
     target = library_path(REPO_ROOT / "solver")
     if not force and up_to_date(target):
         return target
+    try:
+        return _compile(target)
+    except RuntimeError:
+        target.unlink(missing_ok=True)
+        raise
+
+
+def _compile(target):
     compiler = shlex.split(os.environ.get("CC", "cc"))
     c_files = [str(src) for src in sources() if src.suffix == ".c"]
     tmp = target.with_name(target.name + ".tmp")
