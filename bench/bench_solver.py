@@ -26,8 +26,10 @@ import pathlib
 import platform
 import subprocess
 import sys
+import resource
 import tempfile
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -190,6 +192,27 @@ def solve_clip(clip, label, settings, warm, rest_settings=None, limits=None, row
         out["iterations"].append(result.iterations)
         out["converged"].append(result.converged)
     return Run(label, clip.name, **{k: np.array(v) for k, v in out.items()}, worst=worst)
+
+
+def memory_use(clip, settings, rows, repeats):
+    """(peak Python-heap KiB of one warm solve traced by tracemalloc, resident-set growth in KiB over
+    `repeats` passes of warm solves). The C loop's workspace is malloc'ed outside the Python heap,
+    so the second figure is the one that would show a leak in it."""
+    def warm_pass():
+        previous = None
+        for row in rows:
+            rotations, locations = hips_given_start(clip, row, previous)
+            previous = solve(clip.skeleton, frame_pins(clip, row), rotations, locations, settings).rotations
+
+    warm_pass()
+    tracemalloc.start()
+    warm_pass()
+    peak = tracemalloc.get_traced_memory()[1] / 1024
+    tracemalloc.stop()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(repeats):
+        warm_pass()
+    return peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
 
 
 def repro_document(clip, worst, limit_dicts=None):
@@ -590,6 +613,16 @@ def main(argv=None):
     lines += [markdown_table(header, rows), "",
               f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
               f"{np.median(warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.", ""]
+    memory_rows = np.arange(0, len(clips[0].frames), 8)
+    for label, settings in (("compiled loop", warm_settings), ("numpy loop", numpy_settings)):
+        if label == "compiled loop" and not native.available():
+            continue
+        repeats = 0 if args.quick else (20 if label == "compiled loop" else 2)
+        peak, growth = memory_use(clips[0], settings, memory_rows, repeats)
+        lines.append(f"Memory, {label}: peak Python heap of a warm pass over {len(memory_rows)} frames of "
+                     f"{clips[0].name} {peak:.0f} KiB (tracemalloc); resident set grew {growth} KiB over "
+                     f"{repeats} more passes ({repeats * len(memory_rows)} solves).")
+    lines.append("")
     for name, outside in violations.items():
         text = ", ".join(f"{bone} {100 * f:.0f}%" for bone, f in sorted(outside.items(), key=lambda kv: -kv[1]))
         lines.append(f"Clip pose outside the humanoid preset by more than 1 deg ({name}, share of test frames): "
