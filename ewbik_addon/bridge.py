@@ -17,6 +17,7 @@ Arrays in the returned SolveResult follow `obj.pose.bones` order.
 """
 
 import dataclasses
+import time
 
 import bpy
 import mathutils
@@ -105,8 +106,10 @@ def solve_armature(obj, *, full=False, rescan=True):
     full: ignore the time budget (the Solve operator, baking).
     rescan: re-read per-bone settings (pins, stiffness, limits). The live handler
     passes False when only pin targets moved since the last solve.
-    Raises RigError for anything the user must fix; the pose is then unchanged.
+    Raises RigError for anything the user must fix; the pose is then unchanged (unless the
+    second solve for partly locked bones fails: the first solve's pose stays).
     """
+    started = time.perf_counter()
     _check_writable(obj)
     rig = _rig_for(obj, rescan)
     if not rig.pins:
@@ -116,18 +119,22 @@ def solve_armature(obj, *, full=False, rescan=True):
     settings = _settings(obj, full)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked]] = 1.0
-    result = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
-    partly_locked = result.moved & locks.any_rotation & ~locks.fully_locked
-    if not np.any(partly_locked):
+    result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
+    # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
+    # the written pose misses the targets by what those channels contributed. A second solve
+    # from that pose, with those bones held, lets the other bones make up for it.
+    turned = np.abs(np.einsum("ij,ij->i", result.rotations, solved)) < 1.0 - 1e-12
+    held = result.moved & locks.any_rotation & ~locks.fully_locked & turned
+    if not np.any(held):
         return result
-    # The solver cannot see partial locks, so the written pose (locked channels kept) misses
-    # the targets by what those channels would have contributed. A second solve from that
-    # pose, with the partly locked bones held, lets the other bones make up for it.
-    rotations, locations, locks = _read_pose(obj, rig)
-    stiffness[rig.to_solver[partly_locked]] = 1.0
     if settings.time_budget_ms is not None:
-        settings = dataclasses.replace(settings, time_budget_ms=max(0.0, settings.time_budget_ms - result.ms))
-    second = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
+        left = settings.time_budget_ms - (time.perf_counter() - started) * 1e3
+        if left <= 0.0:
+            return result
+        settings = dataclasses.replace(settings, time_budget_ms=left)
+    rotations, locations, locks = _read_pose(obj, rig)
+    stiffness[rig.to_solver[held]] = 1.0
+    second, _ = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     return dataclasses.replace(
         second,
         iterations=result.iterations + second.iterations,
@@ -137,7 +144,11 @@ def solve_armature(obj, *, full=False, rescan=True):
 
 
 def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
-    """Solve from a pose (pose.bones order) and write the moved bones; the result in pose.bones order."""
+    """Solve from a pose (pose.bones order) and write the moved bones.
+
+    Returns (the result with the rotations as written, the solver's own rotations), both in
+    pose.bones order.
+    """
     to_solver = rig.to_solver
     solver_rotations = np.empty_like(rotations)
     solver_rotations[to_solver] = rotations
@@ -153,7 +164,8 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
     moved = result.moved[to_solver]
     written_rotations = _write_pose(obj, rig, locks, moved, solved_rotations, solved_locations, settings.translate_root)
-    return dataclasses.replace(result, rotations=written_rotations, locations=solved_locations, moved=moved)
+    written = dataclasses.replace(result, rotations=written_rotations, locations=solved_locations, moved=moved)
+    return written, solved_rotations
 
 
 def pin_errors(obj, result):

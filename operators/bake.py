@@ -163,12 +163,20 @@ class BakeOptions:
         return np.unique(np.append(np.arange(self.frame_start, self.frame_end + 1, self.step), self.frame_end))
 
 
+def bake_slot(anim_data):
+    """The action slot a bake keys (layered actions): the assigned one, else a suitable slot no
+    other ID uses, else None (a new slot). Never another object's slot of a shared action."""
+    if anim_data.action_slot is not None:
+        return anim_data.action_slot
+    return next((slot for slot in anim_data.action_suitable_slots if not slot.users()), None)
+
+
 def action_fcurves(anim_data):
-    """The F-curves the armature's animation plays from now (None without an action or channels)."""
+    """The F-curves a bake would key into (None without an action or channels)."""
     if anim_data is None or anim_data.action is None:
         return None
     if LAYERED_ACTIONS:
-        slot = anim_data.action_slot
+        slot = bake_slot(anim_data)
         channelbag = None if slot is None else anim_utils.action_get_channelbag_for_slot(anim_data.action, slot)
         return None if channelbag is None else channelbag.fcurves
     return anim_data.action.fcurves
@@ -228,8 +236,7 @@ class KeyWriter:
         self.assigned_slot = self.slot is None
         self.created_slot = False
         if self.assigned_slot:
-            suitable = anim_data.action_suitable_slots
-            self.slot = suitable[0] if len(suitable) else None
+            self.slot = bake_slot(anim_data)
             if self.slot is None:
                 self.slot = action.slots.new(self.obj.id_type, self.obj.name)
                 self.created_slot = True

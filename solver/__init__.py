@@ -3,7 +3,7 @@
 The public surface is flat: build a `Skeleton`, describe `Pin`s, pick
 `SolverSettings`, optionally give `JointLimits`, and call `solve`; or hand a
 scene document to `solve_scene`. Where `tools/build_native.py` has compiled
-the loop, `solve` iterates in C (same steps, same poses); elsewhere in numpy.
+the loop, `solve` iterates in C (the same steps); elsewhere in numpy.
 """
 
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit

@@ -3,8 +3,10 @@
 numpy pays a few microseconds per call, and an EWBIK iteration is hundreds of
 small calls (one bone step per height, the forward pass, the acceleration), so
 the loop itself runs in C while planning, input checks and results stay in
-Python. The C code follows the numpy loop in solve.py step for step, and the
-tests hold the two to the same poses; the numpy loop is what runs where the
+Python. The C code follows the numpy loop in solve.py step for step: the tests
+hold the two to the same poses without Anderson acceleration, and to the same
+accuracy with it (rounding in its small least squares may steer a redundant
+skeleton to another, equally good pose). The numpy loop is what runs where the
 library was not built.
 """
 
@@ -16,6 +18,7 @@ import numpy as np
 from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
 
+ABI_VERSION = 1  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -42,15 +45,15 @@ class _Problem(ctypes.Structure):
 
 
 def _checked_library():
-    """The library, if built and its structures match the mirrors here (else None: numpy loop)."""
+    """The library, if built and its version and structures match the mirrors here (else None)."""
     library = load_library()
     if library is None:
         return None
     try:
-        problem_size, limits_size = library.ewbik_problem_size(), library.ewbik_limits_size()
+        found = (library.ewbik_abi_version(), library.ewbik_problem_size(), library.ewbik_limits_size())
     except AttributeError:
         return None
-    if (problem_size, limits_size) != (ctypes.sizeof(_Problem), ctypes.sizeof(NativeLimits)):
+    if found != (ABI_VERSION, ctypes.sizeof(_Problem), ctypes.sizeof(NativeLimits)):
         return None
     library.ewbik_solve.argtypes = [ctypes.POINTER(_Problem)]
     library.ewbik_solve.restype = _INT

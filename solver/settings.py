@@ -21,7 +21,7 @@ class SolverSettings:
     limbs that serve a single pin exactly (analytic IK), keeping the bend plane
     the iterations chose, and keeps a limb's result only if its pin gets closer.
     `backend` picks the loop: "auto" (the compiled loop when it is built, else
-    numpy), "native" (fail if not built) or "numpy"; both give the same poses.
+    numpy), "native" (fail if not built) or "numpy"; both reach the same accuracy.
     """
 
     iterations: int = 15

@@ -9,6 +9,7 @@ Without it the solver runs its numpy loop. Needs a C compiler: $CC, else cc.
 """
 
 import argparse
+import importlib.util
 import os
 import pathlib
 import shlex
@@ -17,8 +18,17 @@ import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCE_DIR = REPO_ROOT / "solver" / "csrc"
-sys.path.insert(0, str(REPO_ROOT / "solver"))
-from native_library import library_path  # noqa: E402  (stdlib-only module, no numpy)
+
+
+def _native_library():
+    """solver/native_library.py (standard library only), loaded without importing the solver."""
+    spec = importlib.util.spec_from_file_location("_ewbik_native_library", REPO_ROOT / "solver" / "native_library.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+library_path = _native_library().library_path
 
 
 def sources():

@@ -892,6 +892,8 @@ static int allocate(State *st)
     return 0;
 }
 
+int ewbik_abi_version(void) { return EWBIK_ABI_VERSION; }
+
 int ewbik_problem_size(void) { return (int)sizeof(ewbik_problem); }
 
 int ewbik_limits_size(void) { return (int)sizeof(ewbik_limits); }

@@ -62,8 +62,12 @@ typedef struct {
 /* Run the iterations; 0 on success, -1 when memory ran out (the pose is then untouched). */
 int ewbik_solve(const ewbik_problem *problem);
 
-/* sizeof(ewbik_problem) and sizeof(ewbik_limits): the loader refuses a library whose
- * structures do not match its ctypes mirrors (a stale build) instead of crashing. */
+/* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
+#define EWBIK_ABI_VERSION 1
+
+/* The loader refuses a library whose version or structure sizes differ from its ctypes
+ * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */
+int ewbik_abi_version(void);
 int ewbik_problem_size(void);
 int ewbik_limits_size(void);
 

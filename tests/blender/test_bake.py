@@ -281,6 +281,28 @@ def test_keys_land_in_the_active_action_and_its_slot(rig, bake_module):
     assert len(fcurves(rig, bake_module)) > 0
 
 
+@pytest.mark.skipif(not hasattr(bpy.types, "ActionSlot"), reason="actions have slots from Blender 4.4")
+def test_a_shared_action_keeps_the_other_objects_slot(rig, bake_module):
+    """Baking an armature whose action has no slot assigned never keys another object's slot."""
+    other = bpy.data.objects.new("Other", None)
+    bpy.context.scene.collection.objects.link(other)
+    other.location = (1.0, 2.0, 3.0)
+    other.keyframe_insert("location", frame=1)
+    action = other.animation_data.action
+    theirs = {(f.data_path, f.array_index): list(f.keyframe_points[0].co) for f in bake_module.action_fcurves(
+        other.animation_data)}
+    rig.animation_data_create().action = action
+    rig.animation_data.action_slot = None
+
+    assert bpy.ops.ewbik.bake(frame_start=1, frame_end=5) == {"FINISHED"}
+
+    assert rig.animation_data.action_slot not in (None, other.animation_data.action_slot)
+    after = {(f.data_path, f.array_index): list(f.keyframe_points[0].co) for f in bake_module.action_fcurves(
+        other.animation_data)}
+    assert after == theirs
+    assert any(f.data_path.startswith("pose.bones") for f in fcurves(rig, bake_module))
+
+
 def test_creates_an_action_when_there_is_none(rig, bake_module):
     assert rig.animation_data is None
     assert bpy.ops.ewbik.bake(frame_start=1, frame_end=5) == {"FINISHED"}

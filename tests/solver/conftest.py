@@ -6,13 +6,21 @@ compares the solver against them compares two independent implementations.
 """
 
 import json
+import os
 import pathlib
 
 import numpy as np
+from hypothesis import settings
 from scipy.spatial.transform import Rotation
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
+
+# CI replays the same examples every run, so a submission is judged on its code, not on which
+# rare inputs the random search happened to draw; local runs keep exploring new ones.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def scipy_rotation(q):

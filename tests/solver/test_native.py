@@ -9,7 +9,6 @@ skeleton, so there the tests compare errors, not poses.
 
 import dataclasses
 import math
-import pathlib
 
 import numpy as np
 import pytest
@@ -148,25 +147,24 @@ def test_unknown_backend_is_rejected():
         SolverSettings(backend="fortran")
 
 
-def test_the_library_sits_in_the_solver_package():
-    from solver.native_library import library_path
-
-    assert library_path().parent == pathlib.Path(native.__file__).parent
-
-
 def test_a_library_with_other_structures_is_not_used(monkeypatch):
     """A stale build (structures changed since) falls back to numpy instead of crashing."""
 
+    real = native.load_library()
+
     class StaleLibrary:
-        @staticmethod
-        def ewbik_problem_size():
-            return 8
+        def __init__(self, version, problem_size):
+            self.ewbik_abi_version = lambda: version
+            self.ewbik_problem_size = lambda: problem_size
+            self.ewbik_limits_size = real.ewbik_limits_size
+            self.ewbik_solve = real.ewbik_solve
 
-        @staticmethod
-        def ewbik_limits_size():
-            return 8
-
-    monkeypatch.setattr(native, "load_library", lambda: StaleLibrary())
+    size = real.ewbik_problem_size()
+    monkeypatch.setattr(native, "load_library", lambda: StaleLibrary(native.ABI_VERSION, size))
+    assert native._checked_library() is not None
+    monkeypatch.setattr(native, "load_library", lambda: StaleLibrary(native.ABI_VERSION + 1, size))
+    assert native._checked_library() is None
+    monkeypatch.setattr(native, "load_library", lambda: StaleLibrary(native.ABI_VERSION, size - 8))
     assert native._checked_library() is None
     monkeypatch.setattr(native, "load_library", lambda: object())
     assert native._checked_library() is None

@@ -172,7 +172,9 @@ def test_single_pair_gives_the_shortest_arc(pair):
     if cos < -1 + 1e-8:
         return  # the antiparallel case has its own test
     np.testing.assert_allclose(quat.rotate(q, mu), tu, atol=1e-6)
-    assert quat.angle(q) == pytest.approx(math.acos(cos), abs=1e-6)
+    # Every turn taking m onto t fits; the 1e-9 bias toward identity picks the shortest, but its
+    # eigen-gap shrinks with (1 + cos) near antiparallel, and so does the precision of the pick.
+    assert quat.angle(q) == pytest.approx(math.acos(cos), abs=1e-6 if 1 + cos > 1e-4 else 1e-4)
 
 
 @pytest.mark.parametrize("m", [(1, 0, 0), (0, 1, 0), (0, 0, 2), (0.3, -0.4, 0.5)])
