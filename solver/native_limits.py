@@ -32,4 +32,3 @@ def native_limits(limits):
         found.arrays = arrays
         limits._native = found
     return found
-

@@ -14,8 +14,6 @@ from . import quat
 _PREFER_SMALL = 1e-9
 
 
-
-
 def covariance(moved, targets, weights):
     """S (B, 3, 3) with S_ab = sum(w m_a t_b) for moved/targets (B, P, 3), weights (B, P)."""
     return np.swapaxes(moved * weights[..., None], -1, -2) @ targets
