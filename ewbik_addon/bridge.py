@@ -540,14 +540,23 @@ def _feedback_bone(obj, target):
     return None
 
 
+def armature_scale(obj):
+    """Scene lengths per armature unit: the object's mean scale (a centimetre rig at 0.01)."""
+    return sum(abs(s) for s in obj.matrix_world.to_scale()) / 3.0
+
+
 def _settings(obj, full):
+    """The solver's settings; the tolerance is a scene distance, turned into armature units."""
     props = obj.ewbik
     budget = props.time_budget_ms
+    scale = armature_scale(obj)
+    if not scale > 1e-12:
+        raise RigError(f"'{obj.name}' has zero scale")
     try:
         return SolverSettings(
             iterations=props.iterations,
             time_budget_ms=None if full or budget <= 0.0 else budget,
-            tolerance=props.tolerance,
+            tolerance=props.tolerance / scale,
             dampening=props.dampening,
             stabilization_passes=props.stabilization_passes,
             translate_root=props.translate_root,

@@ -166,7 +166,9 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     )
     tolerance: FloatProperty(
         name="Tolerance",
-        description="Stop early when every pin is this close to its target",
+        description="Stop early when every pin is this close to its target (a distance in the scene, "
+        "whatever the armature's scale)",
+        subtype="DISTANCE",
         min=0.0,
         default=1e-5,
         precision=6,

@@ -19,7 +19,8 @@ from ..solver.scene import parse_scene
 from . import pin
 from .limits import set_limits
 
-SETTINGS_FIELDS = ("iterations", "tolerance", "dampening", "stabilization_passes", "translate_root")
+# The tolerance is set apart: the document holds armature units, the property a scene distance.
+SETTINGS_FIELDS = ("iterations", "dampening", "stabilization_passes", "translate_root")
 
 
 class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):
@@ -130,6 +131,8 @@ def pose_plan(obj, document):
     for field in SETTINGS_FIELDS:
         if field in solver_settings:
             assignments.append((obj.ewbik, field, solver_settings[field]))
+    if "tolerance" in solver_settings:
+        assignments.append((obj.ewbik, "tolerance", solver_settings["tolerance"] * bridge.armature_scale(obj)))
     if "time_budget_ms" in solver_settings:
         assignments.append((obj.ewbik, "time_budget_ms", solver_settings["time_budget_ms"] or 0.0))
 

@@ -524,6 +524,17 @@ class JointLimits:
                 rotations = _about_y(rotations, -excess)
         return rotations
 
+    def centres(self):
+        """(N, 4) local rotations in the middle of each bone's limits (identity for free bones).
+
+        The swing points at the centre of the allowed region and the twist sits in the middle of
+        its range: the pose farthest from every boundary, from which the solver restarts when a
+        warm start has wedged a bone against its limits.
+        """
+        pack = self._pack
+        swing = quat.shortest_arc(np.tile(_Y, (self.n_bones, 1)), pack.centre)
+        return np.where(pack.twist_on[:, None], pack.twist_frame, swing)
+
     @staticmethod
     def _comfort(g, rotations, iteration):
         fraction = _COMFORT_RATE * g.comfort * _COMFORT_DECAY ** max(0, int(iteration))

@@ -88,6 +88,25 @@ class Skeleton:
             if p >= 0:
                 self.children[p].append(i)
         self.plan_cache = {}
+        self.unit = _length_unit(self)
+        self._normalized = None
+
+    def normalized(self):
+        """This skeleton measured in its own `unit` (same names and order; cached).
+
+        The solver iterates on it, so its length constants (basis scaling, guards, the
+        acceleration's mix of angles and lengths) mean the same for a rig built in metres,
+        centimetres or millimetres.
+        """
+        if self.unit == 1.0:
+            return self
+        if self._normalized is None:
+            rest = self.rest.copy()
+            rest[:, :3, 3] /= self.unit
+            parents = [None if p < 0 else self.names[p] for p in self.parents]
+            self._normalized = Skeleton(self.names, parents, rest, self.lengths / self.unit)
+            self._normalized.unit = 1.0
+        return self._normalized
 
     def __len__(self):
         return len(self.names)
@@ -143,6 +162,25 @@ class Skeleton:
             return world[p] @ self.local_rest_matrix[bones]
         parent_world = np.where((p >= 0)[:, None, None], world[p], np.eye(3))
         return parent_world @ self.local_rest_matrix[bones]
+
+
+def _length_unit(skeleton):
+    """The rig's size: the farthest rest head or tail from the head of its root bone.
+
+    About 1 for a standing human in metres (hips to toes or head), and scaled with the rig
+    in any other unit; 1 for an empty skeleton.
+    """
+    n = len(skeleton.names)
+    if n == 0:
+        return 1.0
+    root = np.arange(n)
+    for i in range(n):
+        if skeleton.parents[i] >= 0:
+            root[i] = root[skeleton.parents[i]]
+    tails = skeleton.rest_head + skeleton.rest[:, :3, 1] * skeleton.lengths[:, None]
+    base = skeleton.rest_head[root]
+    reach = max(np.linalg.norm(skeleton.rest_head - base, axis=-1).max(), np.linalg.norm(tails - base, axis=-1).max())
+    return float(reach) if reach > 0.0 else 1.0
 
 
 def _parents_first(names, parent_of):

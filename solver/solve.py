@@ -14,6 +14,7 @@ steps and an analytic finish for two-bone limbs (all switchable in
 SolverSettings) make warm-started solves settle within a few iterations.
 """
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from .two_bone import two_bone_ik
 
 _GUARD_SLACK = 1e-6
 _STALL = 1e-9
+_RESTART_MISS = 5e-3
 
 
 @dataclass
@@ -157,29 +159,86 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
             raise ValueError(f"pin '{pin.bone}': the bone is pinned twice")
         pin_bones.append(b)
     frozen = stiffness >= 1.0
-    plan = plan_solve(skeleton, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
-    initial = rotations.copy()
-    state = _State(skeleton, pins, pin_bones, rotations, locations, plan.levels)
+    unit = skeleton.unit
+    work = skeleton.normalized()
+    plan = plan_solve(work, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
+    if unit != 1.0:
+        settings = dataclasses.replace(settings, tolerance=settings.tolerance / unit)
     max_step = (1.0 - stiffness) * settings.dampening
-    if _use_native(settings):
-        deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
-        iterations, converged, position_errors, orientation_errors = native.run(
-            skeleton, plan, state, settings, limits, max_step, frozen, initial, deadline
-        )
-    else:
-        iterations, converged = _iterate(state, plan, settings, limits, max_step, frozen, initial, start)
-        position_errors, orientation_errors = state.pin_errors()
-        converged = converged or not pins or bool(state.reached(settings.tolerance).all())
+    deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
+    state = _State(work, pins, pin_bones, rotations, locations / unit, plan.levels, unit)
+    attempt = _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
+    attempt.run()
+    if limits is not None and not attempt.converged and attempt.time_left():
+        attempt = attempt.better_restart(limits.centres())
+    out_locations = np.where(attempt.state.locations == locations / unit, locations, attempt.state.locations * unit)
     return SolveResult(
-        rotations=state.rotations,
-        locations=state.locations,
-        iterations=iterations,
-        converged=bool(converged),
+        rotations=attempt.state.rotations,
+        locations=out_locations,
+        iterations=attempt.iterations,
+        converged=attempt.converged,
         ms=(time.perf_counter() - start) * 1e3,
-        position_errors=position_errors,
-        orientation_errors_deg=np.degrees(orientation_errors),
+        position_errors=attempt.position_errors * unit,
+        orientation_errors_deg=np.degrees(attempt.orientation_errors),
         moved=plan.solved.copy(),
     )
+
+
+class _Attempt:
+    """One run of the iteration loop (C or numpy) from a start pose, and how it ended."""
+
+    def __init__(self, state, plan, settings, limits, max_step, frozen, start, deadline):
+        self.state, self.plan, self.settings, self.limits = state, plan, settings, limits
+        self.max_step, self.frozen, self.start, self.deadline = max_step, frozen, start, deadline
+        self.iterations = 0
+
+    def run(self):
+        state, plan, settings = self.state, self.plan, self.settings
+        initial = state.rotations.copy()
+        if _use_native(settings):
+            done, converged, self.position_errors, self.orientation_errors = native.run(
+                state.skeleton, plan, state, settings, self.limits, self.max_step, self.frozen, initial,
+                self.deadline
+            )
+        else:
+            done, converged = _iterate(state, plan, settings, self.limits, self.max_step, self.frozen, initial,
+                                       self.start)
+            self.position_errors, self.orientation_errors = state.pin_errors()
+            converged = converged or not len(state.pin_bones) or bool(state.reached(settings.tolerance).all())
+        self.iterations += done
+        self.converged = bool(converged)
+        return self
+
+    def time_left(self):
+        return self.deadline is None or time.perf_counter() < self.deadline
+
+    def misfit(self):
+        self.state.forward()
+        return self.state.errors(self.settings.tolerance)[0]
+
+    def better_restart(self, centres):
+        """This attempt, or a second one from the limits' centres if that fits the pins much better.
+
+        Coordinate descent stalls where a bone sits on its limit's boundary and the way to the
+        target leads around it (a straight elbow whose hinge faces away from the target: the
+        upper arm would have to twist first, which it has no reason to do). From the middle of
+        every limited bone's range the same targets are reached. The restart is kept only when it
+        halves the misfit and this attempt misses a pin by more than 0.5 % of the rig's size,
+        so a solve that is merely still on its way (a fast drag) never jumps to another pose.
+        """
+        limited = self.plan.solved & ~self.frozen & self.limits.limited
+        if not limited.any() or self.position_errors.max() <= _RESTART_MISS:
+            return self
+        state = self.state
+        restart = _State.like(state)
+        restart.rotations[limited] = centres[limited]
+        second = _Attempt(restart, self.plan, self.settings, self.limits, self.max_step, self.frozen,
+                          self.start, self.deadline).run()
+        second.iterations += self.iterations
+        if second.misfit() < 0.5 * self.misfit():
+            return second
+        self.iterations = second.iterations
+        return self
 
 
 def _use_native(settings):
@@ -240,8 +299,9 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
 class _State:
     """The evolving pose plus the pinned bones' current frames (rotation matrices)."""
 
-    def __init__(self, skeleton, pins, pin_bones, rotations, locations, levels):
+    def __init__(self, skeleton, pins, pin_bones, rotations, locations, levels, unit=1.0):
         self.skeleton = skeleton
+        self.pins, self.unit = pins, unit
         self.levels = levels
         self.rotations = rotations
         self.locations = locations
@@ -251,12 +311,18 @@ class _State:
         self.pin_bones = np.array(pin_bones, dtype=int)
         self.weight = np.array([p.weight for p in pins], dtype=float)
         self.axis_weight = np.array([p.orientation_weights for p in pins], dtype=float).reshape(-1, 3)
-        self.target_pos = np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3)
+        self.target_pos = np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3) / unit
         self.target_axes = np.swapaxes(
             quat.to_matrix(np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4)), -1, -2
         )
         self.effector_pos = np.empty((len(pins), 3))
         self.effector_axes = np.empty((len(pins), 3, 3))
+
+    @classmethod
+    def like(cls, state):
+        """A fresh state for the same problem, starting from `state`'s current pose."""
+        return cls(state.skeleton, state.pins, state.pin_bones, state.rotations.copy(), state.locations.copy(),
+                   state.levels, state.unit)
 
     def forward(self):
         self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head, self.levels)

@@ -206,6 +206,29 @@ def test_region_centre_is_inside():
         assert kusudama.allows(kusudama.centre)
 
 
+def test_centres_sit_in_the_middle_of_swing_and_twist():
+    """The restart pose: swing at the region's centre, twist in the middle of its range, free
+    bones at rest; every limited bone's centre passes its own limits with room to spare."""
+    rng = np.random.default_rng(12)
+    kusudamas = {1: Kusudama([LimitCone((1.0, 0.0, 0.0), 0.3)], TwistLimit(0.2, 0.6)),
+                 2: random_kusudama(rng, 3), 4: Kusudama([], TwistLimit(-1.0, -0.5))}
+    limits = JointLimits(kusudamas, 5)
+    centres = limits.centres()
+    assert np.all(limits.violation(centres) == 0.0)
+    np.testing.assert_allclose(centres[[0, 3]], [[1.0, 0.0, 0.0, 0.0]] * 2)
+    swing_to_x = np.array([math.cos(math.pi / 4), 0.0, 0.0, -math.sin(math.pi / 4)])
+    twist_y = np.array([math.cos(0.2), 0.0, math.sin(0.2), 0.0])
+    np.testing.assert_allclose(centres[1], quat_product(swing_to_x, twist_y), atol=1e-12)
+    np.testing.assert_allclose(centres[4], [math.cos(-0.375), 0.0, math.sin(-0.375), 0.0], atol=1e-12)
+
+
+def quat_product(a, b):
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+
+
 # ---------------------------------------------------------------- properties
 
 direction = st.tuples(*[st.floats(-1, 1)] * 3).filter(lambda v: 1e-3 < np.linalg.norm(v))

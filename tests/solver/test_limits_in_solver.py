@@ -1,9 +1,9 @@
 """Joint limits inside the solver: no violations, real mocap reached with the humanoid preset."""
 
 import dataclasses
+import math
 import os
 import pathlib
-import time
 
 import numpy as np
 import pytest
@@ -117,48 +117,90 @@ def solve_frames(skeleton, rotations, locations, frames, limits, settings):
     hips = skeleton.index["Hips"]
     stiffness = np.zeros(len(skeleton))
     stiffness[hips] = 1.0
-    pinned = [skeleton.index[e] for e in EFFECTORS]
     previous = np.tile(quat.IDENTITY, (len(skeleton), 1))
-    position, orientation, seconds, worst = [], [], 0.0, 0.0
+    position, orientation, worst = [], [], 0.0
     for k, frame in enumerate(frames):
-        world_rotation, world_head = skeleton.forward(rotations[frame], locations[frame])
-        pins = []
-        for e, b in zip(EFFECTORS, pinned):
-            target = np.eye(4)
-            target[:3, :3] = quat.to_matrix(world_rotation[b])
-            target[:3, 3] = world_head[b]
-            pins.append(Pin(e, target))
+        pins = captured_pins(skeleton, rotations[frame], locations[frame])
         start = previous.copy()
         start[hips] = rotations[frame, hips]
         loc = np.zeros_like(locations[frame])
         loc[hips] = locations[frame, hips]
         run = settings if k else dataclasses.replace(settings, iterations=400)
-        t = time.process_time()
         result = solve(skeleton, pins, start, loc, run, limits=limits, stiffness=stiffness)
         if k:
-            seconds += time.process_time() - t
             position.append(result.position_errors)
             orientation.append(result.orientation_errors_deg)
         if limits is not None:
             worst = max(worst, float(limits.violation(result.rotations)[result.moved].max()))
         previous = result.rotations
-    return np.concatenate(position), np.concatenate(orientation), seconds, worst
+    return np.concatenate(position), np.concatenate(orientation), worst
 
 
 @pytest.mark.slow
 def test_mocap_full_body_with_preset_reaches_targets(clips):
     settings = SolverSettings(iterations=50)
-    limited, free = [], []
+    limited = []
     for _, _, skeleton, rotations, locations, limits in clips:
         frames = np.arange(0, len(rotations), 8)[:16]
         limited.append(solve_frames(skeleton, rotations, locations, frames, limits, settings))
-        free.append(solve_frames(skeleton, rotations, locations, frames, None, settings))
     position = np.concatenate([r[0] for r in limited])
     orientation = np.concatenate([r[1] for r in limited])
-    slowdown = sum(r[2] for r in limited) / sum(r[2] for r in free)
     print(f"\nwith humanoid preset: position p95 {np.percentile(position, 95) * 1e3:.3f} mm, "
-          f"orientation p95 {np.percentile(orientation, 95):.3f} deg; limits slow solves by x{slowdown:.2f}")
+          f"orientation p95 {np.percentile(orientation, 95):.3f} deg")
     assert np.percentile(position, 95) <= 0.002
     assert np.percentile(orientation, 95) <= 1.0
-    assert max(r[3] for r in limited) <= 1e-6
-    assert slowdown < 4.0
+    assert max(r[2] for r in limited) <= 1e-6
+
+
+@pytest.mark.slow
+def test_mocap_targets_are_reached_from_the_rest_pose_under_the_preset(clips):
+    """Captured poses lie inside the preset, so their targets are reachable under it: a solve from
+    the rest pose (straight limbs against their hinge limits) must reach them, not stall."""
+    settings = SolverSettings(iterations=600)
+    hips_given = []
+    for _, _, skeleton, rotations, locations, limits in clips:
+        frames = np.arange(0, len(rotations), 24)
+        hips = skeleton.index["Hips"]
+        stiffness = np.zeros(len(skeleton))
+        stiffness[hips] = 1.0
+        for frame in frames:
+            start = np.tile(quat.IDENTITY, (len(skeleton), 1))
+            start[hips] = rotations[frame, hips]
+            loc = np.zeros_like(locations[frame])
+            loc[hips] = locations[frame, hips]
+            pins = captured_pins(skeleton, rotations[frame], locations[frame])
+            result = solve(skeleton, pins, start, loc, settings, limits=limits, stiffness=stiffness)
+            hips_given.append(result.position_errors.max())
+            assert limits.violation(result.rotations)[result.moved].max() <= 1e-6
+    print(f"\nfrom rest under the preset: {len(hips_given)} frames, worst pin {max(hips_given) * 1e3:.2f} mm")
+    assert max(hips_given) <= 0.002
+
+
+def captured_pins(skeleton, rotations, locations):
+    """Hands, feet and head pinned where the captured pose puts them (full orientation)."""
+    world_rotation, world_head = skeleton.forward(rotations, locations)
+    pins = []
+    for effector in EFFECTORS:
+        target = np.eye(4)
+        target[:3, :3] = quat.to_matrix(world_rotation[skeleton.index[effector]])
+        target[:3, 3] = world_head[skeleton.index[effector]]
+        pins.append(Pin(effector, target))
+    return pins
+
+
+def test_a_hinge_facing_away_from_the_target_is_turned_toward_it():
+    """A straight elbow whose hinge bends toward +z while the target lies toward +x: the upper
+    arm must twist a quarter turn before the elbow can bend, which no single bone step asks for."""
+    skeleton = chain_skeleton(4)
+    bend = np.array([0.0, math.cos(math.radians(120)), math.sin(math.radians(120))])
+    hinge = Kusudama([LimitCone(Y, 0.05), LimitCone(bend, 0.05)], TwistLimit(-0.1, 0.1))
+    limits = JointLimits({2: hinge}, 4)
+    target = np.eye(4)
+    target[:3, 3] = [0.9, 1.6, 0.0]
+    rotations = np.tile(quat.IDENTITY, (4, 1))
+    result = solve(skeleton, [Pin("b3", target, orientation_weights=(0.0, 0.0, 0.0))], rotations,
+                   np.zeros((4, 3)), SolverSettings(iterations=200), limits=limits,
+                   stiffness=np.array([1.0, 0.0, 0.0, 0.0]))
+    assert result.position_errors[0] <= 1e-5
+    assert result.converged
+    assert limits.violation(result.rotations).max() <= 1e-9

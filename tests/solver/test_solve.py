@@ -46,8 +46,10 @@ def heads(skeleton, result):
 def seven_point_fit(skeleton, pins, rotations, locations):
     """sum over pins of the paper's seven-point misfit (origin, origin +- each weighted axis).
 
-    Unscaled, world space, computed from an independent 4x4 forward pass: the quantity the
-    stabilization guard protects when every bone sees every pin below it with factor 1.
+    Unscaled, armature space measured in the rig's own unit (Skeleton.unit, so the axis points
+    sit one rig size from the origin), computed from an independent 4x4 forward pass: the
+    quantity the stabilization guard protects when every bone sees every pin below it with
+    factor 1.
     """
     names = list(skeleton.names)
     parents = [None if p < 0 else names[p] for p in skeleton.parents]
@@ -55,7 +57,7 @@ def seven_point_fit(skeleton, pins, rotations, locations):
     total = 0.0
     for pin in pins:
         pose = poses[skeleton.index[pin.bone]]
-        d_origin = pose[:3, 3] - pin.target[:3, 3]
+        d_origin = (pose[:3, 3] - pin.target[:3, 3]) / skeleton.unit
         total += pin.weight * d_origin @ d_origin
         for axis, w in enumerate(pin.orientation_weights):
             d_axis = pose[:3, axis] - pin.target[:3, axis]
