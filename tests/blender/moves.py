@@ -39,7 +39,11 @@ STRAIGHT_DEG = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class RigSpec:
-    """Which bones of a rig play which part: pinned ends, limb joints (a limb's bone head is its joint)."""
+    """Which bones of a rig play which part: pinned ends, limb joints (a limb's bone head is its joint).
+
+    hand_ends: the bones whose tails end the hands (knuckles), so a hand's direction is wrist -> there
+    whatever way the wrist bone itself points (CMU's wrists are zero-length stubs).
+    """
 
     name: str
     hips: str
@@ -50,6 +54,7 @@ class RigSpec:
     forearms: tuple
     thighs: tuple
     shins: tuple
+    hand_ends: tuple
 
     @property
     def pinned(self):
@@ -59,10 +64,10 @@ class RigSpec:
 RIGS = {
     "metarig": RigSpec("metarig", "spine", "spine.006", ("hand.L", "hand.R"), ("foot.L", "foot.R"),
                        ("upper_arm.L", "upper_arm.R"), ("forearm.L", "forearm.R"),
-                       ("thigh.L", "thigh.R"), ("shin.L", "shin.R")),
+                       ("thigh.L", "thigh.R"), ("shin.L", "shin.R"), ("hand.L", "hand.R")),
     "cmu": RigSpec("cmu", "Hips", "Head", ("LeftWrist", "RightWrist"), ("LeftAnkle", "RightAnkle"),
                    ("LeftShoulder", "RightShoulder"), ("LeftElbow", "RightElbow"),
-                   ("LeftHip", "RightHip"), ("LeftKnee", "RightKnee")),
+                   ("LeftHip", "RightHip"), ("LeftKnee", "RightKnee"), ("lhand", "rhand")),
 }
 CONFIGS = ("free", "humanoid")
 
@@ -116,13 +121,18 @@ def read_body(obj, spec):
     return Body(height, leg, arm, left, forward, mouth)
 
 
-def _moved(start, offset, direction=None):
-    """start moved by offset; with a direction, turned by the shortest arc taking its +Y onto it."""
+def _moved(start, offset, turn=None):
+    """start moved by offset and, given a turn (Quaternion), turned by it."""
     location, rotation, scale = start.decompose()
-    if direction is not None:
-        y_axis = rotation @ Vector((0.0, 1.0, 0.0))
-        rotation = y_axis.rotation_difference(direction) @ rotation
+    if turn is not None:
+        rotation = turn @ rotation
     return Matrix.LocRotScale(location + offset, rotation, scale)
+
+
+def _hand_to(obj, spec, side, start, wrist, direction):
+    """The hand's target at wrist, turned by the shortest arc that points the hand (wrist -> knuckles) along direction."""
+    hand = _tail(obj, spec.hand_ends[side]) - _head(obj, spec.hands[side])
+    return _moved(start, wrist - start.translation, hand.rotation_difference(direction))
 
 
 def crouch(obj, spec, body, starts):
@@ -144,15 +154,13 @@ def reach(obj, spec, body, starts):
     shoulder = _head(obj, spec.upper_arms[1])
     direction = math.cos(math.radians(30.0)) * body.forward + math.sin(math.radians(30.0)) * UP
     wrist = shoulder + 0.97 * body.arm * direction
-    start = starts[spec.hands[1]]
-    return {spec.hands[1]: _moved(start, wrist - start.translation, direction)}
+    return {spec.hands[1]: _hand_to(obj, spec, 1, starts[spec.hands[1]], wrist, direction)}
 
 
 def hand_to_mouth(obj, spec, body, starts):
     """Right wrist in front of and below the mouth, the hand (wrist -> knuckles) pointing at the mouth."""
     wrist = body.mouth + body.height * (0.07 * body.forward - 0.04 * UP)
-    start = starts[spec.hands[1]]
-    return {spec.hands[1]: _moved(start, wrist - start.translation, (body.mouth - wrist).normalized())}
+    return {spec.hands[1]: _hand_to(obj, spec, 1, starts[spec.hands[1]], wrist, body.mouth - wrist)}
 
 
 MOVES = {"crouch": crouch, "knee_lift": knee_lift, "reach": reach, "hand_to_mouth": hand_to_mouth}
@@ -198,6 +206,7 @@ class Outcome:
     move: str
     config: str
     height_mm: float
+    dragged: tuple
     pin_error_mm: dict
     foot_slide_mm: dict
     elbow_bend_deg: tuple
@@ -232,7 +241,8 @@ def perform(rig_name, move, config):
     assert result == {"FINISHED"}, (result, obj.ewbik.status)
     bpy.context.view_layer.update()
     planted = [foot for foot in spec.feet if foot not in ends]
-    return obj, targets, measure(obj, spec, move, config, body, targets, {f: feet_start[f] for f in planted})
+    outcome = measure(obj, spec, move, config, body, targets, {f: feet_start[f] for f in planted})
+    return obj, targets, dataclasses.replace(outcome, dragged=tuple(ends))
 
 
 def _angle_deg(a, b):
@@ -277,7 +287,7 @@ def measure(obj, spec, move, config, body, targets, planted_start):
     values = [*pin_error.values(), *slide.values(), *(x for pair in elbows + knees for x in pair)]
     values += [c for b in obj.pose.bones for c in (*b.rotation_quaternion, *b.rotation_euler, *b.location)]
     return Outcome(
-        rig=spec.name, move=move, config=config, height_mm=body.height * 1e3,
+        rig=spec.name, move=move, config=config, height_mm=body.height * 1e3, dragged=(),
         pin_error_mm=pin_error, foot_slide_mm=slide,
         elbow_bend_deg=tuple(e[0] for e in elbows), elbow_hinge_deg=tuple(e[1] for e in elbows),
         knee_bend_deg=tuple(k[0] for k in knees), knee_front_mm=tuple(k[1] for k in knees),
