@@ -9,7 +9,7 @@ docs/gallery/measurements.md, renders one Workbench picture per (rig, move, conf
 three-quarter front view with the targets as red spheres, and one contact sheet per rig
 (rows: no limits, humanoid; columns: the moves).
 
-    python tools/pose_gallery.py [--rig metarig] [--move reach] [--no-render] [--out DIR]
+    python tools/pose_gallery.py [--rig metarig] [--move reach] [--size 400] [--out DIR]
 """
 
 import argparse
@@ -31,8 +31,6 @@ from mathutils import Matrix, Vector  # noqa: E402
 
 from tests.blender import moves  # noqa: E402
 
-TILE = 400
-SHEET_TILE = 200
 BODY_COLOUR = (0.72, 0.74, 0.78, 1.0)
 PINNED_COLOUR = (0.85, 0.55, 0.25, 1.0)
 CONFIG_LABELS = {"free": "no limits", "humanoid": "humanoid limits"}
@@ -123,7 +121,7 @@ def stage(obj, spec, targets, label):
     add_label(camera, label)
 
 
-def render(png_path):
+def render(png_path, size):
     scene = bpy.context.scene
     scene.render.engine = "BLENDER_WORKBENCH"
     scene.world = bpy.data.worlds.new("Gallery world")
@@ -133,7 +131,7 @@ def render(png_path):
     shading.color_type = "OBJECT"
     shading.show_shadows = False
     shading.show_cavity = False
-    scene.render.resolution_x = scene.render.resolution_y = TILE
+    scene.render.resolution_x = scene.render.resolution_y = size
     scene.render.resolution_percentage = 100
     settings = scene.render.image_settings
     settings.file_format = "PNG"
@@ -187,19 +185,21 @@ def table_row(outcome):
     slide = " ".join(f"{bone} {mm:.2f}" for bone, mm in outcome.foot_slide_mm.items())
     elbows = " ".join(f"{b:.0f}({h:.0f})" for b, h in zip(outcome.elbow_bend_deg, outcome.elbow_hinge_deg))
     knees = " ".join(f"{b:.0f}({f:+.0f})" for b, f in zip(outcome.knee_bend_deg, outcome.knee_front_mm))
+    raised = " ".join(f"{mm:+.0f}" for mm in outcome.elbow_above_shoulder_mm)
     return (f"| {outcome.rig} | {outcome.move} | {outcome.config} | {pins} | {slide} | {elbows} | "
-            f"{_yes_no(outcome.elbows_anatomical)} | {knees} | {_yes_no(outcome.knees_forward)} | "
-            f"{'yes' if outcome.finite else 'NO'} |")
+            f"{_yes_no(outcome.elbows_anatomical)} | {raised} | {knees} | {_yes_no(outcome.knees_forward)} | "
+            f"{outcome.torso_twist_deg:.0f} | {'yes' if outcome.finite else 'NO'} |")
 
 
 TABLE_HEADER = (
     "| rig | move | config | pin error (mm) | planted foot slide (mm) | elbow L R bend deg (hinge deg) "
-    "| elbows anatomical | knee L R bend deg (front mm) | knees forward | finite |\n"
-    "|---|---|---|---|---|---|---|---|---|---|"
+    "| elbows anatomical | elbow L R above shoulder (mm) | knee L R bend deg (front mm) | knees forward "
+    "| torso twist deg | finite |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def run(rig_names, move_names, out_dir, with_pictures):
+def run(rig_names, move_names, out_dir, picture_size):
     rows = []
     for rig_name in rig_names:
         sheet = []
@@ -210,14 +210,14 @@ def run(rig_names, move_names, out_dir, with_pictures):
                 obj, targets, outcome = moves.perform(rig_name, move, config)
                 rows.append(table_row(outcome))
                 print(rows[-1], flush=True)
-                if with_pictures:
+                if picture_size:
                     png_path = out_dir / f"{rig_name}_{move}_{config}.png"
                     stage(obj, moves.RIGS[rig_name], targets,
                           f"{rig_name}  {move.replace('_', ' ')}  {CONFIG_LABELS[config]}")
-                    render(png_path)
+                    render(png_path, picture_size)
                     row.append(png_path)
             sheet.append(row)
-        if with_pictures:
+        if picture_size:
             contact_sheet(sheet, out_dir / f"{rig_name}_sheet.png")
     return rows
 
@@ -226,7 +226,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rig", choices=sorted(moves.RIGS), action="append")
     parser.add_argument("--move", choices=list(moves.MOVES), action="append")
-    parser.add_argument("--no-render", action="store_true")
+    parser.add_argument("--size", type=int, default=400, help="picture width and height in pixels (0: no pictures)")
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "docs" / "gallery")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -234,7 +234,7 @@ def main(argv=None):
     addon_utils.enable("io_anim_bvh", default_set=True)
     print(TABLE_HEADER)
     try:
-        rows = run(args.rig or list(moves.RIGS), args.move or list(moves.MOVES), args.out, not args.no_render)
+        rows = run(args.rig or list(moves.RIGS), args.move or list(moves.MOVES), args.out, args.size)
     finally:
         shutil.rmtree(demo.USER_RESOURCES, ignore_errors=True)
     if not args.rig and not args.move:

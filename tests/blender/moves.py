@@ -20,6 +20,9 @@ the hinge axis is within 90 degrees of the reference (`elbow_hinge_deg` < 90): t
 turned less than 90 degrees from neutral, inside the human range, so the forearm folds to the
 front of the arm, never backward or across the back. A straight joint (bend < 2 degrees) has no
 bend plane and counts as anatomical.
+
+Also measured, for the eye rather than as rules: how high each elbow is above its shoulder and
+how far the chest is twisted against the hips.
 """
 
 import dataclasses
@@ -213,6 +216,8 @@ class Outcome:
     elbow_hinge_deg: tuple
     knee_bend_deg: tuple
     knee_front_mm: tuple
+    elbow_above_shoulder_mm: tuple
+    torso_twist_deg: float
     finite: bool
     solve_status: str
 
@@ -277,6 +282,14 @@ def knee(obj, spec, side):
     return bend, front * 1e3
 
 
+def torso_twist(obj, spec):
+    """Degrees between the shoulder line and the hip line seen from above (0 = chest square over the hips)."""
+    shoulders = _head(obj, spec.upper_arms[0]) - _head(obj, spec.upper_arms[1])
+    hips = _head(obj, spec.thighs[0]) - _head(obj, spec.thighs[1])
+    shoulders.z = hips.z = 0.0
+    return _angle_deg(shoulders, hips)
+
+
 def measure(obj, spec, move, config, body, targets, planted_start):
     pin_error = {bone: (_head(obj, bone) - target.matrix_world.translation).length * 1e3
                  for bone, target in targets.items()}
@@ -291,5 +304,8 @@ def measure(obj, spec, move, config, body, targets, planted_start):
         pin_error_mm=pin_error, foot_slide_mm=slide,
         elbow_bend_deg=tuple(e[0] for e in elbows), elbow_hinge_deg=tuple(e[1] for e in elbows),
         knee_bend_deg=tuple(k[0] for k in knees), knee_front_mm=tuple(k[1] for k in knees),
+        elbow_above_shoulder_mm=tuple((_head(obj, spec.forearms[side]).z - _head(obj, spec.upper_arms[side]).z) * 1e3
+                                      for side in (0, 1)),
+        torso_twist_deg=torso_twist(obj, spec),
         finite=all(math.isfinite(v) for v in values), solve_status=obj.ewbik.status,
     )

@@ -12,9 +12,11 @@ of that move keep 2 mm.
 """
 
 import functools
+import math
 
 import bpy
 import pytest
+from mathutils import Matrix
 
 from tests.blender import moves
 from tests.blender.blender_helpers import MOCAP_CLIP
@@ -82,3 +84,28 @@ def test_elbows_bend_the_anatomical_way(rig, move):
         f"elbow (left, right) bend {outcome.elbow_bend_deg} deg, "
         f"hinge turned {outcome.elbow_hinge_deg} deg from the arm's neutral outward axis (limit 90)"
     )
+
+
+def _turn_about(obj, bone, axis, degrees, pivot):
+    """Turn a pose bone (and so its children) in armature space about axis through pivot."""
+    pose_bone = obj.pose.bones[bone]
+    turn = Matrix.Rotation(math.radians(degrees), 4, axis)
+    pose_bone.matrix = Matrix.Translation(pivot) @ turn @ Matrix.Translation(-pivot) @ pose_bone.matrix
+    bpy.context.view_layer.update()
+
+
+def test_the_checks_tell_a_backward_knee_and_elbow(metarig):
+    """The oracles themselves: the rest metarig passes; a hyperextended knee and a flipped elbow fail."""
+    spec = moves.RIGS["metarig"]
+    assert moves.knee(metarig, spec, 0)[1] > 0.0 and moves.elbow(metarig, spec, 1)[1] < 90.0
+    left, _ = moves.body_frame(metarig, spec)
+    knee_joint = metarig.pose.bones["shin.L"].head.copy()
+    _turn_about(metarig, "shin.L", left, 30.0, knee_joint)  # the foot swings back: a deeper, normal bend
+    assert moves.knee(metarig, spec, 0)[1] > 0.0
+    _turn_about(metarig, "shin.L", left, -60.0, knee_joint)  # now forward of the thigh's line
+    bend, front = moves.knee(metarig, spec, 0)
+    assert bend > 15.0 and front < 0.0
+    upper_arm = metarig.pose.bones["upper_arm.R"]
+    _turn_about(metarig, "forearm.R", upper_arm.tail - upper_arm.head, 180.0, upper_arm.tail.copy())
+    bend, hinge = moves.elbow(metarig, spec, 1)
+    assert bend > 20.0 and hinge > 90.0
