@@ -87,12 +87,11 @@ def build_rig(rig_name):
 
 @dataclasses.dataclass(frozen=True)
 class Body:
-    """The rig's proportions and body frame, read from its pose before the move."""
+    """The rig's proportions and body frame, read from its pose before anything is pinned."""
 
     height: float
     leg: float
     arm: float
-    left: Vector
     forward: Vector
     mouth: Vector
 
@@ -116,12 +115,12 @@ def body_frame(obj, spec):
 def read_body(obj, spec):
     points = [obj.matrix_world @ p for b in obj.pose.bones for p in (b.head, b.tail)]
     height = max(p.z for p in points) - min(p.z for p in points)
-    left, forward = body_frame(obj, spec)
+    _, forward = body_frame(obj, spec)
     bones = obj.pose.bones
     leg = bones[spec.thighs[0]].length + bones[spec.shins[0]].length
     arm = bones[spec.upper_arms[1]].length + bones[spec.forearms[1]].length
     mouth = _head(obj, spec.head) + height * (0.03 * UP + 0.05 * forward)
-    return Body(height, leg, arm, left, forward, mouth)
+    return Body(height, leg, arm, forward, mouth)
 
 
 def _moved(start, offset, turn=None):
@@ -133,7 +132,7 @@ def _moved(start, offset, turn=None):
 
 
 def _hand_to(obj, spec, side, start, wrist, direction):
-    """The hand's target at wrist, turned by the shortest arc that points the hand (wrist -> knuckles) along direction."""
+    """The hand's target at wrist, turned by the shortest arc pointing the hand (wrist -> knuckles) along direction."""
     hand = _tail(obj, spec.hand_ends[side]) - _head(obj, spec.hands[side])
     return _moved(start, wrist - start.translation, hand.rotation_difference(direction))
 
@@ -232,22 +231,25 @@ class Outcome:
 
 
 def perform(rig_name, move, config):
-    """Build the rig, pin, drag the move's targets, press Solve; returns (rig object, targets, Outcome)."""
+    """Build the rig, pin, drag the move's targets, press Solve; returns (rig object, targets, Outcome).
+
+    The move is worked out on the untouched rig, so both configurations get the same targets.
+    """
     spec = RIGS[rig_name]
     obj = build_rig(rig_name)
-    targets = prepare(obj, spec, move, config)
     body = read_body(obj, spec)
-    starts = {bone: target.matrix_world.copy() for bone, target in targets.items()}
-    feet_start = {foot: (_head(obj, foot), _tail(obj, foot)) for foot in spec.feet}
+    starts = {bone: obj.matrix_world @ obj.pose.bones[bone].matrix for bone in pinned_bones(spec, move)}
     ends = MOVES[move](obj, spec, body, starts)
+    planted = {foot: (_head(obj, foot), _tail(obj, foot)) for foot in spec.feet if foot not in ends}
+    targets = prepare(obj, spec, move, config)
     drag(targets, ends)
     obj.ewbik.iterations = SOLVE_ITERATIONS
     result = bpy.ops.ewbik.solve()
     assert result == {"FINISHED"}, (result, obj.ewbik.status)
     bpy.context.view_layer.update()
-    planted = [foot for foot in spec.feet if foot not in ends]
-    outcome = measure(obj, spec, move, config, body, targets, {f: feet_start[f] for f in planted})
-    return obj, targets, dataclasses.replace(outcome, dragged=tuple(ends))
+    outcome = Outcome(rig=rig_name, move=move, config=config, height_mm=body.height * 1e3, dragged=tuple(ends),
+                      solve_status=obj.ewbik.status, **measure(obj, spec, targets, planted))
+    return obj, targets, outcome
 
 
 def _angle_deg(a, b):
@@ -290,7 +292,8 @@ def torso_twist(obj, spec):
     return _angle_deg(shoulders, hips)
 
 
-def measure(obj, spec, move, config, body, targets, planted_start):
+def measure(obj, spec, targets, planted_start):
+    """The measured fields of an Outcome; planted_start: {foot: (head, tail) in world space before the move}."""
     pin_error = {bone: (_head(obj, bone) - target.matrix_world.translation).length * 1e3
                  for bone, target in targets.items()}
     slide = {foot: max((_head(obj, foot) - head).length, (_tail(obj, foot) - tail).length) * 1e3
@@ -299,13 +302,11 @@ def measure(obj, spec, move, config, body, targets, planted_start):
     knees = [knee(obj, spec, side) for side in (0, 1)]
     values = [*pin_error.values(), *slide.values(), *(x for pair in elbows + knees for x in pair)]
     values += [c for b in obj.pose.bones for c in (*b.rotation_quaternion, *b.rotation_euler, *b.location)]
-    return Outcome(
-        rig=spec.name, move=move, config=config, height_mm=body.height * 1e3, dragged=(),
-        pin_error_mm=pin_error, foot_slide_mm=slide,
-        elbow_bend_deg=tuple(e[0] for e in elbows), elbow_hinge_deg=tuple(e[1] for e in elbows),
-        knee_bend_deg=tuple(k[0] for k in knees), knee_front_mm=tuple(k[1] for k in knees),
-        elbow_above_shoulder_mm=tuple((_head(obj, spec.forearms[side]).z - _head(obj, spec.upper_arms[side]).z) * 1e3
-                                      for side in (0, 1)),
-        torso_twist_deg=torso_twist(obj, spec),
-        finite=all(math.isfinite(v) for v in values), solve_status=obj.ewbik.status,
-    )
+    raised = tuple((_head(obj, spec.forearms[side]).z - _head(obj, spec.upper_arms[side]).z) * 1e3 for side in (0, 1))
+    return {
+        "pin_error_mm": pin_error, "foot_slide_mm": slide,
+        "elbow_bend_deg": tuple(e[0] for e in elbows), "elbow_hinge_deg": tuple(e[1] for e in elbows),
+        "knee_bend_deg": tuple(k[0] for k in knees), "knee_front_mm": tuple(k[1] for k in knees),
+        "elbow_above_shoulder_mm": raised, "torso_twist_deg": torso_twist(obj, spec),
+        "finite": all(math.isfinite(v) for v in values),
+    }
