@@ -13,8 +13,8 @@ three-quarter front view with the targets as red spheres, and one contact sheet 
 """
 
 import argparse
-import os
 import pathlib
+import shutil
 import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -22,7 +22,6 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 sys.path.insert(0, str(REPO_ROOT))
 
 import demo  # noqa: E402  (sets BLENDER_USER_RESOURCES to a temporary directory before importing bpy)
-import shutil  # noqa: E402
 
 import addon_utils  # noqa: E402
 import bpy  # noqa: E402
@@ -199,7 +198,20 @@ TABLE_HEADER = (
 )
 
 
+def picture(obj, rig_name, move, config, targets, png_path, size):
+    """Stage and render one case; False (with the reason on stderr) where Workbench cannot render."""
+    stage(obj, moves.RIGS[rig_name], targets, f"{rig_name}  {move.replace('_', ' ')}  {CONFIG_LABELS[config]}")
+    try:
+        render(png_path, size)
+    except RuntimeError as error:
+        print(f"gallery: no pictures, rendering failed ({error}); needs Mesa's software OpenGL: "
+              "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri", file=sys.stderr)
+        return False
+    return True
+
+
 def run(rig_names, move_names, out_dir, picture_size):
+    """Perform every case, print its table row; render pictures and sheets while picture_size is not 0."""
     rows = []
     for rig_name in rig_names:
         sheet = []
@@ -210,12 +222,10 @@ def run(rig_names, move_names, out_dir, picture_size):
                 obj, targets, outcome = moves.perform(rig_name, move, config)
                 rows.append(table_row(outcome))
                 print(rows[-1], flush=True)
-                if picture_size:
-                    png_path = out_dir / f"{rig_name}_{move}_{config}.png"
-                    stage(obj, moves.RIGS[rig_name], targets,
-                          f"{rig_name}  {move.replace('_', ' ')}  {CONFIG_LABELS[config]}")
-                    render(png_path, picture_size)
-                    row.append(png_path)
+                png_path = out_dir / f"{rig_name}_{move}_{config}.png"
+                if picture_size and not picture(obj, rig_name, move, config, targets, png_path, picture_size):
+                    picture_size = 0
+                row.append(png_path)
             sheet.append(row)
         if picture_size:
             contact_sheet(sheet, out_dir / f"{rig_name}_sheet.png")
