@@ -5,7 +5,7 @@ PY42 := $(VENV_DIR)/bpy-4.2/bin/python
 PY52 := $(VENV_DIR)/bpy-5.2/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venvs native test test-solver test-blender demo bench build validate clean
+.PHONY: venvs native test test-solver test-blender demo gallery bench build validate clean
 
 venvs:
 	@bash tools/bootstrap.sh
@@ -22,6 +22,10 @@ test-solver: native
 
 demo: native
 	$(PY52) tools/demo.py
+
+# Four moves on two rigs, with and without limits: a table and pictures in docs/gallery.
+gallery: native
+	$(PY52) tools/pose_gallery.py
 
 bench: native
 	$(PY52) bench/bench_solver.py

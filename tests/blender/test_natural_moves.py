@@ -1,0 +1,111 @@
+"""The moves animators make (tests/blender/moves.py), through the operators, with Presets > Humanoid.
+
+What an animator expects after dragging and pressing Solve: every pin on its target, planted
+feet where they were, knees bending forward, elbows bending the anatomical way, no NaN. The
+same moves are pictured by `make gallery` (docs/gallery).
+
+Pins reach within 2 mm. The reach puts the wrist at 97 % of the arm's length from the shoulder:
+there the straight-ish arm barely moves the hand along its own length, so every step gains
+little and the limits (elbow hinge fan, shoulder cone) leave a narrow way in; the reaching hand
+gets 1 % of the rig's height (about 20 mm on the metarig, 14 mm on the CMU rig), the other pins
+of that move keep 2 mm.
+"""
+
+import functools
+import math
+
+import bpy
+import pytest
+from mathutils import Matrix
+
+from tests.blender import moves
+from tests.blender.blender_helpers import MOCAP_CLIP
+
+PIN_TOLERANCE_MM = 2.0
+EDGE_OF_REACH_FRACTION = 0.01
+FOOT_SLIDE_MM = 2.0
+CASES = [pytest.param(rig, move, id=f"{rig}-{move}") for rig in moves.RIGS for move in moves.MOVES]
+
+
+@functools.cache
+def humanoid_outcome(rig, move):
+    """The move performed once per session from an empty file (every check below reads it)."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    _, _, outcome = moves.perform(rig, move, "humanoid")
+    return outcome
+
+
+def outcome_of(rig, move):
+    if rig == "cmu" and not MOCAP_CLIP.is_file():
+        pytest.skip(f"{MOCAP_CLIP} is missing")
+    return humanoid_outcome(rig, move)
+
+
+def pin_tolerance_mm(outcome, bone):
+    if outcome.move in moves.EDGE_OF_REACH and bone in outcome.dragged:
+        return EDGE_OF_REACH_FRACTION * outcome.height_mm
+    return PIN_TOLERANCE_MM
+
+
+@pytest.mark.parametrize("rig, move", CASES)
+def test_pose_is_finite(rig, move):
+    assert outcome_of(rig, move).finite
+
+
+@pytest.mark.parametrize("rig, move", CASES)
+def test_every_pin_reaches_its_target(rig, move):
+    outcome = outcome_of(rig, move)
+    missed = {bone: round(error, 2) for bone, error in outcome.pin_error_mm.items()
+              if not error < pin_tolerance_mm(outcome, bone)}
+    assert not missed, f"pins off target (mm): {missed}; {outcome.solve_status}"
+
+
+@pytest.mark.parametrize("rig, move", CASES)
+def test_planted_feet_do_not_slide(rig, move):
+    outcome = outcome_of(rig, move)
+    assert outcome.foot_slide_mm, "every move keeps at least one foot planted"
+    slid = {foot: round(mm, 2) for foot, mm in outcome.foot_slide_mm.items() if not mm < FOOT_SLIDE_MM}
+    assert not slid, f"planted feet slid (mm, ankle or toe): {slid}"
+
+
+@pytest.mark.parametrize("rig, move", CASES)
+def test_knees_bend_forward(rig, move):
+    outcome = outcome_of(rig, move)
+    assert all(outcome.knees_forward), (
+        f"knee (left, right) bend {outcome.knee_bend_deg} deg, "
+        f"in front of the hip-ankle line by {outcome.knee_front_mm} mm"
+    )
+
+
+@pytest.mark.parametrize("rig, move", CASES)
+def test_elbows_bend_the_anatomical_way(rig, move):
+    outcome = outcome_of(rig, move)
+    assert all(outcome.elbows_anatomical), (
+        f"elbow (left, right) bend {outcome.elbow_bend_deg} deg, "
+        f"hinge turned {outcome.elbow_hinge_deg} deg from the arm's neutral outward axis (limit 90)"
+    )
+
+
+def _turn_about(obj, bone, axis, degrees, pivot):
+    """Turn a pose bone (and so its children) in armature space about axis through pivot."""
+    pose_bone = obj.pose.bones[bone]
+    turn = Matrix.Rotation(math.radians(degrees), 4, axis)
+    pose_bone.matrix = Matrix.Translation(pivot) @ turn @ Matrix.Translation(-pivot) @ pose_bone.matrix
+    bpy.context.view_layer.update()
+
+
+def test_the_checks_tell_a_backward_knee_and_elbow(metarig):
+    """The oracles themselves: the rest metarig passes; a hyperextended knee and a flipped elbow fail."""
+    spec = moves.RIGS["metarig"]
+    assert moves.knee(metarig, spec, 0)[1] > 0.0 and moves.elbow(metarig, spec, 1)[1] < 90.0
+    left, _ = moves.body_frame(metarig, spec)
+    knee_joint = metarig.pose.bones["shin.L"].head.copy()
+    _turn_about(metarig, "shin.L", left, 30.0, knee_joint)  # the foot swings back: a deeper, normal bend
+    assert moves.knee(metarig, spec, 0)[1] > 0.0
+    _turn_about(metarig, "shin.L", left, -60.0, knee_joint)  # now forward of the thigh's line
+    bend, front = moves.knee(metarig, spec, 0)
+    assert bend > 15.0 and front < 0.0
+    upper_arm = metarig.pose.bones["upper_arm.R"]
+    _turn_about(metarig, "forearm.R", upper_arm.tail - upper_arm.head, 180.0, upper_arm.tail.copy())
+    bend, hinge = moves.elbow(metarig, spec, 1)
+    assert bend > 20.0 and hinge > 90.0
