@@ -18,8 +18,8 @@ The reference axis is that outward axis carried along by the upper arm's swing (
 from hanging straight down to its current direction). The elbow bends the anatomical way when
 the hinge axis is within 90 degrees of the reference (`elbow_hinge_deg` < 90): the humerus is
 turned less than 90 degrees from neutral, inside the human range, so the forearm folds to the
-front of the arm, never backward or across the back. A straight joint (bend < 2 degrees) has no
-bend plane and counts as anatomical.
+front of the arm, never backward or across the back. A straight joint (bend < 5 degrees, the
+over-straightening a human joint has) has no bend plane and counts as anatomical.
 
 Also measured, for the eye rather than as rules: how high each elbow is above its shoulder and
 how far the chest is twisted against the hips.
@@ -37,7 +37,7 @@ UP = Vector((0.0, 0.0, 1.0))
 DRAG_STEPS = 6
 LIVE_ITERATIONS = 15
 SOLVE_ITERATIONS = 500
-STRAIGHT_DEG = 2.0
+STRAIGHT_DEG = 5.0  # a human elbow or knee over-straightens by about this much
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,11 +138,13 @@ def _hand_to(obj, spec, side, start, wrist, direction):
 
 
 def crouch(obj, spec, body, starts):
-    """Hips, head and hands drop 25 % of leg length (hips a little back); feet stay planted."""
-    drop = -0.25 * body.leg * UP
-    ends = {bone: _moved(starts[bone], drop) for bone in (spec.head, *spec.hands)}
-    ends[spec.hips] = _moved(starts[spec.hips], drop - 0.06 * body.leg * body.forward)
-    return ends
+    """Hips, head and hands drop 25 % of leg length and move a little back together; feet stay planted.
+
+    The upper body moves as one: with the head and hands left where they were, the hips moving
+    back would pull the head farther from them than the straight spine reaches.
+    """
+    offset = -0.25 * body.leg * UP - 0.06 * body.leg * body.forward
+    return {bone: _moved(starts[bone], offset) for bone in (spec.hips, spec.head, *spec.hands)}
 
 
 def knee_lift(obj, spec, body, starts):

@@ -7,8 +7,10 @@ same moves are pictured by `make gallery` (docs/gallery).
 Pins reach within 2 mm. The reach puts the wrist at 97 % of the arm's length from the shoulder:
 there the straight-ish arm barely moves the hand along its own length, so every step gains
 little and the limits (elbow hinge fan, shoulder cone) leave a narrow way in; the reaching hand
-gets 1 % of the rig's height (about 20 mm on the metarig, 14 mm on the CMU rig), the other pins
-of that move keep 2 mm.
+gets 1 % of the rig's height (about 20 mm on the metarig, 14 mm on the CMU rig). Pins the move
+holds still (the head and hands while a foot lifts) may give by 0.2 % of the height (4 mm on
+the metarig): the spine's limits can leave them no exact pose, and the solver then shares the
+last millimetres between them rather than let one pin slide.
 """
 
 import functools
@@ -23,6 +25,7 @@ from tests.blender.blender_helpers import MOCAP_CLIP
 
 PIN_TOLERANCE_MM = 2.0
 EDGE_OF_REACH_FRACTION = 0.01
+HELD_FRACTION = 0.002
 FOOT_SLIDE_MM = 2.0
 CASES = [pytest.param(rig, move, id=f"{rig}-{move}") for rig in moves.RIGS for move in moves.MOVES]
 
@@ -42,9 +45,12 @@ def outcome_of(rig, move):
 
 
 def pin_tolerance_mm(outcome, bone):
-    if outcome.move in moves.EDGE_OF_REACH and bone in outcome.dragged:
-        return EDGE_OF_REACH_FRACTION * outcome.height_mm
-    return PIN_TOLERANCE_MM
+    if bone in outcome.dragged:
+        edge = outcome.move in moves.EDGE_OF_REACH
+        return EDGE_OF_REACH_FRACTION * outcome.height_mm if edge else PIN_TOLERANCE_MM
+    if bone in outcome.foot_slide_mm:
+        return PIN_TOLERANCE_MM
+    return max(PIN_TOLERANCE_MM, HELD_FRACTION * outcome.height_mm)
 
 
 @pytest.mark.parametrize("rig, move", CASES)
