@@ -2,10 +2,13 @@
 
 import copy
 import math
+import os
+import pathlib
 
 import numpy as np
 import pytest
 
+from bench.mocap import forward_kinematics, load_bvh, straight_line_rest
 from solver import quat
 from solver.kusudama import JointLimits, Kusudama
 from solver.presets import apply_limit_preset, available_presets, bone_roles, preset_limits
@@ -352,3 +355,27 @@ def test_apply_limit_preset_returns_new_document():
     for b in out["bones"]:
         if "limits" in b:
             Kusudama.from_dict(b["limits"], bone=b["name"])
+
+
+MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
+CLIPS = [MOCAP / "cmu_131_01.bvh", MOCAP / "cmu_131_03.bvh"]
+needs_mocap = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
+
+
+@pytest.fixture(scope="module", params=CLIPS, ids=lambda p: p.stem)
+def clip(request):
+    return load_bvh(str(request.param))
+
+
+@needs_mocap
+def test_straight_line_rest_keeps_every_frames_joints(clip):
+    straight = straight_line_rest(clip)
+    rest = np.array([b["rest"] for b in straight.bones])
+    heads = rest[:, :3, 3] - rest[0, :3, 3]
+    assert np.allclose(heads[:, 1:], 0.0) and np.allclose(rest[:, :3, 1], [1.0, 0.0, 0.0])
+    assert [b["length"] for b in straight.bones] == [b["length"] for b in clip.bones]
+    for frame in (0, len(clip.rotations) // 2, len(clip.rotations) - 1):
+        original = forward_kinematics(clip, frame)[:, :3, 3]
+        moved = forward_kinematics(straight, frame)[:, :3, 3]
+        np.testing.assert_allclose(moved, original, atol=1e-9)
+    assert not np.allclose(straight.rotations[0], clip.rotations[0], atol=0.1)
