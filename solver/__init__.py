@@ -9,7 +9,7 @@ the loop, `solve` iterates in C (the same steps); elsewhere in numpy.
 from .fit_limits import FitError, fit_limits
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from .pins import Pin
-from .presets import apply_limit_preset, available_presets, preset_limits
+from .presets import PresetError, apply_limit_preset, available_presets, preset_limits
 from .qcp import kabsch_rotation, qcp_rotations
 from .scene import Scene, parse_scene, pose_document, solve_scene
 from .settings import SolverSettings
@@ -23,6 +23,7 @@ __all__ = [
     "Kusudama",
     "LimitCone",
     "Pin",
+    "PresetError",
     "Scene",
     "Skeleton",
     "SolveResult",
