@@ -13,7 +13,8 @@ shoulders, elbows, wrists, hip joints, knees, spine and neck. Against the captur
   and is not counted, and a frame with no countable limb is left out),
 - the jitter the solver adds: mean |second difference| of the free joints over consecutive
   sampled frames, minus the captured clip's at the same step (mm per frame^2),
-- the pins' p95 errors and the median ms per frame,
+- the pins' p95 errors and the median CPU ms per frame (process time, steadier than wall time
+  on a shared machine; Blender's sums its depsgraph threads),
 
 for EWBIK without limits, with the humanoid preset, with limits fitted on the other clip, with
 the preset on a straight-line rest (built from the clip's first frame), and for Blender's IK
@@ -74,7 +75,7 @@ class Solved:
     truth: np.ndarray
     position_mm: np.ndarray
     orientation_deg: np.ndarray
-    ms: np.ndarray
+    cpu_ms: np.ndarray
 
 
 def body_of(skeleton):
@@ -112,19 +113,21 @@ def solve_rows(clip, body, truth, settings, rest_settings, limits, warm):
     solved from rest with `rest_settings` and not counted)."""
     stiffness = np.zeros(len(clip.skeleton))
     stiffness[clip.skeleton.index[bs.HIPS]] = 1.0
-    previous, out = None, {"heads": [], "position_mm": [], "orientation_deg": [], "ms": []}
+    previous, out = None, {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": []}
     for row in range(len(clip.frames)):
         rotations, locations = bs.hips_given_start(clip, row, previous if warm else None)
         seeding = warm and previous is None
+        start_cpu = time.process_time()
         result = solve(clip.skeleton, bs.frame_pins(clip, row), rotations, locations,
                        rest_settings if seeding else settings, limits=limits, stiffness=stiffness)
+        cpu_ms = (time.process_time() - start_cpu) * 1e3
         previous = result.rotations
         if seeding:
             continue
         out["heads"].append(heads_of(clip, body, result.rotations, result.locations))
         out["position_mm"].append(result.position_errors * 1e3)
         out["orientation_deg"].append(result.orientation_errors_deg)
-        out["ms"].append(result.ms)
+        out["cpu_ms"].append(cpu_ms)
     counted = slice(1, None) if warm else slice(None)
     return Solved(truth=truth[counted], **{k: np.array(v) for k, v in out.items()})
 
@@ -163,16 +166,25 @@ def straight_rest_clip(source, stride):
     return bs.load_clip(source["clip"].path, stride, loaded=straight), straight
 
 
+def no_limits_on_straight_rest(source, stride):
+    """What starting from a straight line costs by itself, for the limited runs on that rig."""
+    return straight_rest_clip(source, stride)[0], None
+
+
 def preset_on_straight_rest(source, stride):
     """The preset built from a straight-line rest alone: what a rig without a natural rest gets."""
     clip, straight = straight_rest_clip(source, stride)
-    return clip, joint_limits(clip, preset_limits(straight.bones))
+    try:
+        return clip, joint_limits(clip, preset_limits(straight.bones))
+    except ValueError as error:
+        raise Skipped(f"the preset refuses this rest ({error})") from None
 
 
 def preset_on_straight_rest_with_pose(source, stride):
     """The preset on the straight-line rest, oriented by the clip's first frame."""
     clip, straight = straight_rest_clip(source, stride)
-    first = {b["name"]: straight.rotations[0, k] for k, b in enumerate(straight.bones)}
+    first = {b["name"]: {"rotation": straight.rotations[0, k].tolist(), "location": straight.locations[0, k].tolist()}
+             for k, b in enumerate(straight.bones)}
     try:
         per_bone = preset_limits(straight.bones, pose=first)
     except TypeError as error:
@@ -184,6 +196,7 @@ def preset_on_straight_rest_with_pose(source, stride):
 EWBIK_RUNS = (("EWBIK, no limits", no_limits, False),
               ("EWBIK, humanoid preset", humanoid_preset, True),
               ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True),
+              ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False),
               ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False),
               ("EWBIK, humanoid preset, straight-line rest + first frame as pose", preset_on_straight_rest_with_pose,
                True))
@@ -196,10 +209,11 @@ class Measures:
     free_mm: float
     flip_share: float
     flip_frames: int
+    limb_flip_shares: np.ndarray
     jitter_mm: float
     pins_p95_mm: float
     pins_p95_deg: float
-    ms: float
+    cpu_ms: float
     frames: int
 
 
@@ -212,12 +226,18 @@ def bend_planes(heads, bends):
     return normal, bend
 
 
-def wrong_way_frames(heads, truth, bends):
-    """(frames where a countable elbow or knee bends the other way than captured, frames with a countable one)."""
+def flipped_limbs(heads, truth, bends):
+    """(flipped, countable) per frame and limb: countable = bent at least BEND_MIN_DEG in both
+    poses, flipped = countable with the bend-plane normals more than 90 deg apart."""
     solved_normal, solved_bend = bend_planes(heads, bends)
     true_normal, true_bend = bend_planes(truth, bends)
     countable = (solved_bend >= BEND_MIN_DEG) & (true_bend >= BEND_MIN_DEG)
-    flipped = countable & (np.sum(solved_normal * true_normal, axis=-1) < 0.0)
+    return countable & (np.sum(solved_normal * true_normal, axis=-1) < 0.0), countable
+
+
+def wrong_way_frames(heads, truth, bends):
+    """(frames where a countable elbow or knee bends the other way than captured, frames with a countable one)."""
+    flipped, countable = flipped_limbs(heads, truth, bends)
     return int(flipped.any(axis=1).sum()), int(countable.any(axis=1).sum())
 
 
@@ -230,14 +250,16 @@ def measure(solved, body):
     heads = np.concatenate([s.heads for s in solved])
     truth = np.concatenate([s.truth for s in solved])
     flipped, counted = wrong_way_frames(heads, truth, body.bends)
+    by_limb, countable = flipped_limbs(heads, truth, body.bends)
     jitter = (np.mean(np.concatenate([second_differences(s.heads[:, body.free]) for s in solved]))
               - np.mean(np.concatenate([second_differences(s.truth[:, body.free]) for s in solved])))
     return Measures(
         free_mm=1e3 * float(np.linalg.norm(heads[:, body.free] - truth[:, body.free], axis=-1).mean()),
-        flip_share=flipped / max(counted, 1), flip_frames=counted, jitter_mm=1e3 * float(jitter),
+        flip_share=flipped / max(counted, 1), flip_frames=counted,
+        limb_flip_shares=by_limb.sum(axis=0) / np.maximum(countable.sum(axis=0), 1), jitter_mm=1e3 * float(jitter),
         pins_p95_mm=float(np.percentile(np.concatenate([s.position_mm for s in solved]), 95)),
         pins_p95_deg=float(np.percentile(np.concatenate([s.orientation_deg for s in solved]), 95)),
-        ms=float(np.median(np.concatenate([s.ms for s in solved]))), frames=len(heads))
+        cpu_ms=float(np.median(np.concatenate([s.cpu_ms for s in solved]))), frames=len(heads))
 
 
 def run_blender(python, clip, body, repeats):
@@ -260,7 +282,7 @@ def run_blender(python, clip, body, repeats):
         solved[mode] = Solved(heads=np.array(data["heads"])[counted], truth=truth[counted],
                               position_mm=np.array(data["position_error"])[counted] * 1e3,
                               orientation_deg=np.array(data["orientation_error_deg"])[counted],
-                              ms=np.array(data["ms"])[counted])
+                              cpu_ms=np.array(data["cpu_ms"])[counted])
     return solved, doc
 
 
@@ -272,8 +294,9 @@ def load_sources(names, stride):
 
 
 def run_ewbik(make, sources, stride, warm_settings, rest_settings):
-    """{clip name: {"warm": Solved, "rest": Solved}} for one EWBIK configuration (raises Skipped)."""
-    out = {}
+    """({clip name: {"warm": Solved, "rest": Solved}}, {clip name: {bone: share of test frames whose
+    captured pose lies over 1 deg outside the limits}}) for one EWBIK configuration (raises Skipped)."""
+    out, outside = {}, {}
     for source in sources:
         if source["other"] is None and make is fitted_on_other_clip:
             raise Skipped("needs a second clip to fit on")
@@ -282,7 +305,9 @@ def run_ewbik(make, sources, stride, warm_settings, rest_settings):
         truth = captured_heads(clip, body)
         out[clip.name] = {warm: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, warm == "warm")
                           for warm in ("warm", "rest")}
-    return out
+        if limits is not None:
+            outside[clip.name] = bs.clip_violations(clip, limits)
+    return out, outside
 
 
 def measured(results, body):
@@ -303,7 +328,7 @@ def pair(values, fmt):
 def table(results, numbers, blender_label):
     header = ["run", "clip", "free joints mm warm / rest", "x Blender warm / rest", "wrong-way bends % warm / rest",
               "added jitter mm/frame^2 warm / rest", "pins p95 mm warm / rest", "pins p95 deg warm / rest",
-              "ms median warm / rest", "frames warm / rest"]
+              "CPU ms median warm / rest", "frames warm / rest"]
     rows = []
     for label, per_clip in results.items():
         if isinstance(per_clip, str):
@@ -317,8 +342,27 @@ def table(results, numbers, blender_label):
             rows.append([label, name, pair([x.free_mm for x in m], ".1f"), ratio,
                          pair([100 * x.flip_share for x in m], ".1f"), pair([x.jitter_mm for x in m], ".2f"),
                          pair([x.pins_p95_mm for x in m], ".3f"), pair([x.pins_p95_deg for x in m], ".3f"),
-                         pair([x.ms for x in m], ".2f"), pair([x.frames for x in m], "d")])
+                         pair([x.cpu_ms for x in m], ".2f"), pair([x.frames for x in m], "d")])
     return bs.markdown_table(header, rows)
+
+
+def limb_table(numbers, body):
+    """Wrong-way bends per elbow and knee over all clips: which limb flips."""
+    limbs = [body.joints[k] for k in body.bends[:, 1]]
+    rows = [[label] + [pair([100 * per_clip["all"][m].limb_flip_shares[k] for m in ("warm", "rest")], ".1f")
+                       for k in range(len(limbs))] for label, per_clip in numbers.items()]
+    return bs.markdown_table(["run"] + [f"{name} % warm / rest" for name in limbs], rows)
+
+
+def outside_lines(outside, shown=6):
+    """One line per limited run and clip: the bones whose captured pose most often leaves the limits."""
+    lines = []
+    for label, per_clip in outside.items():
+        for name, shares in per_clip.items():
+            worst = sorted(shares.items(), key=lambda kv: -kv[1])[:shown]
+            text = ", ".join(f"{bone} {100 * share:.0f}%" for bone, share in worst) or "none"
+            lines.append(f"- {label}, {name}: {text}")
+    return lines
 
 
 def check(name, values, limit):
@@ -335,8 +379,8 @@ def limited_checks(label, numbers, blender_label, unlimited_label):
              check(f"{label}: wrong-way bends share of frames, warm / rest", [run["all"][m].flip_share for m in modes],
                    TARGETS["flip_share"])]
     if unlimited_label in numbers:
-        lines.append(check(f"{label}: warm ms / no-limits warm ms",
-                           [run["all"]["warm"].ms / numbers[unlimited_label]["all"]["warm"].ms],
+        lines.append(check(f"{label}: warm CPU ms / no-limits warm CPU ms",
+                           [run["all"]["warm"].cpu_ms / numbers[unlimited_label]["all"]["warm"].cpu_ms],
                            TARGETS["limited_ms_ratio"]))
     blender = numbers.get(blender_label)
     if blender is None:
@@ -445,11 +489,11 @@ def main(argv=None):
     settings = (SolverSettings(iterations=50, tolerance=1e-5), SolverSettings(iterations=500, tolerance=1e-5))
     sources = load_sources(args.clips, args.stride)
     body = body_of(sources[0]["clip"].skeleton)
-    results = {}
+    results, outside = {}, {}
     for label, make, _ in EWBIK_RUNS:
         t = time.perf_counter()
         try:
-            results[label] = run_ewbik(make, sources, args.stride, *settings)
+            results[label], outside[label] = run_ewbik(make, sources, args.stride, *settings)
         except Skipped as why:
             results[label] = str(why)
         print(f"{label}: {time.perf_counter() - t:.1f} s", flush=True)
@@ -460,6 +504,10 @@ def main(argv=None):
     numbers = measured(results, body)
     lines = notes(args, sources, body, settings, doc, mismatch)
     lines += [table(results, numbers, blender_label), ""] + target_lines(results, numbers, blender_label)
+    lines += ["", "Captured pose outside the limits by more than 1 deg (share of test frames; bones the pins move):", ""]
+    lines += outside_lines(outside)
+    lines += ["", "Wrong-way bends by limb (share of the frames where that limb is countable):", "",
+              limb_table(numbers, body)]
     lines += ["", f"Bench wall time {time.perf_counter() - started:.0f} s."]
     markdown = "\n".join(lines)
     print()
