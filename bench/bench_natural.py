@@ -108,14 +108,15 @@ def captured_heads(clip, body):
     return np.array(out)
 
 
-def solve_rows(clip, body, truth, settings, rest_settings, limits, warm):
+def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=None):
     """Solve the sampled frames in order (warm: from the previous solution; its first frame is
-    solved from rest with `rest_settings` and not counted)."""
+    solved from `start` (local rotations; None = rest) with `rest_settings` and not counted;
+    otherwise every frame from `start`)."""
     stiffness = np.zeros(len(clip.skeleton))
     stiffness[clip.skeleton.index[bs.HIPS]] = 1.0
     previous, out = None, {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": []}
     for row in range(len(clip.frames)):
-        rotations, locations = bs.hips_given_start(clip, row, previous if warm else None)
+        rotations, locations = bs.hips_given_start(clip, row, previous if warm and previous is not None else start)
         seeding = warm and previous is None
         start_cpu = time.process_time()
         result = solve(clip.skeleton, bs.frame_pins(clip, row), rotations, locations,
@@ -192,14 +193,18 @@ def preset_on_straight_rest_with_pose(source, stride):
     return clip, joint_limits(clip, per_bone)
 
 
-# (label, how to build the clip and limits, whether the targets for limited runs apply)
-EWBIK_RUNS = (("EWBIK, no limits", no_limits, False),
-              ("EWBIK, humanoid preset", humanoid_preset, True),
-              ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True),
-              ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False),
-              ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False),
-              ("EWBIK, humanoid preset, straight-line rest + first frame as pose", preset_on_straight_rest_with_pose,
-               True))
+# (label, how to build the clip and limits, whether the targets for limited runs apply, whether solves
+# start from the clip's first frame instead of the rest pose: a straight-line rest is no body to start from)
+EWBIK_RUNS = (("EWBIK, no limits", no_limits, False, False),
+              ("EWBIK, humanoid preset", humanoid_preset, True, False),
+              ("EWBIK, humanoid preset, solves start from the first frame", humanoid_preset, False, True),
+              ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True, False),
+              ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False, False),
+              ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False, False),
+              ("EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the first frame",
+               preset_on_straight_rest_with_pose, True, True),
+              ("EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the straight line",
+               preset_on_straight_rest_with_pose, False, False))
 
 
 @dataclasses.dataclass
@@ -293,7 +298,7 @@ def load_sources(names, stride):
              "other": next((mocaps[n] for n in names if n != name), None)} for name in names]
 
 
-def run_ewbik(make, sources, stride, warm_settings, rest_settings):
+def run_ewbik(make, from_first_frame, sources, stride, warm_settings, rest_settings):
     """({clip name: {"warm": Solved, "rest": Solved}}, {clip name: {bone: share of test frames whose
     captured pose lies over 1 deg outside the limits}}) for one EWBIK configuration (raises Skipped)."""
     out, outside = {}, {}
@@ -301,9 +306,10 @@ def run_ewbik(make, sources, stride, warm_settings, rest_settings):
         if source["other"] is None and make is fitted_on_other_clip:
             raise Skipped("needs a second clip to fit on")
         clip, limits = make(source, stride)
+        start = clip.clip_rotations[0] if from_first_frame else None
         body = body_of(clip.skeleton)
         truth = captured_heads(clip, body)
-        out[clip.name] = {warm: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, warm == "warm")
+        out[clip.name] = {warm: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, warm == "warm", start)
                           for warm in ("warm", "rest")}
         if limits is not None:
             outside[clip.name] = bs.clip_violations(clip, limits)
@@ -401,7 +407,7 @@ def target_lines(results, numbers, blender_label):
     if unlimited in numbers:
         lines.append(check(f"{unlimited}: warm pins p95 mm", [numbers[unlimited]["all"]["warm"].pins_p95_mm],
                            TARGETS["unlimited_warm_pins_p95_mm"]))
-    for label, _, checked in EWBIK_RUNS:
+    for label, _, checked, _ in EWBIK_RUNS:
         if not checked:
             continue
         if label in numbers:
@@ -490,10 +496,10 @@ def main(argv=None):
     sources = load_sources(args.clips, args.stride)
     body = body_of(sources[0]["clip"].skeleton)
     results, outside = {}, {}
-    for label, make, _ in EWBIK_RUNS:
+    for label, make, _, from_first_frame in EWBIK_RUNS:
         t = time.perf_counter()
         try:
-            results[label], outside[label] = run_ewbik(make, sources, args.stride, *settings)
+            results[label], outside[label] = run_ewbik(make, from_first_frame, sources, args.stride, *settings)
         except Skipped as why:
             results[label] = str(why)
         print(f"{label}: {time.perf_counter() - t:.1f} s", flush=True)
