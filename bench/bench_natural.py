@@ -361,9 +361,13 @@ def limb_table(numbers, body):
 
 
 def outside_lines(outside, shown=6):
-    """One line per limited run and clip: the bones whose captured pose most often leaves the limits."""
-    lines = []
+    """One line per limited run and clip: the bones whose captured pose most often leaves the limits
+    (runs with the same limits as an earlier one are left out)."""
+    lines, seen = [], []
     for label, per_clip in outside.items():
+        if per_clip in seen:
+            continue
+        seen.append(per_clip)
         for name, shares in per_clip.items():
             worst = sorted(shares.items(), key=lambda kv: -kv[1])[:shown]
             text = ", ".join(f"{bone} {100 * share:.0f}%" for bone, share in worst) or "none"
