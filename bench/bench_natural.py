@@ -96,6 +96,7 @@ def body_of(skeleton):
 
 
 def heads_of(clip, body, rotations, locations):
+    """(joints, 3) heads of the body's joints in a pose of the clip's skeleton."""
     return clip.skeleton.forward(rotations, locations)[1][[clip.skeleton.index[j] for j in body.joints]]
 
 
@@ -122,6 +123,8 @@ def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=N
         result = solve(clip.skeleton, bs.frame_pins(clip, row), rotations, locations,
                        rest_settings if seeding else settings, limits=limits, stiffness=stiffness)
         cpu_ms = (time.process_time() - start_cpu) * 1e3
+        if not np.all(np.isfinite(result.rotations)):
+            raise RuntimeError(f"non-finite rotations solving {clip.name} frame {clip.frames[row]}")
         previous = result.rotations
         if seeding:
             continue
@@ -134,9 +137,7 @@ def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=N
 
 
 def joint_limits(clip, per_bone):
-    """JointLimits from {bone: limits dict} (or passed through when the API already built them)."""
-    if isinstance(per_bone, JointLimits):
-        return per_bone
+    """JointLimits of the clip's skeleton from {bone: scene-document limits dict}."""
     kusudamas = {clip.skeleton.index[name]: Kusudama.from_dict(d, bone=name) for name, d in per_bone.items()}
     return JointLimits(kusudamas, len(clip.skeleton))
 
@@ -155,6 +156,8 @@ def fitted_on_other_clip(source, stride):
     except ImportError:
         raise Skipped("solver.fit_limits is not merged yet") from None
     other = source["other"]
+    if other is None:
+        raise Skipped("needs a second clip to fit on")
     return source["clip"], joint_limits(source["clip"], fit_limits(other.bones, other.rotations))
 
 
@@ -303,14 +306,12 @@ def run_ewbik(make, from_first_frame, sources, stride, warm_settings, rest_setti
     captured pose lies over 1 deg outside the limits}}) for one EWBIK configuration (raises Skipped)."""
     out, outside = {}, {}
     for source in sources:
-        if source["other"] is None and make is fitted_on_other_clip:
-            raise Skipped("needs a second clip to fit on")
         clip, limits = make(source, stride)
         start = clip.clip_rotations[0] if from_first_frame else None
         body = body_of(clip.skeleton)
         truth = captured_heads(clip, body)
-        out[clip.name] = {warm: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, warm == "warm", start)
-                          for warm in ("warm", "rest")}
+        out[clip.name] = {mode: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, mode == "warm", start)
+                          for mode in ("warm", "rest")}
         if limits is not None:
             outside[clip.name] = bs.clip_violations(clip, limits)
     return out, outside
