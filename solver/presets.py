@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -302,6 +303,8 @@ def _pose_arrays(skeleton, pose):
     """(rotations (N, 4), locations (N, 3)) in skeleton order from a {bone: {rotation, location}}."""
     n = len(skeleton.names)
     rotations, locations = np.tile(quat.IDENTITY, (n, 1)), np.zeros((n, 3))
+    if pose is not None and not isinstance(pose, Mapping):
+        raise PresetError("pose", "must map bone names to {'rotation': [w, x, y, z], 'location': [x, y, z]}")
     for name, entry in (pose or {}).items():
         field = f"pose.{name}"
         if name not in skeleton.index:

@@ -485,6 +485,12 @@ def test_unreadable_rest_and_bad_pose_entries():
         preset_limits(collapsed)
     assert caught.value.field == "rest"
     with pytest.raises(PresetError) as caught:
+        preset_limits(bones, pose=[[1, 0, 0, 0]])
+    assert caught.value.field == "pose"
+    with pytest.raises(PresetError) as caught:
+        preset_limits(bones, pose={"mixamorig:Hips": "standing"})
+    assert caught.value.field == "pose.mixamorig:Hips"
+    with pytest.raises(PresetError) as caught:
         preset_limits(bones, pose={"nobody": {"rotation": [1, 0, 0, 0], "location": [0, 0, 0]}})
     assert caught.value.field == "pose.nobody"
     with pytest.raises(PresetError) as caught:
