@@ -5,6 +5,7 @@ import pytest
 from mathutils import Vector
 
 from tests.blender.blender_helpers import bone_world, make_active, pin, select_pose_bones, update
+from tests.blender.test_limits_ops import straight_rig  # noqa: F401  (fixture)
 
 HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 
@@ -207,3 +208,12 @@ def test_no_auto_limits_without_humanoid_limbs():
 def test_auto_limits_property_is_on_by_default(metarig):
     prop = type(metarig.ewbik).bl_rna.properties["auto_limits"]
     assert prop.default is True and prop.name == "Humanoid Limits on Pin" and prop.description
+
+
+def test_pin_on_a_straight_line_rest_reads_the_current_pose(straight_rig, capfd):
+    obj, _ = straight_rig
+    bpy.context.scene.frame_set(4)
+    pin(obj, "LeftAnkle")
+    limited = [pose_bone for pose_bone in obj.pose.bones if is_limited(pose_bone)]
+    assert len(limited) == len(obj.pose.bones) - 1  # every bone but the root
+    assert f"humanoid limits set on {len(limited)} bones from the current pose (frame 4)" in capfd.readouterr().out
