@@ -64,8 +64,7 @@ def new_target(context, obj, pose_bone):
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
-    """Pin the selected pose bones: each gets an empty at its current pose to drag around.
-    An armature without joint limits whose arms or legs are recognised gets the humanoid preset"""
+    """Pin the selected pose bones: each gets an empty at its current pose to drag around (a humanoid without limits gets them)"""
 
     bl_idname = "ewbik.pin"
     bl_label = "Pin Bones"

@@ -33,7 +33,7 @@ _SIDE_LETTER = re.compile(r"^([LR])[_ ](.+)$")
 _FINGER = re.compile(r"^(?:hand|f)?(thumb|index|middle|ring|pinky|little)"
                      r"(\d+|metacarpal|proximal|intermediate|distal)$")
 _BEND_MIN = math.radians(2.0)
-_REST_MARGIN = math.radians(1.0)
+_REFERENCE_MARGIN = math.radians(1.0)
 _Y = np.array([0.0, 1.0, 0.0])
 _STUB_FRACTION = 0.15
 _SEPARATION = 0.02
@@ -369,7 +369,7 @@ def _include_reference(cones, reference):
         gaps = [math.acos(max(-1.0, min(1.0, float(np.dot(d, reference))))) - r for d, r in cones]
         nearest = int(np.argmin(gaps))
         direction, radius = cones[nearest]
-        cones[nearest] = (direction, radius + gaps[nearest] + _REST_MARGIN)
+        cones[nearest] = (direction, radius + gaps[nearest] + _REFERENCE_MARGIN)
     return [{"direction": [float(c) for c in d], "radius": float(r)} for d, r in cones]
 
 
