@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -32,7 +33,7 @@ _SIDE_LETTER = re.compile(r"^([LR])[_ ](.+)$")
 _FINGER = re.compile(r"^(?:hand|f)?(thumb|index|middle|ring|pinky|little)"
                      r"(\d+|metacarpal|proximal|intermediate|distal)$")
 _BEND_MIN = math.radians(2.0)
-_REST_MARGIN = math.radians(1.0)
+_REFERENCE_MARGIN = math.radians(1.0)
 _Y = np.array([0.0, 1.0, 0.0])
 _STUB_FRACTION = 0.15
 _SEPARATION = 0.02
@@ -113,6 +114,14 @@ def bone_roles(names):
     return roles
 
 
+def has_humanoid_limbs(names):
+    """True when both legs (thigh and shin) or both arms (upper arm and forearm) are recognised:
+    enough of a body for the humanoid preset to be worth applying unasked."""
+    found = set(bone_roles(names).values())
+    return any(all(f"{role}.{side}" in found for role in limb for side in "LR")
+               for limb in (("thigh", "shin"), ("upper_arm", "forearm")))
+
+
 def _finger_role(finger, segment, has_metacarpal):
     if segment.isdigit():
         number = int(segment)
@@ -145,15 +154,20 @@ def _any_perpendicular(axis):
 
 class PresetError(ValueError):
     """A preset cannot be fitted to these bones or this pose; `field` names the input at fault
-    ("preset", "rest", "pose" or "pose.<bone>")."""
+    ("preset", "rest", "pose" or "pose.<bone>"), `message` says what is wrong with it and `why`
+    is the short reason a reference pose cannot be read."""
 
-    def __init__(self, field, message):
+    def __init__(self, field, message, why=None):
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.message = message
+        self.why = why or message
 
 
-_UNREADABLE = ("cannot be read as a standing body ({why}); pass a standing pose "
-               "(limbs not folded) to read the body from")
+def _unreadable(field, why):
+    pose = "the rest pose" if field == "rest" else "the given pose"
+    return PresetError(field, f"{pose} cannot be read as a standing body ({why}); pass a standing "
+                       "pose (limbs not folded) to read the body from", why)
 
 
 class _Rig:
@@ -207,7 +221,7 @@ class _Rig:
         up = np.array([0.0, 0.0, 1.0])
         if bottom is not None and top is not None:
             if np.linalg.norm(top - bottom) <= _SEPARATION * extent:
-                raise PresetError(field, _UNREADABLE.format(why="the head is not above the hips"))
+                raise _unreadable(field, "the head is not above the hips")
             up = _unit(top - bottom, up)
             self._check_legs_hang(up, field)
         across, pairs = np.zeros(3), 0
@@ -218,8 +232,7 @@ class _Rig:
                 across += offset - np.dot(offset, up) * up
                 pairs += 1
         if pairs and np.linalg.norm(across) <= _SEPARATION * extent * pairs:
-            raise PresetError(field, _UNREADABLE.format(
-                why="the left and right sides are not apart across the body"))
+            raise _unreadable(field, "the left and right sides are not apart across the body")
         left = _orthogonal(across, up, np.array([1.0, 0.0, 0.0]))
         return up, left
 
@@ -229,7 +242,7 @@ class _Rig:
             if hip is None or ankle is None or np.linalg.norm(ankle - hip) < 1e-9:
                 continue
             if np.dot(_unit(ankle - hip, up), up) > -_LEGS_DOWN:
-                raise PresetError(field, _UNREADABLE.format(why="the legs do not hang below the hips"))
+                raise _unreadable(field, "the legs do not hang below the hips")
 
     def _axes(self, table):
         """{name: world axis of the body segment}, {name: True where the bone points against it}.
@@ -290,6 +303,8 @@ def _pose_arrays(skeleton, pose):
     """(rotations (N, 4), locations (N, 3)) in skeleton order from a {bone: {rotation, location}}."""
     n = len(skeleton.names)
     rotations, locations = np.tile(quat.IDENTITY, (n, 1)), np.zeros((n, 3))
+    if pose is not None and not isinstance(pose, Mapping):
+        raise PresetError("pose", "must map bone names to {'rotation': [w, x, y, z], 'location': [x, y, z]}")
     for name, entry in (pose or {}).items():
         field = f"pose.{name}"
         if name not in skeleton.index:
@@ -354,7 +369,7 @@ def _include_reference(cones, reference):
         gaps = [math.acos(max(-1.0, min(1.0, float(np.dot(d, reference))))) - r for d, r in cones]
         nearest = int(np.argmin(gaps))
         direction, radius = cones[nearest]
-        cones[nearest] = (direction, radius + gaps[nearest] + _REST_MARGIN)
+        cones[nearest] = (direction, radius + gaps[nearest] + _REFERENCE_MARGIN)
     return [{"direction": [float(c) for c in d], "radius": float(r)} for d, r in cones]
 
 

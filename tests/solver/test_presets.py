@@ -12,7 +12,7 @@ import pytest
 from bench.mocap import forward_kinematics, load_bvh, straight_line_rest
 from solver import PresetError, quat
 from solver.kusudama import JointLimits, Kusudama
-from solver.presets import apply_limit_preset, available_presets, bone_roles, preset_limits
+from solver.presets import apply_limit_preset, available_presets, bone_roles, has_humanoid_limbs, preset_limits
 
 # Generic T-pose (Z up, facing -Y, character's left = +X): role -> (parent role, head, tail).
 LEFT_SIDE = {
@@ -485,6 +485,12 @@ def test_unreadable_rest_and_bad_pose_entries():
         preset_limits(collapsed)
     assert caught.value.field == "rest"
     with pytest.raises(PresetError) as caught:
+        preset_limits(bones, pose=[[1, 0, 0, 0]])
+    assert caught.value.field == "pose"
+    with pytest.raises(PresetError) as caught:
+        preset_limits(bones, pose={"mixamorig:Hips": "standing"})
+    assert caught.value.field == "pose.mixamorig:Hips"
+    with pytest.raises(PresetError) as caught:
         preset_limits(bones, pose={"nobody": {"rotation": [1, 0, 0, 0], "location": [0, 0, 0]}})
     assert caught.value.field == "pose.nobody"
     with pytest.raises(PresetError) as caught:
@@ -506,3 +512,10 @@ def test_pose_of_a_turned_body_gives_the_rest_limits():
         np.testing.assert_allclose([c["direction"] for c in b[name]["cones"]],
                                    [c["direction"] for c in a[name]["cones"]], atol=1e-9)
         assert b[name]["twist"]["min"] == pytest.approx(a[name]["twist"]["min"], abs=1e-9)
+
+
+def test_has_humanoid_limbs():
+    legs = ["thigh.L", "shin.L", "thigh.R", "shin.R"]
+    arms = ["mixamorig:LeftArm", "mixamorig:LeftForeArm", "mixamorig:RightArm", "mixamorig:RightForeArm"]
+    assert has_humanoid_limbs(legs) and has_humanoid_limbs(arms + ["tail"])
+    assert not has_humanoid_limbs(legs[:3] + arms[:3]) and not has_humanoid_limbs(["spine", "head"])
