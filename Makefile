@@ -29,6 +29,7 @@ gallery: native
 
 bench: native
 	$(PY52) bench/bench_solver.py
+	$(PY52) bench/bench_natural.py
 	$(PY52) bench/bench_live.py
 	$(PY52) bench/bench_bake.py
 

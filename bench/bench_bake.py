@@ -185,6 +185,7 @@ def _pinned_metarig(bpy):
     """The Rigify human metarig with the five effectors pinned through `ewbik.pin`."""
     bpy.ops.object.armature_human_metarig_add()
     rig = bpy.context.object
+    rig.ewbik.auto_limits = False
     bpy.ops.object.mode_set(mode="POSE")
     for pose_bone in rig.pose.bones:
         _select(pose_bone, pose_bone.name in PINS)

@@ -186,6 +186,7 @@ def ewbik_rig(config):
     rig.ewbik.time_budget_ms = config.time_budget_ms
     rig.ewbik.iterations = config.iterations
     rig.pose.bones[ROOT].ewbik.stiffness = 1.0
+    rig.ewbik.auto_limits = False
     targets = pin(rig, *PINS)
     if config.limits and bpy.ops.ewbik.apply_limit_preset(preset="humanoid") != {"FINISHED"}:
         raise SystemExit("bench_live: ewbik.apply_limit_preset(preset='humanoid') failed")

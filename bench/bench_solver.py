@@ -102,10 +102,11 @@ class Run:
             self.sources = np.array([self.clip] * len(self.frames), dtype=object)
 
 
-def load_clip(path, step):
-    """Read a clip and take every `step`-th frame's effector matrices with the solver's own FK
-    (identical to bench/mocap.py's forward_kinematics), so targets and solves share one convention."""
-    clip = mocap.load_bvh(path, height=RIG_HEIGHT)
+def load_clip(path, step, loaded=None):
+    """Read a clip (or take the already `loaded` mocap.Mocap of it) and take every `step`-th frame's
+    effector matrices with the solver's own FK (identical to bench/mocap.py's forward_kinematics),
+    so targets and solves share one convention."""
+    clip = loaded if loaded is not None else mocap.load_bvh(path, height=RIG_HEIGHT)
     names = [b["name"] for b in clip.bones]
     skeleton = Skeleton(names, [b["parent"] for b in clip.bones], [np.array(b["rest"]) for b in clip.bones],
                         [b["length"] for b in clip.bones])

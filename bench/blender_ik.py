@@ -11,6 +11,10 @@ depsgraph evaluation Blender pays per change, IK included, as wall-clock
 time and as process CPU time (all threads). The same update
 with the constraints muted is timed too, so the IK share can be told apart.
 
+With --joints it also records those bones' head positions (armature space), as captured and
+after each solve, so the naturalness bench (bench_natural.py) can compare the body Blender
+builds with the captured one in Blender's own space.
+
 Blender's Standard solver keeps no state between evaluations: it starts from
 the pose channels. "rest" leaves them at identity (what an animator gets on an
 unkeyed rig); "warm" writes the previous frame's IK result into them before
@@ -38,6 +42,8 @@ def _parse_args(argv):
     parser.add_argument("--effectors", required=True, help="comma-separated bone names")
     parser.add_argument("--iterations", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3, help="timing passes per mode (median per frame)")
+    parser.add_argument("--modes", default="rest,warm,muted", help="comma-separated subset of rest,warm,muted")
+    parser.add_argument("--joints", default="", help="comma-separated bones whose heads are recorded per frame")
     parser.add_argument("--out", required=True)
     return parser.parse_args(argv)
 
@@ -51,6 +57,7 @@ def main(argv=None):
 
     frames = [int(f) for f in args.frames.split(",")]
     effectors = args.effectors.split(",")
+    joints = [j for j in args.joints.split(",") if j]
 
     bpy.ops.wm.read_homefile(use_empty=True)
     bpy.ops.import_anim.bvh(
@@ -66,9 +73,10 @@ def main(argv=None):
     bones = rig.pose.bones
     first_frame = int(rig.animation_data.action.frame_range[0])
 
-    targets, tails, hips_basis = [], [], []
+    targets, tails, hips_basis, captured_heads = [], [], [], []
     for f in frames:
         scene.frame_set(first_frame + f)
+        captured_heads.append([list(bones[j].head) for j in joints])
         targets.append([np.array(bones[e].matrix) for e in effectors])
         tails.append([np.array(bones[e].tail) for e in effectors])
         hips_basis.append(Matrix(bones[HIPS].matrix_basis))
@@ -130,7 +138,7 @@ def main(argv=None):
         for pb in bones:
             pb.matrix_basis.identity()
         view_layer.update()
-        ms, pos, ang = [], [], []
+        ms, pos, ang, heads = [], [], [], []
         for i in range(len(frames)):
             if mode != "warm" or i == 0:
                 for n in chain_bones:
@@ -142,10 +150,11 @@ def main(argv=None):
             p, a = errors(i)
             pos.append(p)
             ang.append(a)
+            heads.append([list(bones[j].head) for j in joints])
             if mode == "warm":
                 for n, rotation in solved_rotations().items():
                     bones[n].rotation_quaternion = rotation
-        return ms, pos, ang
+        return ms, pos, ang, heads
 
     result = {
         "blender": bpy.app.version_string,
@@ -154,13 +163,16 @@ def main(argv=None):
         "chains": chains,
         "iterations": args.iterations,
         "frames": frames,
+        "joints": joints,
+        "captured_heads": captured_heads,
         "modes": {},
     }
-    for mode in ("rest", "warm", "muted"):
+    for mode in args.modes.split(","):
         passes = [run(mode) for _ in range(max(1, args.repeats))]
         ms = np.median(np.array([p[0] for p in passes]), axis=0)
         result["modes"][mode] = {"ms": ms[:, 0].tolist(), "cpu_ms": ms[:, 1].tolist(),
-                                 "position_error": passes[0][1], "orientation_error_deg": passes[0][2]}
+                                 "position_error": passes[0][1], "orientation_error_deg": passes[0][2],
+                                 "heads": passes[0][3]}
     with open(args.out, "w") as f:
         json.dump(result, f)
 

@@ -199,6 +199,51 @@ def scene_document(mocap, frame=None):
     return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": []}
 
 
+def straight_line_rest(mocap, axis=(1.0, 0.0, 0.0)):
+    """The same clip on a rig whose rest pose is a straight line, as LAFAN-style BVH exports build.
+
+    Every bone's rest points along `axis` (armature space) and each joint sits its original
+    distance from its parent's head along that line; bone lengths are kept. The local rotations
+    are re-expressed so that every frame's armature-space bone matrices, hence world joint
+    positions, are unchanged: with all rest rotations equal, a child's new local rotation is
+    inv(old parent rest) @ old rest @ old local rotation. That keeps child heads in place only if
+    each child sits on its parent's bone axis (or on its head), which holds for CMU clips;
+    other skeletons raise ValueError.
+    """
+    rest = np.array([b["rest"] for b in mocap.bones])
+    index = {b["name"]: i for i, b in enumerate(mocap.bones)}
+    line = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    line_rotation = quat.shortest_arc(_Y, line)
+    old_rotation = quat.from_matrix(rest[:, :3, :3])
+    head = rest[:, :3, 3]
+    new_head = np.empty_like(head)
+    rotations = np.empty_like(mocap.rotations)
+    locations = mocap.locations.copy()
+    for i, bone in enumerate(mocap.bones):
+        if bone["parent"] is None:
+            new_head[i] = head[i]
+            to_line = quat.multiply(quat.conjugate(line_rotation), old_rotation[i])
+            rotations[:, i] = quat.multiply(np.broadcast_to(to_line, (len(rotations), 4)),
+                                            mocap.rotations[:, i])
+            locations[:, i] = quat.rotate(to_line, mocap.locations[:, i])
+            continue
+        p = index[bone["parent"]]
+        offset = quat.rotate(quat.conjugate(old_rotation[p]), head[i] - head[p])
+        distance = float(np.linalg.norm(offset))
+        if np.linalg.norm(offset - distance * _Y) > 1e-6 * max(1.0, distance):
+            raise ValueError(f"{bone['name']}: joint is off its parent's bone axis; "
+                             "a straight-line rest cannot keep its position")
+        new_head[i] = new_head[p] + distance * line
+        relative = quat.multiply(quat.conjugate(old_rotation[p]), old_rotation[i])
+        rotations[:, i] = quat.multiply(np.broadcast_to(relative, (len(rotations), 4)),
+                                        mocap.rotations[:, i])
+    new_rest = np.tile(np.eye(4), (len(rest), 1, 1))
+    new_rest[:, :3, :3] = quat.to_matrix(line_rotation)
+    new_rest[:, :3, 3] = new_head
+    bones = [dict(b, rest=new_rest[i].tolist()) for i, b in enumerate(mocap.bones)]
+    return Mocap(bones, quat.normalize(rotations), locations, mocap.frame_time, mocap.scale)
+
+
 if __name__ == "__main__":
     clip = load_bvh(sys.argv[1])
     print(f"{len(clip.bones)} bones, {len(clip.rotations)} frames at {1.0 / clip.frame_time:.1f} fps, "

@@ -112,8 +112,10 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     twist_min: FloatProperty(
         name="Twist Min",
         subtype="ANGLE",
-        min=-math.pi,
-        max=math.pi,
+        min=-2.0 * math.pi,
+        max=2.0 * math.pi,
+        soft_min=-math.pi,
+        soft_max=math.pi,
         default=math.radians(-45.0),
         options=set(),
         update=_changed,
@@ -121,8 +123,10 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     twist_max: FloatProperty(
         name="Twist Max",
         subtype="ANGLE",
-        min=-math.pi,
-        max=math.pi,
+        min=-2.0 * math.pi,
+        max=2.0 * math.pi,
+        soft_min=-math.pi,
+        soft_max=math.pi,
         default=math.radians(45.0),
         options=set(),
         update=_changed,
@@ -200,6 +204,12 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     show_limits: BoolProperty(
         name="Show Limits",
         description="Draw joint-limit cones in the viewport",
+        default=True,
+    )
+    auto_limits: BoolProperty(
+        name="Humanoid Limits on Pin",
+        description="When pinning bones of an armature that has no joint limits yet, set the humanoid "
+        "preset on the bones it recognises (arms or legs needed), so knees and elbows bend the right way",
         default=True,
     )
     active_pin_index: IntProperty(name="Active Pin", default=0)

@@ -11,7 +11,7 @@ from mathutils import Vector
 
 from ..ewbik_addon.active import posed_armature
 from ..solver import presets
-from .pin import is_selected
+from . import pin
 
 MAX_NAMES_REPORTED = 8
 
@@ -36,6 +36,61 @@ def scene_bones(obj):
         }
         for bone in obj.data.bones
     ]
+
+
+def current_pose(obj):
+    """The armature's current pose as a preset pose: {bone: {rotation, location}} local to rest."""
+    return {
+        pose_bone.name: {
+            "rotation": list(pose_bone.matrix_basis.to_quaternion()),
+            "location": list(pose_bone.matrix_basis.to_translation()),
+        }
+        for pose_bone in obj.pose.bones
+    }
+
+
+def fitted_preset(obj, preset, frame):
+    """(limits, where the body was read) from the rest pose, else from the current pose.
+
+    Raises presets.PresetError when neither shows a standing body; its message says why.
+    """
+    bones = scene_bones(obj)
+    try:
+        return presets.preset_limits(bones, preset), "from the rest pose"
+    except presets.PresetError as rest_error:
+        try:
+            limits = presets.preset_limits(bones, preset, pose=current_pose(obj))
+        except presets.PresetError as pose_error:
+            why = f"rest pose: {rest_error.why}; current pose (frame {frame}): {pose_error.why}"
+            raise presets.PresetError(
+                "pose", f"neither the rest pose nor the current pose shows a standing body ({why}); "
+                "pose the armature standing, limbs not folded, and try again", why
+            ) from None
+        return limits, f"from the current pose (frame {frame})"
+
+
+def has_limits(obj):
+    """True when any bone of the armature has a cone or a twist limit."""
+    return any(len(pose_bone.ewbik.cones) or pose_bone.ewbik.use_twist_limit for pose_bone in obj.pose.bones)
+
+
+def set_humanoid_limits_if_none(obj, frame):
+    """Humanoid limits on an armature that has none and whose limbs the preset recognises.
+
+    Returns a sentence for the caller's report ("" when nothing applied), so knees and elbows
+    bend the right way from the first drag; `Object.ewbik.auto_limits` turns this off.
+    """
+    if not obj.ewbik.auto_limits or has_limits(obj) or not presets.has_humanoid_limbs(
+            [bone.name for bone in obj.data.bones]):
+        return ""
+    try:
+        limits, source = fitted_preset(obj, "humanoid", frame)
+    except presets.PresetError as error:
+        return f"; no humanoid limits set: {error.message}"
+    for pose_bone in obj.pose.bones:
+        if pose_bone.name in limits:
+            set_limits(pose_bone.ewbik, limits[pose_bone.name])
+    return f"; humanoid limits set on {len(limits)} bones {source} (Humanoid Limits on Pin)"
 
 
 def set_limits(settings, limits):
@@ -93,11 +148,15 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
 
     def execute(self, context):
         obj = context.active_object
-        limits = presets.preset_limits(scene_bones(obj), self.preset)
+        try:
+            limits, source = fitted_preset(obj, self.preset, context.scene.frame_current)
+        except presets.PresetError as error:
+            self.report({"ERROR"}, f"No limits set: {error.message}")
+            return {"CANCELLED"}
         wanted = [
             pose_bone
             for pose_bone in obj.pose.bones
-            if not self.only_selected or (obj.mode == "POSE" and is_selected(pose_bone))
+            if not self.only_selected or (obj.mode == "POSE" and pin.is_selected(pose_bone))
         ]
         if not wanted:
             self.report({"WARNING"}, "No bones selected")
@@ -106,7 +165,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
         for pose_bone in limited:
             set_limits(pose_bone.ewbik, limits[pose_bone.name])
         unrecognised = [pose_bone.name for pose_bone in wanted if pose_bone.name not in limits]
-        message = f"Limits set on {len(limited)} bone{'s' if len(limited) != 1 else ''}"
+        message = f"Limits set on {len(limited)} bone{'s' if len(limited) != 1 else ''} {source}"
         if unrecognised:
             message += f"; not recognised: {_name_list(unrecognised)}"
         self.report({"INFO"} if limited else {"WARNING"}, message)
@@ -193,7 +252,7 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
 
     def execute(self, context):
         obj = posed_armature(context)
-        chosen = [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]
+        chosen = [pose_bone for pose_bone in obj.pose.bones if pin.is_selected(pose_bone)]
         active = active_limit_bone(context)
         if active is not None and active not in chosen:
             chosen.append(active)

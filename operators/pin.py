@@ -4,6 +4,8 @@ import bpy
 import mathutils
 from bpy.props import StringProperty
 
+from . import limits
+
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
 _POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
 
@@ -62,7 +64,7 @@ def new_target(context, obj, pose_bone):
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
-    """Pin the selected pose bones: each gets an empty at its current pose to drag around"""
+    """Pin the selected pose bones: each gets an empty at its current pose to drag around (a humanoid without limits gets them)"""
 
     bl_idname = "ewbik.pin"
     bl_label = "Pin Bones"
@@ -84,7 +86,8 @@ class EWBIK_OT_pin(bpy.types.Operator):
                 continue
             pose_bone.ewbik.target = new_target(context, obj, pose_bone)
             created += 1
-        self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s)")
+        auto_limits = limits.set_humanoid_limits_if_none(obj, context.scene.frame_current)
+        self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s){auto_limits}")
         return {"FINISHED"}
 
 

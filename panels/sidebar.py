@@ -118,6 +118,7 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         col = layout.column(heading="Options")
         col.prop(settings, "translate_root")
         col.prop(settings, "show_limits")
+        col.prop(settings, "auto_limits")
 
         layout.operator("ewbik.solve", icon="PLAY")
         if settings.status:

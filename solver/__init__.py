@@ -6,9 +6,10 @@ scene document to `solve_scene`. Where `tools/build_native.py` has compiled
 the loop, `solve` iterates in C (the same steps); elsewhere in numpy.
 """
 
+from .fit_limits import FitError, fit_limits
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from .pins import Pin
-from .presets import apply_limit_preset, available_presets, preset_limits
+from .presets import PresetError, apply_limit_preset, available_presets, preset_limits
 from .qcp import kabsch_rotation, qcp_rotations
 from .scene import Scene, parse_scene, pose_document, solve_scene
 from .settings import SolverSettings
@@ -17,10 +18,12 @@ from .solve import SolveResult, solve
 from .two_bone import two_bone_ik
 
 __all__ = [
+    "FitError",
     "JointLimits",
     "Kusudama",
     "LimitCone",
     "Pin",
+    "PresetError",
     "Scene",
     "Skeleton",
     "SolveResult",
@@ -28,6 +31,7 @@ __all__ = [
     "TwistLimit",
     "apply_limit_preset",
     "available_presets",
+    "fit_limits",
     "kabsch_rotation",
     "parse_scene",
     "pose_document",

@@ -5,6 +5,11 @@ twist about the bone) so one table serves every rig. They are turned into cones 
 rest frame using the body frame read from the skeleton itself: up from the hips to the head,
 left from the right to the left thigh/shoulder. Bone roll and the armature's up axis therefore
 do not matter; the names only decide which table row a bone gets.
+
+The body is read from a reference pose: the rest pose, or a standing pose the caller gives
+when the rest is not one (LAFAN-style rigs whose rest is a straight line). Directions and
+neutrals come from that pose, while the cones stay in each bone's rest frame, so the same
+local rotations are judged whichever rest the rig was built with.
 """
 
 import copy
@@ -12,10 +17,13 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
+from . import quat
 from .kusudama import Kusudama, LimitCone
+from .skeleton import Skeleton
 
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 _PRESETS = ("humanoid",)
@@ -25,7 +33,11 @@ _SIDE_LETTER = re.compile(r"^([LR])[_ ](.+)$")
 _FINGER = re.compile(r"^(?:hand|f)?(thumb|index|middle|ring|pinky|little)"
                      r"(\d+|metacarpal|proximal|intermediate|distal)$")
 _BEND_MIN = math.radians(2.0)
-_REST_MARGIN = math.radians(1.0)
+_REFERENCE_MARGIN = math.radians(1.0)
+_Y = np.array([0.0, 1.0, 0.0])
+_STUB_FRACTION = 0.15
+_SEPARATION = 0.02
+_LEGS_DOWN = 0.5
 
 
 def _load(name):
@@ -102,6 +114,14 @@ def bone_roles(names):
     return roles
 
 
+def has_humanoid_limbs(names):
+    """True when both legs (thigh and shin) or both arms (upper arm and forearm) are recognised:
+    enough of a body for the humanoid preset to be worth applying unasked."""
+    found = set(bone_roles(names).values())
+    return any(all(f"{role}.{side}" in found for role in limb for side in "LR")
+               for limb in (("thigh", "shin"), ("upper_arm", "forearm")))
+
+
 def _finger_role(finger, segment, has_metacarpal):
     if segment.isdigit():
         number = int(segment)
@@ -132,24 +152,54 @@ def _any_perpendicular(axis):
     return _unit(np.cross(axis, other), [0.0, 0.0, 1.0])
 
 
-class _Rig:
-    """Rest directions and body frame of a skeleton given as scene-document bone dicts."""
+class PresetError(ValueError):
+    """A preset cannot be fitted to these bones or this pose; `field` names the input at fault
+    ("preset", "rest", "pose" or "pose.<bone>"), `message` says what is wrong with it and `why`
+    is the short reason a reference pose cannot be read."""
 
-    def __init__(self, bones, roles):
+    def __init__(self, field, message, why=None):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.why = why or message
+
+
+def _unreadable(field, why):
+    pose = "the rest pose" if field == "rest" else "the given pose"
+    return PresetError(field, f"{pose} cannot be read as a standing body ({why}); pass a standing "
+                       "pose (limbs not folded) to read the body from", why)
+
+
+class _Rig:
+    """Body frame, bone axes and reference frames of a skeleton in its reference pose.
+
+    The reference pose is the rest pose or a given standing pose. Directions are read from it,
+    while limits are expressed in each bone's rest frame: `frame[name]` is the armature-space
+    rotation the bone would have with an identity local rotation and its parent as posed, so a
+    world direction d is the local swing direction frame.T @ d.
+    """
+
+    def __init__(self, bones, roles, table, pose=None):
         self.bones = {b["name"]: b for b in bones}
         self.roles = roles
-        self.rotation = {}
-        self.head = {}
-        for b in bones:
-            m = np.asarray(b["rest"], dtype=float)
-            basis = m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0)
-            self.rotation[b["name"]] = basis
-            self.head[b["name"]] = m[:3, 3]
+        skeleton = Skeleton([b["name"] for b in bones], [b.get("parent") for b in bones],
+                            [b["rest"] for b in bones], [b["length"] for b in bones])
+        local = _pose_arrays(skeleton, pose)
+        world, heads = skeleton.forward(*local)
+        world = quat.to_matrix(world)
+        frames = world @ np.swapaxes(quat.to_matrix(local[0]), -1, -2)
+        self.order = skeleton.names
+        self.rotation = dict(zip(self.order, world))
+        self.frame = dict(zip(self.order, frames))
+        self.reference = dict(zip(self.order, local[0]))
+        self.head = dict(zip(self.order, heads))
+        self.length = dict(zip(self.order, skeleton.lengths))
         self.by_role = {}
         for name, role in roles.items():
             self.by_role.setdefault(role, name)
-        self.up, self.left = self._body_frame()
+        self.up, self.left = self._body_frame("rest" if pose is None else "pose")
         self.forward = np.cross(self.left, self.up)
+        self.axis, self.reversed = self._axes(table)
 
     def direction(self, name):
         return self.rotation[name][:, 1]
@@ -160,28 +210,81 @@ class _Rig:
                 return self.head[self.by_role[role]]
         return None
 
-    def _body_frame(self):
+    def _body_frame(self, field):
+        """(up, left) read from where the body parts are; PresetError when they do not tell."""
         bottom = self._position("hips", "spine")
         thighs = [self._position(f"thigh.{s}") for s in "LR"]
         if all(t is not None for t in thighs):
             bottom = 0.5 * (thighs[0] + thighs[1])
         top = self._position("head", "neck")
+        extent = float(np.ptp(np.array(list(self.head.values())), axis=0).max())
         up = np.array([0.0, 0.0, 1.0])
         if bottom is not None and top is not None:
+            if np.linalg.norm(top - bottom) <= _SEPARATION * extent:
+                raise _unreadable(field, "the head is not above the hips")
             up = _unit(top - bottom, up)
-        across = np.zeros(3)
+            self._check_legs_hang(up, field)
+        across, pairs = np.zeros(3), 0
         for role in ("thigh", "upper_arm", "clavicle", "hand"):
             left, right = self._position(f"{role}.L"), self._position(f"{role}.R")
             if left is not None and right is not None:
-                across += _unit(left - right, np.zeros(3))
+                offset = left - right
+                across += offset - np.dot(offset, up) * up
+                pairs += 1
+        if pairs and np.linalg.norm(across) <= _SEPARATION * extent * pairs:
+            raise _unreadable(field, "the left and right sides are not apart across the body")
         left = _orthogonal(across, up, np.array([1.0, 0.0, 0.0]))
         return up, left
+
+    def _check_legs_hang(self, up, field):
+        for side in "LR":
+            hip, ankle = self._position(f"thigh.{side}"), self._position(f"foot.{side}", f"shin.{side}")
+            if hip is None or ankle is None or np.linalg.norm(ankle - hip) < 1e-9:
+                continue
+            if np.dot(_unit(ankle - hip, up), up) > -_LEGS_DOWN:
+                raise _unreadable(field, "the legs do not hang below the hips")
+
+    def _axes(self, table):
+        """{name: world axis of the body segment}, {name: True where the bone points against it}.
+
+        A bone's tail says where its segment points, except for stubs much shorter than their
+        parent (a wrist or chest joint given a token tail) and for bones of a continuing chain
+        that point back against it (a wrist stub aimed up the forearm): those follow their
+        parent's axis, so the limits rest on how the bone turns, not on its tail.
+        """
+        axis, reversed_, reach = {}, {}, {}
+        for name in self.order:
+            own = self.direction(name)
+            parent = self.bones[name].get("parent")
+            axis[name], reversed_[name], reach[name] = own, False, self.length[name]
+            if parent is None:
+                continue
+            spec = table.get(self.roles.get(name, "").partition(".")[0])
+            reference = None if spec is None else spec["reference"]
+            if reach[name] < _STUB_FRACTION * reach[parent] and reference != "down":
+                axis[name], reach[name] = axis[parent], reach[parent]
+            elif reference == "parent" and np.dot(own, axis[parent]) < 0.0:
+                axis[name] = -own
+            reversed_[name] = bool(np.dot(own, axis[name]) < 0.0)
+        return axis, reversed_
+
+    def to_local(self, name, directions):
+        """World directions of the bone's segment axis -> swing directions of its rest frame.
+
+        Where the tail is not the axis, the axis' directions are carried onto the tail by the
+        turn between them in the reference pose (point-reflected for a reversed bone, which is
+        exact when the tail runs straight back along the axis).
+        """
+        own, axis = self.direction(name), self.axis[name]
+        sign = -1.0 if self.reversed[name] else 1.0
+        carry = quat.to_matrix(quat.shortest_arc(axis, sign * own)) * sign
+        return np.asarray(directions) @ (self.frame[name].T @ carry).T
 
     def palm_normal(self, name, side_sign):
         """Palm normal of the hand this bone belongs to: down for a hand held out sideways
         (T/A pose), toward the body for a hand hanging down."""
         hand = self._ancestor_hand(name)
-        along = self.direction(hand)
+        along = self.axis[hand]
         if abs(float(np.dot(along, self.up))) < 0.7:
             return _orthogonal(-self.up, along, self.forward)
         return _orthogonal(-side_sign * self.left, along, self.forward)
@@ -196,11 +299,37 @@ class _Rig:
         return name
 
 
+def _pose_arrays(skeleton, pose):
+    """(rotations (N, 4), locations (N, 3)) in skeleton order from a {bone: {rotation, location}}."""
+    n = len(skeleton.names)
+    rotations, locations = np.tile(quat.IDENTITY, (n, 1)), np.zeros((n, 3))
+    if pose is not None and not isinstance(pose, Mapping):
+        raise PresetError("pose", "must map bone names to {'rotation': [w, x, y, z], 'location': [x, y, z]}")
+    for name, entry in (pose or {}).items():
+        field = f"pose.{name}"
+        if name not in skeleton.index:
+            raise PresetError(field, "not a bone of the armature")
+        try:
+            rotation = np.asarray(entry.get("rotation", quat.IDENTITY), dtype=float)
+            location = np.asarray(entry.get("location", (0.0, 0.0, 0.0)), dtype=float)
+        except (AttributeError, TypeError, ValueError):
+            raise PresetError(field, "needs 'rotation' [w, x, y, z] and 'location' [x, y, z]") from None
+        if rotation.shape != (4,) or location.shape != (3,) or not (
+                np.isfinite(rotation).all() and np.isfinite(location).all()):
+            raise PresetError(field, "needs finite 'rotation' [w, x, y, z] and 'location' [x, y, z]")
+        if np.linalg.norm(rotation) < 1e-9:
+            raise PresetError(f"{field}.rotation", "is a zero quaternion")
+        rotations[skeleton.index[name]] = rotation / np.linalg.norm(rotation)
+        locations[skeleton.index[name]] = location
+    return rotations, locations
+
+
 def _cones_world(rig, name, spec, side_sign):
     parent = rig.bones[name]["parent"]
-    own = rig.direction(name)
-    parent_dir = rig.direction(parent) if parent in rig.bones else own
-    reference = {"own": own, "parent": parent_dir, "down": -rig.up}[spec["reference"]]
+    own = rig.axis[name]
+    parent_dir = rig.axis[parent] if parent in rig.bones else own
+    level = _orthogonal(own, rig.up, rig.forward)
+    reference = {"own": own, "parent": parent_dir, "down": -rig.up, "level": level}[spec["reference"]]
     flex = spec["flex"]
     if flex == "forward":
         wanted = rig.forward
@@ -227,35 +356,54 @@ def _cones_world(rig, name, spec, side_sign):
     return out
 
 
-def _include_rest(cones):
-    """Cone dicts (bone frame) whose region contains the rest direction +Y.
+def _include_reference(cones, reference):
+    """Cone dicts (bone frame) whose region contains the reference pose's swing direction.
 
-    The rest pose is a pose the character can take; when a rig models a bone slightly off the
-    anatomical range (a thumb splayed sideways, a finger curled at rest), the nearest cone grows
-    just enough to include it, so applying a preset never snaps the rest pose.
+    The reference pose (rest, or the standing pose the body was read from) is a pose the
+    character can take; when a rig models a bone slightly off the anatomical range (a thumb
+    splayed sideways, a finger curled at rest), the nearest cone grows just enough to include
+    it, so applying a preset never snaps that pose.
     """
-    rest = np.array([0.0, 1.0, 0.0])
     kusudama = Kusudama([LimitCone(d, r) for d, r in cones])
-    if not kusudama.allows(rest):
-        gaps = [math.acos(max(-1.0, min(1.0, float(d[1])))) - r for d, r in cones]
+    if not kusudama.allows(reference):
+        gaps = [math.acos(max(-1.0, min(1.0, float(np.dot(d, reference))))) - r for d, r in cones]
         nearest = int(np.argmin(gaps))
         direction, radius = cones[nearest]
-        cones[nearest] = (direction, radius + gaps[nearest] + _REST_MARGIN)
+        cones[nearest] = (direction, radius + gaps[nearest] + _REFERENCE_MARGIN)
     return [{"direction": [float(c) for c in d], "radius": float(r)} for d, r in cones]
 
 
-def preset_limits(bones, preset="humanoid"):
+def _twist_range(cones, reference, low, high):
+    """[min, max] twist centred like the table's range on the reference pose's own twist.
+
+    The kusudama measures twist against a frame turned from +Y to its region's centre; the
+    reference rotation's twist in that frame is where the table's zero belongs. The middle is
+    kept within [-pi, pi], so the bounds stay within [-2 pi, 2 pi].
+    """
+    centre = Kusudama([LimitCone(c["direction"], c["radius"]) for c in cones]).centre
+    in_frame = quat.multiply(quat.conjugate(quat.shortest_arc(_Y, centre)), reference)
+    _, _, offset = quat.swing_twist(in_frame)
+    middle = float(offset) + 0.5 * (low + high)
+    middle = (middle + math.pi) % (2.0 * math.pi) - math.pi
+    return {"min": middle - 0.5 * (high - low), "max": middle + 0.5 * (high - low)}
+
+
+def preset_limits(bones, preset="humanoid", pose=None):
     """{bone name: scene-document limits dict} for the bones whose names the preset recognises.
 
     `bones`: scene-document bone dicts (name, parent, rest 4x4 row-major armature space, length).
-    Root bones get no limits (their rotation is the whole body's).
+    `pose`: optional {bone name: {"rotation": [w, x, y, z], "location": [x, y, z]}}, local to
+    rest as in scene documents, in which the body stands (limbs not folded). The body frame,
+    bone directions and each joint's neutral are read from it, else from the rest pose; the
+    limits are in each bone's rest frame either way, and allow that reference pose.
+    Root bones get no limits (their rotation is the whole body's). Raises PresetError (field
+    "rest" or "pose") when the reference pose does not show a standing body.
     """
     if preset not in _PRESETS:
-        raise ValueError(f"preset: unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
+        raise PresetError("preset", f"unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
     table = _load(preset)["roles"]
-    names = [b["name"] for b in bones]
-    roles = bone_roles(names)
-    rig = _Rig(bones, roles)
+    roles = bone_roles([b["name"] for b in bones])
+    rig = _Rig(bones, roles, table, pose)
     limits = {}
     for name, role in roles.items():
         base, _, side = role.partition(".")
@@ -263,19 +411,27 @@ def preset_limits(bones, preset="humanoid"):
         if spec is None or rig.bones[name].get("parent") is None:
             continue
         side_sign = -1.0 if side == "R" else 1.0
-        local = rig.rotation[name].T
-        cones = _include_rest([(local @ d, r) for d, r in _cones_world(rig, name, spec, side_sign)])
+        world = _cones_world(rig, name, spec, side_sign)
+        local = rig.to_local(name, np.array([d for d, _ in world]))
+        reference = rig.reference[name]
+        cones = _include_reference([(d / np.linalg.norm(d), r) for d, (_, r) in zip(local, world)],
+                                   quat.rotate(reference, _Y))
         low, high = (math.radians(t) for t in spec["twist"])
         if side == "R":
             low, high = -high, -low
-        limits[name] = {"cones": cones, "twist": {"min": low, "max": high}}
+        if rig.reversed[name]:
+            low, high = -high, -low
+        limits[name] = {"cones": cones, "twist": _twist_range(cones, reference, low, high)}
     return limits
 
 
-def apply_limit_preset(scene, preset="humanoid"):
-    """A copy of the scene document with preset limits set on the bones it recognises."""
+def apply_limit_preset(scene, preset="humanoid", pose=None):
+    """A copy of the scene document with preset limits set on the bones it recognises.
+
+    `pose` as for `preset_limits`; the scene's own bone rotations are not used for it.
+    """
     out = copy.deepcopy(scene)
-    limits = preset_limits(out["bones"], preset)
+    limits = preset_limits(out["bones"], preset, pose)
     for bone in out["bones"]:
         if bone["name"] in limits:
             bone["limits"] = limits[bone["name"]]

@@ -1,6 +1,8 @@
 """Joint-limit operators on the Rigify metarig: presets, the cone list of the active bone, reset."""
 
+import json
 import math
+import pathlib
 
 import bpy
 import pytest
@@ -160,3 +162,56 @@ def test_reset_limits_clears_only_the_selected_bones(metarig):
         assert len(settings.cones) == 0 and not settings.use_twist_limit and settings.comfort == 0.0
     assert is_limited(metarig.pose.bones["forearm.R"])
     assert is_limited(metarig.pose.bones["shin.L"])
+
+
+MOCAP_CLIP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
+
+
+@pytest.fixture
+def straight_rig(tmp_path):
+    """The CMU clip's skeleton rebuilt with a straight-line rest (as LAFAN-style exports), imported
+    through ewbik.import_scene standing in the clip's first frame; returns (armature, document)."""
+    if not MOCAP_CLIP.is_file():
+        pytest.skip(f"{MOCAP_CLIP} is missing")
+    from bench.mocap import load_bvh, scene_document, straight_line_rest
+
+    document = scene_document(straight_line_rest(load_bvh(str(MOCAP_CLIP))), frame=0)
+    path = tmp_path / "straight.json"
+    path.write_text(json.dumps(document))
+    assert bpy.ops.ewbik.import_scene(filepath=str(path)) == {"FINISHED"}
+    return bpy.context.object, document
+
+
+def test_preset_reads_the_body_from_the_current_pose_when_the_rest_is_a_line(straight_rig, capfd):
+    obj, document = straight_rig
+    bpy.context.scene.frame_set(7)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    assert "bones from the current pose (frame 7)" in capfd.readouterr().out
+    pose = {b["name"]: {"rotation": b["rotation"], "location": b["location"]} for b in document["bones"]}
+    expected = addon_module("solver.presets").preset_limits(document["bones"], pose=pose)
+    for name in ("LeftKnee", "RightElbow", "LeftWrist", "Neck"):
+        limits = stored_kusudama(obj.pose.bones[name])
+        wanted = expected[name]
+        assert [c.radius for c in limits.cones] == pytest.approx([c["radius"] for c in wanted["cones"]], abs=1e-4)
+        for cone, other in zip(limits.cones, wanted["cones"]):
+            assert cone.direction == pytest.approx(other["direction"], abs=1e-4)
+        assert (limits.twist.min, limits.twist.max) == pytest.approx(
+            (wanted["twist"]["min"], wanted["twist"]["max"]), abs=1e-5)
+
+
+def test_preset_with_neither_pose_readable_reports_and_changes_nothing(straight_rig):
+    obj, _ = straight_rig
+    for pose_bone in obj.pose.bones:
+        pose_bone.matrix_basis.identity()
+        pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+        pose_bone.rotation_euler = (0.0, 0.0, 0.0)
+        pose_bone.location = (0.0, 0.0, 0.0)
+    with pytest.raises(RuntimeError, match="No limits set: neither the rest pose nor the current pose"):
+        bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
+    assert not any(is_limited(pose_bone) for pose_bone in obj.pose.bones)
+
+
+def test_preset_report_names_the_rest_pose(metarig, capfd):
+    make_active(metarig)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    assert "bones from the rest pose" in capfd.readouterr().out

@@ -5,6 +5,7 @@ import pytest
 from mathutils import Vector
 
 from tests.blender.blender_helpers import bone_world, make_active, pin, select_pose_bones, update
+from tests.blender.test_limits_ops import straight_rig  # noqa: F401  (fixture)
 
 HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 
@@ -149,3 +150,70 @@ def test_solve_without_pins_reports(metarig):
     with pytest.raises(RuntimeError, match="no pinned bones"):
         bpy.ops.ewbik.solve()
     assert "no pinned bones" in metarig.ewbik.status
+
+
+def is_limited(pose_bone):
+    return len(pose_bone.ewbik.cones) > 0 or pose_bone.ewbik.use_twist_limit
+
+
+def knee_ahead_of_leg_line(obj, side):
+    """How far the knee sits in front of the hip-ankle line, along the metarig's forward (-Y)."""
+    hip, knee, ankle = (bone_world(obj, f"{b}.{side}").translation for b in ("thigh", "shin", "foot"))
+    along = (ankle - hip).normalized()
+    offset = (knee - hip) - along * (knee - hip).dot(along)
+    return offset.dot(Vector((0.0, -1.0, 0.0)))
+
+
+def lift_left_foot(obj):
+    """Pin both feet and the head, then drag the left foot's target 25 cm straight up: without
+    limits the solver folds this knee backward (measured: 32 cm behind the hip-ankle line)."""
+    solve_fully_on_update(obj)
+    targets = pin(obj, "foot.L", "foot.R", "spine.006")
+    targets["foot.L"].location += Vector((0.0, 0.0, 0.25))
+    update()
+
+
+def test_pin_sets_humanoid_limits_so_the_knee_bends_forward(metarig, capfd):
+    lift_left_foot(metarig)
+    limited = [pose_bone.name for pose_bone in metarig.pose.bones if is_limited(pose_bone)]
+    assert {"thigh.L", "shin.L", "forearm.R", "spine.001"} <= set(limited)
+    out = capfd.readouterr().out
+    assert ("Pinned 3 bone(s), 3 new target(s); humanoid limits set on "
+            f"{len(limited)} bones from the rest pose (Humanoid Limits on Pin)") in out
+    assert distance_to_target(metarig, "foot.L") < 0.03
+    assert knee_ahead_of_leg_line(metarig, "L") > 0.1
+
+
+def test_no_auto_limits_when_turned_off(metarig, capfd):
+    metarig.ewbik.auto_limits = False
+    lift_left_foot(metarig)
+    assert not any(is_limited(pose_bone) for pose_bone in metarig.pose.bones)
+    assert "humanoid" not in capfd.readouterr().out
+
+
+def test_no_auto_limits_on_a_rig_that_has_limits(metarig):
+    metarig.pose.bones["forearm.L"].ewbik.use_twist_limit = True
+    pin(metarig, "hand.L", "foot.L")
+    assert [pose_bone.name for pose_bone in metarig.pose.bones if is_limited(pose_bone)] == ["forearm.L"]
+    assert len(metarig.pose.bones["forearm.L"].ewbik.cones) == 0
+
+
+def test_no_auto_limits_without_humanoid_limbs():
+    bpy.ops.object.armature_add()
+    obj = bpy.context.object
+    pin(obj, "Bone")
+    assert not is_limited(obj.pose.bones["Bone"])
+
+
+def test_auto_limits_property_is_on_by_default(metarig):
+    prop = type(metarig.ewbik).bl_rna.properties["auto_limits"]
+    assert prop.default is True and prop.name == "Humanoid Limits on Pin" and prop.description
+
+
+def test_pin_on_a_straight_line_rest_reads_the_current_pose(straight_rig, capfd):
+    obj, _ = straight_rig
+    bpy.context.scene.frame_set(4)
+    pin(obj, "LeftAnkle")
+    limited = [pose_bone for pose_bone in obj.pose.bones if is_limited(pose_bone)]
+    assert len(limited) == len(obj.pose.bones) - 1  # every bone but the root
+    assert f"humanoid limits set on {len(limited)} bones from the current pose (frame 4)" in capfd.readouterr().out

@@ -1,0 +1,531 @@
+"""`make bench` (naturalness): how much the bodies the solvers build look like the captured person.
+
+bench_solver.py shows that EWBIK reaches its pins; this bench asks what the rest of the body does
+meanwhile. Same test as there: every `--stride`-th frame of the CMU clips, hands, feet and head
+pinned (position + orientation), hips given, warm-started from the previous solution and also
+solved from rest. For every bone between the hips and a pin that neither is pinned nor hangs
+directly off the given hips (its head is then fixed), the head is a "free joint": clavicles,
+shoulders, elbows, wrists, hip joints, knees, spine and neck. Against the captured pose it reports
+
+- the mean distance of the free joints from their captured positions (mm on the 1.75 m rig),
+- the share of frames where an elbow or knee bends the wrong way (bend-plane normal more than
+  90 deg from the captured one; a limb bent less than 10 deg in either pose has no bend plane
+  and is not counted, and a frame with no countable limb is left out),
+- the jitter the solver adds: mean |second difference| of the free joints over consecutive
+  sampled frames, minus the captured clip's at the same step (mm per frame^2),
+- the pins' p95 errors and the median CPU ms per frame (process time, steadier than wall time
+  on a shared machine; Blender's sums its depsgraph threads),
+
+for EWBIK without limits, with the humanoid preset, with limits fitted on the other clip, with
+the preset on a straight-line rest (built from the clip's first frame), and for Blender's IK
+(bench/blender_ik.py in the bpy-5.2 venv, measured against its own captured joints, so both
+sides compare in their own space). Runs whose API is not in the solver yet print "skipped".
+Results go to stdout and into docs/BENCHMARKS.md between the naturalness markers.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(BENCH_DIR))
+sys.path.insert(0, BENCH_DIR)
+
+import bench_solver as bs  # noqa: E402
+import mocap  # noqa: E402
+from solver import JointLimits, Kusudama, SolverSettings, preset_limits, solve  # noqa: E402
+from solver.presets import bone_roles  # noqa: E402
+
+NATURAL_BEGIN = "<!-- bench:natural -->"
+NATURAL_END = "<!-- /bench:natural -->"
+BEND_MIN_DEG = 10.0
+LIMBS = (("upper_arm", "forearm"), ("thigh", "shin"))
+TARGETS = {"free_vs_blender": 0.6, "flip_share": 0.05, "limited_pins_p95_mm": 2.0,
+           "unlimited_warm_pins_p95_mm": 0.5, "limited_ms_ratio": 2.0}
+BLENDER_VENV = "bpy-5.2"
+
+
+class Skipped(Exception):
+    """A run that cannot be made yet (its solver API is not there); the table prints why."""
+
+
+@dataclasses.dataclass
+class Body:
+    """Which heads the measures read: `joints` (names, in this order in every heads array), the
+    free ones among them, and per elbow/knee the joints above, at and below the bend."""
+
+    joints: list
+    free: np.ndarray
+    bends: np.ndarray
+
+
+@dataclasses.dataclass
+class Solved:
+    """One way of solving one clip: per counted frame the body's heads (metres), the captured
+    heads of the same frames, pin errors and time."""
+
+    heads: np.ndarray
+    truth: np.ndarray
+    position_mm: np.ndarray
+    orientation_deg: np.ndarray
+    cpu_ms: np.ndarray
+
+
+def body_of(skeleton):
+    """The Body of a skeleton with the bench's pins and hips (names from bench_solver)."""
+    hips = skeleton.index[bs.HIPS]
+    pinned = [skeleton.index[e] for e in bs.EFFECTORS]
+    chain = sorted({a for p in pinned for a in skeleton.ancestors(p)} - set(skeleton.ancestors(hips)))
+    names = [skeleton.names[i] for i in chain]
+    free = [k for k, i in enumerate(chain) if i not in pinned and skeleton.parents[i] != hips]
+    by_role = {role: name for name, role in bone_roles(names).items()}
+    bends = []
+    for side in "LR":
+        for upper, lower in LIMBS:
+            u, m = names.index(by_role[f"{upper}.{side}"]), names.index(by_role[f"{lower}.{side}"])
+            below = next(k for k, i in enumerate(chain) if skeleton.parents[i] == chain[m])
+            bends.append((u, m, below))
+    return Body(names, np.array(free), np.array(bends))
+
+
+def heads_of(clip, body, rotations, locations):
+    """(joints, 3) heads of the body's joints in a pose of the clip's skeleton."""
+    return clip.skeleton.forward(rotations, locations)[1][[clip.skeleton.index[j] for j in body.joints]]
+
+
+def captured_heads(clip, body):
+    """(frames, joints, 3) heads of the captured pose at the clip's sampled frames."""
+    out = []
+    for row in range(len(clip.frames)):
+        rotations, locations = bs.hips_given_start(clip, row, clip.clip_rotations[row])
+        out.append(heads_of(clip, body, rotations, locations))
+    return np.array(out)
+
+
+def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=None):
+    """Solve the sampled frames in order (warm: from the previous solution; its first frame is
+    solved from `start` (local rotations; None = rest) with `rest_settings` and not counted;
+    otherwise every frame from `start`)."""
+    stiffness = np.zeros(len(clip.skeleton))
+    stiffness[clip.skeleton.index[bs.HIPS]] = 1.0
+    previous, out = None, {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": []}
+    for row in range(len(clip.frames)):
+        rotations, locations = bs.hips_given_start(clip, row, previous if warm and previous is not None else start)
+        seeding = warm and previous is None
+        start_cpu = time.process_time()
+        result = solve(clip.skeleton, bs.frame_pins(clip, row), rotations, locations,
+                       rest_settings if seeding else settings, limits=limits, stiffness=stiffness)
+        cpu_ms = (time.process_time() - start_cpu) * 1e3
+        if not np.all(np.isfinite(result.rotations)):
+            raise RuntimeError(f"non-finite rotations solving {clip.name} frame {clip.frames[row]}")
+        previous = result.rotations
+        if seeding:
+            continue
+        out["heads"].append(heads_of(clip, body, result.rotations, result.locations))
+        out["position_mm"].append(result.position_errors * 1e3)
+        out["orientation_deg"].append(result.orientation_errors_deg)
+        out["cpu_ms"].append(cpu_ms)
+    counted = slice(1, None) if warm else slice(None)
+    return Solved(truth=truth[counted], **{k: np.array(v) for k, v in out.items()})
+
+
+def joint_limits(clip, per_bone):
+    """JointLimits of the clip's skeleton from {bone: scene-document limits dict}."""
+    kusudamas = {clip.skeleton.index[name]: Kusudama.from_dict(d, bone=name) for name, d in per_bone.items()}
+    return JointLimits(kusudamas, len(clip.skeleton))
+
+
+def no_limits(source, stride):
+    return source["clip"], None
+
+
+def humanoid_preset(source, stride):
+    return source["clip"], joint_limits(source["clip"], preset_limits(source["clip"].bones))
+
+
+def fitted_on_other_clip(source, stride):
+    try:
+        from solver import fit_limits
+    except ImportError:
+        raise Skipped("solver.fit_limits is not merged yet") from None
+    other = source["other"]
+    if other is None:
+        raise Skipped("needs a second clip to fit on")
+    return source["clip"], joint_limits(source["clip"], fit_limits(other.bones, other.rotations))
+
+
+def straight_rest_clip(source, stride):
+    """(the clip on a straight-line rest rig, that rig's Mocap); Skipped while mocap.py lacks it."""
+    straight_line_rest = getattr(mocap, "straight_line_rest", None)
+    if straight_line_rest is None:
+        raise Skipped("bench/mocap.py has no straight_line_rest yet")
+    straight = straight_line_rest(source["mocap"])
+    return bs.load_clip(source["clip"].path, stride, loaded=straight), straight
+
+
+def no_limits_on_straight_rest(source, stride):
+    """What starting from a straight line costs by itself, for the limited runs on that rig."""
+    return straight_rest_clip(source, stride)[0], None
+
+
+def preset_on_straight_rest(source, stride):
+    """The preset built from a straight-line rest alone: what a rig without a natural rest gets."""
+    clip, straight = straight_rest_clip(source, stride)
+    try:
+        return clip, joint_limits(clip, preset_limits(straight.bones))
+    except ValueError as error:
+        raise Skipped(f"the preset refuses this rest ({error})") from None
+
+
+def preset_on_straight_rest_with_pose(source, stride):
+    """The preset on the straight-line rest, oriented by the clip's first frame."""
+    clip, straight = straight_rest_clip(source, stride)
+    first = {b["name"]: {"rotation": straight.rotations[0, k].tolist(), "location": straight.locations[0, k].tolist()}
+             for k, b in enumerate(straight.bones)}
+    try:
+        per_bone = preset_limits(straight.bones, pose=first)
+    except TypeError as error:
+        raise Skipped(f"preset_limits takes no pose yet ({error})") from None
+    return clip, joint_limits(clip, per_bone)
+
+
+# (label, how to build the clip and limits, whether the targets for limited runs apply, whether solves
+# start from the clip's first frame instead of the rest pose: a straight-line rest is no body to start from)
+EWBIK_RUNS = (("EWBIK, no limits", no_limits, False, False),
+              ("EWBIK, humanoid preset", humanoid_preset, True, False),
+              ("EWBIK, humanoid preset, solves start from the first frame", humanoid_preset, False, True),
+              ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True, False),
+              ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False, False),
+              ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False, False),
+              ("EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the first frame",
+               preset_on_straight_rest_with_pose, True, True),
+              ("EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the straight line",
+               preset_on_straight_rest_with_pose, False, False))
+
+
+@dataclasses.dataclass
+class Measures:
+    """The naturalness and accuracy numbers of one run over one or more clips."""
+
+    free_mm: float
+    flip_share: float
+    flip_frames: int
+    limb_flip_shares: np.ndarray
+    jitter_mm: float
+    pins_p95_mm: float
+    pins_p95_deg: float
+    cpu_ms: float
+    frames: int
+
+
+def bend_planes(heads, bends):
+    """Per frame and limb: the bend-plane normal (cross of upper and lower direction) and the bend in degrees."""
+    upper = heads[:, bends[:, 1]] - heads[:, bends[:, 0]]
+    lower = heads[:, bends[:, 2]] - heads[:, bends[:, 1]]
+    normal = np.cross(upper, lower)
+    bend = np.degrees(np.arctan2(np.linalg.norm(normal, axis=-1), np.sum(upper * lower, axis=-1)))
+    return normal, bend
+
+
+def flipped_limbs(heads, truth, bends):
+    """(flipped, countable) per frame and limb: countable = bent at least BEND_MIN_DEG in both
+    poses, flipped = countable with the bend-plane normals more than 90 deg apart."""
+    solved_normal, solved_bend = bend_planes(heads, bends)
+    true_normal, true_bend = bend_planes(truth, bends)
+    countable = (solved_bend >= BEND_MIN_DEG) & (true_bend >= BEND_MIN_DEG)
+    return countable & (np.sum(solved_normal * true_normal, axis=-1) < 0.0), countable
+
+
+def wrong_way_frames(heads, truth, bends):
+    """(frames where a countable elbow or knee bends the other way than captured, frames with a countable one)."""
+    flipped, countable = flipped_limbs(heads, truth, bends)
+    return int(flipped.any(axis=1).sum()), int(countable.any(axis=1).sum())
+
+
+def second_differences(heads):
+    return np.linalg.norm(heads[2:] - 2.0 * heads[1:-1] + heads[:-2], axis=-1).ravel()
+
+
+def measure(solved, body):
+    """Measures over a list of Solved (one per clip); jitter never spans two clips."""
+    heads = np.concatenate([s.heads for s in solved])
+    truth = np.concatenate([s.truth for s in solved])
+    flipped, counted = wrong_way_frames(heads, truth, body.bends)
+    by_limb, countable = flipped_limbs(heads, truth, body.bends)
+    jitter = (np.mean(np.concatenate([second_differences(s.heads[:, body.free]) for s in solved]))
+              - np.mean(np.concatenate([second_differences(s.truth[:, body.free]) for s in solved])))
+    return Measures(
+        free_mm=1e3 * float(np.linalg.norm(heads[:, body.free] - truth[:, body.free], axis=-1).mean()),
+        flip_share=flipped / max(counted, 1), flip_frames=counted,
+        limb_flip_shares=by_limb.sum(axis=0) / np.maximum(countable.sum(axis=0), 1), jitter_mm=1e3 * float(jitter),
+        pins_p95_mm=float(np.percentile(np.concatenate([s.position_mm for s in solved]), 95)),
+        pins_p95_deg=float(np.percentile(np.concatenate([s.orientation_deg for s in solved]), 95)),
+        cpu_ms=float(np.median(np.concatenate([s.cpu_ms for s in solved]))), frames=len(heads))
+
+
+def run_blender(python, clip, body, repeats):
+    """({"warm": Solved, "rest": Solved}, the bpy run's document) for Blender's IK on the clip."""
+    with tempfile.TemporaryDirectory(prefix="ewbik-natural-") as tmp:
+        out = os.path.join(tmp, "blender.json")
+        cmd = [python, os.path.join(BENCH_DIR, "blender_ik.py"), "--clip", clip.path,
+               "--frames", ",".join(str(int(f)) for f in clip.frames),
+               "--scale", repr(clip.scale / bs.CMU_METRES_PER_UNIT), "--effectors", ",".join(bs.EFFECTORS),
+               "--repeats", str(repeats), "--modes", "rest,warm", "--joints", ",".join(body.joints), "--out", out]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        with open(out) as f:
+            doc = json.load(f)
+    truth = np.array(doc["captured_heads"])
+    solved = {}
+    for mode, data in doc["modes"].items():
+        counted = slice(1, None) if mode == "warm" else slice(None)
+        solved[mode] = Solved(heads=np.array(data["heads"])[counted], truth=truth[counted],
+                              position_mm=np.array(data["position_error"])[counted] * 1e3,
+                              orientation_deg=np.array(data["orientation_error_deg"])[counted],
+                              cpu_ms=np.array(data["cpu_ms"])[counted])
+    return solved, doc
+
+
+def load_sources(names, stride):
+    """Per clip: its Mocap, its sampled bench Clip and the Mocaps of the other clips (for fitting)."""
+    mocaps = {name: mocap.load_bvh(os.path.join(bs.MOCAP_DIR, name), height=bs.RIG_HEIGHT) for name in names}
+    return [{"mocap": mocaps[name], "clip": bs.load_clip(os.path.join(bs.MOCAP_DIR, name), stride, loaded=mocaps[name]),
+             "other": next((mocaps[n] for n in names if n != name), None)} for name in names]
+
+
+def run_ewbik(make, from_first_frame, sources, stride, warm_settings, rest_settings):
+    """({clip name: {"warm": Solved, "rest": Solved}}, {clip name: {bone: share of test frames whose
+    captured pose lies over 1 deg outside the limits}}) for one EWBIK configuration (raises Skipped)."""
+    out, outside = {}, {}
+    for source in sources:
+        clip, limits = make(source, stride)
+        start = clip.clip_rotations[0] if from_first_frame else None
+        body = body_of(clip.skeleton)
+        truth = captured_heads(clip, body)
+        out[clip.name] = {mode: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, mode == "warm", start)
+                          for mode in ("warm", "rest")}
+        if limits is not None:
+            outside[clip.name] = bs.clip_violations(clip, limits)
+    return out, outside
+
+
+def measured(results, body):
+    """{label: {clip name or "all": {mode: Measures}}}, skipping the skipped runs."""
+    out = {}
+    for label, per_clip in results.items():
+        if isinstance(per_clip, str):
+            continue
+        out[label] = {name: {mode: measure([s], body) for mode, s in modes.items()} for name, modes in per_clip.items()}
+        out[label]["all"] = {mode: measure([modes[mode] for modes in per_clip.values()], body) for mode in ("warm", "rest")}
+    return out
+
+
+def pair(values, fmt):
+    return " / ".join(format(v, fmt) for v in values)
+
+
+def table(results, numbers, blender_label):
+    header = ["run", "clip", "free joints mm warm / rest", "x Blender warm / rest", "wrong-way bends % warm / rest",
+              "added jitter mm/frame^2 warm / rest", "pins p95 mm warm / rest", "pins p95 deg warm / rest",
+              "CPU ms median warm / rest", "frames warm / rest"]
+    rows = []
+    for label, per_clip in results.items():
+        if isinstance(per_clip, str):
+            rows.append([label, f"skipped: {per_clip}"] + [""] * (len(header) - 2))
+            continue
+        for name, modes in numbers[label].items():
+            m = [modes["warm"], modes["rest"]]
+            reference = numbers.get(blender_label, {}).get(name)
+            ratio = pair([m[k].free_mm / reference[mode].free_mm for k, mode in enumerate(("warm", "rest"))], ".2f") \
+                if reference else "n/a"
+            rows.append([label, name, pair([x.free_mm for x in m], ".1f"), ratio,
+                         pair([100 * x.flip_share for x in m], ".1f"), pair([x.jitter_mm for x in m], ".2f"),
+                         pair([x.pins_p95_mm for x in m], ".3f"), pair([x.pins_p95_deg for x in m], ".3f"),
+                         pair([x.cpu_ms for x in m], ".2f"), pair([x.frames for x in m], "d")])
+    return bs.markdown_table(header, rows)
+
+
+def limb_table(numbers, body):
+    """Wrong-way bends per elbow and knee over all clips: which limb flips."""
+    limbs = [body.joints[k] for k in body.bends[:, 1]]
+    rows = [[label] + [pair([100 * per_clip["all"][m].limb_flip_shares[k] for m in ("warm", "rest")], ".1f")
+                       for k in range(len(limbs))] for label, per_clip in numbers.items()]
+    return bs.markdown_table(["run"] + [f"{name} % warm / rest" for name in limbs], rows)
+
+
+def outside_lines(outside, shown=6):
+    """One line per limited run and clip: the bones whose captured pose most often leaves the limits
+    (runs with the same limits as an earlier one are left out)."""
+    lines, seen = [], []
+    for label, per_clip in outside.items():
+        if per_clip in seen:
+            continue
+        seen.append(per_clip)
+        for name, shares in per_clip.items():
+            worst = sorted(shares.items(), key=lambda kv: -kv[1])[:shown]
+            text = ", ".join(f"{bone} {100 * share:.0f}%" for bone, share in worst) or "none"
+            lines.append(f"- {label}, {name}: {text}")
+    return lines
+
+
+def check(name, values, limit):
+    """A pass/fail line: every value (warm / rest, or per clip) at most `limit`."""
+    ok = all(v <= limit for v in values)
+    return f"- {name}: {pair(values, '.3f')} (target <= {limit:.3g}) {'PASS' if ok else 'FAIL'}"
+
+
+def limited_checks(label, numbers, blender_label, unlimited_label):
+    """The naturalness targets of one run with limits, against Blender and the unlimited run."""
+    run, modes = numbers[label], ("warm", "rest")
+    lines = [check(f"{label}: pins p95 mm, warm / rest", [run["all"][m].pins_p95_mm for m in modes],
+                   TARGETS["limited_pins_p95_mm"]),
+             check(f"{label}: wrong-way bends share of frames, warm / rest", [run["all"][m].flip_share for m in modes],
+                   TARGETS["flip_share"])]
+    if unlimited_label in numbers:
+        lines.append(check(f"{label}: warm CPU ms / no-limits warm CPU ms",
+                           [run["all"]["warm"].cpu_ms / numbers[unlimited_label]["all"]["warm"].cpu_ms],
+                           TARGETS["limited_ms_ratio"]))
+    blender = numbers.get(blender_label)
+    if blender is None:
+        return lines + [f"- {label}: Blender comparisons skipped (no Blender run)"]
+    ratios = {name: [run[name][m].free_mm / blender[name][m].free_mm for m in modes] for name in run}
+    lines.append(check(f"{label}: free joints / Blender's, all clips, warm / rest", ratios["all"],
+                       TARGETS["free_vs_blender"]))
+    lines.append(check(f"{label}: free joints / Blender's, worst clip, warm / rest",
+                       [max(r[k] for name, r in ratios.items() if name != "all") for k in range(2)], 1.0))
+    lines.append(check(f"{label}: added jitter minus Blender's (mm/frame^2), warm / rest",
+                       [run["all"][m].jitter_mm - blender["all"][m].jitter_mm for m in modes], 0.0))
+    return lines
+
+
+def target_lines(results, numbers, blender_label):
+    unlimited = EWBIK_RUNS[0][0]
+    lines = ["Targets:"]
+    if unlimited in numbers:
+        lines.append(check(f"{unlimited}: warm pins p95 mm", [numbers[unlimited]["all"]["warm"].pins_p95_mm],
+                           TARGETS["unlimited_warm_pins_p95_mm"]))
+    for label, _, checked, _ in EWBIK_RUNS:
+        if not checked:
+            continue
+        if label in numbers:
+            lines += limited_checks(label, numbers, blender_label, unlimited)
+        else:
+            lines.append(f"- {label}: skipped: {results[label]}")
+    return lines
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stride", type=int, default=4, help="solve every STRIDE-th clip frame")
+    parser.add_argument("--clips", nargs="*", default=list(bs.CLIPS))
+    parser.add_argument("--blender-repeats", type=int, default=3, help="timing passes of Blender's IK per frame")
+    parser.add_argument("--no-blender", action="store_true")
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
+    parser.add_argument("--quick", action="store_true", help="smoke run: every 32nd frame; writes no files")
+    return parser.parse_args(argv)
+
+
+def run_all_blender(sources, body, repeats):
+    """({clip name: {mode: Solved}}, one bpy document, max mm between Blender's and the solver's captured
+    joints) or (a skip reason, None, None) when the bpy venv is missing."""
+    python = os.path.join(bs.VENV_DIR, BLENDER_VENV, "bin", "python")
+    if not os.path.exists(python):
+        return f"no interpreter at {python}", None, None
+    per_clip, doc, mismatch = {}, None, 0.0
+    for source in sources:
+        clip = source["clip"]
+        t = time.perf_counter()
+        per_clip[clip.name], doc = run_blender(python, clip, body, repeats)
+        mismatch = max(mismatch, 1e3 * float(np.abs(np.array(doc["captured_heads"]) - captured_heads(clip, body)).max()))
+        print(f"{clip.name}: Blender {doc['blender']} in {time.perf_counter() - t:.1f} s", flush=True)
+    return per_clip, doc, mismatch
+
+
+def straight_rest_mismatch(sources, body, stride):
+    """Max mm between the captured joints on the straight-line rest rig and on the clip's own rig
+    (the straight rig must pose the same body), or None while there is no straight-line rest."""
+    try:
+        rigs = [(straight_rest_clip(source, stride)[0], source["clip"]) for source in sources]
+    except Skipped:
+        return None
+    return max(1e3 * float(np.abs(captured_heads(straight, body) - captured_heads(own, body)).max())
+               for straight, own in rigs)
+
+
+def notes(args, sources, body, settings, blender_doc, mismatch):
+    clip_text = ", ".join(f"{s['clip'].name} ({len(s['clip'].frames)} frames)" for s in sources)
+    lines = [f"Machine: {bs.machine_line(bs.solver_fingerprint())}", "",
+             f"Clips: {clip_text}: one clip frame in {args.stride}; pins {', '.join(bs.EFFECTORS)} (position + "
+             f"orientation), hips given. Free joints: {', '.join(body.joints[k] for k in body.free)}.",
+             f"EWBIK warm: {bs.settings_text(settings[0])}; from rest: iterations={settings[1].iterations}.",
+             f"Wrong-way bends: elbows and knees; a limb bent under {BEND_MIN_DEG:.0f} deg (solved or captured) is "
+             f"not counted; share of frames with a countable limb where any countable limb flips."]
+    straight = straight_rest_mismatch(sources, body, args.stride)
+    if straight is not None:
+        lines.append(f"The straight-line rest rig poses the captured joints within {straight:.3f} mm of the clip's own rig.")
+    if blender_doc is not None:
+        lines.append(f"Blender {blender_doc['blender']}: Standard IK, {blender_doc['iterations']} iterations, measured "
+                     f"against its own captured joints (they match the solver's within {mismatch:.3f} mm); its warm "
+                     f"start is the previous IK result written to the pose channels.")
+    return lines + [""]
+
+
+def write_section(markdown, path=bs.BENCHMARKS_MD):
+    """Replace the block between the naturalness markers (appended when missing)."""
+    block = f"{NATURAL_BEGIN}\n{markdown}\n{NATURAL_END}"
+    with open(path) as f:
+        text = f.read()
+    if NATURAL_BEGIN in text and NATURAL_END in text:
+        head, rest = text.split(NATURAL_BEGIN, 1)
+        text = head + block + rest.split(NATURAL_END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.quick:
+        args.stride, args.no_write, args.blender_repeats = 32, True, 1
+    started = time.perf_counter()
+    settings = (SolverSettings(iterations=50, tolerance=1e-5), SolverSettings(iterations=500, tolerance=1e-5))
+    sources = load_sources(args.clips, args.stride)
+    body = body_of(sources[0]["clip"].skeleton)
+    results, outside = {}, {}
+    for label, make, _, from_first_frame in EWBIK_RUNS:
+        t = time.perf_counter()
+        try:
+            results[label], outside[label] = run_ewbik(make, from_first_frame, sources, args.stride, *settings)
+        except Skipped as why:
+            results[label] = str(why)
+        print(f"{label}: {time.perf_counter() - t:.1f} s", flush=True)
+    blender_label = "Blender IK (Standard)"
+    blender, doc, mismatch = ("--no-blender", None, None) if args.no_blender else run_all_blender(
+        sources, body, args.blender_repeats)
+    results[blender_label] = blender
+    numbers = measured(results, body)
+    lines = notes(args, sources, body, settings, doc, mismatch)
+    lines += [table(results, numbers, blender_label), ""] + target_lines(results, numbers, blender_label)
+    lines += ["", "Captured pose outside the limits by more than 1 deg (share of test frames; bones the pins move):", ""]
+    lines += outside_lines(outside)
+    lines += ["", "Wrong-way bends by limb (share of the frames where that limb is countable):", "",
+              limb_table(numbers, body)]
+    lines += ["", f"Bench wall time {time.perf_counter() - started:.0f} s."]
+    markdown = "\n".join(lines)
+    print()
+    print(markdown)
+    if not args.no_write:
+        write_section(markdown)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

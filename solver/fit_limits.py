@@ -1,0 +1,285 @@
+"""Joint limits fitted from motion: the smallest Kusudama per bone that holds most of a clip.
+
+Given every bone's local rotation over a clip, each bone gets ordered limit cones (consecutive
+cones bridged by tangent cones, as `kusudama.Kusudama` defines the region) and a twist range,
+both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the frames:
+
+1. Outliers: the (1 - coverage) frames farthest from the rest of the motion are dropped, jointly
+   for swing and twist. A frame's distance to the motion is the distance to its k-th nearest
+   frame (k = frames dropped + 1) in the combined (swing angle, twist difference) metric, so a
+   small cluster of stray frames counts as stray and a sparse but continuous edge does not.
+2. Swing: the kept swing directions (Q applied to +Y) are covered by 1..max_cones cones. One
+   cone is the smallest enclosing cap. A chain of n cones covers the directions ordered along
+   their principal axis (in the tangent plane of the enclosing cap's centre) and split into n
+   runs; each run gets its own smallest cap, so an elongated or curved set of directions gets
+   cones along its length, in order. Every candidate's region is measured (a Fibonacci lattice
+   over a cap bounding the region) and the smallest wins; a chain must beat fewer cones by
+   `_CHAIN_GAIN` to be chosen, so sampling noise never buys an extra cone.
+3. Twist: measured in the twist frame `JointLimits` derives from the fitted cones (the angle of
+   (shortest_arc(+Y, centre))^-1 Q about +Y), so the fitted range is what the solver enforces.
+   The range is the interval of the kept twists within [-pi, pi] (as Blender stores it); when it
+   spans the whole circle the bone gets no twist limit.
+
+Floors: a bone that moved at all gets cones of at least `FLOOR_RADIUS` and a twist range of at
+least `FLOOR_TWIST`, so a bone that moved a little is never frozen by its fitted limits. Bones
+that never turn more than `STILL_ANGLE` from rest, and root bones, get no limits.
+"""
+
+import math
+
+import numpy as np
+
+from . import quat
+from .kusudama import Kusudama, LimitCone, TwistLimit
+
+FLOOR_RADIUS = math.radians(2.0)
+FLOOR_TWIST = math.radians(4.0)
+STILL_ANGLE = math.radians(0.1)
+DEFAULT_MAX_CONES = 4
+
+_Y = np.array([0.0, 1.0, 0.0])
+_MARGIN = 1e-6
+_CAP_ITERATIONS = 200
+_CAP_GAP = 1e-7
+_AREA_SAMPLES = 1024
+_CHAIN_GAIN = 0.97
+_NEIGHBOUR_REFERENCES = 256
+_CHUNK_ELEMENTS = 4_000_000
+_GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
+
+
+class FitError(ValueError):
+    """Bad input to `fit_limits`; `field` names the offending argument."""
+
+    def __init__(self, field, message):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES):
+    """Fit joint limits to a clip: {bone name: scene-document limits dict}.
+
+    `bones` are scene-document bone dicts (name, parent, ...); `rotations` is (F, N, 4), the
+    local rotations (w, x, y, z, relative to rest) of the N bones in `bones` order over F frames.
+    Each fitted bone's limits hold at least `coverage` of the frames; see the module docstring.
+    """
+    names, parents = _check_bones(bones)
+    rotations = _check_rotations(rotations, len(names))
+    coverage = _check_coverage(coverage)
+    max_cones = _check_max_cones(max_cones)
+    frames = quat.normalize(np.swapaxes(rotations, 0, 1))
+    moving = np.array([p is not None for p in parents]) & (quat.angle(frames).max(1) > STILL_ANGLE)
+    fitted = np.flatnonzero(moving)
+    if len(fitted) == 0:
+        return {}
+    kept = _drop_outliers(frames[fitted], coverage)
+    cones = _fit_cones(_swing_directions(kept), max_cones)
+    kusudamas = [Kusudama([LimitCone(tuple(d), r) for d, r in bone_cones]) for bone_cones in cones]
+    twists = _twist_ranges(kept, np.array([k.centre for k in kusudamas]))
+    return {
+        names[bone]: Kusudama(kusudama.cones, twist).to_dict()
+        for bone, kusudama, twist in zip(fitted, kusudamas, twists)
+    }
+
+
+def _check_bones(bones):
+    if not isinstance(bones, (list, tuple)) or not bones:
+        raise FitError("bones", "must be a non-empty list of bone dicts")
+    names, parents = [], []
+    for i, bone in enumerate(bones):
+        if not isinstance(bone, dict) or not isinstance(bone.get("name"), str):
+            raise FitError(f"bones[{i}]", "needs a string 'name'")
+        names.append(bone["name"])
+        parents.append(bone.get("parent"))
+    if len(set(names)) != len(names):
+        raise FitError("bones", "bone names are not unique")
+    return names, parents
+
+
+def _check_rotations(rotations, n_bones):
+    try:
+        rotations = np.asarray(rotations, dtype=float)
+    except (TypeError, ValueError):
+        raise FitError("rotations", "is not an array of numbers") from None
+    if rotations.ndim != 3 or rotations.shape[1:] != (n_bones, 4) or rotations.shape[0] < 1:
+        raise FitError("rotations", f"must have shape (frames, {n_bones}, 4), got {rotations.shape}")
+    if not np.all(np.isfinite(rotations)):
+        raise FitError("rotations", "contains NaN or infinite values")
+    if np.any(np.linalg.norm(rotations, axis=-1) < 1e-9):
+        raise FitError("rotations", "contains zero quaternions")
+    return rotations
+
+
+def _check_coverage(coverage):
+    if isinstance(coverage, bool) or not isinstance(coverage, (int, float, np.number)):
+        raise FitError("coverage", f"is not a number ({coverage!r})")
+    if not 0.0 < float(coverage) <= 1.0:
+        raise FitError("coverage", f"must lie in (0, 1] ({coverage})")
+    return float(coverage)
+
+
+def _check_max_cones(max_cones):
+    if isinstance(max_cones, bool) or not isinstance(max_cones, (int, np.integer)):
+        raise FitError("max_cones", f"is not an integer ({max_cones!r})")
+    if max_cones < 1:
+        raise FitError("max_cones", f"must be at least 1 ({max_cones})")
+    return int(max_cones)
+
+
+def _swing_directions(q):
+    return quat.rotate(q, _Y)
+
+
+def _twist_angles(q, centres):
+    """Twist (..., F) of rotations q (B, F, 4) about +Y in the frame shortest_arc(+Y, centre)."""
+    frame = quat.conjugate(quat.shortest_arc(_Y, centres))
+    local = quat.multiply(frame[:, None, :], q)
+    w, y = local[..., 0], local[..., 2]
+    return 2.0 * np.arctan2(np.where(w < 0.0, -y, y), np.abs(w))
+
+
+def _drop_outliers(q, coverage):
+    """The ceil(coverage * F) frames (B, M, 4) of each bone that lie closest to the others.
+
+    Frames are compared by chord distances: |d_i - d_j|^2 of the swing directions plus the same
+    of the twists as points on the unit circle, i.e. 4 - 2 f_i.f_j for features
+    f = (d, cos twist, sin twist), one matrix product per chunk of bones.
+    """
+    n_frames = q.shape[1]
+    n_kept = max(1, math.ceil(coverage * n_frames - 1e-9))
+    if n_kept >= n_frames:
+        return q
+    dirs = _swing_directions(q)
+    twist = _twist_angles(q, _unit(dirs.mean(1)))
+    features = np.concatenate((dirs, np.cos(twist)[..., None], np.sin(twist)[..., None]), -1)
+    references = np.unique(np.linspace(0, n_frames - 1, min(n_frames, _NEIGHBOUR_REFERENCES)).astype(int))
+    k = min(len(references) - 1, math.ceil((n_frames - n_kept + 1) * len(references) / n_frames))
+    chunk = max(1, _CHUNK_ELEMENTS // (n_frames * len(references)))
+    closeness = np.concatenate([
+        _neighbour_closeness(features[s:s + chunk], references, k) for s in range(0, len(q), chunk)
+    ])
+    kept = np.sort(np.argsort(-closeness, axis=1, kind="stable")[:, :n_kept], axis=1)
+    return np.take_along_axis(q, kept[..., None], axis=1)
+
+
+def _neighbour_closeness(features, references, k):
+    """f_i.f_j of every frame with its k-th nearest reference frame (larger = closer)."""
+    similarity = np.einsum("bfk,brk->bfr", features, features[:, references])
+    largest_first = similarity.shape[2] - 1 - k
+    return np.partition(similarity, largest_first, axis=2)[:, :, largest_first]
+
+
+def _unit(v):
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return np.where(n > 1e-9, v / np.where(n > 1e-9, n, 1.0), _Y)
+
+
+def _enclosing_caps(points, member):
+    """Smallest caps (centre (..., 3), radius (...)) holding the member points (..., M, 3).
+
+    The smallest cap's centre points at the point of the members' convex hull nearest the
+    origin (maximizing min p.c over unit c is that distance problem), found by Gilbert's
+    min-norm-point iteration; the radius is then the exact largest angle to a member, so the
+    cap always holds every member whatever the iteration's accuracy. Rows without members get
+    radius -1.
+    """
+    weight = member / np.maximum(member.sum(-1, keepdims=True), 1)
+    x = np.einsum("...m,...mk->...k", weight, points)
+    for iteration in range(_CAP_ITERATIONS):
+        support = np.where(member, (points @ x[..., None])[..., 0], np.inf)
+        nearest = support.argmin(-1)
+        if iteration % 8 == 0 and np.all(np.sum(x * x, -1) - np.take_along_axis(
+                support, nearest[..., None], -1)[..., 0] <= _CAP_GAP):
+            break
+        s = np.take_along_axis(points, nearest[..., None, None], axis=-2)[..., 0, :]
+        step = x - s
+        length = np.maximum(np.sum(step * step, -1), 1e-30)
+        x = x - np.clip(np.sum(x * step, -1) / length, 0.0, 1.0)[..., None] * step
+    centre = _unit(x)
+    cos = np.einsum("...mk,...k->...m", points, centre)
+    angle = np.arccos(np.clip(np.where(member, cos, 1.0), -1.0, 1.0))
+    radius = np.where(member.any(-1), angle.max(-1), -1.0)
+    return centre, radius
+
+
+def _floored(radius):
+    return np.maximum(radius + _MARGIN, FLOOR_RADIUS)
+
+
+def _fit_cones(dirs, max_cones):
+    """Per bone, the ordered cones [(direction, radius), ...] of the smallest candidate region."""
+    n_bones, n_kept, _ = dirs.shape
+    centre, radius = _enclosing_caps(dirs, np.ones((n_bones, n_kept), dtype=bool))
+    best = [[(c, r)] for c, r in zip(centre, _floored(radius))]
+    best_area = 2.0 * np.pi * (1.0 - np.cos(_floored(radius)))
+    if max_cones == 1 or n_kept < 2:
+        return best
+    position = _principal_position(dirs, centre)
+    for n in range(2, max_cones + 1):
+        for labels in _runs(position, n):
+            member = labels[:, None, :] == np.arange(n)[None, :, None]
+            runs = np.broadcast_to(dirs[:, None], (n_bones, n, n_kept, 3))
+            run_centre, run_radius = _enclosing_caps(runs, member)
+            for bone in range(n_bones):
+                chain = [(c, _floored(r)) for c, r in zip(run_centre[bone], run_radius[bone]) if r >= 0.0]
+                widest = 2.0 * np.pi * (1.0 - np.cos(max(r for _, r in chain)))
+                if widest >= _CHAIN_GAIN * best_area[bone]:
+                    continue
+                area = _region_area(chain, centre[bone])
+                if area < _CHAIN_GAIN * best_area[bone]:
+                    best[bone], best_area[bone] = chain, area
+    return best
+
+
+def _principal_position(dirs, centre):
+    """Position (B, M) of each direction along the principal axis of the set (log map at centre)."""
+    e1 = quat.perpendicular(centre)
+    e2 = np.cross(centre, e1)
+    cos = np.clip(np.einsum("bmk,bk->bm", dirs, centre), -1.0, 1.0)
+    across = dirs - cos[..., None] * centre[:, None, :]
+    across = across * (np.arccos(cos) / np.maximum(np.linalg.norm(across, axis=-1), 1e-12))[..., None]
+    plane = np.stack((np.einsum("bmk,bk->bm", across, e1), np.einsum("bmk,bk->bm", across, e2)), -1)
+    plane -= plane.mean(1, keepdims=True)
+    axis = np.linalg.eigh(np.swapaxes(plane, 1, 2) @ plane)[1][..., -1]
+    return np.einsum("bmk,bk->bm", plane, axis)
+
+
+def _runs(position, n):
+    """Two ways to cut the ordered directions into n runs: equal lengths and equal counts."""
+    low, high = position.min(1, keepdims=True), position.max(1, keepdims=True)
+    width = np.maximum(high - low, 1e-12) / n
+    by_length = np.clip(((position - low) / width).astype(int), 0, n - 1)
+    rank = np.argsort(np.argsort(position, axis=1, kind="stable"), axis=1)
+    by_count = rank * n // position.shape[1]
+    return by_length, by_count
+
+
+def _region_area(chain, around):
+    """Solid angle of the Kusudama of `chain`, sampled by a Fibonacci lattice over a bounding cap.
+
+    The bounding cap (centre `around`) holds every cone, hence their bridges, which lie within
+    the convex hull of the cones they join.
+    """
+    directions = np.array([d for d, _ in chain])
+    radii = np.array([r for _, r in chain])
+    reach = np.arccos(np.clip(directions @ around, -1.0, 1.0)) + radii
+    bound = min(np.pi, float(reach.max()))
+    k = np.arange(_AREA_SAMPLES) + 0.5
+    y = 1.0 - (1.0 - np.cos(bound)) * k / _AREA_SAMPLES
+    ring = np.sqrt(np.maximum(0.0, 1.0 - y * y))
+    lattice = np.stack((ring * np.cos(_GOLDEN_ANGLE * k), y, ring * np.sin(_GOLDEN_ANGLE * k)), -1)
+    samples = quat.rotate(quat.shortest_arc(_Y, around), lattice)
+    kusudama = Kusudama([LimitCone(tuple(d), r) for d, r in chain])
+    return 2.0 * np.pi * (1.0 - np.cos(bound)) * float(kusudama.allows(samples).mean())
+
+
+def _twist_ranges(kept, centres):
+    """Per bone a TwistLimit holding every kept twist (floored, within [-pi, pi]) or None."""
+    twist = _twist_angles(kept, centres)
+    low, high = twist.min(1) - _MARGIN, twist.max(1) + _MARGIN
+    middle = 0.5 * (low + high)
+    half = np.maximum(0.5 * (high - low), 0.5 * FLOOR_TWIST)
+    middle = np.clip(middle, -np.pi + half, np.pi - half)
+    low, high = np.maximum(middle - half, -np.pi), np.minimum(middle + half, np.pi)
+    return [None if hi - lo >= 2.0 * np.pi - 1e-9 else TwistLimit(float(lo), float(hi))
+            for lo, hi in zip(low, high)]
