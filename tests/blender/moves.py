@@ -180,6 +180,7 @@ def prepare(obj, spec, move, config):
     obj.ewbik.time_budget_ms = 0.0  # the same poses on every machine
     obj.ewbik.iterations = LIVE_ITERATIONS
     obj.ewbik.translate_root = move == "crouch"
+    obj.ewbik.auto_limits = False  # "free" means free; "humanoid" applies the preset itself
     if config == "humanoid":
         result = bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
         assert result == {"FINISHED"}, result
