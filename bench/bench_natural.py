@@ -40,7 +40,7 @@ sys.path.insert(0, BENCH_DIR)
 
 import bench_solver as bs  # noqa: E402
 import mocap  # noqa: E402
-from solver import JointLimits, Kusudama, SolverSettings, preset_limits, solve  # noqa: E402
+from solver import JointLimits, Kusudama, SolverSettings, preset_limits, preset_stiffness, solve  # noqa: E402
 from solver.presets import bone_roles  # noqa: E402
 
 NATURAL_BEGIN = "<!-- bench:natural -->"
@@ -109,11 +109,13 @@ def captured_heads(clip, body):
     return np.array(out)
 
 
-def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=None):
+def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=None, stiff=None):
     """Solve the sampled frames in order (warm: from the previous solution; its first frame is
     solved from `start` (local rotations; None = rest) with `rest_settings` and not counted;
-    otherwise every frame from `start`)."""
+    otherwise every frame from `start`). `stiff`: {bone: stiffness} beside the given hips."""
     stiffness = np.zeros(len(clip.skeleton))
+    for name, value in (stiff or {}).items():
+        stiffness[clip.skeleton.index[name]] = value
     stiffness[clip.skeleton.index[bs.HIPS]] = 1.0
     previous, out = None, {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": []}
     for row in range(len(clip.frames)):
@@ -143,11 +145,13 @@ def joint_limits(clip, per_bone):
 
 
 def no_limits(source, stride):
-    return source["clip"], None
+    return source["clip"], None, {}
 
 
 def humanoid_preset(source, stride):
-    return source["clip"], joint_limits(source["clip"], preset_limits(source["clip"].bones))
+    """The preset as Presets > Humanoid sets it: limits, and the stiffness it gives some roles."""
+    clip = source["clip"]
+    return clip, joint_limits(clip, preset_limits(clip.bones)), preset_stiffness(clip.bones)
 
 
 def fitted_on_other_clip(source, stride):
@@ -158,7 +162,7 @@ def fitted_on_other_clip(source, stride):
     other = source["other"]
     if other is None:
         raise Skipped("needs a second clip to fit on")
-    return source["clip"], joint_limits(source["clip"], fit_limits(other.bones, other.rotations))
+    return source["clip"], joint_limits(source["clip"], fit_limits(other.bones, other.rotations)), {}
 
 
 def straight_rest_clip(source, stride):
@@ -172,14 +176,14 @@ def straight_rest_clip(source, stride):
 
 def no_limits_on_straight_rest(source, stride):
     """What starting from a straight line costs by itself, for the limited runs on that rig."""
-    return straight_rest_clip(source, stride)[0], None
+    return straight_rest_clip(source, stride)[0], None, {}
 
 
 def preset_on_straight_rest(source, stride):
     """The preset built from a straight-line rest alone: what a rig without a natural rest gets."""
     clip, straight = straight_rest_clip(source, stride)
     try:
-        return clip, joint_limits(clip, preset_limits(straight.bones))
+        return clip, joint_limits(clip, preset_limits(straight.bones)), preset_stiffness(straight.bones)
     except ValueError as error:
         raise Skipped(f"the preset refuses this rest ({error})") from None
 
@@ -193,7 +197,7 @@ def preset_on_straight_rest_with_pose(source, stride):
         per_bone = preset_limits(straight.bones, pose=first)
     except TypeError as error:
         raise Skipped(f"preset_limits takes no pose yet ({error})") from None
-    return clip, joint_limits(clip, per_bone)
+    return clip, joint_limits(clip, per_bone), preset_stiffness(straight.bones)
 
 
 # (label, how to build the clip and limits, whether the targets for limited runs apply, whether solves
@@ -306,11 +310,12 @@ def run_ewbik(make, from_first_frame, sources, stride, warm_settings, rest_setti
     captured pose lies over 1 deg outside the limits}}) for one EWBIK configuration (raises Skipped)."""
     out, outside = {}, {}
     for source in sources:
-        clip, limits = make(source, stride)
+        clip, limits, stiffness = make(source, stride)
         start = clip.clip_rotations[0] if from_first_frame else None
         body = body_of(clip.skeleton)
         truth = captured_heads(clip, body)
-        out[clip.name] = {mode: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, mode == "warm", start)
+        out[clip.name] = {mode: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, mode == "warm", start,
+                                           stiffness)
                           for mode in ("warm", "rest")}
         if limits is not None:
             outside[clip.name] = bs.clip_violations(clip, limits)

@@ -87,10 +87,17 @@ def set_humanoid_limits_if_none(obj, frame):
         limits, source = fitted_preset(obj, "humanoid", frame)
     except presets.PresetError as error:
         return f"; no humanoid limits set: {error.message}"
-    for pose_bone in obj.pose.bones:
-        if pose_bone.name in limits:
-            set_limits(pose_bone.ewbik, limits[pose_bone.name])
+    store_preset(obj, [pose_bone for pose_bone in obj.pose.bones if pose_bone.name in limits], limits, "humanoid")
     return f"; humanoid limits set on {len(limits)} bones {source} (Humanoid Limits on Pin)"
+
+
+def store_preset(obj, pose_bones, limits, preset):
+    """Write a preset's limits, and the stiffness it gives some roles, onto these pose bones."""
+    stiffness = presets.preset_stiffness(scene_bones(obj), preset)
+    for pose_bone in pose_bones:
+        set_limits(pose_bone.ewbik, limits[pose_bone.name])
+        if pose_bone.name in stiffness:
+            pose_bone.ewbik.stiffness = stiffness[pose_bone.name]
 
 
 def set_limits(settings, limits):
@@ -162,8 +169,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
             self.report({"WARNING"}, "No bones selected")
             return {"CANCELLED"}
         limited = [pose_bone for pose_bone in wanted if pose_bone.name in limits]
-        for pose_bone in limited:
-            set_limits(pose_bone.ewbik, limits[pose_bone.name])
+        store_preset(obj, limited, limits, self.preset)
         unrecognised = [pose_bone.name for pose_bone in wanted if pose_bone.name not in limits]
         message = f"Limits set on {len(limited)} bone{'s' if len(limited) != 1 else ''} {source}"
         if unrecognised:

@@ -9,7 +9,7 @@ the loop, `solve` iterates in C (the same steps); elsewhere in numpy.
 from .fit_limits import FitError, fit_limits
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from .pins import Pin
-from .presets import PresetError, apply_limit_preset, available_presets, preset_limits
+from .presets import PresetError, apply_limit_preset, available_presets, preset_limits, preset_stiffness
 from .qcp import kabsch_rotation, qcp_rotations
 from .scene import Scene, parse_scene, pose_document, solve_scene
 from .settings import SolverSettings
@@ -36,6 +36,7 @@ __all__ = [
     "parse_scene",
     "pose_document",
     "preset_limits",
+    "preset_stiffness",
     "qcp_rotations",
     "solve",
     "solve_scene",

@@ -425,14 +425,35 @@ def preset_limits(bones, preset="humanoid", pose=None):
     return limits
 
 
+def preset_stiffness(bones, preset="humanoid"):
+    """{bone name: stiffness} for the recognised bones whose role the preset makes stiff.
+
+    Stiffness is not a limit: it shapes how the solver shares a move between bones (a
+    clavicle barely moves while the arm reaches), so the preset sets it beside the limits.
+    """
+    if preset not in _PRESETS:
+        raise PresetError("preset", f"unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
+    table = _load(preset)["roles"]
+    parents = {b["name"]: b.get("parent") for b in bones}
+    out = {}
+    for name, role in bone_roles(list(parents)).items():
+        spec = table.get(role.partition(".")[0])
+        if spec is not None and "stiffness" in spec and parents[name] is not None:
+            out[name] = float(spec["stiffness"])
+    return out
+
+
 def apply_limit_preset(scene, preset="humanoid", pose=None):
-    """A copy of the scene document with preset limits set on the bones it recognises.
+    """A copy of the scene document with preset limits (and stiffness) on the bones it recognises.
 
     `pose` as for `preset_limits`; the scene's own bone rotations are not used for it.
     """
     out = copy.deepcopy(scene)
     limits = preset_limits(out["bones"], preset, pose)
+    stiffness = preset_stiffness(out["bones"], preset)
     for bone in out["bones"]:
         if bone["name"] in limits:
             bone["limits"] = limits[bone["name"]]
+        if bone["name"] in stiffness:
+            bone["stiffness"] = stiffness[bone["name"]]
     return out

@@ -48,6 +48,9 @@ def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, cap
     out = capfd.readouterr().out
     assert f"Limits set on {len(limited)} bones" in out
     assert "not recognised" in out
+    stiff = {pose_bone.name: pose_bone.ewbik.stiffness for pose_bone in metarig.pose.bones if pose_bone.ewbik.stiffness}
+    assert stiff == {"shoulder.L": pytest.approx(0.8), "shoulder.R": pytest.approx(0.8), "pelvis.L": 1.0,
+                     "pelvis.R": 1.0}
 
 
 def test_preset_on_selected_bones_only(metarig):

@@ -12,7 +12,8 @@ import pytest
 from bench.mocap import forward_kinematics, load_bvh, straight_line_rest
 from solver import PresetError, quat
 from solver.kusudama import JointLimits, Kusudama
-from solver.presets import apply_limit_preset, available_presets, bone_roles, has_humanoid_limbs, preset_limits
+from solver.presets import (apply_limit_preset, available_presets, bone_roles, has_humanoid_limbs, preset_limits,
+                            preset_stiffness)
 
 # Generic T-pose (Z up, facing -Y, character's left = +X): role -> (parent role, head, tail).
 LEFT_SIDE = {
@@ -356,6 +357,19 @@ def test_apply_limit_preset_returns_new_document():
     for b in out["bones"]:
         if "limits" in b:
             Kusudama.from_dict(b["limits"], bone=b["name"])
+    assert by_name["shoulder.L"]["stiffness"] == by_name["shoulder.R"]["stiffness"] == 0.8
+    assert "stiffness" not in by_name["forearm.L"]
+
+
+def test_preset_stiffness_by_role():
+    """Stiff roles follow the names, whatever the convention; roots and other roles get none."""
+    cmu = preset_stiffness(load_bvh(str(MOCAP / "cmu_131_01.bvh")).bones)
+    assert cmu == {"LHipJoint": 1.0, "RHipJoint": 1.0, "LeftCollar": 0.8, "RightCollar": 0.8}
+    mixamo = preset_stiffness(build_rig("mixamo"))
+    assert {bone_roles([n])[n] for n in mixamo} == {"clavicle.L", "clavicle.R"}
+    with pytest.raises(PresetError) as error:
+        preset_stiffness(build_rig("mixamo"), preset="quadruped")
+    assert error.value.field == "preset"
 
 
 MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
