@@ -43,6 +43,7 @@ _CAP_ITERATIONS = 200
 _CAP_GAP = 1e-7
 _AREA_SAMPLES = 1024
 _CHAIN_GAIN = 0.97
+_KMEANS_ROUNDS = 5
 _NEIGHBOUR_REFERENCES = 256
 _CHUNK_ELEMENTS = 4_000_000
 _GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
@@ -216,7 +217,7 @@ def _fit_cones(dirs, max_cones):
         return best
     position = _principal_position(dirs, centre)
     for n in range(2, max_cones + 1):
-        for labels in _runs(position, n):
+        for labels in _runs(dirs, position, n):
             member = labels[:, None, :] == np.arange(n)[None, :, None]
             runs = np.broadcast_to(dirs[:, None], (n_bones, n, n_kept, 3))
             run_centre, run_radius = _enclosing_caps(runs, member)
@@ -244,14 +245,28 @@ def _principal_position(dirs, centre):
     return np.einsum("bmk,bk->bm", plane, axis)
 
 
-def _runs(position, n):
-    """Two ways to cut the ordered directions into n runs: equal lengths and equal counts."""
+def _runs(dirs, position, n):
+    """Cuts of the directions into n runs (labels (B, M)), in order along the principal axis.
+
+    Equal lengths and equal counts along the axis, each then settled by a few spherical k-means
+    rounds (every direction joins the run with the nearest mean direction): the runs gather
+    around the dense parts of the motion and follow a curved set better than straight cuts.
+    Runs stay in order since each starts from its slice of the axis and moves only locally.
+    """
     low, high = position.min(1, keepdims=True), position.max(1, keepdims=True)
     width = np.maximum(high - low, 1e-12) / n
     by_length = np.clip(((position - low) / width).astype(int), 0, n - 1)
     rank = np.argsort(np.argsort(position, axis=1, kind="stable"), axis=1)
     by_count = rank * n // position.shape[1]
-    return by_length, by_count
+    return _settled(dirs, by_length, n), _settled(dirs, by_count, n)
+
+
+def _settled(dirs, labels, n):
+    for _ in range(_KMEANS_ROUNDS):
+        member = labels[:, None, :] == np.arange(n)[None, :, None]
+        means = _unit(member @ dirs)
+        labels = np.argmax(dirs @ np.swapaxes(means, 1, 2), axis=-1)
+    return labels
 
 
 def _region_area(chain, around):
