@@ -77,10 +77,12 @@ class EWBIK_OT_limits_from_action(bpy.types.Operator):
         except RigError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
+        if not limited:
+            self.report({"WARNING"}, f"No bone moves in frames {self.frame_start}..{self.frame_end}: no limits fitted")
+            return {"CANCELLED"}
         frames = self.frame_end - self.frame_start + 1
-        message = f"Limits fitted on {len(limited)} bone{'s' if len(limited) != 1 else ''} from {frames} frames"
-        self.report({"INFO"} if limited else {"WARNING"}, message)
-        return {"FINISHED"} if limited else {"CANCELLED"}
+        self.report({"INFO"}, f"Limits fitted on {len(limited)} bone{'s' if len(limited) != 1 else ''} from {frames} frames")
+        return {"FINISHED"}
 
 
 CLASSES = (EWBIK_OT_limits_from_action,)

@@ -22,7 +22,8 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
 
 Floors: a bone that moved at all gets cones of at least `FLOOR_RADIUS` and a twist range of at
 least `FLOOR_TWIST`, so a bone that moved a little is never frozen by its fitted limits. Bones
-that never turn more than `STILL_ANGLE` from rest, and root bones, get no limits.
+whose rotation never changes by more than `STILL_ANGLE` over the clip (at rest or held in one
+pose: limits fitted to them would lock them), and root bones, get no limits.
 """
 
 import math
@@ -69,7 +70,8 @@ def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES):
     coverage = _check_coverage(coverage)
     max_cones = _check_max_cones(max_cones)
     frames = quat.normalize(np.swapaxes(rotations, 0, 1))
-    moving = np.array([p is not None for p in parents]) & (quat.angle(frames).max(1) > STILL_ANGLE)
+    turned = quat.angle(quat.multiply(quat.conjugate(frames[:, :1]), frames)).max(1)
+    moving = np.array([p is not None for p in parents]) & (turned > STILL_ANGLE)
     fitted = np.flatnonzero(moving)
     if len(fitted) == 0:
         return {}

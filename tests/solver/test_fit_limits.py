@@ -167,11 +167,12 @@ def test_roots_and_still_bones_get_no_limits_and_small_motion_is_not_frozen():
     frames = 200
     rng = np.random.default_rng(2)
     root = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3))))
-    still = np.tile([1.0, 0.0, 0.0, 0.0], (frames, 1))
+    at_rest = np.tile([1.0, 0.0, 0.0, 0.0], (frames, 1))
+    held = np.tile(wxyz(Rotation.from_rotvec([0.3, 0.2, -0.5])), (frames, 1))
     nudged = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3)) * math.radians(0.2)))
-    fitted = fit_limits(bones(2), np.stack((root, still, nudged), axis=1))
-    assert set(fitted) == {"b1"}
-    limits = fitted["b1"]
+    fitted = fit_limits(bones(3), np.stack((root, at_rest, held, nudged), axis=1))
+    assert set(fitted) == {"b2"}
+    limits = fitted["b2"]
     assert all(c["radius"] >= FLOOR_RADIUS for c in limits["cones"])
     assert limits["twist"]["max"] - limits["twist"]["min"] >= FLOOR_TWIST - 1e-12
     assert (violations(limits, nudged) <= INSIDE).mean() >= 0.99
