@@ -9,12 +9,14 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
    frame (k = frames dropped + 1) in the combined (swing angle, twist difference) metric, so a
    small cluster of stray frames counts as stray and a sparse but continuous edge does not.
 2. Swing: the kept swing directions (Q applied to +Y) are covered by 1..max_cones cones. One
-   cone is the smallest enclosing cap. A chain of n cones covers the directions ordered along
-   their principal axis (in the tangent plane of the enclosing cap's centre) and split into n
-   runs; each run gets its own smallest cap, so an elongated or curved set of directions gets
-   cones along its length, in order. Every candidate's region is measured (a Fibonacci lattice
-   over a cap bounding the region) and the smallest wins; a chain must beat fewer cones by
-   `_CHAIN_GAIN` to be chosen, so sampling noise never buys an extra cone.
+   cone is the smallest enclosing cap. For a chain of n cones the directions, ordered along
+   their principal axis (in the tangent plane of the enclosing cap's centre), are cut into n
+   runs that a few spherical k-means rounds settle around the dense parts of the motion; each
+   run gets its own smallest cap, so an elongated or curved set of directions gets cones along
+   its length, in order. Every candidate's region, bridges included, is measured (a Fibonacci
+   lattice over a cap bounding it) and the smallest wins; a chain must beat the best so far by
+   `_CHAIN_GAIN`, so sampling noise never buys an extra cone. (The candidates are measured one
+   Kusudama at a time: at most 2 (max_cones - 1) per bone, all other steps are batched.)
 3. Twist: measured in the twist frame `JointLimits` derives from the fitted cones (the angle of
    (shortest_arc(+Y, centre))^-1 Q about +Y), so the fitted range is what the solver enforces.
    The range is the interval of the kept twists within [-pi, pi] (as Blender stores it); when it
@@ -41,7 +43,8 @@ DEFAULT_MAX_CONES = 4
 _Y = np.array([0.0, 1.0, 0.0])
 _MARGIN = 1e-6
 _CAP_ITERATIONS = 200
-_CAP_GAP = 1e-7
+_CAP_GAP = 1e-6
+_CAP_CANDIDATES = 64
 _AREA_SAMPLES = 1024
 _CHAIN_GAIN = 0.97
 _KMEANS_ROUNDS = 5
@@ -178,31 +181,35 @@ def _unit(v):
 
 
 def _enclosing_caps(points, member):
-    """Smallest caps (centre (..., 3), radius (...)) holding the member points (..., M, 3).
+    """Smallest caps holding subsets of each bone's points: centres (B, S, 3), radii (B, S).
 
-    The smallest cap's centre points at the point of the members' convex hull nearest the
-    origin (maximizing min p.c over unit c is that distance problem), found by Gilbert's
-    min-norm-point iteration; the radius is then the exact largest angle to a member, so the
-    cap always holds every member whatever the iteration's accuracy. Rows without members get
-    radius -1.
+    `points` (B, M, 3) are unit directions, `member` (B, S, M) picks S subsets per bone. The
+    smallest cap's centre points at the point of the subset's convex hull nearest the origin
+    (maximizing min p.c over unit c is that distance problem), found by Gilbert's min-norm-point
+    iteration over the `_CAP_CANDIDATES` members farthest from the subset's mean (the hull's
+    extreme points are among them in practice). The radius is then the exact largest angle to
+    any member, so the cap holds every member whatever the iteration's accuracy. Empty subsets
+    get radius -1.
     """
-    weight = member / np.maximum(member.sum(-1, keepdims=True), 1)
-    x = np.einsum("...m,...mk->...k", weight, points)
+    x = _unit(member @ points)
+    cos = np.where(member, x @ np.swapaxes(points, 1, 2), np.inf)
+    count = min(_CAP_CANDIDATES, points.shape[1])
+    far = np.argpartition(cos, count - 1, axis=-1)[..., :count]
+    candidates = points[np.arange(len(points))[:, None, None], far]
+    usable = np.isfinite(np.take_along_axis(cos, far, -1))
     for iteration in range(_CAP_ITERATIONS):
-        support = np.where(member, (points @ x[..., None])[..., 0], np.inf)
+        support = np.where(usable, (candidates @ x[..., None])[..., 0], np.inf)
         nearest = support.argmin(-1)
-        if iteration % 8 == 0 and np.all(np.sum(x * x, -1) - np.take_along_axis(
+        if iteration % 4 == 0 and np.all(np.sum(x * x, -1) - np.take_along_axis(
                 support, nearest[..., None], -1)[..., 0] <= _CAP_GAP):
             break
-        s = np.take_along_axis(points, nearest[..., None, None], axis=-2)[..., 0, :]
-        step = x - s
+        step = x - np.take_along_axis(candidates, nearest[..., None, None], axis=2)[..., 0, :]
         length = np.maximum(np.sum(step * step, -1), 1e-30)
         x = x - np.clip(np.sum(x * step, -1) / length, 0.0, 1.0)[..., None] * step
     centre = _unit(x)
-    cos = np.einsum("...mk,...k->...m", points, centre)
-    angle = np.arccos(np.clip(np.where(member, cos, 1.0), -1.0, 1.0))
-    radius = np.where(member.any(-1), angle.max(-1), -1.0)
-    return centre, radius
+    cos = np.where(member, centre @ np.swapaxes(points, 1, 2), 1.0)
+    radius = np.arccos(np.clip(cos.min(-1), -1.0, 1.0))
+    return centre, np.where(member.any(-1), radius, -1.0)
 
 
 def _floored(radius):
@@ -212,18 +219,21 @@ def _floored(radius):
 def _fit_cones(dirs, max_cones):
     """Per bone, the ordered cones [(direction, radius), ...] of the smallest candidate region."""
     n_bones, n_kept, _ = dirs.shape
-    centre, radius = _enclosing_caps(dirs, np.ones((n_bones, n_kept), dtype=bool))
+    centre, radius = (a[:, 0] for a in _enclosing_caps(dirs, np.ones((n_bones, 1, n_kept), dtype=bool)))
     best = [[(c, r)] for c, r in zip(centre, _floored(radius))]
     best_area = 2.0 * np.pi * (1.0 - np.cos(_floored(radius)))
     if max_cones == 1 or n_kept < 2:
         return best
     position = _principal_position(dirs, centre)
     for n in range(2, max_cones + 1):
-        for labels in _runs(dirs, position, n):
+        cuts = _runs(dirs, position, n)
+        for cut, labels in enumerate(cuts):
             member = labels[:, None, :] == np.arange(n)[None, :, None]
-            runs = np.broadcast_to(dirs[:, None], (n_bones, n, n_kept, 3))
-            run_centre, run_radius = _enclosing_caps(runs, member)
-            for bone in range(n_bones):
+            run_centre, run_radius = _enclosing_caps(dirs, member)
+            repeated = np.zeros(n_bones, dtype=bool)
+            for earlier in cuts[:cut]:
+                repeated |= np.all(earlier == labels, axis=1)
+            for bone in np.flatnonzero(~repeated):
                 chain = [(c, _floored(r)) for c, r in zip(run_centre[bone], run_radius[bone]) if r >= 0.0]
                 widest = 2.0 * np.pi * (1.0 - np.cos(max(r for _, r in chain)))
                 if widest >= _CHAIN_GAIN * best_area[bone]:
