@@ -11,7 +11,7 @@ from .pin import is_selected
 
 
 class EWBIK_OT_limits_from_action(bpy.types.Operator):
-    """Set joint limits that hold the armature's animation: per bone the smallest cones and twist range holding most of its frames"""
+    """Fit joint limits to the armature's animation: per bone the smallest cones and twist range holding most frames"""
 
     bl_idname = "ewbik.limits_from_action"
     bl_label = "Limits from Action"
@@ -78,7 +78,8 @@ class EWBIK_OT_limits_from_action(bpy.types.Operator):
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         if not limited:
-            self.report({"WARNING"}, f"No bone moves in frames {self.frame_start}..{self.frame_end}: no limits fitted")
+            frames = f"{self.frame_start}..{self.frame_end}"
+            self.report({"WARNING"}, f"No bone moves in frames {frames}: no limits fitted")
             return {"CANCELLED"}
         frames = self.frame_end - self.frame_start + 1
         self.report({"INFO"}, f"Limits fitted on {len(limited)} bone{'s' if len(limited) != 1 else ''} from {frames} frames")
