@@ -4,7 +4,7 @@ The animation is evaluated frame by frame (so NLA, drivers and constraints on th
 as the viewport shows them) with live solving paused, every pose bone's local rotation is read
 with foreach_get whatever its rotation mode, `solver.fit_limits` fits the limits, and they are
 stored on `PoseBone.ewbik`. Nothing is written before the fit succeeded, and the current frame is
-always restored.
+always restored (the operator puts the pose channels back too, so unkeyed edits survive).
 """
 
 import numpy as np

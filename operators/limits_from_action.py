@@ -6,7 +6,7 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 from ..ewbik_addon.action_limits import fit_action_limits
 from ..ewbik_addon.bridge import RigError
 from ..solver.fit_limits import DEFAULT_MAX_CONES
-from .bake import scene_range
+from .bake import read_pose_channels, scene_range, write_pose_channels
 from .pin import is_selected
 
 
@@ -54,6 +54,9 @@ class EWBIK_OT_limits_from_action(bpy.types.Operator):
         if obj is None or obj.type != "ARMATURE":
             cls.poll_message_set("Select an animated armature")
             return False
+        if obj.mode not in {"POSE", "OBJECT"}:
+            cls.poll_message_set("Switch the armature to Pose or Object Mode")
+            return False
         return True
 
     def execute(self, context):
@@ -69,6 +72,7 @@ class EWBIK_OT_limits_from_action(bpy.types.Operator):
             if not names:
                 self.report({"WARNING"}, "No bones selected")
                 return {"CANCELLED"}
+        pose = read_pose_channels(obj.pose.bones)
         try:
             limited = fit_action_limits(
                 context.scene, obj, self.frame_start, self.frame_end,
@@ -77,6 +81,8 @@ class EWBIK_OT_limits_from_action(bpy.types.Operator):
         except RigError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
+        finally:
+            write_pose_channels(obj.pose.bones, pose)
         if not limited:
             frames = f"{self.frame_start}..{self.frame_end}"
             self.report({"WARNING"}, f"No bone moves in frames {frames}: no limits fitted")

@@ -58,8 +58,11 @@ def use_range(first=FIRST, last=LAST, current=FIRST):
 
 def test_fitted_limits_hold_the_rigs_own_frames(mocap_rig, capfd):
     use_range(current=17)
+    knee = mocap_rig.pose.bones["LeftKnee"]
+    knee.rotation_euler = (0.3, 0.0, 0.0)  # an edit not keyed yet
     assert bpy.ops.ewbik.limits_from_action(coverage=0.98) == {"FINISHED"}
     assert bpy.context.scene.frame_current == 17
+    assert tuple(knee.rotation_euler) == pytest.approx((0.3, 0.0, 0.0))
 
     limits = stored_limits(mocap_rig)
     roots = {pose_bone.name for pose_bone in mocap_rig.pose.bones if pose_bone.parent is None}
