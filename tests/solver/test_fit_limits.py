@@ -41,6 +41,7 @@ CURVED_CHAIN = {"cones": [{"direction": polar(55, az), "radius": math.radians(r)
                           for az, r in ((0, 18), (60, 12), (120, 20))]}
 WITH_TWIST = {"cones": [{"direction": polar(20, 200), "radius": math.radians(40)}],
               "twist": {"min": math.radians(-25), "max": math.radians(60)}}
+CHAIN_WITH_TWIST = {**CURVED_CHAIN, "twist": {"min": math.radians(-40), "max": math.radians(10)}}
 
 
 def bones(count):
@@ -117,7 +118,8 @@ def fit_one(samples, **options):
     return fit_limits(bones(1), rotations, **options)
 
 
-@pytest.mark.parametrize("truth", [ONE_CONE, CURVED_CHAIN, WITH_TWIST], ids=["cone", "chain", "twist"])
+@pytest.mark.parametrize("truth", [ONE_CONE, CURVED_CHAIN, WITH_TWIST, CHAIN_WITH_TWIST],
+                         ids=["cone", "chain", "twist", "chain+twist"])
 @pytest.mark.parametrize("coverage", [0.95, 0.99, 1.0])
 def test_fitted_limits_hold_coverage_of_samples_in_a_small_region(truth, coverage):
     samples = sample_inside(truth, N_SAMPLES, seed=7)
@@ -128,10 +130,11 @@ def test_fitted_limits_hold_coverage_of_samples_in_a_small_region(truth, coverag
     assert area(fitted["b0"]) <= 1.5 * area(truth)
 
 
-def test_twist_range_is_close_to_the_true_one():
-    samples = sample_inside(WITH_TWIST, N_SAMPLES, seed=3)
+@pytest.mark.parametrize("truth", [WITH_TWIST, CHAIN_WITH_TWIST], ids=["cone", "chain"])
+def test_twist_range_is_close_to_the_true_one(truth):
+    samples = sample_inside(truth, N_SAMPLES, seed=3)
     twist = fit_one(samples, coverage=1.0)["b0"]["twist"]
-    true_width = WITH_TWIST["twist"]["max"] - WITH_TWIST["twist"]["min"]
+    true_width = truth["twist"]["max"] - truth["twist"]["min"]
     assert true_width * 0.9 <= twist["max"] - twist["min"] <= true_width * 1.2
 
 
