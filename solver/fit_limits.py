@@ -20,7 +20,7 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
 3. Twist: measured in the twist frame `JointLimits` derives from the fitted cones (the angle of
    (shortest_arc(+Y, centre))^-1 Q about +Y), so the fitted range is what the solver enforces.
    The range is the interval of the kept twists within [-pi, pi] (as Blender stores it); when it
-   spans the whole circle the bone gets no twist limit.
+   misses less than `FLOOR_TWIST` of the whole turn the bone gets no twist limit.
 
 Floors: a bone that moved at all gets cones of at least `FLOOR_RADIUS` and a twist range of at
 least `FLOOR_TWIST`, so a bone that moved a little is never frozen by its fitted limits. Bones
@@ -301,12 +301,13 @@ def _region_area(chain, around):
 
 
 def _twist_ranges(kept, centres):
-    """Per bone a TwistLimit holding every kept twist (floored, within [-pi, pi]) or None."""
+    """Per bone a TwistLimit holding every kept twist (floored, within [-pi, pi]), or None when
+    the range misses less than `FLOOR_TWIST` of the full turn (the twist is free in practice)."""
     twist = _twist_angles(kept, centres)
     low, high = twist.min(1) - _MARGIN, twist.max(1) + _MARGIN
     middle = 0.5 * (low + high)
     half = np.maximum(0.5 * (high - low), 0.5 * FLOOR_TWIST)
     middle = np.clip(middle, -np.pi + half, np.pi - half)
     low, high = np.maximum(middle - half, -np.pi), np.minimum(middle + half, np.pi)
-    return [None if hi - lo >= 2.0 * np.pi - 1e-9 else TwistLimit(float(lo), float(hi))
+    return [None if hi - lo >= 2.0 * np.pi - FLOOR_TWIST else TwistLimit(float(lo), float(hi))
             for lo, hi in zip(low, high)]

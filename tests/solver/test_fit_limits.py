@@ -181,6 +181,11 @@ def test_roots_and_still_bones_get_no_limits_and_small_motion_is_not_frozen():
     assert (violations(limits, nudged) <= INSIDE).mean() >= 0.99
 
 
+def test_free_twist_gets_no_twist_limit():
+    samples = sample_inside(ONE_CONE, N_SAMPLES, seed=9)
+    assert "twist" not in fit_one(samples, coverage=1.0)["b0"]
+
+
 def test_same_input_gives_the_same_limits():
     samples = sample_inside(CURVED_CHAIN, 600, seed=4)
     assert fit_one(samples) == fit_one(samples)
