@@ -10,6 +10,7 @@ from bpy.props import BoolProperty, EnumProperty
 from mathutils import Vector
 
 from ..ewbik_addon.active import posed_armature
+from ..ewbik_addon.limit_settings import scene_bones, set_limits
 from ..solver import presets
 from . import pin
 
@@ -23,19 +24,6 @@ def active_limit_bone(context):
     if obj is None or pose_bone is None or pose_bone.id_data != obj:
         return None
     return pose_bone
-
-
-def scene_bones(obj):
-    """The armature's bones as scene-document bone dicts (name, parent, rest, length)."""
-    return [
-        {
-            "name": bone.name,
-            "parent": bone.parent.name if bone.parent else None,
-            "rest": [list(row) for row in bone.matrix_local],
-            "length": bone.length,
-        }
-        for bone in obj.data.bones
-    ]
 
 
 def current_pose(obj):
@@ -98,22 +86,6 @@ def store_preset(obj, pose_bones, limits, preset):
         set_limits(pose_bone.ewbik, limits[pose_bone.name])
         if pose_bone.name in stiffness:
             pose_bone.ewbik.stiffness = stiffness[pose_bone.name]
-
-
-def set_limits(settings, limits):
-    """Store one bone's scene-document limits dict (cones, optional twist and comfort); {} clears them."""
-    settings.cones.clear()
-    for cone in limits.get("cones", ()):
-        item = settings.cones.add()
-        item.direction = cone["direction"]
-        item.radius = cone["radius"]
-    settings.active_cone_index = 0
-    twist = limits.get("twist")
-    settings.use_twist_limit = twist is not None
-    if twist is not None:
-        settings.twist_min = twist["min"]
-        settings.twist_max = twist["max"]
-    settings.comfort = limits.get("comfort", 0.0)
 
 
 def current_direction(pose_bone):

@@ -17,7 +17,7 @@ from ..ewbik_addon import bridge
 from ..ewbik_addon.active import active_armature
 from ..solver.scene import parse_scene
 from . import pin
-from .limits import set_limits
+from ..ewbik_addon.limit_settings import set_limits
 
 # The tolerance is set apart: the document holds armature units, the property a scene distance.
 SETTINGS_FIELDS = ("iterations", "dampening", "stabilization_passes", "translate_root")

@@ -184,6 +184,7 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
         row = layout.row(align=True)
         row.label(text=pose_bone.name, icon="BONE_DATA")
         row.menu("EWBIK_MT_limit_presets", text="Presets", icon="PRESET")
+        row.operator("ewbik.limits_from_action", text="From Action", icon="ACTION")
         row.operator("ewbik.reset_limits", text="", icon="X")
 
         row = layout.row()

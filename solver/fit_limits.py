@@ -9,20 +9,23 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
    frame (k = frames dropped + 1) in the combined (swing angle, twist difference) metric, so a
    small cluster of stray frames counts as stray and a sparse but continuous edge does not.
 2. Swing: the kept swing directions (Q applied to +Y) are covered by 1..max_cones cones. One
-   cone is the smallest enclosing cap. A chain of n cones covers the directions ordered along
-   their principal axis (in the tangent plane of the enclosing cap's centre) and split into n
-   runs; each run gets its own smallest cap, so an elongated or curved set of directions gets
-   cones along its length, in order. Every candidate's region is measured (a Fibonacci lattice
-   over a cap bounding the region) and the smallest wins; a chain must beat fewer cones by
-   `_CHAIN_GAIN` to be chosen, so sampling noise never buys an extra cone.
+   cone is the smallest enclosing cap. For a chain of n cones the directions, ordered along
+   their principal axis (in the tangent plane of the enclosing cap's centre), are cut into n
+   runs that a few spherical k-means rounds settle around the dense parts of the motion; each
+   run gets its own smallest cap, so an elongated or curved set of directions gets cones along
+   its length, in order. Every candidate's region, bridges included, is measured (a Fibonacci
+   lattice over a cap bounding it) and the smallest wins; a chain must beat the best so far by
+   `_CHAIN_GAIN`, so sampling noise never buys an extra cone. (The candidates are measured one
+   Kusudama at a time: at most 2 (max_cones - 1) per bone, all other steps are batched.)
 3. Twist: measured in the twist frame `JointLimits` derives from the fitted cones (the angle of
    (shortest_arc(+Y, centre))^-1 Q about +Y), so the fitted range is what the solver enforces.
    The range is the interval of the kept twists within [-pi, pi] (as Blender stores it); when it
-   spans the whole circle the bone gets no twist limit.
+   misses less than `FLOOR_TWIST` of the whole turn the bone gets no twist limit.
 
 Floors: a bone that moved at all gets cones of at least `FLOOR_RADIUS` and a twist range of at
 least `FLOOR_TWIST`, so a bone that moved a little is never frozen by its fitted limits. Bones
-that never turn more than `STILL_ANGLE` from rest, and root bones, get no limits.
+whose rotation never changes by more than `STILL_ANGLE` over the clip (at rest or held in one
+pose: limits fitted to them would lock them), and root bones, get no limits.
 """
 
 import math
@@ -40,9 +43,11 @@ DEFAULT_MAX_CONES = 4
 _Y = np.array([0.0, 1.0, 0.0])
 _MARGIN = 1e-6
 _CAP_ITERATIONS = 200
-_CAP_GAP = 1e-7
+_CAP_GAP = 1e-6
+_CAP_CANDIDATES = 64
 _AREA_SAMPLES = 1024
 _CHAIN_GAIN = 0.97
+_KMEANS_ROUNDS = 5
 _NEIGHBOUR_REFERENCES = 256
 _CHUNK_ELEMENTS = 4_000_000
 _GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
@@ -68,7 +73,8 @@ def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES):
     coverage = _check_coverage(coverage)
     max_cones = _check_max_cones(max_cones)
     frames = quat.normalize(np.swapaxes(rotations, 0, 1))
-    moving = np.array([p is not None for p in parents]) & (quat.angle(frames).max(1) > STILL_ANGLE)
+    turned = quat.angle(quat.multiply(quat.conjugate(frames[:, :1]), frames)).max(1)
+    moving = np.array([p is not None for p in parents]) & (turned > STILL_ANGLE)
     fitted = np.flatnonzero(moving)
     if len(fitted) == 0:
         return {}
@@ -175,31 +181,35 @@ def _unit(v):
 
 
 def _enclosing_caps(points, member):
-    """Smallest caps (centre (..., 3), radius (...)) holding the member points (..., M, 3).
+    """Smallest caps holding subsets of each bone's points: centres (B, S, 3), radii (B, S).
 
-    The smallest cap's centre points at the point of the members' convex hull nearest the
-    origin (maximizing min p.c over unit c is that distance problem), found by Gilbert's
-    min-norm-point iteration; the radius is then the exact largest angle to a member, so the
-    cap always holds every member whatever the iteration's accuracy. Rows without members get
-    radius -1.
+    `points` (B, M, 3) are unit directions, `member` (B, S, M) picks S subsets per bone. The
+    smallest cap's centre points at the point of the subset's convex hull nearest the origin
+    (maximizing min p.c over unit c is that distance problem), found by Gilbert's min-norm-point
+    iteration over the `_CAP_CANDIDATES` members farthest from the subset's mean (the hull's
+    extreme points are among them in practice). The radius is then the exact largest angle to
+    any member, so the cap holds every member whatever the iteration's accuracy. Empty subsets
+    get radius -1.
     """
-    weight = member / np.maximum(member.sum(-1, keepdims=True), 1)
-    x = np.einsum("...m,...mk->...k", weight, points)
+    x = _unit(member @ points)
+    cos = np.where(member, x @ np.swapaxes(points, 1, 2), np.inf)
+    count = min(_CAP_CANDIDATES, points.shape[1])
+    far = np.argpartition(cos, count - 1, axis=-1)[..., :count]
+    candidates = points[np.arange(len(points))[:, None, None], far]
+    usable = np.isfinite(np.take_along_axis(cos, far, -1))
     for iteration in range(_CAP_ITERATIONS):
-        support = np.where(member, (points @ x[..., None])[..., 0], np.inf)
+        support = np.where(usable, (candidates @ x[..., None])[..., 0], np.inf)
         nearest = support.argmin(-1)
-        if iteration % 8 == 0 and np.all(np.sum(x * x, -1) - np.take_along_axis(
+        if iteration % 4 == 0 and np.all(np.sum(x * x, -1) - np.take_along_axis(
                 support, nearest[..., None], -1)[..., 0] <= _CAP_GAP):
             break
-        s = np.take_along_axis(points, nearest[..., None, None], axis=-2)[..., 0, :]
-        step = x - s
+        step = x - np.take_along_axis(candidates, nearest[..., None, None], axis=2)[..., 0, :]
         length = np.maximum(np.sum(step * step, -1), 1e-30)
         x = x - np.clip(np.sum(x * step, -1) / length, 0.0, 1.0)[..., None] * step
     centre = _unit(x)
-    cos = np.einsum("...mk,...k->...m", points, centre)
-    angle = np.arccos(np.clip(np.where(member, cos, 1.0), -1.0, 1.0))
-    radius = np.where(member.any(-1), angle.max(-1), -1.0)
-    return centre, radius
+    cos = np.where(member, centre @ np.swapaxes(points, 1, 2), 1.0)
+    radius = np.arccos(np.clip(cos.min(-1), -1.0, 1.0))
+    return centre, np.where(member.any(-1), radius, -1.0)
 
 
 def _floored(radius):
@@ -209,18 +219,21 @@ def _floored(radius):
 def _fit_cones(dirs, max_cones):
     """Per bone, the ordered cones [(direction, radius), ...] of the smallest candidate region."""
     n_bones, n_kept, _ = dirs.shape
-    centre, radius = _enclosing_caps(dirs, np.ones((n_bones, n_kept), dtype=bool))
+    centre, radius = (a[:, 0] for a in _enclosing_caps(dirs, np.ones((n_bones, 1, n_kept), dtype=bool)))
     best = [[(c, r)] for c, r in zip(centre, _floored(radius))]
     best_area = 2.0 * np.pi * (1.0 - np.cos(_floored(radius)))
     if max_cones == 1 or n_kept < 2:
         return best
     position = _principal_position(dirs, centre)
     for n in range(2, max_cones + 1):
-        for labels in _runs(position, n):
+        cuts = _runs(dirs, position, n)
+        for cut, labels in enumerate(cuts):
             member = labels[:, None, :] == np.arange(n)[None, :, None]
-            runs = np.broadcast_to(dirs[:, None], (n_bones, n, n_kept, 3))
-            run_centre, run_radius = _enclosing_caps(runs, member)
-            for bone in range(n_bones):
+            run_centre, run_radius = _enclosing_caps(dirs, member)
+            repeated = np.zeros(n_bones, dtype=bool)
+            for earlier in cuts[:cut]:
+                repeated |= np.all(earlier == labels, axis=1)
+            for bone in np.flatnonzero(~repeated):
                 chain = [(c, _floored(r)) for c, r in zip(run_centre[bone], run_radius[bone]) if r >= 0.0]
                 widest = 2.0 * np.pi * (1.0 - np.cos(max(r for _, r in chain)))
                 if widest >= _CHAIN_GAIN * best_area[bone]:
@@ -244,14 +257,28 @@ def _principal_position(dirs, centre):
     return np.einsum("bmk,bk->bm", plane, axis)
 
 
-def _runs(position, n):
-    """Two ways to cut the ordered directions into n runs: equal lengths and equal counts."""
+def _runs(dirs, position, n):
+    """Cuts of the directions into n runs (labels (B, M)), in order along the principal axis.
+
+    Equal lengths and equal counts along the axis, each then settled by a few spherical k-means
+    rounds (every direction joins the run with the nearest mean direction): the runs gather
+    around the dense parts of the motion and follow a curved set better than straight cuts.
+    Runs stay in order since each starts from its slice of the axis and moves only locally.
+    """
     low, high = position.min(1, keepdims=True), position.max(1, keepdims=True)
     width = np.maximum(high - low, 1e-12) / n
     by_length = np.clip(((position - low) / width).astype(int), 0, n - 1)
     rank = np.argsort(np.argsort(position, axis=1, kind="stable"), axis=1)
     by_count = rank * n // position.shape[1]
-    return by_length, by_count
+    return _settled(dirs, by_length, n), _settled(dirs, by_count, n)
+
+
+def _settled(dirs, labels, n):
+    for _ in range(_KMEANS_ROUNDS):
+        member = labels[:, None, :] == np.arange(n)[None, :, None]
+        means = _unit(member @ dirs)
+        labels = np.argmax(dirs @ np.swapaxes(means, 1, 2), axis=-1)
+    return labels
 
 
 def _region_area(chain, around):
@@ -274,12 +301,13 @@ def _region_area(chain, around):
 
 
 def _twist_ranges(kept, centres):
-    """Per bone a TwistLimit holding every kept twist (floored, within [-pi, pi]) or None."""
+    """Per bone a TwistLimit holding every kept twist (floored, within [-pi, pi]), or None when
+    the range misses less than `FLOOR_TWIST` of the full turn (the twist is free in practice)."""
     twist = _twist_angles(kept, centres)
     low, high = twist.min(1) - _MARGIN, twist.max(1) + _MARGIN
     middle = 0.5 * (low + high)
     half = np.maximum(0.5 * (high - low), 0.5 * FLOOR_TWIST)
     middle = np.clip(middle, -np.pi + half, np.pi - half)
     low, high = np.maximum(middle - half, -np.pi), np.minimum(middle + half, np.pi)
-    return [None if hi - lo >= 2.0 * np.pi - 1e-9 else TwistLimit(float(lo), float(hi))
+    return [None if hi - lo >= 2.0 * np.pi - FLOOR_TWIST else TwistLimit(float(lo), float(hi))
             for lo, hi in zip(low, high)]

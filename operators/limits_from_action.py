@@ -1,0 +1,95 @@
+"""`ewbik.limits_from_action`: joint limits fitted to the armature's animation over a frame range."""
+
+import bpy
+from bpy.props import BoolProperty, FloatProperty, IntProperty
+
+from ..ewbik_addon.action_limits import fit_action_limits
+from ..ewbik_addon.bridge import RigError
+from ..solver.fit_limits import DEFAULT_MAX_CONES
+from .bake import read_pose_channels, scene_range, write_pose_channels
+from .pin import is_selected
+
+
+class EWBIK_OT_limits_from_action(bpy.types.Operator):
+    """Fit joint limits to the armature's animation: per bone the smallest cones and twist range holding most frames"""
+
+    bl_idname = "ewbik.limits_from_action"
+    bl_label = "Limits from Action"
+    bl_options = {"REGISTER", "UNDO"}
+
+    frame_start: IntProperty(
+        name="Start Frame",
+        description="First frame of the motion (default: the scene's frame range, or its preview range)",
+        options={"SKIP_SAVE"},
+    )
+    frame_end: IntProperty(
+        name="End Frame",
+        description="Last frame of the motion",
+        options={"SKIP_SAVE"},
+    )
+    coverage: FloatProperty(
+        name="Coverage",
+        description="Share of the frames the limits must hold; the rest are treated as outliers",
+        subtype="FACTOR",
+        min=0.01,
+        max=1.0,
+        default=0.99,
+    )
+    max_cones: IntProperty(
+        name="Max Cones",
+        description="Most cones per bone (a chain of cones follows curved or elongated motion)",
+        min=1,
+        soft_max=8,
+        default=DEFAULT_MAX_CONES,
+    )
+    only_selected: BoolProperty(
+        name="Only Selected Bones",
+        description="Change only the selected bones instead of every bone of the armature",
+        default=False,
+    )
+
+    @classmethod
+    def poll(cls, context):
+        obj = context.active_object
+        if obj is None or obj.type != "ARMATURE":
+            cls.poll_message_set("Select an animated armature")
+            return False
+        if obj.mode not in {"POSE", "OBJECT"}:
+            cls.poll_message_set("Switch the armature to Pose or Object Mode")
+            return False
+        return True
+
+    def execute(self, context):
+        obj = context.active_object
+        start, end = scene_range(context.scene)
+        if not self.properties.is_property_set("frame_start"):
+            self.frame_start = start
+        if not self.properties.is_property_set("frame_end"):
+            self.frame_end = end
+        names = None
+        if self.only_selected:
+            names = {b.name for b in obj.pose.bones if obj.mode == "POSE" and is_selected(b)}
+            if not names:
+                self.report({"WARNING"}, "No bones selected")
+                return {"CANCELLED"}
+        pose = read_pose_channels(obj.pose.bones)
+        try:
+            limited = fit_action_limits(
+                context.scene, obj, self.frame_start, self.frame_end,
+                coverage=self.coverage, max_cones=self.max_cones, bone_names=names,
+            )
+        except RigError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
+        finally:
+            write_pose_channels(obj.pose.bones, pose)
+        if not limited:
+            frames = f"{self.frame_start}..{self.frame_end}"
+            self.report({"WARNING"}, f"No bone moves in frames {frames}: no limits fitted")
+            return {"CANCELLED"}
+        frames = self.frame_end - self.frame_start + 1
+        self.report({"INFO"}, f"Limits fitted on {len(limited)} bone{'s' if len(limited) != 1 else ''} from {frames} frames")
+        return {"FINISHED"}
+
+
+CLASSES = (EWBIK_OT_limits_from_action,)

@@ -1,0 +1,241 @@
+"""`fit_limits`: limits fitted to rotations sampled inside known Kusudamas, outliers, mocap, bad input.
+
+Oracles: samples are drawn inside a known region by rejection against that region's own
+`JointLimits.violation`; rotations are built with scipy; the area of a region is counted on a
+dense Fibonacci sphere (independent of the fitter's own area estimate); membership of the
+fitted limits is measured with `JointLimits.violation`, i.e. what the solver enforces.
+"""
+
+import math
+import os
+import pathlib
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from bench.mocap import load_bvh
+from solver import FitError, JointLimits, Kusudama, fit_limits
+from solver.fit_limits import FLOOR_RADIUS, FLOOR_TWIST
+
+from .conftest import wxyz
+
+MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
+INSIDE = 1e-9
+N_SAMPLES = 1500
+
+
+def unit(*v):
+    v = np.array(v, dtype=float)
+    return list(v / np.linalg.norm(v))
+
+
+def polar(tilt_deg, azimuth_deg):
+    """Direction `tilt` degrees away from +Y (the rest direction), turned `azimuth` about +Y."""
+    t, a = math.radians(tilt_deg), math.radians(azimuth_deg)
+    return [math.sin(t) * math.cos(a), math.cos(t), math.sin(t) * math.sin(a)]
+
+
+ONE_CONE = {"cones": [{"direction": polar(30, 40), "radius": math.radians(35)}]}
+CURVED_CHAIN = {"cones": [{"direction": polar(55, az), "radius": math.radians(r)}
+                          for az, r in ((0, 18), (60, 12), (120, 20))]}
+WITH_TWIST = {"cones": [{"direction": polar(20, 200), "radius": math.radians(40)}],
+              "twist": {"min": math.radians(-25), "max": math.radians(60)}}
+CHAIN_WITH_TWIST = {**CURVED_CHAIN, "twist": {"min": math.radians(-40), "max": math.radians(10)}}
+
+
+def bones(count):
+    """A root and `count` children; the fitter reads only names and parents."""
+    rest = np.eye(4).tolist()
+    return ([{"name": "root", "parent": None, "rest": rest, "length": 1.0}]
+            + [{"name": f"b{i}", "parent": "root", "rest": rest, "length": 1.0} for i in range(count)])
+
+
+def fibonacci_sphere(count):
+    k = np.arange(count) + 0.5
+    y = 1.0 - 2.0 * k / count
+    ring = np.sqrt(1.0 - y * y)
+    turn = math.pi * (3.0 - math.sqrt(5.0)) * k
+    return np.stack((ring * np.cos(turn), y, ring * np.sin(turn)), -1)
+
+
+def area(limits):
+    """Solid angle of the allowed swing region, counted on a dense Fibonacci sphere."""
+    points = fibonacci_sphere(200_000)
+    return 4.0 * math.pi * float(Kusudama.from_dict(limits).allows(points).mean())
+
+
+def violations(limits, rotations):
+    """Radians outside `limits` of each rotation (F, 4), as the solver measures it."""
+    joint = JointLimits({0: Kusudama.from_dict(limits)}, 1)
+    return np.array([joint.violation(q[None])[0] for q in rotations])
+
+
+def rotations_about(directions, twists):
+    """Rotations turning +Y onto each direction (shortest arc), after a twist about +Y (scipy)."""
+    directions = np.asarray(directions, dtype=float)
+    y = np.array([0.0, 1.0, 0.0])
+    axis = np.cross(y, directions)
+    sin = np.linalg.norm(axis, axis=-1, keepdims=True)
+    swing_angle = np.arctan2(sin[:, 0], directions @ y)
+    rotvec = axis / np.where(sin > 1e-12, sin, 1.0) * swing_angle[:, None]
+    swing = Rotation.from_rotvec(rotvec)
+    twist = Rotation.from_rotvec(np.outer(twists, y))
+    return wxyz(swing * twist)
+
+
+def twist_about_centre(rotations, centre):
+    """Twist about +Y of each rotation in the frame that turns +Y onto `centre` (scipy).
+
+    This is the twist frame the Kusudama docstring defines; the sign of the quaternion is chosen
+    with w >= 0 so that the angle lies in [-pi, pi].
+    """
+    frame = Rotation.from_rotvec(np.cross([0.0, 1.0, 0.0], centre) / max(1e-12, np.linalg.norm(
+        np.cross([0.0, 1.0, 0.0], centre))) * math.acos(np.clip(centre[1], -1.0, 1.0)))
+    local = wxyz(frame.inv() * Rotation.from_quat(np.asarray(rotations)[:, [1, 2, 3, 0]]))
+    local *= np.where(local[:, :1] < 0.0, -1.0, 1.0)
+    return 2.0 * np.arctan2(local[:, 2], local[:, 0])
+
+
+def sample_inside(limits, count, seed):
+    """`count` rotations with swing and twist spread over the region `limits` allows."""
+    kusudama = Kusudama.from_dict(limits)
+    twist = limits.get("twist", {"min": -math.pi, "max": math.pi})
+    rng = np.random.default_rng(seed)
+    found = []
+    while sum(len(f) for f in found) < count:
+        d = rng.normal(size=(20_000, 3))
+        d /= np.linalg.norm(d, axis=1, keepdims=True)
+        candidates = rotations_about(d, rng.uniform(-math.pi, math.pi, len(d)))
+        turn = twist_about_centre(candidates, kusudama.centre)
+        found.append(candidates[kusudama.allows(d) & (turn >= twist["min"]) & (turn <= twist["max"])])
+    return np.concatenate(found)[:count]
+
+
+def fit_one(samples, **options):
+    """Limits fitted to one bone's rotations (F, 4) under a root."""
+    rotations = np.stack((np.tile([1.0, 0.0, 0.0, 0.0], (len(samples), 1)), samples), axis=1)
+    return fit_limits(bones(1), rotations, **options)
+
+
+@pytest.mark.parametrize("truth", [ONE_CONE, CURVED_CHAIN, WITH_TWIST, CHAIN_WITH_TWIST],
+                         ids=["cone", "chain", "twist", "chain+twist"])
+@pytest.mark.parametrize("coverage", [0.95, 0.99, 1.0])
+def test_fitted_limits_hold_coverage_of_samples_in_a_small_region(truth, coverage):
+    samples = sample_inside(truth, N_SAMPLES, seed=7)
+    fitted = fit_one(samples, coverage=coverage)
+    assert set(fitted) == {"b0"}
+    held = violations(fitted["b0"], samples) <= INSIDE
+    assert held.mean() >= coverage
+    assert area(fitted["b0"]) <= 1.5 * area(truth)
+
+
+@pytest.mark.parametrize("truth", [WITH_TWIST, CHAIN_WITH_TWIST], ids=["cone", "chain"])
+def test_twist_range_is_close_to_the_true_one(truth):
+    samples = sample_inside(truth, N_SAMPLES, seed=3)
+    twist = fit_one(samples, coverage=1.0)["b0"]["twist"]
+    true_width = truth["twist"]["max"] - truth["twist"]["min"]
+    assert true_width * 0.9 <= twist["max"] - twist["min"] <= true_width * 1.2
+
+
+def test_curved_motion_gets_a_chain_of_cones_in_order():
+    samples = sample_inside(CURVED_CHAIN, N_SAMPLES, seed=11)
+    cones = fit_one(samples, coverage=1.0)["b0"]["cones"]
+    assert len(cones) >= 2
+    one_cone = fit_one(samples, coverage=1.0, max_cones=1)["b0"]
+    assert len(one_cone["cones"]) == 1
+    assert area({"cones": cones}) < 0.8 * area(one_cone)
+    steps = [math.acos(np.clip(np.dot(a["direction"], b["direction"]), -1, 1)) for a, b in zip(cones, cones[1:])]
+    span = math.acos(np.clip(np.dot(cones[0]["direction"], cones[-1]["direction"]), -1, 1))
+    assert max(steps) < span
+
+
+def test_outlier_frames_are_dropped_jointly_for_swing_and_twist():
+    truth = {"cones": [{"direction": polar(10, 0), "radius": math.radians(25)}],
+             "twist": {"min": math.radians(-30), "max": math.radians(30)}}
+    inliers = sample_inside(truth, 980, seed=5)
+    rng = np.random.default_rng(1)
+    far_swing = rotations_about([polar(150, a) for a in rng.uniform(0, 360, 10)], np.zeros(10))
+    far_twist = rotations_about([polar(5, a) for a in rng.uniform(0, 360, 10)], np.full(10, math.radians(150)))
+    samples = np.concatenate((inliers, far_swing, far_twist))
+    fitted = fit_one(samples, coverage=0.98)["b0"]
+    outside = violations(fitted, samples) > INSIDE
+    assert outside[980:].all()
+    assert not outside[:980].any()
+    assert area(fitted) <= 1.5 * area(truth)
+    assert fitted["twist"]["max"] - fitted["twist"]["min"] <= math.radians(70)
+
+
+def test_roots_and_still_bones_get_no_limits_and_small_motion_is_not_frozen():
+    frames = 200
+    rng = np.random.default_rng(2)
+    root = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3))))
+    at_rest = np.tile([1.0, 0.0, 0.0, 0.0], (frames, 1))
+    held = np.tile(wxyz(Rotation.from_rotvec([0.3, 0.2, -0.5])), (frames, 1))
+    nudged = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3)) * math.radians(0.2)))
+    fitted = fit_limits(bones(3), np.stack((root, at_rest, held, nudged), axis=1))
+    assert set(fitted) == {"b2"}
+    limits = fitted["b2"]
+    assert all(c["radius"] >= FLOOR_RADIUS for c in limits["cones"])
+    assert limits["twist"]["max"] - limits["twist"]["min"] >= FLOOR_TWIST - 1e-12
+    assert (violations(limits, nudged) <= INSIDE).mean() >= 0.99
+
+
+def test_free_twist_gets_no_twist_limit():
+    samples = sample_inside(ONE_CONE, N_SAMPLES, seed=9)
+    assert "twist" not in fit_one(samples, coverage=1.0)["b0"]
+
+
+def test_same_input_gives_the_same_limits():
+    samples = sample_inside(CURVED_CHAIN, 600, seed=4)
+    assert fit_one(samples) == fit_one(samples)
+
+
+@pytest.mark.skipif(not (MOCAP / "cmu_131_01.bvh").exists(), reason="mocap data not present")
+def test_limits_fitted_on_a_clip_hold_its_frames(record_property, capsys):
+    fitted_on = load_bvh(str(MOCAP / "cmu_131_01.bvh"))
+    other = load_bvh(str(MOCAP / "cmu_131_03.bvh"))
+    assert other.names == fitted_on.names
+    limits = fit_limits(fitted_on.bones, fitted_on.rotations, coverage=0.99)
+    index = {name: i for i, name in enumerate(fitted_on.names)}
+    joint = JointLimits({index[n]: Kusudama.from_dict(d) for n, d in limits.items()}, len(index))
+    limited = np.flatnonzero(joint.limited)
+    assert len(limited) >= 20
+
+    def held(rotations):
+        inside = np.array([joint.violation(q) <= INSIDE for q in rotations])
+        return inside[:, limited].mean(0)
+
+    assert held(fitted_on.rotations).min() >= 0.99
+    other_held = held(other.rotations)
+    record_property("131_03 frames held, worst bone", float(other_held.min()))
+    record_property("131_03 frames held, mean over bones", float(other_held.mean()))
+    with capsys.disabled():
+        print(f"\nlimits fitted on 131_01 hold of 131_03: worst bone {other_held.min():.3f}, "
+              f"mean {other_held.mean():.3f}")
+
+
+GOOD_ROTATIONS = np.tile([1.0, 0.0, 0.0, 0.0], (10, 2, 1))
+
+
+@pytest.mark.parametrize("arguments, field", [
+    ((bones(1), np.ones((10, 2))), "rotations"),
+    ((bones(1), np.ones((10, 3, 4))), "rotations"),
+    ((bones(1), np.ones((10, 2, 3))), "rotations"),
+    ((bones(1), np.ones((0, 2, 4))), "rotations"),
+    ((bones(1), np.where(np.arange(4) == 2, np.nan, GOOD_ROTATIONS)), "rotations"),
+    ((bones(1), np.zeros((10, 2, 4))), "rotations"),
+    ((bones(1), [["a"]]), "rotations"),
+    (([], GOOD_ROTATIONS), "bones"),
+    (([{"parent": None}, {"name": "x"}], GOOD_ROTATIONS), "bones[0]"),
+    ((bones(1), GOOD_ROTATIONS, 0.0), "coverage"),
+    ((bones(1), GOOD_ROTATIONS, 1.5), "coverage"),
+    ((bones(1), GOOD_ROTATIONS, float("nan")), "coverage"),
+    ((bones(1), GOOD_ROTATIONS, 0.9, 0), "max_cones"),
+    ((bones(1), GOOD_ROTATIONS, 0.9, 2.5), "max_cones"),
+])
+def test_bad_input_raises_a_fit_error_naming_the_field(arguments, field):
+    with pytest.raises(FitError) as caught:
+        fit_limits(*arguments)
+    assert isinstance(caught.value, ValueError)
+    assert caught.value.field == field
