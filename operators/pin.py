@@ -4,7 +4,7 @@ import bpy
 import mathutils
 from bpy.props import StringProperty
 
-from . import limits
+from ..ewbik_addon import limit_presets
 
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
 _POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
@@ -86,7 +86,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
                 continue
             pose_bone.ewbik.target = new_target(context, obj, pose_bone)
             created += 1
-        auto_limits = limits.set_humanoid_limits_if_none(obj, context.scene.frame_current)
+        auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
         self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s){auto_limits}")
         return {"FINISHED"}
 

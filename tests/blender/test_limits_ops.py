@@ -65,7 +65,7 @@ def test_preset_replaces_existing_limits(metarig):
         bpy.ops.ewbik.cone_add()
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=True) == {"FINISHED"}
     expected = addon_module("solver.presets").preset_limits(
-        addon_module("operators.limits").scene_bones(metarig), "humanoid"
+        addon_module("ewbik_addon.limit_settings").scene_bones(metarig), "humanoid"
     )["forearm.L"]
     cones = metarig.pose.bones["forearm.L"].ewbik.cones
     assert len(cones) == len(expected["cones"])
