@@ -22,10 +22,11 @@ from . import quat
 
 _Y = np.array([0.0, 1.0, 0.0])
 _UNIT_TOLERANCE = 1e-4
-_INSIDE_TOLERANCE = 1e-9
-_PLANE_TOLERANCE = 1e-12
-_COMFORT_RATE = 0.25
-_COMFORT_DECAY = 0.5
+# Shared with csrc/kusudama.c through ewbik_limits (native_limits.py), so both clamps agree.
+INSIDE_TOLERANCE = 1e-9
+PLANE_TOLERANCE = 1e-12
+COMFORT_RATE = 0.25
+COMFORT_DECAY = 0.5
 _NEXT = np.array([1, 2, 0])
 _AFTER = np.array([2, 0, 1])
 _Y_TURN = np.array([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0],
@@ -397,11 +398,11 @@ class _Packed:
         cross = probed[..., 1:4, 0]
         ang = np.arctan2(np.sqrt(np.add.reduce(cross * cross, -1)), dot)
         dist = np.maximum(g.sign * (ang - g.radii), 0.0)
-        dist[(np.minimum.reduce(probed[..., 4:, 0], -1) < -_PLANE_TOLERANCE) | g.off] = np.inf
+        dist[(np.minimum.reduce(probed[..., 4:, 0], -1) < -PLANE_TOLERANCE) | g.off] = np.inf
         best = dist.argmin(1)
         k = g.arange
         gap = dist[k, best]
-        inside = g.swing_off | (gap <= _INSIDE_TOLERANCE)
+        inside = g.swing_off | (gap <= INSIDE_TOLERANCE)
         if inside.all():
             return p, inside, np.zeros(len(p))
         centre = g.centres[k, best]
@@ -537,7 +538,7 @@ class JointLimits:
 
     @staticmethod
     def _comfort(g, rotations, iteration):
-        fraction = _COMFORT_RATE * g.comfort * _COMFORT_DECAY ** max(0, int(iteration))
+        fraction = COMFORT_RATE * g.comfort * COMFORT_DECAY ** max(0, int(iteration))
         current = _swing_direction(rotations)
         ang = _angle_between(current, g.centre)
         pulled = _turn_toward(current, g.centre, fraction * ang, quat.perpendicular(current))

@@ -16,9 +16,11 @@ import time
 import numpy as np
 
 from .native_library import load_library
+from .loop_constants import GUARD_FLOOR, GUARD_SLACK, STALL
 from .native_limits import NativeLimits, native_limits
+from .qcp import PREFER_SMALL
 
-ABI_VERSION = 1  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 2  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -39,25 +41,39 @@ class _Problem(ctypes.Structure):
         ("iterations", _INT), ("tolerance", _DOUBLE), ("budget_seconds", _DOUBLE),
         ("stabilization", _INT), ("exact", _INT), ("relaxation", _DOUBLE), ("acceleration", _INT),
         ("analytic_limbs", _INT),
+        ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
         ("rotations", _P), ("locations", _P), ("initial", _P),
         ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
     ]
 
 
 def _checked_library():
-    """The library, if built and its version and structures match the mirrors here (else None)."""
+    """The library, if built and its version, structure sizes and field offsets match the mirrors
+    here (else None)."""
     library = load_library()
     if library is None:
         return None
     try:
         found = (library.ewbik_abi_version(), library.ewbik_problem_size(), library.ewbik_limits_size())
+        if found != (ABI_VERSION, ctypes.sizeof(_Problem), ctypes.sizeof(NativeLimits)):
+            return None
+        if not (_same_layout(library.ewbik_problem_layout, _Problem)
+                and _same_layout(library.ewbik_limits_layout, NativeLimits)):
+            return None
     except AttributeError:
-        return None
-    if found != (ABI_VERSION, ctypes.sizeof(_Problem), ctypes.sizeof(NativeLimits)):
         return None
     library.ewbik_solve.argtypes = [ctypes.POINTER(_Problem)]
     library.ewbik_solve.restype = _INT
     return library
+
+
+def _same_layout(layout, mirror):
+    """Whether the library puts every field of a structure where its ctypes mirror does."""
+    capacity = len(mirror._fields_) + 1
+    offsets = (ctypes.c_longlong * capacity)()
+    layout.restype = _INT
+    count = layout(offsets, capacity)
+    return list(offsets[:count]) == [getattr(mirror, name).offset for name, _ in mirror._fields_]
 
 
 _LIBRARY = _checked_library()
@@ -168,6 +184,8 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     # Anderson's history never holds more sweeps than the solve runs.
     problem.acceleration = int(min(settings.acceleration, settings.iterations))
     problem.analytic_limbs = settings.analytic_limbs
+    problem.guard_slack, problem.guard_floor, problem.stall = GUARD_SLACK, GUARD_FLOOR, STALL
+    problem.prefer_small = PREFER_SMALL
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
         raise MemoryError("the native solver could not allocate its workspace")

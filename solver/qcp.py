@@ -11,7 +11,7 @@ import numpy as np
 
 from . import quat
 
-_PREFER_SMALL = 1e-9
+PREFER_SMALL = 1e-9
 
 
 def covariance(moved, targets, weights):
@@ -50,7 +50,7 @@ def rotations_from_covariance(s, e0=None):
     """QCP on precomputed covariances; `e0` given selects the references' approximation."""
     k = key_from_covariance(s)
     scale = np.abs(k).max(axis=(1, 2))
-    k[:, 0, 0] += _PREFER_SMALL * scale
+    k[:, 0, 0] += PREFER_SMALL * scale
     q = np.linalg.eigh(k)[1][:, :, -1]
     if e0 is not None:
         adjugate_q, strength = _adjugate_eigenvector(k - e0[:, None, None] * np.eye(4))

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, quat
+from .loop_constants import GUARD_FLOOR, GUARD_SLACK, STALL
 from .qcp import rotations_from_covariance
 from .two_bone import two_bone_ik
 
-_GUARD_SLACK = 1e-6
-_STALL = 1e-9
 _RESTART_MISS = 5e-3
 
 
@@ -286,7 +285,7 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
         if reached:
             converged = True
             break
-        if np.isfinite(previous) and abs(previous - total) <= _STALL * previous:
+        if np.isfinite(previous) and abs(previous - total) <= STALL * previous:
             break
         previous = total
         if settings.time_budget_ms is not None and (time.perf_counter() - start) * 1e3 >= settings.time_budget_ms:
@@ -461,7 +460,7 @@ def _solve_batch(state, batch, const, settings, limits, iteration):
         trace = np.trace(s_guard, axis1=1, axis2=2)
         gain = (turn * np.swapaxes(s_guard, -1, -2)).sum((-1, -2)) - trace
         before = (w_origin * ((eff_origin * eff_origin).sum(-1) + tgt_len2)).sum(-1) + const.axis_fit - 2.0 * trace
-        worse = -2.0 * gain > _GUARD_SLACK * np.abs(before) + 1e-15
+        worse = -2.0 * gain > GUARD_SLACK * np.abs(before) + GUARD_FLOOR
         if worse.any():
             turn[worse] = np.eye(3)
             new_local[worse] = old_local[worse]

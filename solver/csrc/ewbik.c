@@ -2,6 +2,7 @@
  * qcp.py, quat.py and two_bone.py; see those for the reasoning behind every step. */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,9 +29,6 @@ static double now_seconds(void)
 #endif
 
 #define PI 3.14159265358979323846
-#define GUARD_SLACK 1e-6
-#define STALL 1e-9
-#define PREFER_SMALL 1e-9
 #define EPS 1e-12
 
 /* ---- small vector, matrix (row-major 3x3) and quaternion (w, x, y, z) helpers ---- */
@@ -223,7 +221,7 @@ static double adjugate_eigenvector(const double *m, double *out)
 }
 
 /* QCP on a covariance S (qcp.rotations_from_covariance); use_e0 selects the references' e0. */
-static void rotation_from_covariance(const double *s, int use_e0, double e0, double *q)
+static void rotation_from_covariance(const double *s, int use_e0, double e0, double prefer_small, double *q)
 {
     double k[16];
     k[0] = s[0] + s[4] + s[8];
@@ -243,7 +241,7 @@ static void rotation_from_covariance(const double *s, int use_e0, double e0, dou
         q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
         return;
     }
-    k[0] += PREFER_SMALL * scale;
+    k[0] += prefer_small * scale;
     top_eigenvector(k, q);
     if (use_e0) {
         double shifted[16], adjugate[4];
@@ -467,7 +465,7 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
         s_scaled[i] += s_origin[i];
 
     double delta[4];
-    rotation_from_covariance(s_scaled, !pb->exact, e0, delta);
+    rotation_from_covariance(s_scaled, !pb->exact, e0, pb->prefer_small, delta);
     clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
 
     double *rotation = pb->rotations + 4 * b, old_local[4], new_local[4], local_delta[4];
@@ -502,7 +500,7 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
                 gain += turn[3 * r + c] * guard[3 * c + r];
         gain -= trace;
         double before = fit + axis_fit - 2.0 * trace;
-        if (-2.0 * gain > GUARD_SLACK * fabs(before) + 1e-15) {
+        if (-2.0 * gain > pb->guard_slack * fabs(before) + pb->guard_floor) {
             memcpy(turn, IDENTITY3, sizeof turn);
             memcpy(new_local, old_local, sizeof new_local);
             shift[0] = shift[1] = shift[2] = 0.0;
@@ -777,7 +775,7 @@ static int place_limb(State *st, int l, double allowance_scale, double *out)
                 cov[3 * r + c] += pb->axis_weight[3 * pin + a] * world_e[3 * r + a] * pb->target_axes[9 * pin + 3 * a + c];
     if (!pb->frozen[end]) {
         double turn_e[4], m_e[9];
-        rotation_from_covariance(cov, 0, 0.0, turn_e);
+        rotation_from_covariance(cov, 0, 0.0, pb->prefer_small, turn_e);
         quat_to_matrix(turn_e, m_e);
         matmul(m_e, world_e, world_e);
     }
@@ -898,6 +896,52 @@ int ewbik_problem_size(void) { return (int)sizeof(ewbik_problem); }
 
 int ewbik_limits_size(void) { return (int)sizeof(ewbik_limits); }
 
+#define OFFSET(type, field) (long long)offsetof(type, field)
+
+static int layout(const long long *fields, int count, long long *offsets, int capacity)
+{
+    for (int i = 0; i < count && i < capacity; i++)
+        offsets[i] = fields[i];
+    return count;
+}
+
+int ewbik_problem_layout(long long *offsets, int capacity)
+{
+    static const long long fields[] = {
+        OFFSET(ewbik_problem, n_bones), OFFSET(ewbik_problem, parents), OFFSET(ewbik_problem, local_rest),
+        OFFSET(ewbik_problem, local_offset), OFFSET(ewbik_problem, n_kinematic), OFFSET(ewbik_problem, kinematic),
+        OFFSET(ewbik_problem, n_pins), OFFSET(ewbik_problem, pin_bone), OFFSET(ewbik_problem, weight),
+        OFFSET(ewbik_problem, axis_weight), OFFSET(ewbik_problem, target_pos), OFFSET(ewbik_problem, target_axes),
+        OFFSET(ewbik_problem, n_batches), OFFSET(ewbik_problem, batch_start), OFFSET(ewbik_problem, batch_bones),
+        OFFSET(ewbik_problem, seen_start), OFFSET(ewbik_problem, seen_pin), OFFSET(ewbik_problem, seen_factor),
+        OFFSET(ewbik_problem, moved_start), OFFSET(ewbik_problem, moved_pin), OFFSET(ewbik_problem, translating),
+        OFFSET(ewbik_problem, n_solved), OFFSET(ewbik_problem, solved), OFFSET(ewbik_problem, n_limbs),
+        OFFSET(ewbik_problem, limbs), OFFSET(ewbik_problem, max_step), OFFSET(ewbik_problem, frozen),
+        OFFSET(ewbik_problem, limits), OFFSET(ewbik_problem, iterations), OFFSET(ewbik_problem, tolerance),
+        OFFSET(ewbik_problem, budget_seconds), OFFSET(ewbik_problem, stabilization), OFFSET(ewbik_problem, exact),
+        OFFSET(ewbik_problem, relaxation), OFFSET(ewbik_problem, acceleration), OFFSET(ewbik_problem, analytic_limbs),
+        OFFSET(ewbik_problem, guard_slack), OFFSET(ewbik_problem, guard_floor), OFFSET(ewbik_problem, stall),
+        OFFSET(ewbik_problem, prefer_small), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
+        OFFSET(ewbik_problem, initial), OFFSET(ewbik_problem, position_errors),
+        OFFSET(ewbik_problem, orientation_errors), OFFSET(ewbik_problem, iterations_done),
+        OFFSET(ewbik_problem, converged),
+    };
+    return layout(fields, (int)(sizeof fields / sizeof fields[0]), offsets, capacity);
+}
+
+int ewbik_limits_layout(long long *offsets, int capacity)
+{
+    static const long long fields[] = {
+        OFFSET(ewbik_limits, n_regions), OFFSET(ewbik_limits, limited), OFFSET(ewbik_limits, centres),
+        OFFSET(ewbik_limits, radii), OFFSET(ewbik_limits, sign), OFFSET(ewbik_limits, planes),
+        OFFSET(ewbik_limits, on), OFFSET(ewbik_limits, fallback), OFFSET(ewbik_limits, swing_on),
+        OFFSET(ewbik_limits, twist_on), OFFSET(ewbik_limits, twist_frame), OFFSET(ewbik_limits, twist_half),
+        OFFSET(ewbik_limits, comfort), OFFSET(ewbik_limits, centre), OFFSET(ewbik_limits, inside_tolerance),
+        OFFSET(ewbik_limits, plane_tolerance), OFFSET(ewbik_limits, comfort_rate), OFFSET(ewbik_limits, comfort_decay),
+    };
+    return layout(fields, (int)(sizeof fields / sizeof fields[0]), offsets, capacity);
+}
+
 int ewbik_solve(const ewbik_problem *pb)
 {
     double started = now_seconds();
@@ -935,7 +979,7 @@ int ewbik_solve(const ewbik_problem *pb)
             converged = 1;
             break;
         }
-        if (isfinite(previous) && fabs(previous - total) <= STALL * previous)
+        if (isfinite(previous) && fabs(previous - total) <= pb->stall * previous)
             break;
         previous = total;
         if (pb->budget_seconds >= 0.0 && now_seconds() - started >= pb->budget_seconds)

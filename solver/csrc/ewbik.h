@@ -48,6 +48,11 @@ typedef struct {
     double relaxation;
     int acceleration;
     int analytic_limbs;
+    /* the numpy loop's constants, handed over so the two loops cannot drift apart */
+    double guard_slack;            /* solve._GUARD_SLACK: relative slack of the stabilization guard */
+    double guard_floor;            /* solve._GUARD_FLOOR: its absolute floor */
+    double stall;                  /* solve._STALL: relative misfit change that counts as a stall */
+    double prefer_small;           /* qcp._PREFER_SMALL: tie-break toward the smaller turn */
     /* pose, in and out */
     double *rotations;             /* (n, 4) w, x, y, z */
     double *locations;             /* (n, 3) */
@@ -63,12 +68,17 @@ typedef struct {
 int ewbik_solve(const ewbik_problem *problem);
 
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 1
+#define EWBIK_ABI_VERSION 2
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */
 int ewbik_abi_version(void);
 int ewbik_problem_size(void);
 int ewbik_limits_size(void);
+
+/* The byte offset of every field of the structure, in declaration order, into offsets[0..capacity);
+ * returns the field count, so the loader compares the whole layout with its ctypes mirror. */
+int ewbik_problem_layout(long long *offsets, int capacity);
+int ewbik_limits_layout(long long *offsets, int capacity);
 
 #endif

@@ -6,12 +6,8 @@
 #include "kusudama.h"
 #include "vecmath.h"
 
-#define INSIDE_TOLERANCE 1e-9 /* _INSIDE_TOLERANCE: a swing this close to its region is inside */
-#define PLANE_TOLERANCE 1e-12 /* _PLANE_TOLERANCE: slack of a tangent cone's triangle planes */
 #define UNIT_EPS 1e-12        /* shorter vectors take their fallback instead of normalizing */
 #define OPPOSITE_EPS 1e-9     /* _swing_to: 1 + cos below this is a half turn */
-#define COMFORT_RATE 0.25
-#define COMFORT_DECAY 0.5
 
 /* v / |v| in place, or `fallback` when |v| <= 1e-12 (kusudama._unit). */
 static inline void unit3(double v[3], const double fallback[3])
@@ -65,10 +61,9 @@ static inline double twist_offset(const double f[4], const double q[4])
 
 /* Whether p lies beyond one of a tangent cone's three triangle planes (rows of `planes`;
  * all zero for a cone, which never excludes). */
-static inline int outside_triangle(const double planes[9], const double p[3])
+static inline int outside_triangle(const double planes[9], const double p[3], double slack)
 {
-    return dot3(planes, p) < -PLANE_TOLERANCE || dot3(planes + 3, p) < -PLANE_TOLERANCE
-        || dot3(planes + 6, p) < -PLANE_TOLERANCE;
+    return dot3(planes, p) < -slack || dot3(planes + 3, p) < -slack || dot3(planes + 6, p) < -slack;
 }
 
 /* The nearest allowed direction of unit p into `out` (_Packed.closest for one bone);
@@ -81,7 +76,7 @@ static int closest(const ewbik_limits *l, int bone, const double p[3], double ou
     double best_dist = INFINITY, best_dot = 0.0;
     for (int r = 0; r < l->n_regions; r++) {
         int i = bone * l->n_regions + r;
-        if (!l->on[i] || outside_triangle(l->planes + 9 * i, p))
+        if (!l->on[i] || outside_triangle(l->planes + 9 * i, p, l->plane_tolerance))
             continue;
         const double *c = l->centres + 3 * i;
         double cp[3], d = dot3(c, p);
@@ -92,7 +87,7 @@ static int closest(const ewbik_limits *l, int bone, const double p[3], double ou
         if (dist < best_dist)
             best = r, best_dist = dist, best_dot = d;
     }
-    if (best_dist <= INSIDE_TOLERANCE)
+    if (best_dist <= l->inside_tolerance)
         return 1;
     int i = bone * l->n_regions + best;
     const double *c = l->centres + 3 * i;
@@ -134,9 +129,9 @@ void ewbik_constrain(const ewbik_limits *limits, int bone, double q[4], int iter
 {
     if (!limits->limited[bone])
         return;
-    double fraction = COMFORT_RATE * limits->comfort[bone];
+    double fraction = limits->comfort_rate * limits->comfort[bone];
     for (int i = 0; i < iteration; i++)
-        fraction *= COMFORT_DECAY;
+        fraction *= limits->comfort_decay;
     if (fraction > 0.0)
         comfort(limits, bone, q, fraction);
     if (limits->swing_on[bone]) {

@@ -157,6 +157,8 @@ def test_a_library_with_other_structures_is_not_used(monkeypatch):
             self.ewbik_abi_version = lambda: version
             self.ewbik_problem_size = lambda: problem_size
             self.ewbik_limits_size = real.ewbik_limits_size
+            self.ewbik_problem_layout = real.ewbik_problem_layout
+            self.ewbik_limits_layout = real.ewbik_limits_layout
             self.ewbik_solve = real.ewbik_solve
 
     size = real.ewbik_problem_size()
