@@ -34,6 +34,15 @@ make_venv() {  # make_venv NAME PYTHON_VERSION PIP_SPEC...  (the test tools and 
     touch "$dir/.stamp-$stamp"
 }
 
+apt_install() {  # apt_install WHAT PACKAGE... : install unless present; say what will skip otherwise
+    local what=$1; shift
+    if dpkg -s "$@" >/dev/null 2>&1; then return 0; fi
+    if ! command -v apt-get >/dev/null 2>&1 \
+        || ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@") >/dev/null 2>&1; then
+        echo "bootstrap: could not install $*; $what will skip" >&2
+    fi
+}
+
 # Mesa's software OpenGL lets headless Blender draw (overlay pixel tests, the demo's render).
 if command -v apt-get >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q libEGL_mesa; then
     (apt-get update -qq && apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri) >/dev/null 2>&1 \
@@ -46,6 +55,11 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&
         || echo "bootstrap: could not install a C compiler (gcc); make native will fail" >&2
 fi
 
+# The other platforms' builds of the native loop run their golden cases under emulation
+# (tests/native_targets): linux-arm64 under qemu-user with Debian's arm64 glibc, windows-x64 under Wine.
+apt_install "the linux-arm64 library's golden cases" qemu-user-static libc6-arm64-cross
+apt_install "the windows-x64 library's golden cases" wine64
+
 make_venv bpy-4.2 3.11 "bpy==4.2.23"
 make_venv bpy-4.5 3.11 "bpy==4.5.15"
-make_venv bpy-5.2 3.13 "bpy==5.2.3"
+make_venv bpy-5.2 3.13 "bpy==5.2.3" ziglang  # zig cc cross-builds the native loop

@@ -19,14 +19,15 @@ machine and under every Hypothesis version); local runs also search for new ones
 
 import dataclasses
 import math
+import tomllib
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from bench import bench_solver
-from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, native, solve
-from tests.solver.conftest import EXPLICIT_IN_CI, pose_matrices, translation
+from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, native, native_library, solve
+from tests.solver.conftest import EXPLICIT_IN_CI, REPO, pose_matrices, translation
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import random_problem
 
@@ -259,3 +260,22 @@ def test_whole_floats_and_a_long_anderson_memory_work_in_both_loops():
     a, b = both(skeleton, pins, rotations, locations, config)
     assert a.iterations == b.iterations <= 12
     np.testing.assert_allclose(b.position_errors, a.position_errors, atol=1e-6)
+
+
+@pytest.mark.parametrize("system, machine, expected", [
+    ("Windows", "AMD64", "windows-x64"), ("Windows", "ARM64", "windows-arm64"),
+    ("Darwin", "x86_64", "macos-x64"), ("Darwin", "arm64", "macos-arm64"),
+    ("Linux", "x86_64", "linux-x64"), ("Linux", "aarch64", "linux-arm64"),
+    ("Linux", "riscv64", None), ("FreeBSD", "amd64", None),
+])
+def test_the_loader_picks_the_library_of_the_running_platform(system, machine, expected):
+    assert native_library.this_platform(system, machine) == expected
+    if expected is not None:
+        path = native_library.library_path("pkg", expected)
+        assert path.name == f"_ewbik_native-{expected}{native_library.PLATFORMS[expected]}"
+
+
+def test_the_manifest_declares_every_platform_with_a_library():
+    with open(REPO / "blender_manifest.toml", "rb") as f:
+        declared = tomllib.load(f)["platforms"]
+    assert sorted(declared) == sorted(native_library.PLATFORMS)
