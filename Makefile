@@ -10,9 +10,10 @@ PYTEST_ARGS ?=
 venvs:
 	@bash tools/bootstrap.sh
 
-# The solver's compiled loop (solver/_ewbik_native.*); without it the solver runs its numpy loop.
+# The solver's compiled loop for every Blender platform (solver/_ewbik_native-<platform>.*): this
+# machine's by the system compiler, the others by zig; without it the solver runs its numpy loop.
 native: venvs
-	@$(PY52) tools/build_native.py >/dev/null
+	@$(PY52) tools/build_native.py --cross >/dev/null
 
 test: native
 	@bash tools/run_tests.sh $(PYTEST_ARGS)

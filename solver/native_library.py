@@ -1,25 +1,53 @@
 """Where the compiled native loop lives and how it is loaded (standard library only).
 
-The build tool imports this module without numpy, so it holds only the file name
-rule and the ctypes loading; `native.py` holds the marshalling.
+The extension carries one library per Blender platform, `_ewbik_native-<platform>.<ext>`,
+and loads the one for the machine it runs on. The build tool imports this module without
+numpy, so it holds only the naming rules and the ctypes loading; `native.py` holds the
+marshalling and the checks of the library's ABI version and structure sizes.
 """
 
 import ctypes
+import os
 import pathlib
-import sys
+import platform
 
-_SUFFIX = {"win32": ".dll", "darwin": ".dylib"}.get(sys.platform, ".so")
+# Blender's platform names (as its extension manifests spell them) and each one's library suffix.
+PLATFORMS = {
+    "windows-x64": ".dll",
+    "windows-arm64": ".dll",
+    "macos-x64": ".dylib",
+    "macos-arm64": ".dylib",
+    "linux-x64": ".so",
+    "linux-arm64": ".so",
+}
+_SYSTEMS = {"windows": "windows", "darwin": "macos", "linux": "linux"}
+_MACHINES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+# A library to load instead of the packaged one (the sanitizer build of `make test`).
+OVERRIDE_VARIABLE = "EWBIK_NATIVE_LIBRARY"
 
 
-def library_path(package_dir=pathlib.Path(__file__).resolve().parent):
-    """The shared library's path inside the solver package."""
-    return pathlib.Path(package_dir) / f"_ewbik_native{_SUFFIX}"
+def this_platform(system=None, machine=None):
+    """Blender's name of the running platform (`platform.system()`/`machine()` by default),
+    or None where no library is built (the numpy loop runs there)."""
+    system = _SYSTEMS.get((system or platform.system()).lower())
+    machine = _MACHINES.get((machine or platform.machine()).lower())
+    name = f"{system}-{machine}"
+    return name if name in PLATFORMS else None
+
+
+def library_path(package_dir=pathlib.Path(__file__).resolve().parent, platform_name=None):
+    """The shared library's path inside the solver package, for the given platform
+    (default: this one); None for a platform without a library."""
+    platform_name = platform_name or this_platform()
+    if platform_name is None:
+        return None
+    return pathlib.Path(package_dir) / f"_ewbik_native-{platform_name}{PLATFORMS[platform_name]}"
 
 
 def load_library():
     """The loaded library, or None when it was not built for this machine (numpy loop then)."""
-    path = library_path()
-    if not path.is_file():
+    path = os.environ.get(OVERRIDE_VARIABLE) or library_path()
+    if path is None or not pathlib.Path(path).is_file():
         return None
     try:
         return ctypes.CDLL(str(path))

@@ -9,9 +9,10 @@ the Python of a bpy venv:
     python tools/build_extension.py --validate-only
     python tools/build_extension.py --output-dir dist
 
-The solver's native loop is compiled first (tools/build_native.py), so the zip
-carries the library for this machine; elsewhere the add-on runs the numpy loop.
-Without a C compiler the zip is built without it, with a warning.
+The solver's native loop is compiled first (tools/build_native.py) for every Blender
+platform, so the zip carries one library per platform and loads the one it runs on.
+A library that cannot be built (no C compiler, or no zig for the other platforms) is left
+out with a warning: there the add-on runs the numpy loop.
 Exit status is the CLI's (non-zero when validation or the build fails).
 """
 
@@ -81,11 +82,12 @@ def build(output_dir, source_dir=REPO_ROOT):
     output_dir.mkdir(parents=True, exist_ok=True)
     validate(source_dir)
     if pathlib.Path(source_dir).resolve() == REPO_ROOT:
-        try:
-            build_native.build()
-        except RuntimeError as error:
-            print(f"build_extension: no compiled solver loop in this zip (the add-on will solve in numpy): "
-                  f"{error}", file=sys.stderr)
+        for platform_name in build_native.platforms():
+            try:
+                build_native.build(platform_name=platform_name)
+            except RuntimeError as error:
+                print(f"build_extension: no compiled solver loop for {platform_name} in this zip (the add-on "
+                      f"will solve in numpy there): {error}", file=sys.stderr)
     target = output_dir / zip_name(source_dir)
     target.unlink(missing_ok=True)
     result = _run_cli("build", "--source-dir", str(source_dir), "--output-filepath", str(target))

@@ -10,17 +10,55 @@ import os
 import pathlib
 
 import numpy as np
-from hypothesis import settings
+import pytest
+from hypothesis import Phase, settings
 from scipy.spatial.transform import Rotation
+
+from solver import native
+from solver.scene import solve_scene
+from solver.solve import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
+IN_CI = bool(os.environ.get("CI"))
 
 # CI replays the same examples every run, so a submission is judged on its code, not on which
-# rare inputs the random search happened to draw; local runs keep exploring new ones.
+# rare inputs the random search happened to draw (Hypothesis is pinned in constraints.txt, so
+# the replayed draws are the same on every machine); local runs keep exploring new ones.
 settings.register_profile("ci", derandomize=True)
-if os.environ.get("CI"):
+if IN_CI:
     settings.load_profile("ci")
+
+# Tests that must mean the same on every machine run only their explicit examples in CI;
+# locally they also search for new ones.
+EXPLICIT_IN_CI = (Phase.explicit,) if IN_CI else (Phase.explicit, Phase.generate, Phase.shrink)
+
+# The loops the solving tests run on; the sanitizer run of tools/run_tests.sh asks for "native" only.
+BACKENDS = tuple(os.environ.get("EWBIK_TEST_BACKENDS", "native,numpy").split(","))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "compares_backends: the test names both loops itself; run it once")
+
+
+def pytest_generate_tests(metafunc):
+    """Every test of a module that solves in this process runs on both loops (as `solve`'s
+    default backend), so the numpy loop that runs wherever the library is missing stays tested."""
+    module = metafunc.module
+    solves = getattr(module, "solve", None) is solve or getattr(module, "solve_scene", None) is solve_scene
+    if solves and not metafunc.definition.get_closest_marker("compares_backends"):
+        metafunc.parametrize("default_backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def default_backend(request, monkeypatch):
+    """The loop `SolverSettings(backend="auto")` runs: the compiled one, or numpy as where it is not built."""
+    backend = getattr(request, "param", "auto")
+    if backend == "numpy":
+        monkeypatch.setattr(native, "_LIBRARY", None)
+    elif backend == "native" and not native.available():
+        pytest.skip("the compiled loop is not built (test_native.py::test_the_native_loop_is_built fails)")
+    return backend
 
 
 def scipy_rotation(q):

@@ -15,7 +15,7 @@ def build_native(monkeypatch, tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     target = tmp_path / "_ewbik_native.so"
-    monkeypatch.setattr(module, "library_path", lambda package_dir: target)
+    monkeypatch.setattr(module, "library_path", lambda package_dir, platform_name=None: target)
     return module, target
 
 

@@ -1,26 +1,56 @@
-"""The compiled loop (solver/csrc) against the numpy loop: the same poses, step for step.
+"""The compiled loop (solver/csrc) against the numpy loop: the same solves, step for step.
 
-Without Anderson acceleration both loops do the same floating-point work in nearly the
-same order, so poses agree to rounding. Acceleration solves a small least-squares problem
-whose rounding differs between LAPACK and the C code; its first extrapolations still agree
-closely, and later ones may pick another of the equally good poses of a redundant
-skeleton, so there the tests compare errors, not poses.
+Both loops do the same floating-point work in nearly the same order, but their eigen-solvers
+differ (LAPACK's `eigh`, whose rounding even depends on the CPU kernel OpenBLAS picks, against
+Jacobi sweeps in C). What every equally good answer shares is compared tightly on every
+example: the pins' position and orientation errors, the weighted misfit, limit violations.
+Poses are compared only where each bone's best turn is unique: when a bone's pins weigh fewer
+than two axes (position-only pins, one weighted axis, or one axis left on a translating root
+once positions are centred) there is a one-parameter family of best turns, the solver's tiny
+bias toward the smallest one leaves an eigen-gap that shrinks without bound as that turn nears
+a half turn, and the two solvers may pick poses as far apart as rounding over that gap.
+Acceleration solves a small least-squares problem whose rounding differs between LAPACK and
+the C code; its first extrapolations still agree closely, later ones may pick another of the
+equally good poses of a redundant skeleton, so there the tests compare errors.
+
+The random cases are explicit seeds (CI runs only those, so a test means the same on every
+machine and under every Hypothesis version); local runs also search for new ones.
 """
 
 import dataclasses
 import math
+import tomllib
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from bench import bench_solver
-from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, native, solve
-from tests.solver.conftest import translation
+from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, native, native_library, solve
+from tests.solver.conftest import EXPLICIT_IN_CI, REPO, pose_matrices, translation
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import random_problem
 
-AGREE = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.compares_backends
+
+AGREE = settings(max_examples=40, deadline=None, phases=EXPLICIT_IN_CI, suppress_health_check=[HealthCheck.too_slow])
+SEEDED_CASES = 40
+ERROR_ATOL = 1e-9  # metres (or the rigs' units) and radians: both loops reach the same accuracy
+MISFIT_RTOL = 1e-8
+TIED_MISFIT_RTOL = 1e-3
+
+
+def seeded_examples(seed, *ranges):
+    """`SEEDED_CASES` explicit examples, one value per argument drawn from its inclusive
+    (low, high) range by a fixed generator (booleans are (0, 1))."""
+    rng = np.random.default_rng(seed)
+    cases = [[int(rng.integers(low, high + 1)) for low, high in ranges] for _ in range(SEEDED_CASES)]
+
+    def decorate(test):
+        for case in cases:
+            test = example(*[bool(v) if r == (0, 1) else v for v, r in zip(case, ranges)])(test)
+        return test
+    return decorate
 
 
 def test_the_native_loop_is_built():
@@ -33,21 +63,47 @@ def both(skeleton, pins, rotations, locations, config, **kwargs):
     return a, b
 
 
-def assert_same_solve(a, b, atol=1e-6):
-    """Same pose and errors; the same iteration count unless both met their targets to rounding,
-    where the stall rule compares rounding noise.
+def unique_turns(pins):
+    """Whether every bone step has one best turn: each pin weighs at least two of its axes,
+    which fixes the rotation whatever the positions (centred away on a translating root) add."""
+    return all(np.count_nonzero(pin.orientation_weights) >= 2 for pin in pins)
 
-    Rounding differs (LAPACK's eigh against Jacobi sweeps), and where a bone's best turn is not
-    unique the solver's 1e-9 bias toward the smallest turn leaves an eigen-gap of 1e-9, so
-    rounding shows up at ~1e-7 there; real differences are orders of magnitude larger.
+
+def weighted_misfit(skeleton, pins, result):
+    """Sum over pins of weight * (|position error|^2 + sum of weighted squared axis chords),
+    from the result's pose by the plain 4x4 forward kinematics of conftest."""
+    parents = [None if p < 0 else skeleton.names[p] for p in skeleton.parents]
+    poses = pose_matrices(skeleton.names, parents, skeleton.rest, result.rotations, result.locations)
+    total = 0.0
+    for pin in pins:
+        pose = poses[skeleton.index[pin.bone]]
+        chords = np.sum((pose[:3, :3] - pin.target[:3, :3]) ** 2, axis=0)
+        total += pin.weight * (np.sum((pose[:3, 3] - pin.target[:3, 3]) ** 2) + np.dot(pin.orientation_weights, chords))
+    return total
+
+
+def assert_same_solve(skeleton, pins, a, b, pose_atol=1e-6, error_atol=ERROR_ATOL):
+    """Where every turn is unique: the same pose, errors and iteration count (unless both met
+    their targets to rounding, where the stall rule compares rounding noise). Rounding still
+    shows up at ~1e-8 in the pose (a nearly flat objective around a nearly reached target).
+
+    Elsewhere the loops may leave a tie on different sides and go on from different, equally
+    good poses, so an unfinished solve stops at a slightly different misfit (seen: 1e-5
+    relative, iteration counts apart when the stall rule fires): the same accuracy to 1e-3.
     """
+    np.testing.assert_array_equal(b.moved, a.moved)
+    misfits = weighted_misfit(skeleton, pins, b), weighted_misfit(skeleton, pins, a)
+    if not unique_turns(pins):
+        np.testing.assert_allclose(*misfits, rtol=TIED_MISFIT_RTOL, atol=error_atol ** 2)
+        return
     if max(a.position_errors.max(initial=0.0), b.position_errors.max(initial=0.0)) > 1e-9:
         assert (a.iterations, a.converged) == (b.iterations, b.converged)
-    np.testing.assert_allclose(canonical(b.rotations), canonical(a.rotations), atol=atol)
-    np.testing.assert_allclose(b.locations, a.locations, atol=atol)
-    np.testing.assert_allclose(b.position_errors, a.position_errors, atol=atol)
-    np.testing.assert_allclose(b.orientation_errors_deg, a.orientation_errors_deg, atol=4 * np.degrees(atol))
-    np.testing.assert_array_equal(b.moved, a.moved)
+    np.testing.assert_allclose(b.position_errors, a.position_errors, rtol=0, atol=error_atol)
+    np.testing.assert_allclose(np.radians(b.orientation_errors_deg), np.radians(a.orientation_errors_deg),
+                               rtol=0, atol=error_atol)
+    np.testing.assert_allclose(*misfits, rtol=MISFIT_RTOL, atol=error_atol ** 2)
+    np.testing.assert_allclose(canonical(b.rotations), canonical(a.rotations), rtol=0, atol=pose_atol)
+    np.testing.assert_allclose(b.locations, a.locations, rtol=0, atol=pose_atol)
 
 
 def canonical(q):
@@ -60,6 +116,8 @@ def random_stiffness(rng, n):
 
 
 @AGREE
+@example(seed=40101, n_bones=2, n_pins=1, translate_root=True, exact=True, analytic_limbs=True)
+@seeded_examples(1, (0, 2**32 - 1), (1, 12), (1, 4), (0, 1), (0, 1), (0, 1))
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(1, 4), st.booleans(), st.booleans(), st.booleans())
 def test_plain_sweeps_match_numpy(seed, n_bones, n_pins, translate_root, exact, analytic_limbs):
     skeleton, pins, rotations, locations, rng = random_problem(seed, n_bones, n_pins)
@@ -68,16 +126,17 @@ def test_plain_sweeps_match_numpy(seed, n_bones, n_pins, translate_root, exact, 
                             dampening=float(rng.uniform(0.02, math.pi)),
                             stabilization_passes=int(rng.integers(0, 2)))
     a, b = both(skeleton, pins, rotations, locations, config, stiffness=random_stiffness(rng, n_bones))
-    assert_same_solve(a, b)
+    assert_same_solve(skeleton, pins, a, b)
 
 
 @AGREE
+@seeded_examples(2, (0, 2**32 - 1), (2, 12), (1, 3))
 @given(st.integers(0, 2**32 - 1), st.integers(2, 12), st.integers(1, 3))
 def test_the_first_accelerated_sweeps_match_numpy(seed, n_bones, n_pins):
     skeleton, pins, rotations, locations, rng = random_problem(seed, n_bones, n_pins)
     config = SolverSettings(iterations=3, tolerance=0.0, translate_root=bool(rng.integers(0, 2)))
     a, b = both(skeleton, pins, rotations, locations, config)
-    assert_same_solve(a, b, atol=1e-4)
+    assert_same_solve(skeleton, pins, a, b, pose_atol=1e-4, error_atol=1e-6)
 
 
 def random_kusudama(rng):
@@ -93,6 +152,7 @@ def random_kusudama(rng):
 
 
 @AGREE
+@seeded_examples(3, (0, 2**32 - 1), (2, 10), (1, 3), (0, 1))
 @given(st.integers(0, 2**32 - 1), st.integers(2, 10), st.integers(1, 3), st.booleans())
 def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
     skeleton, pins, rotations, locations, rng = random_problem(seed, n_bones, n_pins)
@@ -101,8 +161,9 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
     config = SolverSettings(iterations=3 if accelerated else int(rng.integers(1, 20)),
                             acceleration=3 if accelerated else 0, tolerance=0.0)
     a, b = both(skeleton, pins, rotations, locations, config, limits=limits)
-    assert_same_solve(a, b)
+    assert_same_solve(skeleton, pins, a, b)
     assert limits.violation(b.rotations)[b.moved].max() <= 1e-6
+    assert limits.violation(a.rotations)[a.moved].max() <= 1e-6
 
 
 def test_mocap_frames_reach_their_targets_with_both_loops():
@@ -201,3 +262,22 @@ def test_whole_floats_and_a_long_anderson_memory_work_in_both_loops():
     a, b = both(skeleton, pins, rotations, locations, config)
     assert a.iterations == b.iterations <= 12
     np.testing.assert_allclose(b.position_errors, a.position_errors, atol=1e-6)
+
+
+@pytest.mark.parametrize("system, machine, expected", [
+    ("Windows", "AMD64", "windows-x64"), ("Windows", "ARM64", "windows-arm64"),
+    ("Darwin", "x86_64", "macos-x64"), ("Darwin", "arm64", "macos-arm64"),
+    ("Linux", "x86_64", "linux-x64"), ("Linux", "aarch64", "linux-arm64"),
+    ("Linux", "riscv64", None), ("FreeBSD", "amd64", None),
+])
+def test_the_loader_picks_the_library_of_the_running_platform(system, machine, expected):
+    assert native_library.this_platform(system, machine) == expected
+    if expected is not None:
+        path = native_library.library_path("pkg", expected)
+        assert path.name == f"_ewbik_native-{expected}{native_library.PLATFORMS[expected]}"
+
+
+def test_the_manifest_declares_every_platform_with_a_library():
+    with open(REPO / "blender_manifest.toml", "rb") as f:
+        declared = tomllib.load(f)["platforms"]
+    assert sorted(declared) == sorted(native_library.PLATFORMS)

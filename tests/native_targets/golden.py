@@ -1,0 +1,147 @@
+"""Golden cases for the foreign builds of the native loop: a solve's packed problem as a case file
+for golden_runner.c, and the numpy loop's answer to hold its result against.
+
+The problem is captured exactly as `solver.native.run` hands it to C: a stand-in library takes
+the `ewbik_solve` call, follows every pointer of the structure (and of the limits structure it
+points to) to the arrays the caller keeps alive for the call, and writes them as blocks with
+the pointer slots to patch. Nothing here names the structure's fields except the outputs it
+reads back (`rotations`, `locations`, `position_errors`), so the loop may change freely.
+"""
+
+import ctypes
+import dataclasses
+import struct
+import sys
+
+import numpy as np
+
+from solver import native, solve
+
+MAGIC = b"EWBKCASE"
+
+
+@dataclasses.dataclass
+class Case:
+    """One captured problem: its blocks and pointer slots, where each output lives, and the
+    numpy loop's result for the same inputs."""
+
+    blocks: list
+    slots: list  # (block, offset, target block)
+    field_blocks: dict  # pointer field of the problem -> its block
+    n_bones: int
+    expected: object  # SolveResult of the numpy loop
+
+    def write(self, path):
+        with open(path, "wb") as f:
+            f.write(MAGIC + struct.pack("<QQ", len(self.blocks), len(self.slots)))
+            for block in self.blocks:
+                f.write(struct.pack("<Q", len(block)) + block)
+            for slot in self.slots:
+                f.write(struct.pack("<QQQ", *slot))
+
+    def read_result(self, path):
+        """(ABI version, problem size, limits size, status, {field: array}) from the runner's output."""
+        data = open(path, "rb").read()
+        abi, problem_size, limits_size, status = struct.unpack_from("<4i", data)
+        position, blocks = 16, []
+        while position < len(data):
+            (size,) = struct.unpack_from("<Q", data, position)
+            blocks.append(data[position + 8:position + 8 + size])
+            position += 8 + size
+        n = self.n_bones
+        pins = len(self.expected.position_errors)
+        arrays = {
+            "rotations": np.frombuffer(blocks[self.field_blocks["rotations"]], dtype="<f8").reshape(n, 4),
+            "locations": np.frombuffer(blocks[self.field_blocks["locations"]], dtype="<f8").reshape(n, 3),
+            "position_errors": np.frombuffer(blocks[self.field_blocks["position_errors"]], dtype="<f8")[:pins],
+        }
+        return abi, problem_size, limits_size, status, arrays
+
+
+def _reachable_buffers(root, depth=4):
+    """{address: (bytes owner)} of every numpy array and ctypes structure reachable from `root`
+    through dicts, lists, tuples and attributes: what a caller keeps alive for a C call."""
+    found, seen, stack = {}, set(), [(root, 0)]
+    while stack:
+        obj, level = stack.pop()
+        if id(obj) in seen or level > depth:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            found.setdefault(obj.ctypes.data, obj)
+            continue
+        if isinstance(obj, ctypes.Structure):
+            found.setdefault(ctypes.addressof(obj), obj)
+        children = []
+        if isinstance(obj, dict):
+            children = list(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            children = list(obj)
+        if hasattr(obj, "__dict__") and not isinstance(obj, type):
+            children += list(vars(obj).values())
+        stack += [(child, level + 1) for child in children]
+    return found
+
+
+def _pointer_fields(structure):
+    return [(name, getattr(type(structure), name).offset) for name, kind in type(structure)._fields_
+            if kind is ctypes.c_void_p or isinstance(kind, type(ctypes.POINTER(ctypes.c_int)))]
+
+
+def _pack(problem, buffers):
+    """Blocks (problem first) and pointer slots of a structure graph; field -> block of the problem."""
+    blocks, slots, index = [], [], {}
+
+    def block_of(obj):
+        key = id(obj)
+        if key not in index:
+            index[key] = len(blocks)
+            blocks.append(None)
+            if isinstance(obj, ctypes.Structure):
+                for name, offset in _pointer_fields(obj):
+                    address = getattr(obj, name)
+                    if address:
+                        slots.append((index[key], offset, block_of(buffers[address])))
+                blocks[index[key]] = bytes(obj)
+            else:
+                blocks[index[key]] = np.ascontiguousarray(obj).tobytes()
+        return index[key]
+
+    block_of(problem)
+    fields = {name: slot_target for (block, offset, slot_target) in slots if block == 0
+              for name, field_offset in _pointer_fields(problem) if field_offset == offset}
+    return blocks, slots, fields
+
+
+class _Recorder:
+    """Stands in for the library: records the problem of an `ewbik_solve` call, then lets the
+    real library solve it (so `solve()` finishes normally)."""
+
+    def __init__(self, library):
+        self._library = library
+        self.captured = None
+
+    def __getattr__(self, name):
+        return getattr(self._library, name)
+
+    def ewbik_solve(self, problem_ref):
+        problem = problem_ref._obj
+        caller = sys._getframe(1)
+        buffers = _reachable_buffers(dict(caller.f_locals))
+        self.captured = _pack(problem, buffers), problem.n_bones
+        return self._library.ewbik_solve(problem_ref)
+
+
+def capture(skeleton, pins, rotations, locations, config, **kwargs):
+    """The Case of one solve (no time budget), with the numpy loop's answer as expected result."""
+    config = dataclasses.replace(config, time_budget_ms=None)
+    recorder = _Recorder(native._LIBRARY)
+    saved = native._LIBRARY
+    native._LIBRARY = recorder
+    try:
+        solve(skeleton, pins, rotations, locations, dataclasses.replace(config, backend="native"), **kwargs)
+    finally:
+        native._LIBRARY = saved
+    (blocks, slots, fields), n_bones = recorder.captured
+    expected = solve(skeleton, pins, rotations, locations, dataclasses.replace(config, backend="numpy"), **kwargs)
+    return Case(blocks, slots, fields, n_bones, expected)
