@@ -1,5 +1,6 @@
 """Golden cases for the foreign builds of the native loop: a solve's packed problem as a case file
-for golden_runner.c, and the numpy loop's answer to hold its result against.
+for golden_runner.c, and this machine's library's answer to that very problem to hold its result
+against (tests/solver/test_native.py holds this machine's library to the numpy loop).
 
 The problem is captured exactly as `solver.native.run` hands it to C: a stand-in library takes
 the `ewbik_solve` call, follows every pointer of the structure (and of the limits structure it
@@ -22,14 +23,14 @@ MAGIC = b"EWBKCASE"
 
 @dataclasses.dataclass
 class Case:
-    """One captured problem: its blocks and pointer slots, where each output lives, and the
-    numpy loop's result for the same inputs."""
+    """One captured problem: its blocks and pointer slots, where each output lives, and what
+    this machine's library answered to it (rotations, locations, position_errors)."""
 
     blocks: list
     slots: list  # (block, offset, target block)
     field_blocks: dict  # pointer field of the problem -> its block
     n_bones: int
-    expected: object  # SolveResult of the numpy loop
+    expected: dict  # output field -> array, as this machine's library left it
 
     def write(self, path):
         with open(path, "wb") as f:
@@ -49,7 +50,7 @@ class Case:
             blocks.append(data[position + 8:position + 8 + size])
             position += 8 + size
         n = self.n_bones
-        pins = len(self.expected.position_errors)
+        pins = len(self.expected["position_errors"])
         arrays = {
             "rotations": np.frombuffer(blocks[self.field_blocks["rotations"]], dtype="<f8").reshape(n, 4),
             "locations": np.frombuffer(blocks[self.field_blocks["locations"]], dtype="<f8").reshape(n, 3),
@@ -114,8 +115,9 @@ def _pack(problem, buffers):
 
 
 class _Recorder:
-    """Stands in for the library: records the problem of an `ewbik_solve` call, then lets the
-    real library solve it (so `solve()` finishes normally)."""
+    """Stands in for the library: records the problem of an `ewbik_solve` call, lets the real
+    library solve it (so `solve()` finishes normally) and records its answer. A solve may call
+    the loop twice (a restart under limits); the last call is kept."""
 
     def __init__(self, library):
         self._library = library
@@ -128,12 +130,18 @@ class _Recorder:
         problem = problem_ref._obj
         caller = sys._getframe(1)
         buffers = _reachable_buffers(dict(caller.f_locals))
-        self.captured = _pack(problem, buffers), problem.n_bones
-        return self._library.ewbik_solve(problem_ref)
+        packed = _pack(problem, buffers)
+        status = self._library.ewbik_solve(problem_ref)
+        sizes = {"rotations": (problem.n_bones, 4), "locations": (problem.n_bones, 3),
+                 "position_errors": (problem.n_pins,)}
+        answer = {name: np.array(buffers[getattr(problem, name)]).reshape(shape)
+                  for name, shape in sizes.items()}
+        self.captured = packed, problem.n_bones, answer
+        return status
 
 
 def capture(skeleton, pins, rotations, locations, config, **kwargs):
-    """The Case of one solve (no time budget), with the numpy loop's answer as expected result."""
+    """The Case of one solve (no time budget), with this machine's library's answer as expected result."""
     config = dataclasses.replace(config, time_budget_ms=None)
     recorder = _Recorder(native._LIBRARY)
     saved = native._LIBRARY
@@ -142,6 +150,5 @@ def capture(skeleton, pins, rotations, locations, config, **kwargs):
         solve(skeleton, pins, rotations, locations, dataclasses.replace(config, backend="native"), **kwargs)
     finally:
         native._LIBRARY = saved
-    (blocks, slots, fields), n_bones = recorder.captured
-    expected = solve(skeleton, pins, rotations, locations, dataclasses.replace(config, backend="numpy"), **kwargs)
+    (blocks, slots, fields), n_bones, expected = recorder.captured
     return Case(blocks, slots, fields, n_bones, expected)

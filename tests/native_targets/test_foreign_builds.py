@@ -1,5 +1,6 @@
 """Every platform's build of the native loop (tools/build_native.py --cross) does what this
-machine's does: golden cases, packed by Python and answered by the numpy loop, run through each
+machine's does: golden cases, packed by Python and answered by this machine's library (held to
+the numpy loop by tests/solver/test_native.py), run through each
 library that can execute here (linux-x64 natively, linux-arm64 under qemu-user, windows-x64
 under Wine) by golden_runner.c built with the same toolchain for that target; for the others
 the file's architecture, minimum OS and exported functions are checked.
@@ -107,7 +108,7 @@ def wine_environment():
 
 
 @pytest.mark.parametrize("platform_name", ["linux-x64", "linux-arm64", "windows-x64"])
-def test_golden_cases_give_the_numpy_loops_answers(platform_name, golden):
+def test_golden_cases_give_this_machines_answers(platform_name, golden):
     if HERE != "linux-x64":
         pytest.skip("the foreign builds are checked from a linux-x64 machine")
     prefix = emulator(platform_name)
@@ -132,9 +133,9 @@ def test_golden_cases_give_the_numpy_loops_answers(platform_name, golden):
                 native.ABI_VERSION, native.ctypes.sizeof(native._Problem), native.ctypes.sizeof(NativeLimits))
             assert status == 0
             want = case.expected
-            np.testing.assert_allclose(canonical(got["rotations"]), canonical(want.rotations), rtol=0, atol=1e-6)
-            np.testing.assert_allclose(got["locations"], want.locations, rtol=0, atol=1e-6)
-            np.testing.assert_allclose(got["position_errors"], want.position_errors, rtol=0, atol=1e-9)
+            np.testing.assert_allclose(canonical(got["rotations"]), canonical(want["rotations"]), rtol=0, atol=1e-6)
+            np.testing.assert_allclose(got["locations"], want["locations"], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(got["position_errors"], want["position_errors"], rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("platform_name", sorted(build_native.ZIG_TARGETS))

@@ -8,7 +8,8 @@ from solver import SolverSettings, kusudama, native, solve
 from solver.native_limits import NativeLimits
 from tests.solver.test_solve import random_problem
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="the compiled solver is not built")
+pytestmark = [pytest.mark.skipif(not native.available(), reason="the compiled solver is not built"),
+              pytest.mark.compares_backends]
 
 
 @pytest.mark.parametrize("layout, mirror", [("ewbik_problem_layout", native._Problem),
