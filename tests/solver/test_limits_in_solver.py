@@ -153,14 +153,14 @@ def test_mocap_full_body_with_preset_reaches_targets(clips):
 
 
 @pytest.mark.slow
-def test_mocap_targets_are_reached_from_the_rest_pose_under_the_preset(clips):
+def test_mocap_targets_are_reached_from_the_rest_pose_under_the_preset(clips, default_backend):
     """Captured poses lie (almost all) inside the preset, so their targets are reachable under it:
     a solve from the rest pose (straight limbs against their hinge limits) must reach them, not
     stall (it missed by up to 0.4 m before the restart from the limits' centres)."""
     settings = SolverSettings(iterations=600)
     hips_given = []
     for _, _, skeleton, rotations, locations, limits in clips:
-        frames = np.arange(0, len(rotations), 24)
+        frames = np.arange(0, len(rotations), 96 if default_backend == "numpy" else 24)  # numpy: 30x slower
         hips = skeleton.index["Hips"]
         stiffness = np.zeros(len(skeleton))
         stiffness[hips] = 1.0
