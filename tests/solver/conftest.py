@@ -14,7 +14,7 @@ import pytest
 from hypothesis import Phase, settings
 from scipy.spatial.transform import Rotation
 
-from solver import native
+from solver import Pin, native
 from solver.scene import solve_scene
 from solver.solve import solve
 
@@ -165,3 +165,18 @@ def chain_skeleton(n_bones, length=1.0):
 
 def identity_pose(n_bones):
     return np.tile([1.0, 0.0, 0.0, 0.0], (n_bones, 1)), np.zeros((n_bones, 3))
+
+
+MOCAP_EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
+
+
+def captured_pins(skeleton, rotations, locations):
+    """The CMU rig's hands, feet and head pinned where a captured pose puts them (full orientation)."""
+    world_rotation, world_head = skeleton.forward(rotations, locations)
+    pins = []
+    for effector in MOCAP_EFFECTORS:
+        target = np.eye(4)
+        target[:3, :3] = scipy_rotation(world_rotation[skeleton.index[effector]]).as_matrix()
+        target[:3, 3] = world_head[skeleton.index[effector]]
+        pins.append(Pin(effector, target))
+    return pins

@@ -16,10 +16,10 @@ from solver.presets import preset_limits
 from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
+from tests.solver.conftest import captured_pins
 
 MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
 CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
-EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
 Y = np.array([0.0, 1.0, 0.0])
 
 
@@ -177,18 +177,6 @@ def test_mocap_targets_are_reached_from_the_rest_pose_under_the_preset(clips, de
           f"{np.percentile(hips_given, 95) * 1e3:.2f} mm, max {max(hips_given) * 1e3:.2f} mm")
     assert np.percentile(hips_given, 95) <= 0.002
     assert max(hips_given) <= 0.005
-
-
-def captured_pins(skeleton, rotations, locations):
-    """Hands, feet and head pinned where the captured pose puts them (full orientation)."""
-    world_rotation, world_head = skeleton.forward(rotations, locations)
-    pins = []
-    for effector in EFFECTORS:
-        target = np.eye(4)
-        target[:3, :3] = quat.to_matrix(world_rotation[skeleton.index[effector]])
-        target[:3, 3] = world_head[skeleton.index[effector]]
-        pins.append(Pin(effector, target))
-    return pins
 
 
 def test_a_hinge_facing_away_from_the_target_is_turned_toward_it():

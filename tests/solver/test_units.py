@@ -9,9 +9,9 @@ import pytest
 
 from bench.mocap import load_bvh
 from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_limits, quat, solve
+from tests.solver.conftest import captured_pins
 
 MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
-EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
 QUARTER_TURN_ABOUT_X = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
 pytestmark = pytest.mark.skipif(not os.path.exists(MOCAP), reason="mocap data not present")
 
@@ -28,15 +28,11 @@ def knee_lift(scale, turn):
     skeleton = Skeleton(names, [b["parent"] for b in clip.bones], rest, [b["length"] * scale for b in clip.bones])
     order = [names.index(n) for n in skeleton.names]
     rotations, locations = clip.rotations[0, order], clip.locations[0, order] * scale
-    world_rotation, world_head = skeleton.forward(rotations, locations)
-    pins = []
-    for effector in EFFECTORS:
-        target = np.eye(4)
-        target[:3, :3] = quat.to_matrix(world_rotation[skeleton.index[effector]])
-        target[:3, 3] = world_head[skeleton.index[effector]]
-        if effector == "LeftAnkle":
-            target[:3, 3] += turn[:3, :3] @ np.array([0.0, -0.2, 0.4]) * scale
-        pins.append(Pin(effector, target))
+    pins = captured_pins(skeleton, rotations, locations)
+    lifted = next(k for k, pin in enumerate(pins) if pin.bone == "LeftAnkle")
+    target = pins[lifted].target.copy()
+    target[:3, 3] += turn[:3, :3] @ np.array([0.0, -0.2, 0.4]) * scale
+    pins[lifted] = Pin("LeftAnkle", target)
     limits = JointLimits({skeleton.index[n]: Kusudama.from_dict(d, bone=n)
                           for n, d in preset_limits(clip.bones).items()}, len(skeleton))
     stiffness = np.zeros(len(skeleton))
