@@ -228,8 +228,7 @@ class _Attempt:
         limited = self.plan.solved & ~self.frozen & self.limits.limited
         if not limited.any() or self.position_errors.max() <= _RESTART_MISS:
             return self
-        state = self.state
-        restart = _State.like(state)
+        restart = _State.like(self.state)
         restart.rotations[limited] = centres[limited]
         second = _Attempt(restart, self.plan, self.settings, self.limits, self.max_step, self.frozen,
                           self.start, self.deadline).run()
