@@ -62,9 +62,12 @@ def set_humanoid_limits_if_none(obj, frame):
 
 
 def store_preset(obj, pose_bones, limits, preset):
-    """Write a preset's limits, and the stiffness it gives some roles, onto these pose bones."""
+    """Write a preset's limits, and the stiffness it gives some roles, onto these pose bones.
+
+    A stiffness the user set (non-zero) is kept: the preset only fills in bones left at 0.
+    """
     stiffness = presets.preset_stiffness(scene_bones(obj), preset)
     for pose_bone in pose_bones:
         set_limits(pose_bone.ewbik, limits[pose_bone.name])
-        if pose_bone.name in stiffness:
+        if pose_bone.name in stiffness and pose_bone.ewbik.stiffness == 0.0:
             pose_bone.ewbik.stiffness = stiffness[pose_bone.name]

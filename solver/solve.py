@@ -169,7 +169,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     attempt = _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
     attempt.run()
     if limits is not None and not attempt.converged and attempt.time_left():
-        attempt = attempt.better_restart(limits.centres())
+        attempt = attempt.better_restart(limits.centres(), 1.0 - stiffness)
     out_locations = np.where(attempt.state.locations == locations / unit, locations, attempt.state.locations * unit)
     return SolveResult(
         rotations=attempt.state.rotations,
@@ -215,21 +215,25 @@ class _Attempt:
         self.state.forward()
         return self.state.errors(self.settings.tolerance)[0]
 
-    def better_restart(self, centres):
+    def better_restart(self, centres, willingness):
         """This attempt, or a second one from the limits' centres if that fits the pins much better.
 
         Coordinate descent stalls where a bone sits on its limit's boundary and the way to the
         target leads around it (a straight elbow whose hinge faces away from the target: the
         upper arm would have to twist first, which it has no reason to do). From the middle of
-        every limited bone's range the same targets are reached. The restart is kept only when it
-        halves the misfit and this attempt misses a pin by more than 0.5 % of the rig's size,
-        so a solve that is merely still on its way (a fast drag) never jumps to another pose.
+        every limited bone's range the same targets are reached. Each limited bone goes the
+        `willingness` (1 - stiffness) part of the way there, so stiff bones (clavicles) stay
+        nearly put. The restart is kept only when it halves the misfit and this attempt misses a
+        pin by more than 0.5 % of the rig's size, so a solve that is merely still on its way (a
+        fast drag) never jumps to another pose.
         """
         limited = self.plan.solved & ~self.frozen & self.limits.limited
         if not limited.any() or self.position_errors.max() <= _RESTART_MISS:
             return self
         restart = _State.like(self.state)
-        restart.rotations[limited] = centres[limited]
+        current = restart.rotations[limited]
+        turn = _log(quat.multiply(centres[limited], quat.conjugate(current))) * willingness[limited, None]
+        restart.rotations[limited] = quat.normalize(quat.multiply(_exp(turn), current))
         second = _Attempt(restart, self.plan, self.settings, self.limits, self.max_step, self.frozen,
                           self.start, self.deadline).run()
         second.iterations += self.iterations

@@ -53,6 +53,14 @@ def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, cap
                      "pelvis.R": 1.0}
 
 
+def test_preset_keeps_a_stiffness_the_user_set(metarig):
+    make_active(metarig)
+    metarig.pose.bones["shoulder.L"].ewbik.stiffness = 0.3
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    assert metarig.pose.bones["shoulder.L"].ewbik.stiffness == pytest.approx(0.3)
+    assert metarig.pose.bones["shoulder.R"].ewbik.stiffness == pytest.approx(0.8)
+
+
 def test_preset_on_selected_bones_only(metarig):
     pose_mode(metarig, "forearm.L")
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=True) == {"FINISHED"}
