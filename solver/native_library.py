@@ -3,7 +3,7 @@
 The extension carries one library per Blender platform, `_ewbik_native-<platform>.<ext>`,
 and loads the one for the machine it runs on. The build tool imports this module without
 numpy, so it holds only the naming rules and the ctypes loading; `native.py` holds the
-marshalling and the checks of the library's ABI version and structure sizes.
+marshalling and the checks of the library's ABI version, structure sizes and field offsets.
 """
 
 import ctypes

@@ -29,7 +29,7 @@ static double now_seconds(void)
 #endif
 
 #define PI 3.14159265358979323846
-#define EPS 1e-12
+#define EPS 1e-12 /* numeric guard for degenerate vectors (the numpy code's literal), not a tuning constant */
 
 /* ---- small vector, matrix (row-major 3x3) and quaternion (w, x, y, z) helpers ---- */
 

@@ -49,10 +49,10 @@ typedef struct {
     int acceleration;
     int analytic_limbs;
     /* the numpy loop's constants, handed over so the two loops cannot drift apart */
-    double guard_slack;            /* solve._GUARD_SLACK: relative slack of the stabilization guard */
-    double guard_floor;            /* solve._GUARD_FLOOR: its absolute floor */
-    double stall;                  /* solve._STALL: relative misfit change that counts as a stall */
-    double prefer_small;           /* qcp._PREFER_SMALL: tie-break toward the smaller turn */
+    double guard_slack;            /* loop_constants.GUARD_SLACK: relative slack of the stabilization guard */
+    double guard_floor;            /* loop_constants.GUARD_FLOOR: its absolute floor */
+    double stall;                  /* loop_constants.STALL: relative misfit change that counts as a stall */
+    double prefer_small;           /* qcp.PREFER_SMALL: tie-break toward the smaller turn */
     /* pose, in and out */
     double *rotations;             /* (n, 4) w, x, y, z */
     double *locations;             /* (n, 3) */

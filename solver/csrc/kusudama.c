@@ -6,6 +6,8 @@
 #include "kusudama.h"
 #include "vecmath.h"
 
+/* Numeric guards for degenerate vectors, not tuning constants (those come in ewbik_limits):
+ * the same literals the numpy code writes in kusudama._unit and kusudama._swing_to. */
 #define UNIT_EPS 1e-12        /* shorter vectors take their fallback instead of normalizing */
 #define OPPOSITE_EPS 1e-9     /* _swing_to: 1 + cos below this is a half turn */
 

@@ -18,10 +18,10 @@ typedef struct {
     const double *twist_half;      /* (n,) */
     const double *comfort;         /* (n,) */
     const double *centre;          /* (n, 3) */
-    double inside_tolerance;       /* kusudama._INSIDE_TOLERANCE: a swing this close is inside */
-    double plane_tolerance;        /* kusudama._PLANE_TOLERANCE: slack of a tangent cone's planes */
-    double comfort_rate;           /* kusudama._COMFORT_RATE */
-    double comfort_decay;          /* kusudama._COMFORT_DECAY: per iteration */
+    double inside_tolerance;       /* kusudama.INSIDE_TOLERANCE: a swing this close is inside */
+    double plane_tolerance;        /* kusudama.PLANE_TOLERANCE: slack of a tangent cone's planes */
+    double comfort_rate;           /* kusudama.COMFORT_RATE */
+    double comfort_decay;          /* kusudama.COMFORT_DECAY: per iteration */
 } ewbik_limits;
 
 /* Bring the local rotation q (w, x, y, z; unit) of `bone` inside its limits,
