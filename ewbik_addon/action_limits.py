@@ -13,6 +13,7 @@ from ..solver import FitError, fit_limits, quat
 from . import live
 from .bridge import RigError
 from .limit_settings import scene_bones, set_limits
+from .rotation_channels import channels_to_quaternions
 
 
 def animated_rotations(scene, obj, frame_start, frame_end):
@@ -35,19 +36,7 @@ def animated_rotations(scene, obj, frame_start, frame_end):
         finally:
             scene.frame_set(current, subframe=subframe)
     modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
-    return _as_quaternions(modes, quaternion, euler, axis_angle)
-
-
-def _as_quaternions(modes, quaternion, euler, axis_angle):
-    """Unit quaternions (F, N, 4) from each bone's channels in its own rotation mode."""
-    rotations = quaternion.astype(float)
-    modes = np.array(modes)
-    for mode in set(modes.tolist()) - {"QUATERNION"}:
-        bones = modes == mode
-        if mode == "AXIS_ANGLE":
-            rotations[:, bones] = quat.from_axis_angle(axis_angle[:, bones, 1:], axis_angle[:, bones, 0])
-        else:
-            rotations[:, bones] = quat.from_euler(euler[:, bones], mode)
+    rotations = channels_to_quaternions(modes, quaternion, euler, axis_angle)
     if not np.all(np.isfinite(rotations)):
         raise RigError("The animation has NaN or infinite rotations in this frame range")
     return quat.normalize(rotations)

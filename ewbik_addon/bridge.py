@@ -25,6 +25,7 @@ import numpy as np
 
 from ..solver import Pin, Skeleton, SolverSettings, solve
 from ..solver.kusudama import JointLimits, Kusudama
+from .rotation_channels import channels_to_quaternions
 
 
 class RigError(Exception):
@@ -465,11 +466,11 @@ def _read_pose(obj, rig):
     axis_angle = buffers.modes == _AXIS_ANGLE
     if np.any(axis_angle):
         pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
-    others = np.flatnonzero(buffers.modes != _QUATERNION)
-    if len(others) > np.count_nonzero(axis_angle):
+    if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
         pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
-    for i in others:
-        rotations[i] = _mode_to_quaternion(buffers, i)
+    if np.any(buffers.modes != _QUATERNION):
+        names = [_MODE_NAME[int(mode)] for mode in buffers.modes]
+        rotations = channels_to_quaternions(names, rotations, buffers.euler, buffers.axis_angle)
     locations = buffers.location.astype(float)
     bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
     if np.any(bad):
@@ -477,14 +478,6 @@ def _read_pose(obj, rig):
     norms = np.linalg.norm(rotations, axis=1, keepdims=True)
     rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
     return rotations, locations, locks
-
-
-def _mode_to_quaternion(buffers, i):
-    mode = int(buffers.modes[i])
-    if mode == _AXIS_ANGLE:
-        angle, *axis = buffers.axis_angle[i].tolist()
-        return tuple(mathutils.Quaternion(axis, angle))
-    return tuple(mathutils.Euler(buffers.euler[i].tolist(), _MODE_NAME[mode]).to_quaternion())
 
 
 def _pins(obj, rig):

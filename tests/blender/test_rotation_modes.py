@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mathutils import Euler, Quaternion, Vector
 
-from tests.blender.blender_helpers import build_metarig, pin, update
+from tests.blender.blender_helpers import addon_module, build_metarig, pin, update
 
 MODES = ("QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE")
 START_POSE = {
@@ -169,3 +169,23 @@ def test_other_bones_make_up_for_partly_locked_channels(budget_ms):
     reached = rig.matrix_world @ rig.pose.bones["hand.L"].matrix
     assert (reached.translation - wanted.translation).length < 1e-3
     assert reached.to_quaternion().rotation_difference(wanted.to_quaternion()).angle < math.radians(0.1)
+
+
+def test_channel_conversion_matches_mathutils_in_every_mode():
+    """The vectorized reader (bridge, Limits from Action) against Blender's own conversions."""
+    channels = addon_module("ewbik_addon.rotation_channels")
+    rng = np.random.default_rng(3)
+    modes = ["QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]
+    euler = rng.uniform(-3.0, 3.0, size=(len(modes), 3))
+    axis_angle = np.concatenate((rng.uniform(-3.0, 3.0, size=(len(modes), 1)), rng.normal(size=(len(modes), 3))), 1)
+    quaternion = rng.normal(size=(len(modes), 4))
+    got = channels.channels_to_quaternions(modes, quaternion, euler, axis_angle)
+    for i, mode in enumerate(modes):
+        if mode == "QUATERNION":
+            want = Quaternion(quaternion[i])
+        elif mode == "AXIS_ANGLE":
+            want = Quaternion(Vector(axis_angle[i, 1:]), axis_angle[i, 0])
+        else:
+            want = Euler(euler[i], mode).to_quaternion()
+        q = Quaternion(got[i]).normalized()
+        assert abs(q.dot(want.normalized())) == pytest.approx(1.0, abs=1e-6), mode  # mathutils is float32
