@@ -15,7 +15,7 @@ import gpu
 from gpu_extras.batch import batch_for_shader
 from mathutils import Matrix, Vector
 
-from ..operators.pin import is_selected
+from .active import is_selected
 from .active import active_armature
 from ..solver.kusudama import Kusudama, LimitCone, TwistLimit
 

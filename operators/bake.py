@@ -23,14 +23,14 @@ from mathutils import Euler
 
 from ..ewbik_addon import bridge, live
 from ..ewbik_addon.bridge import RigError
-from .pin import is_selected
+from ..ewbik_addon.active import is_selected
+from ..ewbik_addon.pose_channels import read_pose_channels, scene_range, write_pose_channels
 
 # Blender 4.4+ actions have slots; there the legacy action.fcurves writes into an unassigned
 # "legacy" slot that the armature does not play (and 5.0 removed it), so keys go to the channelbag
 # of the armature's own slot.
 LAYERED_ACTIONS = "slots" in bpy.types.Action.bl_rna.properties
 
-POSE_CHANNELS = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3}
 
 # Every stored field of a keyframe, so a snapshot puts keys back exactly: name -> (values, dtype).
 KEY_FIELDS = {
@@ -58,16 +58,6 @@ def rotation_channel(rotation_mode):
     )
 
 
-def read_pose_channels(pose_bones):
-    """Every pose bone's rotation channels and location: {property: (N, size) float32}."""
-    channels = {}
-    for name, size in POSE_CHANNELS.items():
-        values = np.empty(len(pose_bones) * size, dtype=np.float32)
-        pose_bones.foreach_get(name, values)
-        channels[name] = values.reshape(-1, size)
-    return channels
-
-
 def locked_rotation_components(pose_bone):
     """Indices of the bone's rotation channel that its locks keep, so the bake never keys them.
 
@@ -79,11 +69,6 @@ def locked_rotation_components(pose_bone):
     if pose_bone.lock_rotations_4d:
         return ({0} if pose_bone.lock_rotation_w else set()) | {k + 1 for k in range(3) if pose_bone.lock_rotation[k]}
     return set()
-
-
-def write_pose_channels(pose_bones, channels):
-    for name, values in channels.items():
-        pose_bones.foreach_set(name, values.ravel())
 
 
 def read_keys(keyframe_points):
@@ -537,13 +522,6 @@ class PoseBake:
             write_pose_channels(pose_bones, pose)
             self.obj.update_tag()
             self.view_layer.update()
-
-
-def scene_range(scene):
-    """The frame range the timeline plays: the preview range when it is on."""
-    if scene.use_preview_range:
-        return scene.frame_preview_start, scene.frame_preview_end
-    return scene.frame_start, scene.frame_end
 
 
 class EWBIK_OT_bake(bpy.types.Operator):

@@ -9,22 +9,12 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty
 from mathutils import Vector
 
-from ..ewbik_addon.active import posed_armature
+from ..ewbik_addon.active import active_limit_bone, is_selected, posed_armature
 from ..ewbik_addon.limit_presets import fitted_preset, store_preset
 from ..ewbik_addon.limit_settings import set_limits
 from ..solver import presets
-from . import pin
 
 MAX_NAMES_REPORTED = 8
-
-
-def active_limit_bone(context):
-    """The active pose bone of the active armature in pose mode, else None."""
-    obj = posed_armature(context)
-    pose_bone = context.active_pose_bone
-    if obj is None or pose_bone is None or pose_bone.id_data != obj:
-        return None
-    return pose_bone
 
 
 def current_direction(pose_bone):
@@ -74,7 +64,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
         wanted = [
             pose_bone
             for pose_bone in obj.pose.bones
-            if not self.only_selected or (obj.mode == "POSE" and pin.is_selected(pose_bone))
+            if not self.only_selected or (obj.mode == "POSE" and is_selected(pose_bone))
         ]
         if not wanted:
             self.report({"WARNING"}, "No bones selected")
@@ -169,7 +159,7 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
 
     def execute(self, context):
         obj = posed_armature(context)
-        chosen = [pose_bone for pose_bone in obj.pose.bones if pin.is_selected(pose_bone)]
+        chosen = [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]
         active = active_limit_bone(context)
         if active is not None and active not in chosen:
             chosen.append(active)

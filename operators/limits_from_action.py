@@ -6,8 +6,8 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 from ..ewbik_addon.action_limits import fit_action_limits
 from ..ewbik_addon.bridge import RigError
 from ..solver.fit_limits import DEFAULT_MAX_CONES
-from .bake import read_pose_channels, scene_range, write_pose_channels
-from .pin import is_selected
+from ..ewbik_addon.active import is_selected
+from ..ewbik_addon.pose_channels import read_pose_channels, scene_range, write_pose_channels
 
 
 class EWBIK_OT_limits_from_action(bpy.types.Operator):

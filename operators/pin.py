@@ -5,23 +5,13 @@ import mathutils
 from bpy.props import StringProperty
 
 from ..ewbik_addon import limit_presets
+from ..ewbik_addon.active import selected_pose_bones
 
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
-_POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
 
 
 def target_collection_name(obj):
     return f"EWBIK Targets {obj.name}"
-
-
-def is_selected(pose_bone):
-    """Selection of a pose bone, wherever this Blender keeps it."""
-    owner = pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone
-    return owner.select and not pose_bone.bone.hide
-
-
-def selected_pose_bones(obj):
-    return [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]
 
 
 def _posing_armature(cls, context):

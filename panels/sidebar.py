@@ -6,8 +6,7 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
-from ..ewbik_addon.active import active_armature, posed_armature
-from ..operators.limits import active_limit_bone
+from ..ewbik_addon.active import active_armature, active_limit_bone, posed_armature
 from ..solver import native, presets
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"

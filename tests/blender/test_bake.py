@@ -83,7 +83,8 @@ def action_state(obj, bake_module):
 
 def pose_state(obj, bake_module):
     bpy.context.view_layer.update()  # let pending live solves run first: they are not the bake's doing
-    return {name: values.tolist() for name, values in bake_module.read_pose_channels(obj.pose.bones).items()}
+    channels = addon_module("ewbik_addon.pose_channels").read_pose_channels(obj.pose.bones)
+    return {name: values.tolist() for name, values in channels.items()}
 
 
 def add_keys(obj, bone, channel, frames_values):
