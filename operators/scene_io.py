@@ -15,8 +15,8 @@ from mathutils import Matrix, Quaternion
 
 from ..ewbik_addon import bridge
 from ..ewbik_addon.active import active_armature
+from ..ewbik_addon.targets import new_target
 from ..solver.scene import parse_scene
-from . import pin
 from ..ewbik_addon.limit_settings import set_limits
 
 # The tolerance is set apart: the document holds armature units, the property a scene distance.
@@ -160,7 +160,7 @@ def apply_document(context, obj, document):
             pose_bone.ewbik.target = None
         set_limits(pose_bone.ewbik, limits.get(pose_bone.name) or {})
     for pose_bone, matrix, existing in pins:
-        target = existing if existing is not None else pin.new_target(context, obj, pose_bone)
+        target = existing if existing is not None else new_target(context, obj, pose_bone)
         target.matrix_world = matrix
         pose_bone.ewbik.target = target
     obj.update_tag()
