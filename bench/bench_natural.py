@@ -483,20 +483,6 @@ def notes(args, sources, body, settings, blender_doc, mismatch):
     return lines + [""]
 
 
-def write_section(markdown, path=bs.BENCHMARKS_MD):
-    """Replace the block between the naturalness markers (appended when missing)."""
-    block = f"{NATURAL_BEGIN}\n{markdown}\n{NATURAL_END}"
-    with open(path) as f:
-        text = f.read()
-    if NATURAL_BEGIN in text and NATURAL_END in text:
-        head, rest = text.split(NATURAL_BEGIN, 1)
-        text = head + block + rest.split(NATURAL_END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.quick:
@@ -529,7 +515,7 @@ def main(argv=None):
     print()
     print(markdown)
     if not args.no_write:
-        write_section(markdown)
+        bs.write_results(markdown, NATURAL_BEGIN, NATURAL_END)
 
 
 if __name__ == "__main__":

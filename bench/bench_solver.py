@@ -485,14 +485,15 @@ def write_repros(runs, limit_dicts_by_clip, clips_by_name):
     return paths
 
 
-def write_results(markdown):
-    block = f"{RESULTS_BEGIN}\n{markdown}\n{RESULTS_END}"
+def write_results(markdown, begin=RESULTS_BEGIN, end=RESULTS_END):
+    """Put `markdown` between the two markers of docs/BENCHMARKS.md (appended when they are missing)."""
+    block = f"{begin}\n{markdown}\n{end}"
     if os.path.exists(BENCHMARKS_MD):
         with open(BENCHMARKS_MD) as f:
             text = f.read()
-        if RESULTS_BEGIN in text and RESULTS_END in text:
-            head, rest = text.split(RESULTS_BEGIN, 1)
-            text = head + block + rest.split(RESULTS_END, 1)[1]
+        if begin in text and end in text:
+            head, rest = text.split(begin, 1)
+            text = head + block + rest.split(end, 1)[1]
         else:
             text = text.rstrip() + "\n\n" + block + "\n"
     else:
