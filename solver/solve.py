@@ -215,6 +215,27 @@ class _Attempt:
         self.state.forward()
         return self.state.errors(self.settings.tolerance)[0]
 
+    def _within_reach(self):
+        """Per pin: whether its target lies within reach of the bones that move it, limits aside.
+
+        The pinned bone's head can get no farther from the head of the highest bone that moves
+        it than the chain of heads between them is long; beyond that no start pose helps, so a
+        target dragged out of reach costs no restart. A translating root reaches anywhere.
+        """
+        state, solved, parents = self.state, self.plan.solved, self.state.skeleton.parents
+        state.forward()
+        reach = np.ones(len(state.pin_bones), dtype=bool)
+        for p, bone in enumerate(state.pin_bones):
+            length, top = 0.0, bone if solved[bone] else -1
+            while top >= 0 and parents[top] >= 0 and solved[parents[top]]:
+                length += float(np.linalg.norm(state.world_head[top] - state.world_head[parents[top]]))
+                top = parents[top]
+            if top < 0 or (parents[top] < 0 and self.settings.translate_root):
+                continue
+            distance = float(np.linalg.norm(state.target_pos[p] - state.world_head[top]))
+            reach[p] = distance <= length + _RESTART_MISS
+        return reach
+
     def better_restart(self, centres, willingness):
         """This attempt, or a second one from the limits' centres if that fits the pins much better.
 
@@ -228,7 +249,8 @@ class _Attempt:
         fast drag) never jumps to another pose.
         """
         limited = self.plan.solved & ~self.frozen & self.limits.limited
-        if not limited.any() or self.position_errors.max() <= _RESTART_MISS:
+        missed = self.position_errors > _RESTART_MISS
+        if not limited.any() or not missed.any() or not self._within_reach()[missed].any():
             return self
         restart = _State.like(self.state)
         current = restart.rotations[limited]

@@ -1,6 +1,7 @@
 """Joint limits inside the solver: no violations, real mocap reached with the humanoid preset."""
 
 import dataclasses
+import importlib
 import math
 import os
 import pathlib
@@ -16,6 +17,8 @@ from solver.presets import preset_limits
 from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
+
+solve_module = importlib.import_module("solver.solve")  # the package's `solve` is the function
 from tests.solver.conftest import captured_pins
 
 MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
@@ -195,3 +198,20 @@ def test_a_hinge_facing_away_from_the_target_is_turned_toward_it():
     assert result.position_errors[0] <= 1e-5
     assert result.converged
     assert limits.violation(result.rotations).max() <= 1e-9
+
+
+@pytest.mark.parametrize("scale, attempts", [(1.0, 2), (10.0, 1)], ids=["stuck", "out-of-reach"])
+def test_only_a_reachable_miss_is_worth_a_restart(scale, attempts, monkeypatch):
+    """The hinge case of the test above needs the restart; the same chain dragged beyond its
+    length (three unit bones from the fixed root's head) gets nothing from one and runs none."""
+    runs = []
+    original = solve_module._Attempt.run
+    monkeypatch.setattr(solve_module._Attempt, "run", lambda self: runs.append(1) or original(self))
+    skeleton = chain_skeleton(4)
+    bend = np.array([0.0, math.cos(math.radians(120)), math.sin(math.radians(120))])
+    limits = JointLimits({2: Kusudama([LimitCone(Y, 0.05), LimitCone(bend, 0.05)], TwistLimit(-0.1, 0.1))}, 4)
+    target = np.eye(4)
+    target[:3, 3] = np.array([0.9, 1.6, 0.0]) * scale
+    solve(skeleton, [Pin("b3", target, orientation_weights=(0.0, 0.0, 0.0))], np.tile(quat.IDENTITY, (4, 1)),
+          np.zeros((4, 3)), SolverSettings(iterations=200), limits=limits, stiffness=np.array([1.0, 0.0, 0.0, 0.0]))
+    assert len(runs) == attempts
