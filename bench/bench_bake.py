@@ -1,4 +1,4 @@
-"""Bake benchmark (issue #5): `ewbik.bake` against Blender's own bake of Blender's own IK.
+"""Bake benchmark: `ewbik.bake` against Blender's own bake of Blender's own IK.
 
 A 5-pin humanoid (the Rigify human metarig, hands, feet and head pinned with `ewbik.pin`) gets
 procedurally animated targets over a few hundred frames. On that rig, in the same process:

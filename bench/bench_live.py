@@ -1,4 +1,4 @@
-"""Live-handler benchmark (issue #4): what one target move costs with EWBIK live vs Blender's IK.
+"""Live-handler benchmark: what one target move costs with EWBIK live vs Blender's IK.
 
 Run with the Python of a bpy venv, e.g. `~/.cache/ewbik/venvs/bpy-5.2/bin/python bench/bench_live.py`.
 Builds the extension zip and installs it into a throw-away user-resources
@@ -355,7 +355,7 @@ def write_results(markdown):
         head, rest = text.split(LIVE_BEGIN, 1)
         text = head + block + rest.split(LIVE_END, 1)[1]
     else:
-        text = text.rstrip() + "\n\n## Live handler\n\n`bench/bench_live.py` (issue #4).\n\n" + block + "\n"
+        text = text.rstrip() + "\n\n## Live handler\n\n`bench/bench_live.py`.\n\n" + block + "\n"
     BENCHMARKS_MD.write_text(text)
 
 

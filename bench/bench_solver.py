@@ -1,4 +1,4 @@
-"""`make bench`: EWBIK against Blender's own IK on real motion capture (issues #2 and #3).
+"""`make bench`: EWBIK against Blender's own IK on real motion capture.
 
 For each CMU clip in tests/data/mocap, every `--step`-th frame becomes a
 test: forward kinematics of the clip gives the pose matrices of the hands, feet
