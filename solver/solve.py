@@ -165,12 +165,13 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         settings = dataclasses.replace(settings, tolerance=settings.tolerance / unit)
     max_step = (1.0 - stiffness) * settings.dampening
     deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
-    state = _State(work, pins, pin_bones, rotations, locations / unit, plan.levels, unit)
+    scaled_locations = locations / unit
+    state = _State(work, pins, pin_bones, rotations, scaled_locations.copy(), plan.levels, unit)
     attempt = _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
     attempt.run()
     if limits is not None and not attempt.converged and attempt.time_left():
-        attempt = attempt.better_restart(limits.centres(), 1.0 - stiffness)
-    out_locations = np.where(attempt.state.locations == locations / unit, locations, attempt.state.locations * unit)
+        attempt = attempt.better_restart()
+    out_locations = np.where(attempt.state.locations == scaled_locations, locations, attempt.state.locations * unit)
     return SolveResult(
         rotations=attempt.state.rotations,
         locations=out_locations,
@@ -236,15 +237,15 @@ class _Attempt:
             reach[p] = distance <= length + _RESTART_MISS
         return reach
 
-    def better_restart(self, centres, willingness):
+    def better_restart(self):
         """This attempt, or a second one from the limits' centres if that fits the pins much better.
 
         Coordinate descent stalls where a bone sits on its limit's boundary and the way to the
         target leads around it (a straight elbow whose hinge faces away from the target: the
         upper arm would have to twist first, which it has no reason to do). From the middle of
         every limited bone's range the same targets are reached. Each limited bone goes the
-        `willingness` (1 - stiffness) part of the way there, so stiff bones (clavicles) stay
-        nearly put. The restart is kept only when it halves the misfit and this attempt misses a
+        (1 - stiffness) part of the way there (its dampening over the full one), so stiff bones
+        (clavicles) stay nearly put. The restart is kept only when it halves the misfit and this attempt misses a
         pin by more than 0.5 % of the rig's size, so a solve that is merely still on its way (a
         fast drag) never jumps to another pose.
         """
@@ -254,7 +255,8 @@ class _Attempt:
             return self
         restart = _State.like(self.state)
         current = restart.rotations[limited]
-        turn = _log(quat.multiply(centres[limited], quat.conjugate(current))) * willingness[limited, None]
+        willingness = self.max_step[limited, None] / self.settings.dampening
+        turn = _log(quat.multiply(self.limits.centres()[limited], quat.conjugate(current))) * willingness
         restart.rotations[limited] = quat.normalize(quat.multiply(_exp(turn), current))
         second = _Attempt(restart, self.plan, self.settings, self.limits, self.max_step, self.frozen,
                           self.start, self.deadline).run()
