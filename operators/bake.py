@@ -24,7 +24,7 @@ from mathutils import Euler
 from ..ewbik_addon import bridge, live
 from ..ewbik_addon.bridge import RigError
 from ..ewbik_addon.active import is_selected
-from ..ewbik_addon.pose_channels import read_pose_channels, scene_range, write_pose_channels
+from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
 
 # Blender 4.4+ actions have slots; there the legacy action.fcurves writes into an unassigned
 # "legacy" slot that the armature does not play (and 5.0 removed it), so keys go to the channelbag
@@ -524,24 +524,15 @@ class PoseBake:
             self.view_layer.update()
 
 
-class EWBIK_OT_bake(bpy.types.Operator):
+class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
     """Solve every frame of a range and key the solved rotations on the bones the solver moves"""
 
     bl_idname = "ewbik.bake"
     bl_label = "Bake IK to Keyframes"
     bl_options = {"REGISTER", "UNDO"}
 
-    frame_start: IntProperty(
-        name="Start Frame",
-        description="First frame to bake (default: the scene's frame range, or its preview range)",
-        options={"SKIP_SAVE"},
-    )
-    frame_end: IntProperty(
-        name="End Frame",
-        description="Last frame to bake, always keyed even when the step skips past it",
-        options={"SKIP_SAVE"},
-    )
-    step: IntProperty(name="Step", description="Solve and key every this many frames", min=1, default=1)
+    step: IntProperty(name="Step", description="Solve and key every this many frames (the end frame is always keyed)",
+                      min=1, default=1)
     only_selected: BoolProperty(
         name="Only Selected Bones",
         description="Key only the selected bones among those the solver moves",
@@ -574,11 +565,7 @@ class EWBIK_OT_bake(bpy.types.Operator):
 
     def _options(self, context):
         """The bake options, with an unset range filled in from the scene (and shown in redo)."""
-        start, end = scene_range(context.scene)
-        if not self.properties.is_property_set("frame_start"):
-            self.frame_start = start
-        if not self.properties.is_property_set("frame_end"):
-            self.frame_end = end
+        self.fill_frame_range(context.scene)
         return BakeOptions(
             frame_start=self.frame_start, frame_end=self.frame_end, step=self.step,
             only_selected=self.only_selected, replace_range=self.replace_range,

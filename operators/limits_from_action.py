@@ -4,29 +4,19 @@ import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..ewbik_addon.action_limits import fit_action_limits
-from ..ewbik_addon.bridge import RigError
-from ..solver.fit_limits import DEFAULT_MAX_CONES
 from ..ewbik_addon.active import is_selected
-from ..ewbik_addon.pose_channels import read_pose_channels, scene_range, write_pose_channels
+from ..ewbik_addon.bridge import RigError
+from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
+from ..solver.fit_limits import DEFAULT_MAX_CONES
 
 
-class EWBIK_OT_limits_from_action(bpy.types.Operator):
+class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
     """Fit joint limits to the armature's animation: per bone the smallest cones and twist range holding most frames"""
 
     bl_idname = "ewbik.limits_from_action"
     bl_label = "Limits from Action"
     bl_options = {"REGISTER", "UNDO"}
 
-    frame_start: IntProperty(
-        name="Start Frame",
-        description="First frame of the motion (default: the scene's frame range, or its preview range)",
-        options={"SKIP_SAVE"},
-    )
-    frame_end: IntProperty(
-        name="End Frame",
-        description="Last frame of the motion",
-        options={"SKIP_SAVE"},
-    )
     coverage: FloatProperty(
         name="Coverage",
         description="Share of the frames the limits must hold; the rest are treated as outliers",
@@ -61,11 +51,7 @@ class EWBIK_OT_limits_from_action(bpy.types.Operator):
 
     def execute(self, context):
         obj = context.active_object
-        start, end = scene_range(context.scene)
-        if not self.properties.is_property_set("frame_start"):
-            self.frame_start = start
-        if not self.properties.is_property_set("frame_end"):
-            self.frame_end = end
+        self.fill_frame_range(context.scene)
         names = None
         if self.only_selected:
             names = {b.name for b in obj.pose.bones if obj.mode == "POSE" and is_selected(b)}
