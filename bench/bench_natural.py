@@ -40,7 +40,7 @@ sys.path.insert(0, BENCH_DIR)
 
 import bench_solver as bs  # noqa: E402
 import mocap  # noqa: E402
-from solver import JointLimits, Kusudama, SolverSettings, preset_limits, preset_stiffness, solve  # noqa: E402
+from solver import JointLimits, Kusudama, SolverSettings, preset_limits, preset_stiffness  # noqa: E402
 from solver.presets import bone_roles  # noqa: E402
 
 NATURAL_BEGIN = "<!-- bench:natural -->"
@@ -110,30 +110,20 @@ def captured_heads(clip, body):
 
 
 def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=None, stiff=None):
-    """Solve the sampled frames in order (warm: from the previous solution; its first frame is
-    solved from `start` (local rotations; None = rest) with `rest_settings` and not counted;
-    otherwise every frame from `start`). `stiff`: {bone: stiffness} beside the given hips."""
+    """Solve the sampled frames in order (`bench_solver.solve_sequence`: warm from the previous
+    solution, seeded from `start`; otherwise every frame from `start`). `stiff`: {bone:
+    stiffness} beside the given hips."""
     stiffness = np.zeros(len(clip.skeleton))
     for name, value in (stiff or {}).items():
         stiffness[clip.skeleton.index[name]] = value
     stiffness[clip.skeleton.index[bs.HIPS]] = 1.0
-    previous, out = None, {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": []}
-    for row in range(len(clip.frames)):
-        rotations, locations = bs.hips_given_start(clip, row, previous if warm and previous is not None else start)
-        seeding = warm and previous is None
-        start_cpu = time.process_time()
-        result = solve(clip.skeleton, bs.frame_pins(clip, row), rotations, locations,
-                       rest_settings if seeding else settings, limits=limits, stiffness=stiffness)
-        cpu_ms = (time.process_time() - start_cpu) * 1e3
-        if not np.all(np.isfinite(result.rotations)):
-            raise RuntimeError(f"non-finite rotations solving {clip.name} frame {clip.frames[row]}")
-        previous = result.rotations
-        if seeding:
-            continue
+    out = {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": []}
+    for solved in bs.solve_sequence(clip, settings, warm, rest_settings, limits, stiffness, start=start):
+        result = solved.result
         out["heads"].append(heads_of(clip, body, result.rotations, result.locations))
         out["position_mm"].append(result.position_errors * 1e3)
         out["orientation_deg"].append(result.orientation_errors_deg)
-        out["cpu_ms"].append(cpu_ms)
+        out["cpu_ms"].append(solved.cpu_ms)
     counted = slice(1, None) if warm else slice(None)
     return Solved(truth=truth[counted], **{k: np.array(v) for k, v in out.items()})
 

@@ -151,45 +151,73 @@ def frame_pins(clip, row, orientation_weight=1.0):
     return [Pin(bone, clip.targets[row, k], orientation_weights=axes) for k, bone in enumerate(EFFECTORS)]
 
 
-def solve_clip(clip, label, settings, warm, rest_settings=None, limits=None, rows=None, orientation_weight=1.0):
-    """Solve the sampled frames in order; warm runs start from the previous row's solution.
+@dataclasses.dataclass
+class FrameSolve:
+    """One counted row of a solved sequence: where it started and how it ended."""
 
-    The first row of a warm run has no previous solution: it is solved from rest
-    with `rest_settings` and left out of the statistics. The run keeps the
-    inputs of its worst frame (largest position error) so that frame can be
-    replayed alone as a scene document.
+    row: int
+    rotations: np.ndarray  # the start pose
+    locations: np.ndarray
+    settings: SolverSettings
+    result: object  # SolveResult
+    cpu_ms: float
+    pins_cpu_ms: float
+
+
+def solve_sequence(clip, settings, warm, rest_settings=None, limits=None, stiffness=None, rows=None, start=None,
+                   orientation_weight=1.0):
+    """Solve the sampled rows in order, yielding a FrameSolve for each counted one.
+
+    Warm runs start every row from the previous row's solution; their first row has none, is
+    solved from `start` (local rotations; None = rest) with `rest_settings` and not counted.
+    Other runs solve every row from `start`. `stiffness` (None: only the given hips frozen).
     """
     rows = np.arange(len(clip.frames)) if rows is None else np.asarray(rows)
-    stiffness = np.zeros(len(clip.skeleton))
-    stiffness[clip.skeleton.index[HIPS]] = 1.0
-    out = {k: [] for k in ("frames", "position_mm", "orientation_deg", "ms", "cpu_ms", "iterations", "converged",
-                           "pins_cpu_ms")}
-    previous, worst = None, None
+    if stiffness is None:
+        stiffness = np.zeros(len(clip.skeleton))
+        stiffness[clip.skeleton.index[HIPS]] = 1.0
+    previous = None
     for row in rows:
         start_cpu = time.process_time()
         pins = frame_pins(clip, row, orientation_weight)
         pins_cpu_ms = (time.process_time() - start_cpu) * 1e3
         seeding = warm and previous is None
-        rotations, locations = hips_given_start(clip, row, previous if warm else None)
+        rotations, locations = hips_given_start(clip, row, start if previous is None else previous)
         used = rest_settings if seeding else settings
         start_cpu = time.process_time()
         result = solve(clip.skeleton, pins, rotations, locations, used, limits=limits, stiffness=stiffness)
         cpu_ms = (time.process_time() - start_cpu) * 1e3
         if not np.all(np.isfinite(result.rotations)):
-            raise RuntimeError(f"{label}: non-finite rotations solving {clip.name} frame {clip.frames[row]}")
-        previous = result.rotations
-        if seeding:
-            continue
+            raise RuntimeError(f"non-finite rotations solving {clip.name} frame {clip.frames[row]}")
+        if warm:
+            previous = result.rotations
+        if not seeding:
+            yield FrameSolve(int(row), rotations, locations, used, result, cpu_ms, pins_cpu_ms)
+
+
+def solve_clip(clip, label, settings, warm, rest_settings=None, limits=None, rows=None, orientation_weight=1.0):
+    """Solve the sampled frames in order (`solve_sequence`) and gather a Run.
+
+    The run keeps the inputs of its worst frame (largest position error) so that frame can be
+    replayed alone as a scene document.
+    """
+    out = {k: [] for k in ("frames", "position_mm", "orientation_deg", "ms", "cpu_ms", "iterations", "converged",
+                           "pins_cpu_ms")}
+    worst = None
+    for solved in solve_sequence(clip, settings, warm, rest_settings, limits, rows=rows,
+                                 orientation_weight=orientation_weight):
+        result = solved.result
         error = float(result.position_errors.max())
         if worst is None or error > worst["error"]:
-            worst = {"error": error, "row": int(row), "rotations": rotations, "locations": locations,
-                     "settings": used, "orientation_weight": orientation_weight}
-        out["frames"].append(clip.frames[row])
+            worst = {"error": error, "row": solved.row, "rotations": solved.rotations,
+                     "locations": solved.locations, "settings": solved.settings,
+                     "orientation_weight": orientation_weight}
+        out["frames"].append(clip.frames[solved.row])
         out["position_mm"].append(result.position_errors * 1e3)
         out["orientation_deg"].append(result.orientation_errors_deg)
         out["ms"].append(result.ms)
-        out["cpu_ms"].append(cpu_ms)
-        out["pins_cpu_ms"].append(pins_cpu_ms)
+        out["cpu_ms"].append(solved.cpu_ms)
+        out["pins_cpu_ms"].append(solved.pins_cpu_ms)
         out["iterations"].append(result.iterations)
         out["converged"].append(result.converged)
     return Run(label, clip.name, **{k: np.array(v) for k, v in out.items()}, worst=worst)
