@@ -18,6 +18,19 @@ def posed_armature(context):
     return obj if obj is not None and obj.mode == "POSE" else None
 
 
+def armature_to_step_through(cls, context, hint):
+    """Operator poll of Bake and Limits from Action: the context's object is an armature in Pose or
+    Object Mode (they step through frames, so not in Edit Mode); otherwise say why."""
+    obj = context.object
+    if obj is None or obj.type != "ARMATURE":
+        cls.poll_message_set(hint)
+        return False
+    if obj.mode not in {"POSE", "OBJECT"}:
+        cls.poll_message_set("Switch the armature to Pose or Object Mode")
+        return False
+    return True
+
+
 def active_limit_bone(context):
     """The active pose bone of the active armature in pose mode, else None."""
     obj = posed_armature(context)

@@ -23,7 +23,7 @@ from mathutils import Euler
 
 from ..ewbik_addon import bridge, live
 from ..ewbik_addon.bridge import RigError
-from ..ewbik_addon.active import is_selected
+from ..ewbik_addon.active import armature_to_step_through, is_selected
 from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
 
 # Blender 4.4+ actions have slots; there the legacy action.fcurves writes into an unassigned
@@ -554,14 +554,7 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = context.object
-        if obj is None or obj.type != "ARMATURE":
-            cls.poll_message_set("Select an armature with pinned bones")
-            return False
-        if obj.mode not in {"POSE", "OBJECT"}:
-            cls.poll_message_set("Switch the armature to Pose or Object Mode")
-            return False
-        return True
+        return armature_to_step_through(cls, context, "Select an armature with pinned bones")
 
     def _options(self, context):
         """The bake options, with an unset range filled in from the scene (and shown in redo)."""

@@ -4,7 +4,7 @@ import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..ewbik_addon.action_limits import fit_action_limits
-from ..ewbik_addon.active import is_selected
+from ..ewbik_addon.active import armature_to_step_through, is_selected
 from ..ewbik_addon.bridge import RigError
 from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
 from ..solver.fit_limits import DEFAULT_MAX_CONES
@@ -40,17 +40,10 @@ class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = context.active_object
-        if obj is None or obj.type != "ARMATURE":
-            cls.poll_message_set("Select an animated armature")
-            return False
-        if obj.mode not in {"POSE", "OBJECT"}:
-            cls.poll_message_set("Switch the armature to Pose or Object Mode")
-            return False
-        return True
+        return armature_to_step_through(cls, context, "Select an animated armature")
 
     def execute(self, context):
-        obj = context.active_object
+        obj = context.object
         self.fill_frame_range(context.scene)
         names = None
         if self.only_selected:
