@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, quat
-from .loop_constants import GUARD_FLOOR, GUARD_SLACK, STALL
+from .loop_constants import GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, STALL
+from .polish import Polisher, polish, polish_plan
 from .qcp import rotations_from_covariance
 from .two_bone import two_bone_ik
 
@@ -66,6 +67,7 @@ class _Plan:
     batches: list
     limbs: _Limbs
     levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
+    polish: object  # PolishPlan, or None where the sweeps minimise something else (falloff)
     native_template: object = None  # the plan packed for the compiled loop, made on first use
 
 
@@ -123,7 +125,9 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
         if upper >= 0 and below[upper] == [p] and solved[lower] and solved[upper]:
             limbs.append((upper, lower, end, p))
     columns = np.array(limbs, dtype=int).reshape(-1, 4).T
-    plan = _Plan(solved, batches, _Limbs(*columns), skeleton.kinematic_levels(pin_bones))
+    translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
+    plan = _Plan(solved, batches, _Limbs(*columns), skeleton.kinematic_levels(pin_bones),
+                 polish_plan(solved, below, seen, translating_bones))
     if len(skeleton.plan_cache) > 32:
         skeleton.plan_cache.clear()
     skeleton.plan_cache[key] = plan
@@ -276,7 +280,7 @@ def _use_native(settings):
 
 
 def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
-    """The numpy loop: sweeps, acceleration, limb finish and stopping rules.
+    """The numpy loop: sweeps and acceleration until the polish takes over, limb finish, stopping rules.
 
     Returns (iterations, converged). csrc/ewbik.c runs the same steps in C.
     """
@@ -290,22 +294,21 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     iterations, converged = 0, False
     previous = np.inf
     finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
+    polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
     others = np.ones(pins, dtype=bool)
     others[plan.limbs.pin] = False
     state.forward()
+    total, reached = state.errors(settings.tolerance)
     while pins and iterations < settings.iterations:
-        if accelerator is not None:
-            accelerator.remember_start(state)
-        for batch, const in zip(plan.batches, constants):
-            _solve_batch(state, batch, const, settings, limits, iterations)
+        polished = polisher is not None and iterations >= POLISH_AFTER
+        kept = False
+        if polished:
+            total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
+        if not kept:
+            total, reached = _sweep(state, plan, constants, settings, limits, iterations,
+                                    None if polished else accelerator, initial, max_step)
         iterations += 1
-        total, reached = state.errors(settings.tolerance)
-        if accelerator is not None and not reached:
-            allowance = iterations * max_step[accelerator.bones]
-            total, reached = accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance)
-        else:
-            state.forward()
-        if not reached and finish and state.reached(settings.tolerance)[others].all():
+        if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
             # Only limbs are left, and the analytic finish places them directly.
             _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
             total, reached = state.errors(settings.tolerance)
@@ -320,6 +323,21 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     if finish and not converged and iterations:
         _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
     return iterations, converged
+
+
+def _sweep(state, plan, constants, settings, limits, iteration, accelerator, initial, max_step):
+    """One EWBIK iteration: every batch's bone step, leaves first, then (with an accelerator)
+    an Anderson step over the sweeps so far. Returns (total misfit, every pin reached)."""
+    if accelerator is not None:
+        accelerator.remember_start(state)
+    for batch, const in zip(plan.batches, constants):
+        _solve_batch(state, batch, const, settings, limits, iteration)
+    total, reached = state.errors(settings.tolerance)
+    if accelerator is not None and not reached:
+        allowance = (iteration + 1) * max_step[accelerator.bones]
+        return accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance)
+    state.forward()
+    return total, reached
 
 
 class _State:
