@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from .native_library import load_library
-from .loop_constants import (GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, POLISH_GROW, POLISH_LAMBDA_MAX,
+from .loop_constants import (GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, POLISH_CLAMPED, POLISH_GROW, POLISH_LAMBDA_MAX,
                              POLISH_LAMBDA_MIN, POLISH_SHRINK, POLISH_TRIES, STALL)
 from .native_limits import NativeLimits, native_limits
 from .qcp import PREFER_SMALL
@@ -44,7 +44,7 @@ class _Problem(ctypes.Structure):
         ("analytic_limbs", _INT),
         ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
         ("polish_after", _INT), ("polish_tries", _INT), ("polish_lambda_min", _DOUBLE),
-        ("polish_lambda_max", _DOUBLE), ("polish_grow", _DOUBLE), ("polish_shrink", _DOUBLE),
+        ("polish_lambda_max", _DOUBLE), ("polish_grow", _DOUBLE), ("polish_shrink", _DOUBLE), ("polish_clamped", _DOUBLE),
         ("rotations", _P), ("locations", _P), ("initial", _P),
         ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
     ]
@@ -193,6 +193,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.polish_tries = POLISH_TRIES
     problem.polish_lambda_min, problem.polish_lambda_max = POLISH_LAMBDA_MIN, POLISH_LAMBDA_MAX
     problem.polish_grow, problem.polish_shrink = POLISH_GROW, POLISH_SHRINK
+    problem.polish_clamped = POLISH_CLAMPED
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
         raise MemoryError("the native solver could not allocate its workspace")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import quat
-from .loop_constants import POLISH_GROW, POLISH_LAMBDA_MAX, POLISH_LAMBDA_MIN, POLISH_SHRINK, POLISH_TRIES
+from .loop_constants import POLISH_CLAMPED, POLISH_GROW, POLISH_LAMBDA_MAX, POLISH_LAMBDA_MIN, POLISH_SHRINK, POLISH_TRIES
 
 
 @dataclass
@@ -108,60 +108,102 @@ def _cross_matrices(v):
     return np.stack((np.stack((zero, -z, y), -1), np.stack((z, zero, -x), -1), np.stack((-y, x, zero), -1)), -2)
 
 
-def damped_step(jac, residual, scale, damping):
-    """The Levenberg-Marquardt step x minimising |J x + r|^2 + mu x^T D x, D = diag(1 / scale^2),
-    with mu = damping times the mean diagonal of the scaled J^T J."""
-    scaled = jac * scale
+def damped_step(scaled, residual, damping):
+    """z minimising |A z + r|^2 + mu |z|^2 for the column-scaled Jacobian A (the step is then
+    scale * z), with mu = damping times the mean diagonal of A^T A."""
     rows, cols = scaled.shape
     if cols <= rows:
         normal = scaled.T @ scaled
         mu = damping * max(np.trace(normal) / cols, 1e-300)
-        solution = np.linalg.solve(normal + mu * np.eye(cols), -(scaled.T @ residual))
-        return scale * solution
+        return np.linalg.solve(normal + mu * np.eye(cols), -(scaled.T @ residual))
     gram = scaled @ scaled.T
     mu = damping * max(np.trace(gram) / rows, 1e-300)
-    return -scale * (scaled.T @ np.linalg.solve(gram + mu * np.eye(rows), residual))
+    return -(scaled.T @ np.linalg.solve(gram + mu * np.eye(rows), residual))
 
 
 def polish(state, polisher, limits, iteration, total, tolerance):
-    """One guarded polish step; returns (total, reached, kept). The pose changes only if kept."""
+    """One guarded polish step; returns (total, reached, kept). The pose changes only if kept.
+
+    Where the limits clamp a bone's turn, plain projection leaves only a sliver of the step
+    (coordinate-wise crawling along the boundary). So a try that clamps a bone is followed by
+    one in which that bone may not turn along the clamp's correction (the step stays in the
+    tangent space of its active boundary); the best try that lowers the misfit is kept.
+    """
     plan = polisher.plan
     residual, sqrt_weights = residuals(state)
-    jac = jacobian(state, plan, sqrt_weights)
+    jac = jacobian(state, plan, sqrt_weights) * polisher.scale
     bones = plan.bones
     old_rotations = state.rotations[bones].copy()
     old_locations = state.locations[bones].copy()
     frame = state.skeleton.parent_frames(bones, state.world)
+    free = np.tile(np.eye(3), (len(bones), 1, 1))  # per bone: projector onto the turns it may take
+    best = None
     for _ in range(POLISH_TRIES):
-        step = damped_step(jac, residual.ravel(), polisher.scale, polisher.damping)
+        step = _restricted_step(jac, residual.ravel(), polisher, free)
         if not np.all(np.isfinite(step)):
             break
-        _apply(state, plan, polisher.max_step, limits, iteration, step, frame, old_rotations, old_locations)
+        corrections = _apply(state, plan, polisher.max_step, limits, iteration, step, frame, old_rotations,
+                             old_locations)
         state.forward()
         new_total, reached = state.errors(tolerance)
-        if new_total < total:
-            polisher.damping = max(polisher.damping / POLISH_SHRINK, POLISH_LAMBDA_MIN)
-            return new_total, reached, True
+        if new_total < (total if best is None else best[0]):
+            best = (new_total, reached, state.rotations[bones].copy(), state.locations[bones].copy())
+        if _restrict(free, corrections):
+            continue
+        if best is not None:
+            break
         polisher.damping = min(polisher.damping * POLISH_GROW, POLISH_LAMBDA_MAX)
-    state.rotations[bones] = old_rotations
-    state.locations[bones] = old_locations
+    if best is None:
+        state.rotations[bones] = old_rotations
+        state.locations[bones] = old_locations
+        state.forward()
+        total, reached = state.errors(tolerance)
+        return total, reached, False
+    polisher.damping = max(polisher.damping / POLISH_SHRINK, POLISH_LAMBDA_MIN)
+    state.rotations[bones], state.locations[bones] = best[2], best[3]
     state.forward()
-    total, reached = state.errors(tolerance)
-    return total, reached, False
+    return best[0], best[1], True
+
+
+def _restricted_step(jac, residual, polisher, free):
+    """The damped step with each bone's turn kept in the span of its projector `free` (C, 3, 3)."""
+    columns = len(free)
+    rotation = np.einsum("rci,cij->rcj", jac[:, : 3 * columns].reshape(len(jac), columns, 3), free)
+    z = damped_step(np.concatenate((rotation.reshape(len(jac), -1), jac[:, 3 * columns:]), axis=1), residual,
+                    polisher.damping) * polisher.scale
+    turns = (free @ z[: 3 * columns].reshape(columns, 3, 1))[..., 0]
+    return np.concatenate((turns.ravel(), z[3 * columns:]))
+
+
+def _restrict(free, corrections):
+    """Take each clamp's correction direction out of its bone's allowed turns; whether any was new."""
+    direction = (free @ corrections[..., None])[..., 0]
+    size = np.linalg.norm(direction, axis=-1)
+    new = size > POLISH_CLAMPED
+    if not new.any():
+        return False
+    unit = direction[new] / size[new, None]
+    free[new] -= unit[:, :, None] * unit[:, None, :]
+    return True
 
 
 def _apply(state, plan, cap, limits, iteration, step, frame, old_rotations, old_locations):
     """Turn each bone by its world turn (capped at its dampening) about its head, in its
-    constraint frame as a sweep step does, limit it, and move translating roots."""
+    constraint frame as a sweep step does, limit it, and move translating roots. Returns (C, 3)
+    the limits' corrections as world rotation vectors (0 where nothing was clamped)."""
     columns = len(plan.bones)
     turns = step[: 3 * columns].reshape(columns, 3)
     angle = np.linalg.norm(turns, axis=-1)
     turns = turns * np.minimum(1.0, cap / np.where(angle > 0.0, angle, 1.0))[:, None]
     local_turns = (np.swapaxes(frame, -1, -2) @ turns[..., None])[..., 0]
     new = quat.multiply(quat.from_axis_angle(local_turns, np.linalg.norm(local_turns, axis=-1)), old_rotations)
+    corrections = np.zeros((columns, 3))
     if limits is not None and limits.limited[plan.bones].any():
         limited = limits.limited[plan.bones]
-        new[limited] = limits.constrain(plan.bones[limited], new[limited], iteration)
+        wanted = new[limited]
+        new[limited] = limits.constrain(plan.bones[limited], wanted, iteration)
+        local = rotation_vectors(quat.multiply(quat.normalize(new[limited]), quat.conjugate(wanted)))
+        corrections[limited] = (frame[limited] @ local[..., None])[..., 0]
     state.rotations[plan.bones] = quat.normalize(new)
     locations = old_locations.copy()
     moving = np.flatnonzero(plan.translating)
@@ -169,3 +211,12 @@ def _apply(state, plan, cap, limits, iteration, step, frame, old_rotations, old_
         shifts = step[3 * columns:].reshape(len(moving), 3)
         locations[moving] += (np.swapaxes(frame[moving], -1, -2) @ shifts[..., None])[..., 0]
     state.locations[plan.bones] = locations
+    return corrections
+
+
+def rotation_vectors(q):
+    """Rotation vectors of unit quaternions (angle in [0, pi])."""
+    q = quat.normalize(q)
+    xyz = q[..., 1:]
+    n = np.linalg.norm(xyz, axis=-1, keepdims=True)
+    return 2.0 * np.arctan2(n, q[..., :1]) * xyz / np.where(n > 1e-15, n, 1.0)

@@ -23,6 +23,7 @@ import numpy as np
 from . import native, quat
 from .loop_constants import GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, STALL
 from .polish import Polisher, polish, polish_plan
+from .polish import rotation_vectors as _log
 from .qcp import rotations_from_covariance
 from .two_bone import two_bone_ik
 
@@ -582,14 +583,6 @@ class _Anderson:
         self.outputs.clear()
         state.forward()
         return state.errors(tolerance)
-
-
-def _log(q):
-    """Rotation vectors of unit quaternions (angle in [0, pi])."""
-    q = quat.normalize(q)
-    xyz = q[..., 1:]
-    n = np.linalg.norm(xyz, axis=-1, keepdims=True)
-    return 2.0 * np.arctan2(n, q[..., :1]) * xyz / np.where(n > 1e-15, n, 1.0)
 
 
 def _exp(v):

@@ -845,13 +845,17 @@ typedef struct {
     double *scale;                           /* (params,) 1 / sqrt(D) */
     double *cap;                             /* (C,) turn cap per step */
     double *jac;                             /* (rows, params), columns scaled */
+    double *restricted;                      /* (rows, params): jac with each bone's columns times its projector */
+    double *free;                            /* (C, 9) projector onto the turns each bone may take */
+    double *corrections;                     /* (C, 3) the limits' clamp of the last try, world rotation vectors */
+    double *best;                            /* (C, 7) the best kept try's rotations and locations */
     double *system;                          /* (s, s), s = min(rows, params) */
     double *residual;                        /* (rows,) */
     double *rhs;                             /* (s,) */
     double *step;                            /* (params,) */
     double *frames;                          /* (C, 9) constraint frames at the step's start */
     double *saved;                           /* (C, 7) rotation and location at the step's start */
-    double damping;
+    double damping, clamped;
 } Polish;
 
 static int is_below(const ewbik_problem *pb, int bone, int pin)
@@ -879,7 +883,8 @@ static int polish_allocate(const ewbik_problem *pb, Polish *pl)
     for (int i = 0; i < c_count; i++)
         moving += translating[i];
     int rows = 12 * pins, params = 3 * c_count + 3 * moving, s = rows < params ? rows : params;
-    size_t doubles = (size_t)params * 2 + (size_t)c_count * 17 + (size_t)rows * params + (size_t)s * s + (size_t)rows + s;
+    size_t doubles = (size_t)params * 2 + (size_t)c_count * 36 + 2 * (size_t)rows * params + (size_t)s * s +
+                     (size_t)rows + s;
     double *block = malloc(doubles * sizeof(double) + 2 * ((size_t)pairs + 1) * sizeof(int));
     if (!block) {
         free(translating);
@@ -892,6 +897,10 @@ static int polish_allocate(const ewbik_problem *pb, Polish *pl)
     pl->frames = next, next += (size_t)c_count * 9;
     pl->saved = next, next += (size_t)c_count * 7;
     pl->jac = next, next += (size_t)rows * params;
+    pl->restricted = next, next += (size_t)rows * params;
+    pl->free = next, next += (size_t)c_count * 9;
+    pl->corrections = next, next += (size_t)c_count * 3;
+    pl->best = next, next += (size_t)c_count * 7;
     pl->system = next, next += (size_t)s * s;
     pl->residual = next, next += rows;
     pl->rhs = next, next += s;
@@ -916,6 +925,7 @@ static int polish_allocate(const ewbik_problem *pb, Polish *pl)
     for (int t = 3 * c_count; t < params; t++)
         pl->scale[t] = 1.0;
     pl->damping = pb->polish_lambda_min;
+    pl->clamped = pb->polish_clamped;
     return 0;
 }
 
@@ -1000,11 +1010,22 @@ static int cholesky_solve(double *a, int n, double *b)
     return 0;
 }
 
-/* polish.damped_step into pl->step; -1 when the system is not solvable. */
-static int damped_step(Polish *pl, double damping)
+/* polish.damped_step on the restricted Jacobian, then polish._restricted_step's projection:
+ * pl->step; -1 when the system is not solvable. */
+static int damped_step(Polish *pl)
 {
     int m = pl->rows, n = pl->params, params_space = n <= m, s = params_space ? n : m;
-    const double *a = pl->jac;
+    double *a = pl->restricted;
+    for (int r = 0; r < m; r++) {
+        const double *row = pl->jac + (size_t)r * n;
+        double *out = a + (size_t)r * n;
+        for (int i = 0; i < pl->columns; i++) {
+            const double *f = pl->free + 9 * i, *j = row + 3 * i;
+            for (int c = 0; c < 3; c++)
+                out[3 * i + c] = j[0] * f[c] + j[1] * f[3 + c] + j[2] * f[6 + c];
+        }
+        memcpy(out + 3 * pl->columns, row + 3 * pl->columns, (size_t)(n - 3 * pl->columns) * sizeof(double));
+    }
     double trace = 0.0;
     for (int i = 0; i < s; i++)
         for (int j = 0; j <= i; j++) {
@@ -1018,7 +1039,7 @@ static int damped_step(Polish *pl, double damping)
         }
     for (int i = 0; i < s; i++)
         trace += pl->system[(size_t)i * s + i];
-    double mu = damping * fmax(trace / s, 1e-300);
+    double mu = pl->damping * fmax(trace / s, 1e-300);
     for (int i = 0; i < s; i++) {
         pl->system[(size_t)i * s + i] += mu;
         if (params_space) {
@@ -1043,10 +1064,31 @@ static int damped_step(Polish *pl, double damping)
         if (!isfinite(pl->step[c]))
             return -1;
     }
+    for (int i = 0; i < pl->columns; i++)
+        matvec(pl->free + 9 * i, pl->step + 3 * i, pl->step + 3 * i);
     return 0;
 }
 
-/* polish._apply: each bone's capped world turn about its head, limited; translating roots moved. */
+/* polish._restrict: whether any bone got a new blocked direction. */
+static int restrict_turns(Polish *pl)
+{
+    int any = 0;
+    for (int i = 0; i < pl->columns; i++) {
+        double direction[3], *f = pl->free + 9 * i;
+        matvec(f, pl->corrections + 3 * i, direction);
+        double size = sqrt(dot3(direction, direction));
+        if (!(size > pl->clamped))
+            continue;
+        any = 1;
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++)
+                f[3 * r + c] -= direction[r] * direction[c] / (size * size);
+    }
+    return any;
+}
+
+/* polish._apply: each bone's capped world turn about its head, limited (the clamp's correction
+ * kept in pl->corrections); translating roots moved. */
 static void polish_apply(State *st, Polish *pl, int iteration)
 {
     const ewbik_problem *pb = st->pb;
@@ -1060,8 +1102,17 @@ static void polish_apply(State *st, Polish *pl, int iteration)
         matvec_t(pl->frames + 9 * i, turn, local);
         quat_exp(local, delta);
         quat_multiply(delta, pl->saved + 7 * i, rotation);
-        if (pb->limits && pb->limits->limited[b])
+        memset(pl->corrections + 3 * i, 0, 3 * sizeof(double));
+        if (pb->limits && pb->limits->limited[b]) {
+            double wanted[4], inverse[4], correction[4], vector[3];
+            memcpy(wanted, rotation, sizeof wanted);
             ewbik_constrain(pb->limits, b, rotation, iteration);
+            quat_normalize(rotation);
+            inverse[0] = wanted[0], inverse[1] = -wanted[1], inverse[2] = -wanted[2], inverse[3] = -wanted[3];
+            quat_multiply(rotation, inverse, correction);
+            quat_log(correction, vector);
+            matvec(pl->frames + 9 * i, vector, pl->corrections + 3 * i);
+        }
         quat_normalize(rotation);
         memcpy(pb->locations + 3 * b, pl->saved + 7 * i + 4, 3 * sizeof(double));
         if (pl->translating[i]) {
@@ -1073,38 +1124,60 @@ static void polish_apply(State *st, Polish *pl, int iteration)
     }
 }
 
+static void polish_pose(const ewbik_problem *pb, const Polish *pl, double *out, int store)
+{
+    for (int i = 0; i < pl->columns; i++) {
+        int b = pb->solved[i];
+        if (store) {
+            memcpy(out + 7 * i, pb->rotations + 4 * b, 4 * sizeof(double));
+            memcpy(out + 7 * i + 4, pb->locations + 3 * b, 3 * sizeof(double));
+        } else {
+            memcpy(pb->rotations + 4 * b, out + 7 * i, 4 * sizeof(double));
+            memcpy(pb->locations + 3 * b, out + 7 * i + 4, 3 * sizeof(double));
+        }
+    }
+}
+
 /* One guarded polish step (polish.polish); returns the total, *kept says whether the pose changed. */
 static double polish_step(State *st, Polish *pl, int iteration, double total, int *reached, int *kept)
 {
     const ewbik_problem *pb = st->pb;
     polish_linearize(st, pl);
     for (int i = 0; i < pl->columns; i++) {
-        int b = pb->solved[i];
-        parent_frame(st, b, pl->frames + 9 * i);
-        memcpy(pl->saved + 7 * i, pb->rotations + 4 * b, 4 * sizeof(double));
-        memcpy(pl->saved + 7 * i + 4, pb->locations + 3 * b, 3 * sizeof(double));
+        parent_frame(st, pb->solved[i], pl->frames + 9 * i);
+        memcpy(pl->free + 9 * i, IDENTITY3, sizeof IDENTITY3);
     }
+    polish_pose(pb, pl, pl->saved, 1);
+    double best = total;
+    int best_reached = 0;
+    *kept = 0;
     for (int attempt = 0; attempt < pb->polish_tries; attempt++) {
-        if (damped_step(pl, pl->damping) != 0)
+        if (damped_step(pl) != 0)
             break;
         polish_apply(st, pl, iteration);
         forward(st);
-        double new_total = total_errors(st, reached);
-        if (new_total < total) {
-            pl->damping = fmax(pl->damping / pb->polish_shrink, pb->polish_lambda_min);
-            *kept = 1;
-            return new_total;
+        int try_reached;
+        double new_total = total_errors(st, &try_reached);
+        if (new_total < best) {
+            best = new_total, best_reached = try_reached, *kept = 1;
+            polish_pose(pb, pl, pl->best, 1);
         }
+        if (restrict_turns(pl))
+            continue;
+        if (*kept)
+            break;
         pl->damping = fmin(pl->damping * pb->polish_grow, pb->polish_lambda_max);
     }
-    for (int i = 0; i < pl->columns; i++) {
-        int b = pb->solved[i];
-        memcpy(pb->rotations + 4 * b, pl->saved + 7 * i, 4 * sizeof(double));
-        memcpy(pb->locations + 3 * b, pl->saved + 7 * i + 4, 3 * sizeof(double));
+    if (!*kept) {
+        polish_pose(pb, pl, pl->saved, 0);
+        forward(st);
+        return total_errors(st, reached);
     }
+    pl->damping = fmax(pl->damping / pb->polish_shrink, pb->polish_lambda_min);
+    polish_pose(pb, pl, pl->best, 0);
     forward(st);
-    *kept = 0;
-    return total_errors(st, reached);
+    *reached = best_reached;
+    return best;
 }
 
 /* One EWBIK iteration (solve._sweep): every batch's bone steps, then an Anderson step if `accelerate`. */
@@ -1213,7 +1286,7 @@ int ewbik_problem_layout(long long *offsets, int capacity)
         OFFSET(ewbik_problem, prefer_small), OFFSET(ewbik_problem, polish_after),
         OFFSET(ewbik_problem, polish_tries), OFFSET(ewbik_problem, polish_lambda_min),
         OFFSET(ewbik_problem, polish_lambda_max), OFFSET(ewbik_problem, polish_grow),
-        OFFSET(ewbik_problem, polish_shrink), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
+        OFFSET(ewbik_problem, polish_shrink), OFFSET(ewbik_problem, polish_clamped), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
         OFFSET(ewbik_problem, initial), OFFSET(ewbik_problem, position_errors),
         OFFSET(ewbik_problem, orientation_errors), OFFSET(ewbik_problem, iterations_done),
         OFFSET(ewbik_problem, converged),

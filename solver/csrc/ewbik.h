@@ -59,6 +59,7 @@ typedef struct {
     double polish_lambda_max;      /* loop_constants.POLISH_LAMBDA_MAX */
     double polish_grow;            /* loop_constants.POLISH_GROW */
     double polish_shrink;          /* loop_constants.POLISH_SHRINK */
+    double polish_clamped;         /* loop_constants.POLISH_CLAMPED */
     /* pose, in and out */
     double *rotations;             /* (n, 4) w, x, y, z */
     double *locations;             /* (n, 3) */
