@@ -27,7 +27,7 @@ from .polish import rotation_vectors as _log
 from .qcp import rotations_from_covariance
 from .two_bone import two_bone_ik
 
-_RESTART_MISS = 5e-3
+_RESTART_MISS = 2e-3
 
 
 @dataclass
