@@ -127,7 +127,8 @@ def polish(state, polisher, limits, iteration, total, tolerance):
     Where the limits clamp a bone's turn, plain projection leaves only a sliver of the step
     (coordinate-wise crawling along the boundary). So a try that clamps a bone is followed by
     one in which that bone may not turn along the clamp's correction (the step stays in the
-    tangent space of its active boundary); the best try that lowers the misfit is kept.
+    tangent space of its active boundary), up to POLISH_TRIES times; a try that lowers nothing
+    raises the damping, up to POLISH_TRIES times; the best try that lowers the misfit is kept.
     """
     plan = polisher.plan
     residual, sqrt_weights = residuals(state)
@@ -137,8 +138,8 @@ def polish(state, polisher, limits, iteration, total, tolerance):
     old_locations = state.locations[bones].copy()
     frame = state.skeleton.parent_frames(bones, state.world)
     free = np.tile(np.eye(3), (len(bones), 1, 1))  # per bone: projector onto the turns it may take
-    best = None
-    for _ in range(POLISH_TRIES):
+    best, grown, restricted = None, 0, 0
+    while True:
         step = _restricted_step(jac, residual.ravel(), polisher, free)
         if not np.all(np.isfinite(step)):
             break
@@ -148,11 +149,13 @@ def polish(state, polisher, limits, iteration, total, tolerance):
         new_total, reached = state.errors(tolerance)
         if new_total < (total if best is None else best[0]):
             best = (new_total, reached, state.rotations[bones].copy(), state.locations[bones].copy())
-        if _restrict(free, corrections):
+        if restricted < POLISH_TRIES and _restrict(free, corrections):
+            restricted += 1
             continue
-        if best is not None:
+        if best is not None or grown == POLISH_TRIES:
             break
         polisher.damping = min(polisher.damping * POLISH_GROW, POLISH_LAMBDA_MAX)
+        grown += 1
     if best is None:
         state.rotations[bones] = old_rotations
         state.locations[bones] = old_locations

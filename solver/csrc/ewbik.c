@@ -1151,7 +1151,7 @@ static double polish_step(State *st, Polish *pl, int iteration, double total, in
     double best = total;
     int best_reached = 0;
     *kept = 0;
-    for (int attempt = 0; attempt < pb->polish_tries; attempt++) {
+    for (int grown = 0, restricted = 0;;) {
         if (damped_step(pl) != 0)
             break;
         polish_apply(st, pl, iteration);
@@ -1162,11 +1162,14 @@ static double polish_step(State *st, Polish *pl, int iteration, double total, in
             best = new_total, best_reached = try_reached, *kept = 1;
             polish_pose(pb, pl, pl->best, 1);
         }
-        if (restrict_turns(pl))
+        if (restricted < pb->polish_tries && restrict_turns(pl)) {
+            restricted++;
             continue;
-        if (*kept)
+        }
+        if (*kept || grown == pb->polish_tries)
             break;
         pl->damping = fmin(pl->damping * pb->polish_grow, pb->polish_lambda_max);
+        grown++;
     }
     if (!*kept) {
         polish_pose(pb, pl, pl->saved, 0);

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from bench import bench_solver
+from solver.loop_constants import POLISH_AFTER
 from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, native, native_library, solve
 from tests.solver.conftest import EXPLICIT_IN_CI, REPO, pose_matrices, translation
 from tests.solver.test_mocap import CLIPS
@@ -161,7 +162,13 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
     config = SolverSettings(iterations=3 if accelerated else int(rng.integers(1, 20)),
                             acceleration=3 if accelerated else 0, tolerance=0.0)
     a, b = both(skeleton, pins, rotations, locations, config, limits=limits)
-    assert_same_solve(skeleton, pins, a, b)
+    if config.iterations <= POLISH_AFTER:
+        assert_same_solve(skeleton, pins, a, b)
+    else:
+        # Against a limit with a target out of reach, the polish's tries compare misfits that
+        # differ by rounding only, and the loops may keep different tries of the same quality.
+        misfits = weighted_misfit(skeleton, pins, b), weighted_misfit(skeleton, pins, a)
+        np.testing.assert_allclose(*misfits, rtol=TIED_MISFIT_RTOL, atol=ERROR_ATOL ** 2)
     assert limits.violation(b.rotations)[b.moved].max() <= 1e-6
     assert limits.violation(a.rotations)[a.moved].max() <= 1e-6
 
