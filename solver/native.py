@@ -15,9 +15,19 @@ import time
 
 import numpy as np
 
+from .loop_constants import (
+    GUARD_FLOOR,
+    GUARD_SLACK,
+    POLISH_AFTER,
+    POLISH_CLAMPED,
+    POLISH_GROW,
+    POLISH_LAMBDA_MAX,
+    POLISH_LAMBDA_MIN,
+    POLISH_SHRINK,
+    POLISH_TRIES,
+    STALL,
+)
 from .native_library import load_library
-from .loop_constants import (GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, POLISH_CLAMPED, POLISH_GROW, POLISH_LAMBDA_MAX,
-                             POLISH_LAMBDA_MIN, POLISH_SHRINK, POLISH_TRIES, STALL)
 from .native_limits import NativeLimits, native_limits
 from .qcp import PREFER_SMALL
 

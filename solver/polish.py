@@ -4,7 +4,7 @@ Coordinate descent moves one bone at a time and converges linearly, crawling whe
 oriented pins pull against each other through a shared spine. Once the sweeps have found the
 basin, one least-squares step over all free rotations (and a translating root's location)
 converges quadratically to the pose the sweeps head for, and as a smooth function of the
-targets, so warm starts add no jitter.
+targets: warm starts add no jitter of their own (restarts under limits still jump).
 
 The residual is the sweeps' seven-point misfit written as twelve numbers per pin: the
 position error scaled by sqrt(w (1 + 2 sum w_axis)) and each axis' chord scaled by
@@ -24,7 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import quat
-from .loop_constants import POLISH_CLAMPED, POLISH_GROW, POLISH_LAMBDA_MAX, POLISH_LAMBDA_MIN, POLISH_SHRINK, POLISH_TRIES
+from .loop_constants import (
+    POLISH_CLAMPED,
+    POLISH_GROW,
+    POLISH_LAMBDA_MAX,
+    POLISH_LAMBDA_MIN,
+    POLISH_SHRINK,
+    POLISH_TRIES,
+)
 
 
 @dataclass

@@ -23,11 +23,22 @@ import tomllib
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from bench import bench_solver
+from solver import (
+    JointLimits,
+    Kusudama,
+    LimitCone,
+    Pin,
+    SolverSettings,
+    TwistLimit,
+    native,
+    native_library,
+    solve,
+)
 from solver.loop_constants import POLISH_AFTER
-from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, native, native_library, solve
 from tests.solver.conftest import EXPLICIT_IN_CI, REPO, pose_matrices, translation
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import random_problem

@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from bench import bench_solver, mocap
-from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, quat, solve
+from solver import (
+    JointLimits,
+    Kusudama,
+    LimitCone,
+    Pin,
+    SolverSettings,
+    TwistLimit,
+    quat,
+    solve,
+)
 from solver.polish import Polisher, damped_step, jacobian, residuals
 from solver.solve import _State, plan_solve
 from tests.solver.conftest import pose_matrices
@@ -78,7 +87,7 @@ def test_the_damped_step_solves_the_augmented_least_squares_problem(rows, cols):
 
 
 def test_a_pin_falloff_below_one_leaves_the_polish_out():
-    state, plan, _ = polished_problem(3, n_bones=8, n_pins=1)
+    state, _, _ = polished_problem(3, n_bones=8, n_pins=1)
     parent = state.skeleton.names[state.skeleton.parents[state.pin_bones[0]]]
     child = state.skeleton.names[state.pin_bones[0]]
     skeleton = state.skeleton
@@ -90,7 +99,7 @@ def test_a_pin_falloff_below_one_leaves_the_polish_out():
 
 def test_stiff_bones_weigh_more_in_the_step():
     max_step = np.array([0.1, 0.05, 0.1])
-    state, plan, _ = polished_problem(1, n_bones=3, n_pins=1)
+    _, plan, _ = polished_problem(1, n_bones=3, n_pins=1)
     polisher = Polisher.make(plan.polish, max_step)
     by_bone = polisher.scale[: 3 * len(plan.polish.bones)].reshape(-1, 3)
     np.testing.assert_allclose(by_bone[:, 0], max_step[plan.polish.bones] / 0.1)
@@ -100,7 +109,7 @@ def test_stiff_bones_weigh_more_in_the_step():
 def test_polished_solves_agree_between_the_loops():
     """Every pin weighs all three axes, so each answer is unique: poses agree closely."""
     for seed in range(12):
-        skeleton, pins, rotations, locations, rng = random_problem(seed, 9, 3)
+        skeleton, pins, rotations, locations, _ = random_problem(seed, 9, 3)
         pins = [Pin(p.bone, p.target, weight=p.weight, orientation_weights=(1.0, 1.0, 1.0), falloff=1.0) for p in pins]
         limits = JointLimits({1: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.6)], TwistLimit(-0.5, 0.5))}, len(skeleton))
         results = [solve(skeleton, pins, rotations, locations,
