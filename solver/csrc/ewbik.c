@@ -1010,6 +1010,35 @@ static int cholesky_solve(double *a, int n, double *b)
     return 0;
 }
 
+/* A A^T of the restricted Jacobian in residual space, block by block: pins p and q share only
+ * the columns of the bones above both (the pairs are grouped by column, pins ascending), and
+ * every pin the translating roots' columns. */
+static void residual_gram(Polish *pl)
+{
+    int m = pl->rows, n = pl->params, first_shift = 3 * pl->columns;
+    const double *a = pl->restricted;
+    double *g = pl->system;
+    memset(g, 0, (size_t)m * m * sizeof(double));
+    for (int x = 0; x < pl->pairs; x++) {
+        int i = pl->pair_column[x], p = pl->pair_pin[x];
+        for (int y = x; y < pl->pairs && pl->pair_column[y] == i; y++) {
+            int q = pl->pair_pin[y];
+            for (int r = 0; r < 12; r++)
+                for (int c = 0; c < 12; c++)
+                    g[(size_t)(12 * p + r) * m + 12 * q + c] +=
+                        dot3(a + (size_t)(12 * p + r) * n + 3 * i, a + (size_t)(12 * q + c) * n + 3 * i);
+        }
+    }
+    if (first_shift < n)
+        for (int r = 0; r < m; r++)
+            for (int c = r - r % 12; c < m; c++)
+                g[(size_t)r * m + c] +=
+                    dot_n(a + (size_t)r * n + first_shift, a + (size_t)c * n + first_shift, n - first_shift);
+    for (int r = 0; r < m; r++)
+        for (int c = r - r % 12 + 12; c < m; c++)
+            g[(size_t)c * m + r] = g[(size_t)r * m + c];
+}
+
 /* polish.damped_step on the restricted Jacobian, then polish._restricted_step's projection:
  * pl->step; -1 when the system is not solvable. */
 static int damped_step(Polish *pl)
@@ -1027,16 +1056,17 @@ static int damped_step(Polish *pl)
         memcpy(out + 3 * pl->columns, row + 3 * pl->columns, (size_t)(n - 3 * pl->columns) * sizeof(double));
     }
     double trace = 0.0;
-    for (int i = 0; i < s; i++)
-        for (int j = 0; j <= i; j++) {
-            double v = 0.0;
-            if (params_space)
+    if (params_space) {
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j <= i; j++) {
+                double v = 0.0;
                 for (int r = 0; r < m; r++)
                     v += a[(size_t)r * n + i] * a[(size_t)r * n + j];
-            else
-                v = dot_n(a + (size_t)i * n, a + (size_t)j * n, n);
-            pl->system[(size_t)i * s + j] = pl->system[(size_t)j * s + i] = v;
-        }
+                pl->system[(size_t)i * s + j] = pl->system[(size_t)j * s + i] = v;
+            }
+    } else {
+        residual_gram(pl);
+    }
     for (int i = 0; i < s; i++)
         trace += pl->system[(size_t)i * s + i];
     double mu = pl->damping * fmax(trace / s, 1e-300);
