@@ -304,14 +304,18 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     others[plan.limbs.pin] = False
     state.forward()
     total, reached = state.errors(settings.tolerance)
+    polish_from = POLISH_AFTER
     while pins and iterations < settings.iterations:
-        polished = polisher is not None and iterations >= POLISH_AFTER
+        polished = polisher is not None and iterations >= polish_from
         kept = False
         if polished:
             total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
+            # A failed polish gives the sweeps a few iterations to move on before the next one.
+            polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
         if not kept:
             total, reached = _sweep(state, plan, constants, settings, limits, iterations,
-                                    None if polished else accelerator, initial, max_step)
+                                    accelerator if polisher is None or iterations < POLISH_AFTER else None,
+                                    initial, max_step)
         iterations += 1
         if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
             # Only limbs are left, and the analytic finish places them directly.

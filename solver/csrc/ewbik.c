@@ -1362,12 +1362,15 @@ int ewbik_solve(const ewbik_problem *pb)
     double previous = INFINITY;
     forward(&st);
     double total = total_errors(&st, &reached);
+    int polish_from = pb->polish_after;
     while (pb->n_pins > 0 && iterations < pb->iterations) {
-        int polished = polishing && iterations >= pb->polish_after, kept = 0;
-        if (polished)
+        int kept = 0;
+        if (polishing && iterations >= polish_from) {
             total = polish_step(&st, &polish, iterations, total, &reached, &kept);
+            polish_from = kept ? iterations : iterations + 1 + pb->polish_after;
+        }
         if (!kept)
-            total = sweep(&st, iterations, pb->acceleration && !polished, &reached);
+            total = sweep(&st, iterations, pb->acceleration && (!polishing || iterations < pb->polish_after), &reached);
         iterations++;
         if (!reached && finish && !polishing && others_reached(&st)) {
             finish_limbs(&st, (double)iterations);

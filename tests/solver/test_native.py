@@ -98,6 +98,9 @@ def assert_same_solve(skeleton, pins, a, b, pose_atol=1e-6, error_atol=ERROR_ATO
     """Where every turn is unique: the same pose, errors and iteration count (unless both met
     their targets to rounding, where the stall rule compares rounding noise). Rounding still
     shows up at ~1e-8 in the pose (a nearly flat objective around a nearly reached target).
+    Solves that end unconverged may stop iterations apart: the polish solves its linear system
+    by LU in numpy and by Cholesky in C, and near a stationary point the stall rule then
+    compares changes that rounding puts on either side of its threshold; the poses agree.
 
     Elsewhere the loops may leave a tie on different sides and go on from different, equally
     good poses, so an unfinished solve stops at a slightly different misfit (seen: 1e-5
@@ -109,7 +112,9 @@ def assert_same_solve(skeleton, pins, a, b, pose_atol=1e-6, error_atol=ERROR_ATO
         np.testing.assert_allclose(*misfits, rtol=TIED_MISFIT_RTOL, atol=error_atol ** 2)
         return
     if max(a.position_errors.max(initial=0.0), b.position_errors.max(initial=0.0)) > 1e-9:
-        assert (a.iterations, a.converged) == (b.iterations, b.converged)
+        assert a.converged == b.converged
+        if a.converged:
+            assert a.iterations == b.iterations
     np.testing.assert_allclose(b.position_errors, a.position_errors, rtol=0, atol=error_atol)
     np.testing.assert_allclose(np.radians(b.orientation_errors_deg), np.radians(a.orientation_errors_deg),
                                rtol=0, atol=error_atol)
