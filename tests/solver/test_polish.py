@@ -106,22 +106,47 @@ def test_stiff_bones_weigh_more_in_the_step():
 
 
 @pytest.mark.compares_backends
-def test_polished_solves_agree_between_the_loops():
-    """Every pin weighs all three axes, so each answer is unique: poses agree closely."""
+@pytest.mark.parametrize("translate_root", [False, True])
+def test_polished_solves_agree_between_the_loops(translate_root):
+    """Every pin weighs all three axes and its target is reachable, so each answer is unique:
+    iteration counts, errors and poses agree."""
     for seed in range(12):
         skeleton, pins, rotations, locations, _ = random_problem(seed, 9, 3)
         pins = [Pin(p.bone, p.target, weight=p.weight, orientation_weights=(1.0, 1.0, 1.0), falloff=1.0) for p in pins]
-        limits = JointLimits({1: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.6)], TwistLimit(-0.5, 0.5))}, len(skeleton))
-        results = [solve(skeleton, pins, rotations, locations,
-                         SolverSettings(iterations=40, tolerance=1e-9, backend=backend), limits=limits)
-                   for backend in ("native", "numpy")]
-        native_result, numpy_result = results
+        native_result, numpy_result = [
+            solve(skeleton, pins, rotations, locations,
+                  SolverSettings(iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend))
+            for backend in ("native", "numpy")]
         assert native_result.iterations == numpy_result.iterations
-        np.testing.assert_allclose(native_result.position_errors, numpy_result.position_errors, atol=1e-7)
+        assert native_result.converged and numpy_result.converged, seed
+        np.testing.assert_allclose(native_result.position_errors, numpy_result.position_errors, atol=1e-9)
         assert np.all(quat.angle(quat.multiply(quat.conjugate(native_result.rotations), numpy_result.rotations))
                       < 1e-5)
 
 
+@pytest.mark.compares_backends
+def test_limited_polished_solves_reach_targets_inside_the_limits_in_both_loops():
+    """Targets posed inside the limits: both loops reach them and stay inside (which of the
+    equally good poses each picks is not unique, so only errors and violations are compared)."""
+    limits_of = {1: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.6)], TwistLimit(-0.5, 0.5)),
+                 3: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.4), LimitCone((0.0, 0.6, 0.8), 0.3)])}
+    for seed in range(12):
+        skeleton, _, rotations, locations, rng = random_problem(seed, 9, 3)
+        limits = JointLimits(limits_of, len(skeleton))
+        posed = quat.normalize(np.array([1.0, 0, 0, 0]) + 0.5 * rng.normal(size=(len(skeleton), 4)))
+        posed = limits.constrain(np.arange(len(skeleton)), posed)
+        world_rotation, world_head = skeleton.forward(posed, np.zeros((len(skeleton), 3)))
+        pinned = rng.choice(len(skeleton), size=3, replace=False)
+        pins = []
+        for b in pinned:
+            target = np.eye(4)
+            target[:3, :3], target[:3, 3] = quat.to_matrix(world_rotation[b]), world_head[b]
+            pins.append(Pin(skeleton.names[b], target, falloff=1.0))
+        for backend in ("native", "numpy"):
+            result = solve(skeleton, pins, rotations, locations,
+                           SolverSettings(iterations=300, tolerance=1e-7, backend=backend), limits=limits)
+            assert result.position_errors.max() <= 1e-7 * skeleton.unit + 1e-12, (seed, backend)
+            assert limits.violation(result.rotations)[result.moved].max() <= 1e-6
 RIGS = {"cmu": lambda m: m, "rolled": mocap.rolled_rest, "straight": mocap.straight_line_rest}
 
 
