@@ -2,8 +2,8 @@
 
 import bpy
 
-from . import bake, limits, limits_from_action, pin, scene_io, solve
+from . import bake, limits, limits_from_action, pin, report, scene_io, solve
 
-CLASSES = pin.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES + scene_io.CLASSES + bake.CLASSES
+CLASSES = pin.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES + scene_io.CLASSES + bake.CLASSES + report.CLASSES
 
 register, unregister = bpy.utils.register_classes_factory(CLASSES)

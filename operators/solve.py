@@ -1,12 +1,42 @@
-"""`ewbik.solve`: solve the active armature now, to convergence or the iteration cap."""
+"""`ewbik.solve`: solve the active armature properly now, to convergence within its own limits.
+
+The live Iterations and Time Budget keep dragging fluid; Solve is what the user presses when the
+pose must be right, so it repeats full solves (each the live iteration count, warm-started from
+the last) until the pins are reached, a round gains less than MIN_PROGRESS, or the cap of
+MAX_ITERATIONS iterations or TIME_LIMIT_S seconds is hit.
+"""
+
+import math
+import time
 
 import bpy
 
 from ..ewbik_addon import bridge
+from ..ewbik_addon.messages import count, degrees, distance
+
+MAX_ITERATIONS = 2000
+TIME_LIMIT_S = 2.0
+MIN_PROGRESS = 1e-3  # a round must shrink the largest pin distance by this fraction to go on
+
+
+def solve_to_convergence(obj):
+    """(last SolveResult, iterations in all, milliseconds in all); raises bridge.RigError."""
+    started = time.perf_counter()
+    iterations, worst = 0, float("inf")
+    rescan = True
+    while True:
+        result = bridge.solve_armature(obj, full=True, rescan=rescan)
+        rescan = False
+        iterations += result.iterations
+        previous, worst = worst, float(result.position_errors.max()) if len(result.position_errors) else 0.0
+        elapsed = time.perf_counter() - started
+        if (result.converged or worst >= (1.0 - MIN_PROGRESS) * previous or iterations >= MAX_ITERATIONS
+                or elapsed >= TIME_LIMIT_S or result.iterations == 0):
+            return result, iterations, elapsed * 1e3
 
 
 class EWBIK_OT_solve(bpy.types.Operator):
-    """Solve the active armature now, ignoring the live time budget"""
+    """Solve the active armature now, to convergence (ignores the live Iterations and Time Budget)"""
 
     bl_idname = "ewbik.solve"
     bl_label = "Solve"
@@ -26,18 +56,21 @@ class EWBIK_OT_solve(bpy.types.Operator):
     def execute(self, context):
         obj = context.object
         try:
-            result = bridge.solve_armature(obj, full=True)
+            result, iterations, ms = solve_to_convergence(obj)
         except bridge.RigError as error:
             obj.ewbik.status = str(error)
+            obj.ewbik.status_is_error = True
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        errors = bridge.pin_errors(obj, result)
+        scale = bridge.armature_scale(obj)
         details = ", ".join(
-            f"{bone} {position:.3g} ({orientation:.2g}°)" for bone, (position, orientation) in errors.items()
+            f"{bone} {distance(context.scene, position * scale)} ({degrees(math.radians(orientation))})"
+            for bone, (position, orientation) in bridge.pin_errors(obj, result).items()
         )
         state = "converged" if result.converged else "stopped"
-        summary = f"{state} after {result.iterations} iterations, {result.ms:.1f} ms: {details}"
+        summary = f"{state} after {count(iterations, 'iteration')}, {ms:.1f} ms: {details}"
         obj.ewbik.status = summary
+        obj.ewbik.status_is_error = False
         self.report({"INFO"}, summary)
         return {"FINISHED"}
 
