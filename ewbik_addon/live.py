@@ -163,7 +163,7 @@ def _plan_refinement(obj, result):
     misfit = float(np.sum(result.position_errors))
     if uid in _state["tagged"]:
         left[uid] -= 1
-        best, idle = _state["misfit"][uid]
+        best, idle = _state["misfit"].get(uid, (np.inf, 0))
         idle = 0 if misfit < (1.0 - MIN_PROGRESS) * best else idle + 1
         _state["misfit"][uid] = (min(best, misfit), idle)
         gaining = idle < PATIENCE
@@ -242,10 +242,7 @@ def report_pending():
     """Timer body: report the live errors queued since the last call (status bar and Info log)."""
     pending, _state["reports"] = _state["reports"], []
     for message in pending:
-        try:
-            bpy.ops.ewbik.report_problem(message=message)
-        except RuntimeError:
-            pass  # an ERROR report raises in the caller after it was shown: nothing more to do
+        messages.report_problem(message)
     return None
 
 

@@ -57,3 +57,18 @@ def distance(scene, value):
 def degrees(radians):
     """An angle as the panels show it: '12.5°'."""
     return f"{plain_number(math.degrees(radians))}°"
+
+
+def report_problem(message):
+    """Report an error through `ewbik.report_problem` in the first window, where the interface
+    shows it (status bar, Info log); without a window (background) it is printed."""
+    window_manager = bpy.context.window_manager
+    windows = list(window_manager.windows) if window_manager is not None else []
+    try:
+        if windows:
+            with bpy.context.temp_override(window=windows[0]):
+                bpy.ops.ewbik.report_problem("INVOKE_DEFAULT", message=message)
+        else:
+            bpy.ops.ewbik.report_problem(message=message)
+    except RuntimeError:
+        pass  # an ERROR report raises in its Python caller once shown: nothing more to do
