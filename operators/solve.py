@@ -12,6 +12,7 @@ import time
 import bpy
 
 from ..ewbik_addon import bridge
+from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.messages import count, degrees, distance
 
 MAX_ITERATIONS = 2000
@@ -36,7 +37,7 @@ def solve_to_convergence(obj):
 
 
 class EWBIK_OT_solve(bpy.types.Operator):
-    """Solve the active armature now, to convergence (ignores the live Iterations and Time Budget)"""
+    """Solve the active armature (or the one whose target is selected) now, to convergence (ignores the live Iterations and Time Budget)"""
 
     bl_idname = "ewbik.solve"
     bl_label = "Solve"
@@ -44,9 +45,9 @@ class EWBIK_OT_solve(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = context.object
-        if obj is None or obj.type != "ARMATURE":
-            cls.poll_message_set("Select an armature")
+        obj = active_armature(context)
+        if obj is None:
+            cls.poll_message_set("Select an armature or one of its pin targets")
             return False
         if obj.mode == "EDIT":
             cls.poll_message_set("Leave Edit Mode to solve")
@@ -54,7 +55,7 @@ class EWBIK_OT_solve(bpy.types.Operator):
         return True
 
     def execute(self, context):
-        obj = context.object
+        obj = active_armature(context)
         try:
             result, iterations, ms = solve_to_convergence(obj)
         except bridge.RigError as error:

@@ -277,6 +277,7 @@ def test_selecting_a_target_keeps_its_armatures_panels_and_its_pin(metarig):
         assert [entry for entry in log if entry[0] == "label"] == [("label", "hand.L"), ("label", "foot.L")]
         assert {("prop", "target_follow"), ("prop", "weight")} <= set(draw("EWBIK_PT_pins"))
         assert addon_module("ewbik_addon.active").active_armature(bpy.context) == metarig
+        assert bpy.ops.ewbik.solve.poll(), "Solve works on the selected target's armature"
         for obj in (empty, bpy.data.objects["foot target"]):
             bpy.data.objects.remove(obj)
         make_active(metarig)
