@@ -19,7 +19,8 @@ _LENGTH_UNITS = {  # scene length_unit -> (metres per unit, symbol)
     "THOU": (2.54e-5, "thou"),
 }
 SIGNIFICANT_DIGITS = 3
-MAX_DECIMALS = 8
+MAX_DECIMALS = 5  # as Blender's length fields: 0.00001 m, 0.01 mm; anything smaller reads as 0
+ANGLE_DECIMALS = 2
 
 
 def count(n, noun, plural=None):
@@ -27,14 +28,15 @@ def count(n, noun, plural=None):
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
-def plain_number(value):
-    """A number with three significant digits, in positional notation ('0.000123', '1230')."""
+def plain_number(value, max_decimals=MAX_DECIMALS):
+    """A number with three significant digits, at most max_decimals, in positional notation
+    ('0.00012', '1230')."""
     if not math.isfinite(value):
         return "infinite" if math.isinf(value) else "not a number"
     if value == 0.0:
         return "0"
     decimals = SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(abs(value)))
-    text = f"{value:.{min(max(decimals, 0), MAX_DECIMALS)}f}"
+    text = f"{value:.{min(max(decimals, 0), max_decimals)}f}"
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
@@ -56,7 +58,7 @@ def distance(scene, value):
 
 def degrees(radians):
     """An angle as the panels show it: '12.5°'."""
-    return f"{plain_number(math.degrees(radians))}°"
+    return f"{plain_number(math.degrees(radians), ANGLE_DECIMALS)}°"
 
 
 def report_problem(message):

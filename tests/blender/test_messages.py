@@ -20,7 +20,8 @@ def test_counts_take_the_right_plural(messages):
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(0.0, "0"), (1.234e-5, "0.0000123"), (0.0201, "0.0201"), (191.4, "191"), (5e7, "50000000"), (-0.5, "-0.5")],
+    [(0.0, "0"), (1.234e-4, "0.00012"), (4e-6, "0"), (0.0201, "0.0201"), (191.4, "191"), (5e7, "50000000"),
+     (-0.5, "-0.5")],
 )
 def test_plain_numbers_never_use_scientific_notation(messages, value, text):
     assert messages.plain_number(value) == text
@@ -32,10 +33,11 @@ def test_plain_numbers_never_use_scientific_notation(messages, value, text):
         ("METRIC", "METERS", 1.0, 0.026, "0.026 m"),
         ("METRIC", "CENTIMETERS", 1.0, 0.026, "2.6 cm"),
         ("METRIC", "MILLIMETERS", 1.0, 0.0000123, "0.0123 mm"),
+        ("METRIC", "METERS", 1.0, 4.8e-7, "0 m"),
         ("METRIC", "MILLIMETERS", 0.01, 2.6, "26 mm"),
         ("METRIC", "ADAPTIVE", 1.0, 0.191, "19.1 cm"),
         ("IMPERIAL", "INCHES", 1.0, 0.0254, '1"'),
-        ("NONE", "ADAPTIVE", 1.0, 0.000012, "0.000012"),
+        ("NONE", "ADAPTIVE", 1.0, 0.000123, "0.00012"),
     ],
 )
 def test_distances_use_the_scenes_length_unit(messages, system, length_unit, scale_length, value, text):
@@ -58,3 +60,8 @@ def test_the_live_status_speaks_the_scenes_units(metarig):
     assert "e+" not in status and "e-" not in status
     worst = float(status.split()[-2])
     assert 1000.0 < worst < 3000.0
+
+
+def test_angles_read_in_degrees(messages):
+    assert messages.degrees(0.5) == "28.6°"
+    assert messages.degrees(5e-8) == "0°"
