@@ -111,7 +111,7 @@ def _solve_one(obj, changed, moved):
             _report_edit_mode(obj)
             return
         pinned = bridge.pinned_targets(obj, rescan=rescan)
-        unpinned = _unpin_deleted_targets(obj, pinned)
+        unpinned = targets.unpin_deleted(obj, pinned)
         if unpinned:
             pinned = bridge.pinned_targets(obj, rescan=True)
         if rescan:
@@ -137,22 +137,6 @@ def _report_edit_mode(obj):
         bridge.solve_armature(obj, rescan=False)  # raises the bridge's Edit Mode RigError
     else:
         _set_status(obj, "")
-
-
-def _unpin_deleted_targets(obj, pinned):
-    """Unpin the bones whose target the user deleted (it is in no collection any more).
-
-    Returns what to tell the user ("" when every target is still there).
-    """
-    deleted = {target for target in pinned if targets.is_deleted(target)}
-    if not deleted:
-        return ""
-    bones = [pose_bone for pose_bone in obj.pose.bones if pose_bone.ewbik.target in deleted]
-    for pose_bone in bones:
-        pose_bone.ewbik.target = None
-    names = ", ".join(f"'{pose_bone.name}'" for pose_bone in bones)
-    return (f"The target of {messages.count(len(bones), 'pin')} ({names}) was deleted: "
-            f"{'that bone is' if len(bones) == 1 else 'those bones are'} no longer pinned")
 
 
 def _plan_refinement(obj, result):

@@ -9,6 +9,8 @@ of a hand or a foot where the user can grab them.
 import bpy
 import mathutils
 
+from .messages import count
+
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
 TARGET_BONE = "ewbik_pin_bone"  # custom property on them: the bone they were made for (their name follows it)
 MIN_SIZE_OF_RIG = 0.06  # smallest empty, as a share of the armature's largest dimension
@@ -108,6 +110,22 @@ def is_deleted(target):
         return not target.users_collection
     except ReferenceError:
         return True
+
+
+def unpin_deleted(obj, pinned):
+    """Unpin the bones of obj whose target (among pinned) the user deleted.
+
+    Returns what to tell the user ("" when every target is still there).
+    """
+    deleted = {target for target in pinned if is_deleted(target)}
+    if not deleted:
+        return ""
+    bones = [pose_bone for pose_bone in obj.pose.bones if pose_bone.ewbik.target in deleted]
+    for pose_bone in bones:
+        pose_bone.ewbik.target = None
+    names = ", ".join(f"'{pose_bone.name}'" for pose_bone in bones)
+    return (f"The target of {count(len(bones), 'pin')} ({names}) was deleted: "
+            f"{'that bone is' if len(bones) == 1 else 'those bones are'} no longer pinned")
 
 
 def follow_bone_renames(obj, pinned):

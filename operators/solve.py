@@ -11,7 +11,7 @@ import time
 
 import bpy
 
-from ..ewbik_addon import bridge
+from ..ewbik_addon import bridge, targets
 from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.messages import count, degrees, distance
 
@@ -57,6 +57,7 @@ class EWBIK_OT_solve(bpy.types.Operator):
     def execute(self, context):
         obj = active_armature(context)
         try:
+            unpinned = targets.unpin_deleted(obj, bridge.pinned_targets(obj))
             result, iterations, ms = solve_to_convergence(obj)
         except bridge.RigError as error:
             obj.ewbik.status = str(error)
@@ -70,6 +71,8 @@ class EWBIK_OT_solve(bpy.types.Operator):
         )
         state = "converged" if result.converged else "stopped"
         summary = f"{state} after {count(iterations, 'iteration')}, {ms:.1f} ms: {details}"
+        if unpinned:
+            summary = f"{unpinned}; {summary}"
         obj.ewbik.status = summary
         obj.ewbik.status_is_error = False
         self.report({"INFO"}, summary)

@@ -382,3 +382,16 @@ def test_targets_cannot_follow_a_root_bone_the_solver_moves(metarig):
     with pytest.raises(RuntimeError, match="cannot follow the root bone 'spine'"):
         bpy.ops.ewbik.pin()
     assert metarig.pose.bones["hand.L"].ewbik.target is None
+
+
+def test_solve_unpins_a_bone_whose_target_was_deleted_and_solves_the_rest(metarig, capfd):
+    metarig.ewbik.live = False
+    targets = pin(metarig, "hand.L", "foot.L")
+    delete_by_hand(targets["hand.L"])
+    targets["foot.L"].location.z += 0.05
+    make_active(metarig)
+    assert bpy.ops.ewbik.solve() == {"FINISHED"}
+    assert metarig.pose.bones["hand.L"].ewbik.target is None
+    assert "'hand.L') was deleted" in capfd.readouterr().out
+    update()
+    assert distance_to_target(metarig, "foot.L") < 1e-3
