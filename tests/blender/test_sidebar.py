@@ -225,6 +225,7 @@ def test_select_target_leaves_pose_mode_and_selects_the_empty(metarig):
     bpy.ops.object.mode_set(mode="POSE")
     assert bpy.ops.ewbik.select_pin_target(bone="hand.L") == {"FINISHED"}
     assert metarig.mode == "OBJECT"
+    assert metarig.ewbik.active_pin_index == metarig.pose.bones.find("hand.L")
     assert bpy.context.view_layer.objects.active == empty and empty.select_get()
     assert not metarig.select_get()
 
