@@ -94,7 +94,7 @@ class EWBIK_OT_unpin(bpy.types.Operator):
 
 def _why_kept(target, users):
     """Why an empty Pin made must stay when unpinned ("" when it can go): it carries the user's
-    keys or drivers, something else uses it, or it is no longer only ours."""
+    keys or drivers, has children, or something else (another pin, a constraint) uses it."""
     if target.animation_data is not None and (target.animation_data.action or target.animation_data.drivers):
         return "it is animated"
     if target.children:
