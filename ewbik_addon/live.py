@@ -39,7 +39,7 @@ _state = {
     "unconverged": set(),  # session uids of armatures whose last live solve ran out of time
     "tagged": set(),  # session uids the timer tagged: their next solve is a refinement
     "refinements_left": {},  # session uid -> refinement solves left since the user last changed something
-    "misfit": {},  # session uid -> (best summed pin distance since the user's change, solves without gain)
+    "progress": {},  # session uid -> Progress of the refinements since the user's last change
     "reported": {},  # session uid -> the last error reported for it (reported again only once it changes)
     "reports": [],  # (level, message) waiting for report_pending
     "object_count": 0,  # len(bpy.data.objects) at the last update: fewer means something was deleted
@@ -139,21 +139,32 @@ def _report_edit_mode(obj):
         _set_status(obj, "")
 
 
+class Progress:
+    """Whether repeated solves still gain: the best summed pin distance so far, and how many solves
+    in a row shrank it by less than MIN_PROGRESS (PATIENCE of those mean no more gain)."""
+
+    def __init__(self, result):
+        self.best = float(np.sum(result.position_errors))
+        self.idle = 0
+
+    def gaining(self, result):
+        misfit = float(np.sum(result.position_errors))
+        self.idle = 0 if misfit < (1.0 - MIN_PROGRESS) * self.best else self.idle + 1
+        self.best = min(self.best, misfit)
+        return self.idle < PATIENCE
+
+
 def _plan_refinement(obj, result):
     """Remember armatures whose solve stopped short (time budget or iteration cap) while still
     gaining, and make sure the timer runs."""
     uid = obj.session_uid
     left = _state["refinements_left"]
-    misfit = float(np.sum(result.position_errors))
-    if uid in _state["tagged"]:
+    if uid in _state["tagged"] and uid in _state["progress"]:
         left[uid] -= 1
-        best, idle = _state["misfit"].get(uid, (np.inf, 0))
-        idle = 0 if misfit < (1.0 - MIN_PROGRESS) * best else idle + 1
-        _state["misfit"][uid] = (min(best, misfit), idle)
-        gaining = idle < PATIENCE
+        gaining = _state["progress"][uid].gaining(result)
     else:
         left[uid] = MAX_REFINEMENTS
-        _state["misfit"][uid] = (misfit, 0)
+        _state["progress"][uid] = Progress(result)
         gaining = True
     settings = obj.ewbik
     stopped_short = result.iterations >= settings.iterations or (
@@ -238,7 +249,7 @@ def _forget_deleted_armatures():
     if not shrunk:
         return
     alive = bridge.forget_deleted_rigs()
-    for per_armature in ("refinements_left", "misfit", "reported"):
+    for per_armature in ("refinements_left", "progress", "reported"):
         for uid in set(_state[per_armature]) - alive:
             del _state[per_armature][uid]
     _state["unconverged"] &= alive
@@ -251,7 +262,7 @@ def on_load(_file_path):
 
 
 def _forget_everything():
-    for pending in ("unconverged", "tagged", "refinements_left", "misfit", "reported", "reports"):
+    for pending in ("unconverged", "tagged", "refinements_left", "progress", "reported", "reports"):
         _state[pending].clear()
     bridge.clear_cache()
 

@@ -2,8 +2,8 @@
 
 The live Iterations and Time Budget keep dragging fluid; Solve is what the user presses when the
 pose must be right, so it repeats full solves (each the live iteration count, warm-started from
-the last) until the pins are reached, a round gains less than MIN_PROGRESS, or the cap of
-MAX_ITERATIONS iterations or TIME_LIMIT_S seconds is hit.
+the last) until the pins are reached, solves stop gaining (`live.Progress`, the rule that also
+ends live refinement), or the cap of MAX_ITERATIONS iterations or TIME_LIMIT_S seconds is hit.
 """
 
 import math
@@ -11,29 +11,28 @@ import time
 
 import bpy
 
-from ..ewbik_addon import bridge, targets
+from ..ewbik_addon import bridge, live, targets
 from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.messages import count, degrees, distance
 
 MAX_ITERATIONS = 2000
 TIME_LIMIT_S = 2.0
-MIN_PROGRESS = 1e-3  # a round must shrink the largest pin distance by this fraction to go on
 
 
 def solve_to_convergence(obj):
     """(last SolveResult, iterations in all, milliseconds in all); raises bridge.RigError."""
     started = time.perf_counter()
-    iterations, worst = 0, float("inf")
-    rescan = True
-    while True:
-        result = bridge.solve_armature(obj, full=True, rescan=rescan)
-        rescan = False
+    result = bridge.solve_armature(obj, full=True)
+    progress = live.Progress(result)
+    iterations = result.iterations
+    while not result.converged and result.iterations and iterations < MAX_ITERATIONS:
+        if time.perf_counter() - started >= TIME_LIMIT_S:
+            break
+        result = bridge.solve_armature(obj, full=True, rescan=False)
         iterations += result.iterations
-        previous, worst = worst, float(result.position_errors.max()) if len(result.position_errors) else 0.0
-        elapsed = time.perf_counter() - started
-        if (result.converged or worst >= (1.0 - MIN_PROGRESS) * previous or iterations >= MAX_ITERATIONS
-                or elapsed >= TIME_LIMIT_S or result.iterations == 0):
-            return result, iterations, elapsed * 1e3
+        if not progress.gaining(result):
+            break
+    return result, iterations, (time.perf_counter() - started) * 1e3
 
 
 class EWBIK_OT_solve(bpy.types.Operator):
