@@ -15,7 +15,7 @@ from ..ewbik_addon import bridge, live, targets
 from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.messages import count, degrees, distance
 
-MAX_ITERATIONS = 2000
+MAX_ITERATIONS = 5000
 TIME_LIMIT_S = 2.0
 
 
