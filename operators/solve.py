@@ -1,15 +1,23 @@
-"""`ewbik.solve`: solve the active armature properly now, to convergence within its own limits.
+"""`ewbik.solve`: solve the active armature properly now, to convergence within its own limits;
+`ewbik.report_problem`: show a live-solving problem in the status bar.
 
 The live Iterations and Time Budget keep dragging fluid; Solve is what the user presses when the
 pose must be right, so it repeats full solves (each the live iteration count, warm-started from
 the last) until the pins are reached, solves stop gaining (`live.Progress`, the rule that also
 ends live refinement), or the cap of MAX_ITERATIONS iterations or TIME_LIMIT_S seconds is hit.
+
+The live handler cannot report (it is not an operator); its timer calls `ewbik.report_problem`
+once per new error, so a user with the sidebar closed still learns why the body stopped
+following. Blender shows the reports of an operator run from Python in the interface only when
+the operator goes modal, so its `invoke` reports, waits for the next event and finishes; its
+`execute` (no window: background runs) reports to the terminal. `messages.report_problem` picks.
 """
 
 import math
 import time
 
 import bpy
+from bpy.props import StringProperty
 
 from ..ewbik_addon import bridge, live, targets
 from ..ewbik_addon.active import active_armature
@@ -78,4 +86,26 @@ class EWBIK_OT_solve(bpy.types.Operator):
         return {"FINISHED"}
 
 
-CLASSES = (EWBIK_OT_solve,)
+class EWBIK_OT_report_problem(bpy.types.Operator):
+    """Show a live-solving problem in the status bar"""
+
+    bl_idname = "ewbik.report_problem"
+    bl_label = "Report EWBIK Problem"
+    bl_options = {"INTERNAL"}
+
+    message: StringProperty(name="Message", options={"SKIP_SAVE"})
+
+    def execute(self, context):
+        self.report({"ERROR"}, self.message)
+        return {"FINISHED"}
+
+    def invoke(self, context, event):
+        self.report({"ERROR"}, self.message)
+        context.window_manager.modal_handler_add(self)
+        return {"RUNNING_MODAL"}
+
+    def modal(self, context, event):
+        return {"FINISHED", "PASS_THROUGH"}
+
+
+CLASSES = (EWBIK_OT_solve, EWBIK_OT_report_problem)
