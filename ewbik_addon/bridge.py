@@ -39,7 +39,7 @@ _MODE_NAME = {value: name for name, value in _ROTATION_MODE.items()}
 _QUATERNION = _ROTATION_MODE["QUATERNION"]
 _AXIS_ANGLE = _ROTATION_MODE["AXIS_ANGLE"]
 _MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
-PLANTED_WEIGHT = 100.0  # a planted pin's weight is multiplied by this, so ordinary pins give way to it
+PLANTED_WEIGHT = 1000.0  # a planted pin's weight is multiplied by this, so ordinary pins give way to it
 _POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
 
 
