@@ -95,6 +95,8 @@ class _Rig:
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
     underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
     written: tuple = None  # (rotations, locations) as the last solve wrote them
+    solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
+    holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
 
 
 _rigs = {}
@@ -153,14 +155,15 @@ def solve_armature(obj, *, full=False, rescan=True):
 def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
     """Solve from a pose (pose.bones order) and write the moved bones.
 
-    Returns (the result with the rotations as written, the solver's own rotations), both in
-    pose.bones order.
+    Returns (the result with the rotations as written, the rotations meant to be written: the solver's
+    own, blended by the influence), both in pose.bones order.
     """
     to_solver = rig.to_solver
+    start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
     solver_rotations = np.empty_like(rotations)
-    solver_rotations[to_solver] = rotations
+    solver_rotations[to_solver] = start_rotations
     solver_locations = np.empty_like(locations)
-    solver_locations[to_solver] = locations
+    solver_locations[to_solver] = start_locations
     try:
         result = solve(rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness)
     except ValueError as error:
@@ -170,14 +173,15 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
     if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
     moved = result.moved[to_solver]
-    shown_rotations, shown_locations, moved = _blend_over_underneath(
+    rig.solved = (solved_rotations, solved_locations)
+    shown_rotations, shown_locations, changes = _blend_over_underneath(
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
     )
-    written_rotations = _write_pose(obj, rig, locks, moved, shown_rotations, shown_locations, settings.translate_root)
-    rig.written = (np.where(moved[:, None], written_rotations, rotations),
-                   np.where(moved[:, None], shown_locations, locations) if settings.translate_root else locations)
+    written_rotations = _write_pose(obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root)
+    rig.written = (np.where(changes[:, None], written_rotations, rotations),
+                   np.where(changes[:, None], shown_locations, locations) if settings.translate_root else locations)
     written = dataclasses.replace(result, rotations=written_rotations, locations=shown_locations, moved=moved)
-    return written, solved_rotations
+    return written, shown_rotations
 
 
 def _track_underneath(rig, rotations, locations):
@@ -189,6 +193,7 @@ def _track_underneath(rig, rotations, locations):
     """
     if rig.underneath is None or rig.written is None or len(rig.underneath[0]) != len(rotations):
         rig.underneath = (rotations.copy(), locations.copy())
+        rig.holding = np.zeros(len(rotations), bool)
         return
     written_rotations, written_locations = rig.written
     changed = (1.0 - np.abs(np.einsum("ij,ij->i", rotations, written_rotations)) > 1e-10) | np.any(
@@ -196,6 +201,16 @@ def _track_underneath(rig, rotations, locations):
     )
     rig.underneath[0][changed] = rotations[changed]
     rig.underneath[1][changed] = locations[changed]
+    rig.holding = ~changed
+
+
+def _solver_start(obj, rig, rotations, locations):
+    """The pose a solve starts from: below full influence, bones that still show the blend continue from
+    the solver's own last pose, so a redundant chain does not wander to another solution each update."""
+    if obj.ewbik.influence >= 1.0 or rig.solved is None or rig.holding is None or len(rig.holding) != len(rotations):
+        return rotations, locations
+    holding = rig.holding[:, None]
+    return np.where(holding, rig.solved[0], rotations), np.where(holding, rig.solved[1], locations)
 
 
 def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):
@@ -203,7 +218,7 @@ def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotatio
 
     Like a constraint's Influence: 1 shows the solve, 0 the animation (or hand pose) underneath. Bones
     whose blended pose equals what they hold already are not written, so at 0 keyed channels are left
-    exactly as the animation set them. Returns (rotations, locations, moved).
+    exactly as the animation set them. Returns (rotations, locations, bones to write).
     """
     influence = float(obj.ewbik.influence)
     if influence >= 1.0:
