@@ -608,7 +608,7 @@ def _target_bone_matrix(obj, rig, bone, target, target_bone):
         what = "choose its Target Bone" if not target_bone else f"it has no bone '{target_bone}'"
         raise RigError(f"pin '{bone}': target '{target.name}' is an armature: {what}")
     if target == obj:
-        follower = _descends_from(rig, target_bone, bone)
+        follower = follows_pinned_bone(obj, target_bone, bone)
         if follower:
             raise RigError(f"pin '{bone}': target bone '{target_bone}' {follower}, so it cannot be its target")
         if rig.driven[rig.index[target_bone]]:
@@ -619,15 +619,16 @@ def _target_bone_matrix(obj, rig, bone, target, target_bone):
     return target.matrix_world @ other.matrix
 
 
-def _descends_from(rig, name, ancestor):
-    """Why bone `name` of the rig moves with `ancestor` ("is the pinned bone itself", ...), else ""."""
-    if name == ancestor:
+def follows_pinned_bone(obj, target_bone, pinned):
+    """Why bone `target_bone` of obj moves with bone `pinned` ("is the pinned bone itself" or "follows
+    the pinned bone"), else "": such a bone cannot be that pin's target."""
+    if target_bone == pinned:
         return "is the pinned bone itself"
-    node = rig.parents[rig.index[name]]
-    while node is not None:
-        if node == ancestor:
+    bone = obj.data.bones[target_bone].parent
+    while bone is not None:
+        if bone.name == pinned:
             return "follows the pinned bone"
-        node = rig.parents[rig.index[node]]
+        bone = bone.parent
     return ""
 
 

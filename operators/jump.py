@@ -2,8 +2,7 @@
 
 import bpy
 
-
-_POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
+from ..ewbik_addon.active import set_selected
 
 
 def _pins_following(context, target, bone_name=""):
@@ -30,8 +29,7 @@ def _show_bones(context, obj, names):
     if obj.mode != "POSE":
         bpy.ops.object.mode_set(mode="POSE")
     for pose_bone in obj.pose.bones:
-        owner = pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone
-        owner.select = pose_bone.name in names
+        set_selected(pose_bone, pose_bone.name in names)
     obj.data.bones.active = obj.data.bones[names[-1]]
 
 

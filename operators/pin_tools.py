@@ -3,17 +3,8 @@
 import bpy
 
 from ..ewbik_addon.active import selected_pose_bones
+from ..ewbik_addon.bridge import follows_pinned_bone
 from .pin import _posing_armature as posing_armature
-
-
-def _follows(obj, name, ancestor):
-    """True when bone `name` of obj is `ancestor` or moves with it (one of its descendants)."""
-    bone = obj.data.bones.get(name)
-    while bone is not None:
-        if bone.name == ancestor:
-            return True
-        bone = bone.parent
-    return False
 
 
 class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
@@ -40,9 +31,11 @@ class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
         if not bones:
             self.report({"ERROR"}, "Select the bones to pin, then the control bone last (active)")
             return {"CANCELLED"}
-        loops = [pose_bone.name for pose_bone in bones if _follows(obj, control, pose_bone.name)]
+        loops = [(pose_bone.name, follows_pinned_bone(obj, control, pose_bone.name)) for pose_bone in bones]
+        loops = [(name, reason) for name, reason in loops if reason]
         if loops:
-            self.report({"ERROR"}, f"'{control}' moves with '{loops[0]}' (its child), so it cannot be its target")
+            name, reason = loops[0]
+            self.report({"ERROR"}, f"pin '{name}': target bone '{control}' {reason}, so it cannot be its target")
             return {"CANCELLED"}
         for pose_bone in bones:
             pose_bone.ewbik.target = obj

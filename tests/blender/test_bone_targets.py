@@ -4,7 +4,7 @@ import math
 
 import bpy
 import pytest
-from mathutils import Quaternion, Vector
+from mathutils import Quaternion
 
 from tests.blender.blender_helpers import build_metarig, make_active, select_pose_bones, update
 
@@ -76,7 +76,7 @@ def test_pinning_a_bone_to_its_own_child_is_refused(metarig):
     make_active(metarig)
     bpy.ops.object.mode_set(mode="POSE")
     select_pose_bones(metarig, ["hand.L", "f_index.01.L"])
-    with pytest.raises(RuntimeError, match="'f_index.01.L' moves with 'hand.L'"):
+    with pytest.raises(RuntimeError, match="target bone 'f_index.01.L' follows the pinned bone"):
         bpy.ops.ewbik.pin_to_active_bone()
     assert metarig.pose.bones["hand.L"].ewbik.target is None
 
@@ -114,3 +114,20 @@ def test_unpinning_keeps_the_target_armature(metarig):
     assert settings.target is None
     assert bpy.data.objects.get(driver.name) == driver
 
+
+
+def test_importing_a_scene_never_moves_the_rig_a_pin_follows(metarig, tmp_path):
+    driver = build_metarig(location=(2.0, 0.0, 0.0))
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    settings = metarig.pose.bones["hand.L"].ewbik
+    settings.target, settings.target_bone = driver, "hand.L"
+    update()
+    path = str(tmp_path / "scene.json")
+    assert bpy.ops.ewbik.export_scene(filepath=path) == {"FINISHED"}
+    placed = driver.matrix_world.copy()
+    assert bpy.ops.ewbik.import_scene(filepath=path) == {"FINISHED"}
+    assert driver.matrix_world == placed
+    assert settings.target.type == "EMPTY"
+    distance, _ = misfit(settings.target.matrix_world, world(driver, "hand.L"))
+    assert distance < 1e-5  # the new empty sits where the followed bone was
