@@ -127,7 +127,7 @@ def solve_armature(obj, *, full=False, rescan=True):
     settings = _settings(obj, full)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked]] = 1.0
-    pins = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
+    pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
     # the written pose misses the targets by what those channels contributed. A second solve
@@ -633,20 +633,24 @@ def follows_pinned_bone(obj, target_bone, pinned):
 
 
 def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations):
-    """Pins with each rotation-only pin's position set where the rest of the body puts its bone.
+    """(pins, settings): each rotation-only pin's position set where the rest of the body puts its bone.
 
     The solver's pins always hold a position, so a rotation-only pin gets, as its position, the
     bone's head in a solve of the other pins (or in the current pose when there are none): the
-    body goes where the other pins take it, and the pin only turns its bone.
+    body goes where the other pins take it, and the pin only turns its bone. That costs a second
+    solve, only while some pin is rotation-only; the two share the live time budget, so the returned
+    settings give the main solve its half.
     """
     kinds = [obj.pose.bones[pin.bone].ewbik.pin_kind for pin in pins]
     if "ROTATION" not in kinds:
-        return pins
+        return pins, settings
     solver_rotations = np.empty_like(rotations)
     solver_rotations[rig.to_solver] = rotations
     solver_locations = np.empty_like(locations)
     solver_locations[rig.to_solver] = locations
     others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
+    if others and settings.time_budget_ms is not None:
+        settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
     if others:
         try:
             placed = solve(rig.skeleton, others, solver_rotations, solver_locations, settings, rig.limits, stiffness)
@@ -661,7 +665,7 @@ def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locatio
             matrix[:3, 3] = heads[rig.skeleton.index[pin.bone]]
             pin = Pin(pin.bone, matrix, pin.weight, pin.orientation_weights, pin.falloff)
         placed_pins.append(pin)
-    return placed_pins
+    return placed_pins, settings
 
 
 def _feedback_bone(obj, target):
