@@ -7,6 +7,7 @@ import pytest
 from mathutils import Quaternion
 
 from tests.blender.blender_helpers import build_metarig, make_active, select_pose_bones, update
+from tests.blender.test_sidebar import RecordingLayout
 
 CONTROL = "hand_control.L"
 
@@ -131,3 +132,33 @@ def test_importing_a_scene_never_moves_the_rig_a_pin_follows(metarig, tmp_path):
     assert settings.target.type == "EMPTY"
     distance, _ = misfit(settings.target.matrix_world, world(driver, "hand.L"))
     assert distance < 1e-5  # the new empty sits where the followed bone was
+
+
+class SearchRecordingLayout(RecordingLayout):
+    """The sidebar tests' recording layout, plus prop_search (the Target Bone field)."""
+
+    def _child(self, *args, **kwargs):
+        return SearchRecordingLayout(self.log)
+
+    row = column = box = split = column_flow = grid_flow = _child
+
+    def prop_search(self, data, name, search_data, search_name, **kwargs):
+        assert name in data.bl_rna.properties and search_name in search_data.bl_rna.properties
+        self.log.append(("search", name))
+
+
+def test_the_pins_panel_shows_kind_planted_and_the_target_bone(metarig):
+    driver = build_metarig(location=(2.0, 0.0, 0.0))
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    settings = metarig.pose.bones["hand.L"].ewbik
+    settings.target = bpy.data.objects.new("plain empty", None)
+    select_pose_bones(metarig, ["hand.L"])
+    log = []
+    bpy.types.EWBIK_PT_pins.draw(type("FakePanel", (), {"layout": SearchRecordingLayout(log)})(), bpy.context)
+    assert {("prop", "pin_kind"), ("prop", "planted"), ("operator", "ewbik.jump_to_target")} <= set(log)
+    assert ("search", "target_bone") not in log
+    settings.target, settings.target_bone = driver, "hand.L"
+    log.clear()
+    bpy.types.EWBIK_PT_pins.draw(type("FakePanel", (), {"layout": SearchRecordingLayout(log)})(), bpy.context)
+    assert ("search", "target_bone") in log

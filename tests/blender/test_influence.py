@@ -5,6 +5,7 @@ import numpy as np
 from mathutils import Quaternion, Vector
 
 from tests.blender.blender_helpers import addon_module, pin
+from tests.blender.test_sidebar import RecordingLayout
 
 def pose_quaternions(obj):
     values = np.empty(len(obj.pose.bones) * 4, np.float32)
@@ -131,3 +132,9 @@ def make_pose_mode_context(obj):
     for other in bpy.context.view_layer.objects:
         other.select_set(other == obj)
     bpy.context.view_layer.objects.active = obj
+
+
+def test_the_solver_panel_shows_the_influence_slider(metarig):
+    log = []
+    bpy.types.EWBIK_PT_solver.draw(type("FakePanel", (), {"layout": RecordingLayout(log)})(), bpy.context)
+    assert ("prop", "influence") in log
