@@ -15,9 +15,9 @@ import bpy
 from bpy.props import (
     BoolProperty,
     CollectionProperty,
+    EnumProperty,
     FloatProperty,
     FloatVectorProperty,
-    EnumProperty,
     IntProperty,
     PointerProperty,
     StringProperty,
@@ -87,8 +87,8 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
     planted: BoolProperty(
         name="Planted",
-        description="This pin wins over the ordinary ones (a foot on the floor stays put while the hands "
-        "are dragged far)",
+        description="This pin wins over the ordinary ones: it pulls 1000 times as hard, so a foot on the "
+        "floor stays put while the hands are dragged far",
         default=False,
         update=_changed,
     )
@@ -185,7 +185,7 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     )
     iterations: IntProperty(
         name="Iterations",
-        description="At most this many solver iterations per live update (Solve and Bake run further)",
+        description="At most this many solver iterations per live update and per baked frame",
         min=1,
         soft_max=200,
         max=10000,
