@@ -119,7 +119,7 @@ def _solve_one(obj, changed, moved):
         if not pinned:
             _set_status(obj, unpinned, error=bool(unpinned))
             return
-        if changed is not None and not (rescan or refining or unpinned or _any_moved(pinned, moved)):
+        if changed is not None and not (rescan or refining or unpinned or _any_moved(pinned, moved | changed)):
             return
         result = bridge.solve_armature(obj, rescan=False)
     except bridge.RigError as error:
@@ -203,6 +203,7 @@ def refine_unconverged():
 
 
 def _any_moved(pinned, moved):
+    """moved: uids of objects that moved or (armatures) were reposed, so bone targets count too."""
     try:
         return any(target.session_uid in moved for target in pinned)
     except ReferenceError:
