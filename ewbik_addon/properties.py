@@ -73,7 +73,13 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
         options=set(),
         update=_direction_changed,
     )
-    last_direction: FloatVectorProperty(size=3, default=REST_DIRECTION, options={"HIDDEN"})
+    last_direction: FloatVectorProperty(
+        name="Last Good Direction",
+        description="The cone's last axis with a direction, put back when (0, 0, 0) is typed",
+        size=3,
+        default=REST_DIRECTION,
+        options={"HIDDEN"},
+    )
     radius: FloatProperty(
         name="Radius",
         description="Half-angle of the cone: how far the bone may swing from its axis",
