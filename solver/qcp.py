@@ -94,11 +94,6 @@ def closed_form_eigenvectors(k, trust=ADJUGATE_TRUST):
     so the first adjugate vector is polished once: its Rayleigh quotient is exact to the square
     of its error, and the adjugate at that eigenvalue is the answer.
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return _closed_form_steps(k, trust)
-
-
-def _closed_form_steps(k, trust):
     shift = np.trace(k, axis1=1, axis2=2) / 4.0
     centred = k - shift[:, None, None] * np.eye(4)
     root, converged = largest_root(characteristic_polynomial(centred), eigenvalue_bound(centred))
@@ -152,12 +147,13 @@ def adjugate_eigenvector(m):
     adj(M) = (product of M's other eigenvalues) v v^T, so its largest column is the one of its
     largest diagonal entry; that column, unnormalized, and its norm (the strength) are returned.
     """
-    diagonal = np.linalg.det(m[:, _OTHERS[:, :, None], _OTHERS[:, None, :]])
-    best = np.argmax(np.abs(diagonal), axis=1)
-    rows = np.arange(len(m))
-    minors = m[rows[:, None, None, None], _OTHERS[None, :, :, None], _OTHERS[best][:, None, None, :]]
-    signs = np.where((np.arange(4)[None, :] + best[:, None]) % 2, -1.0, 1.0)
-    column = signs * np.linalg.det(minors)
+    with np.errstate(divide="ignore", invalid="ignore"):  # LU of singular minors: their det is 0
+        diagonal = np.linalg.det(m[:, _OTHERS[:, :, None], _OTHERS[:, None, :]])
+        best = np.argmax(np.abs(diagonal), axis=1)
+        rows = np.arange(len(m))
+        minors = m[rows[:, None, None, None], _OTHERS[None, :, :, None], _OTHERS[best][:, None, None, :]]
+        signs = np.where((np.arange(4)[None, :] + best[:, None]) % 2, -1.0, 1.0)
+        column = signs * np.linalg.det(minors)
     return column, np.linalg.norm(column, axis=1)
 
 
