@@ -39,6 +39,10 @@ _MODE_NAME = {value: name for name, value in _ROTATION_MODE.items()}
 _QUATERNION = _ROTATION_MODE["QUATERNION"]
 _AXIS_ANGLE = _ROTATION_MODE["AXIS_ANGLE"]
 _MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
+# The narrowest refresh after which Blender re-evaluates a pose written from inside a depsgraph
+# handler: the transform tag from 4.5 on (half the cost of a full tag on 5.2); 4.2 ignores it
+# there and needs the data tag (as costly as a full one).
+_POSE_REFRESH = {"OBJECT"} if bpy.app.version >= (4, 5, 0) else {"DATA"}
 
 
 @dataclasses.dataclass
@@ -88,7 +92,7 @@ class _Rig:
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     pins: tuple = ()  # (bone name, target object), pose.bones order
-    pin_cache: dict = dataclasses.field(default_factory=dict)  # bone -> (inputs, Pin): unmoved pins are reused
+    checked_pins: "_CheckedPins" = None  # validated at the last scan; None: check again
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
 
@@ -352,6 +356,7 @@ def _scan_bone_settings(obj, rig):
     pinned = {bone for bone, _ in pins}
     deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
     rig.pins = tuple(pins)
+    rig.checked_pins = None
     locks = _read_locks(obj, rig)
     settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes())
     if settings_key != rig.settings_key:
@@ -468,9 +473,12 @@ def _read_pose(obj, rig):
         pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
     if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
         pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
-    if np.any(buffers.modes != _QUATERNION):
-        names = [_MODE_NAME[int(mode)] for mode in buffers.modes]
-        rotations = channels_to_quaternions(names, rotations, buffers.euler, buffers.axis_angle)
+    other = np.flatnonzero(buffers.modes != _QUATERNION)
+    if len(other):
+        names = [_MODE_NAME[mode] for mode in buffers.modes[other].tolist()]
+        rotations[other] = channels_to_quaternions(
+            names, rotations[other], buffers.euler[other], buffers.axis_angle[other]
+        )
     locations = buffers.location.astype(float)
     bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
     if np.any(bad):
@@ -480,40 +488,88 @@ def _read_pose(obj, rig):
     return rotations, locations, locks
 
 
+@dataclasses.dataclass
+class _CheckedPins:
+    """The pins as last validated against the rig and the scene (bone exists, target alive and in
+    the armature's scene, weights valid); until the next scan of the bone settings an update
+    only reads the targets and moves the pins whose target moved."""
+
+    bones: tuple
+    targets: tuple
+    pins: list
+    frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
+
+
 def _pins(obj, rig):
     """Pins with armature-space target matrices (scale removed); raises RigError for bad targets."""
-    to_armature = obj.matrix_world.inverted_safe()
-    pins = []
-    for bone, target in rig.pins:
+    checked = rig.checked_pins
+    if checked is None:
+        checked = rig.checked_pins = _check_pins(obj, rig)
+    _check_feedback(obj, rig, checked)
+    frames = _target_frames(obj, checked)
+    for i in np.flatnonzero((frames != checked.frames).any(axis=1)):
+        rotation, position = frames[i, :4].copy(), frames[i, 4:].copy()
+        matrix = np.array(mathutils.Matrix.LocRotScale(position, mathutils.Quaternion(rotation), None))
+        checked.pins[i] = checked.pins[i].moved_to(matrix, rotation, position)
+    checked.frames = frames
+    return list(checked.pins)
+
+
+def _check_pins(obj, rig):
+    """Validate every pin of the last scan and build its Pin at the target's current frame."""
+    bones = tuple(bone for bone, _ in rig.pins)
+    targets = tuple(target for _, target in rig.pins)
+    checked = _CheckedPins(bones, targets, [], np.full((len(bones), 7), np.nan))
+    frames = _target_frames(obj, checked)
+    for (bone, target), frame in zip(rig.pins, frames):
         pose_bone = obj.pose.bones.get(bone)
-        try:
-            target_name = target.name
-            target_matrix = target.matrix_world
-        except ReferenceError:
-            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
         if pose_bone is None:
             raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
-        if not any(scene.objects.get(target_name) == target for scene in obj.users_scene):
-            raise RigError(f"pin '{bone}': target '{target_name}' is not in the armature's scene")
-        loop_bone = _feedback_bone(obj, target)
+        if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
+            raise RigError(f"pin '{bone}': target '{target.name}' is not in the armature's scene")
+        props = pose_bone.ewbik
+        matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
+        try:
+            checked.pins.append(Pin(bone, matrix, props.weight, tuple(props.orientation_weights), props.falloff))
+        except ValueError as error:
+            raise RigError(str(error)) from None
+    checked.frames = frames
+    return checked
+
+
+def _target_frames(obj, checked):
+    """(P, 7) armature-space frames (unit quaternion with w >= 0, position) of the pins' targets,
+    read in one pass; a deleted or non-finite target raises RigError naming its pin."""
+    to_armature = obj.matrix_world.inverted_safe()
+    frames = np.empty((len(checked.targets), 7))
+    for i, target in enumerate(checked.targets):
+        try:
+            location, rotation, _ = (to_armature @ target.matrix_world).decompose()
+        except ReferenceError:
+            raise RigError(
+                f"pin '{checked.bones[i]}': its target was deleted; pin the bone again or unpin it"
+            ) from None
+        frames[i, :4] = rotation
+        frames[i, 4:] = location
+    frames[frames[:, 0] < 0.0, :4] *= -1.0
+    bad = ~np.isfinite(frames).all(axis=1)
+    if np.any(bad):
+        raise RigError(f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity")
+    return frames
+
+
+def _check_feedback(obj, rig, checked):
+    """Refuse a target that follows a bone the solver moves (it would chase itself)."""
+    for bone, target in zip(checked.bones, checked.targets):
+        try:
+            loop_bone = _feedback_bone(obj, target)
+        except ReferenceError:
+            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
         if loop_bone is not None and rig.driven[rig.index[loop_bone]]:
             raise RigError(
-                f"pin '{bone}': target '{target_name}' follows bone '{loop_bone}', which the solver moves "
+                f"pin '{bone}': target '{target.name}' follows bone '{loop_bone}', which the solver moves "
                 "(feedback loop): parent the target elsewhere"
             )
-        location, rotation, _ = (to_armature @ target_matrix).decompose()
-        props = pose_bone.ewbik
-        key = (*location, *rotation, props.weight, *props.orientation_weights, props.falloff)
-        cached = rig.pin_cache.get(bone)
-        if cached is None or cached[0] != key:
-            matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
-            try:
-                pin = Pin(bone, matrix, props.weight, tuple(props.orientation_weights), props.falloff)
-            except ValueError as error:
-                raise RigError(str(error)) from None
-            cached = rig.pin_cache[bone] = (key, pin)
-        pins.append(cached[1])
-    return pins
 
 
 def _feedback_bone(obj, target):
@@ -585,7 +641,7 @@ def _write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if translate_root:
         move = moved[:, None] & ~locks.location
         pose_bones.foreach_set("location", np.where(move, locations, buffers.location).astype(np.float32).reshape(-1))
-    obj.update_tag()
+    obj.update_tag(refresh=_POSE_REFRESH)
     return written
 
 

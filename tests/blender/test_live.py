@@ -286,3 +286,32 @@ def test_deleting_the_armature_while_live_is_harmless(metarig):
     bpy.data.objects.remove(metarig)
     target.location.z += 0.05
     update()
+
+
+def test_the_evaluated_pose_and_what_hangs_off_it_follow_each_drag(metarig):
+    """The write-back's refresh tag must make Blender re-evaluate the pose and its dependents
+    (an object parented to a bone, a mesh deformed by the armature) on every supported version."""
+    scene = bpy.context.scene
+    child = bpy.data.objects.new("on hand.L", None)
+    scene.collection.objects.link(child)
+    child.parent, child.parent_type, child.parent_bone = metarig, "BONE", "hand.L"
+    mesh = bpy.data.meshes.new("skin")
+    mesh.from_pydata([tuple(metarig.matrix_world @ metarig.data.bones["hand.L"].tail_local)], [], [])
+    skin = bpy.data.objects.new("skin", mesh)
+    scene.collection.objects.link(skin)
+    skin.vertex_groups.new(name="hand.L").add([0], 1.0, "REPLACE")
+    skin.modifiers.new("armature", "ARMATURE").object = metarig
+    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    for step in range(3):
+        target.location += Vector((0.02, -0.03, 0.04))
+        update()
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        evaluated = metarig.evaluated_get(depsgraph)
+        hand = evaluated.matrix_world @ evaluated.pose.bones["hand.L"].matrix
+        assert (hand.translation - target.matrix_world.translation).length < 1e-4, step
+        tail = evaluated.matrix_world @ evaluated.pose.bones["hand.L"].tail
+        assert (child.evaluated_get(depsgraph).matrix_world.translation - tail).length < 1e-5, step
+        vertex = skin.evaluated_get(depsgraph).to_mesh().vertices[0].co
+        assert (skin.matrix_world @ vertex - tail).length < 1e-4, step
