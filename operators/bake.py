@@ -412,9 +412,16 @@ class PoseBake:
             self.solve_next()
 
     def _solve(self, frame):
-        pose_bones = self.obj.pose.bones
         with live.suspended():
             self.scene.frame_set(frame)
+        self.solve_current_frame()
+
+    def solve_current_frame(self):
+        """Solve the scene's current frame (the one `frame` names) and record it; a crowd bake
+        sets the frame once for all its armatures."""
+        frame = self.frame
+        pose_bones = self.obj.pose.bones
+        with live.suspended():
             if self.solved and self.obj.animation_data is not None:
                 # Warm start: the previous frame's solution replaces what the old keys say, but
                 # never on locked rotation channels or unkeyed locations, which keep their animation.
@@ -524,8 +531,91 @@ class PoseBake:
             self.view_layer.update()
 
 
+def armatures_to_bake(context):
+    """The context's armature, then every other selected armature with a pinned bone."""
+    first = context.object
+    others = [
+        obj for obj in context.selected_objects
+        if obj != first and obj.type == "ARMATURE" and any(b.ewbik.target is not None for b in obj.pose.bones)
+    ]
+    return [first, *sorted(others, key=lambda obj: obj.name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class CrowdSummary:
+    """What a bake of several armatures keyed."""
+
+    summaries: tuple
+
+    def __str__(self):
+        if len(self.summaries) == 1:
+            return str(self.summaries[0])
+        first = self.summaries[0]
+        return (
+            f"Baked {first.frames} frames ({first.frame_start}-{first.frame_end}) of {len(self.summaries)} "
+            f"armatures into {sum(s.fcurves for s in self.summaries)} F-curves on "
+            f"{sum(s.bones for s in self.summaries)} bones"
+        )
+
+
+class CrowdBake:
+    """Several armatures baked in one pass over the frames: each frame is set (and the scene
+    evaluated) once, then every armature solves it. Same interface as PoseBake; a failure in
+    any armature cancels all of them."""
+
+    def __init__(self, context, objects, options):
+        self.bakes = [PoseBake(context, obj, options) for obj in objects]
+        self.scene = context.scene
+        self.frames = self.bakes[0].frames
+
+    @property
+    def solved(self):
+        return self.bakes[0].solved
+
+    @property
+    def done(self):
+        return self.bakes[0].done
+
+    @property
+    def frame(self):
+        return self.bakes[0].frame
+
+    def solve_next(self):
+        try:
+            with live.suspended():
+                self.scene.frame_set(self.frame)
+            for bake in self.bakes:
+                bake.solve_current_frame()
+        except BaseException:
+            self.cancel()
+            raise
+
+    def solve_for(self, seconds):
+        """Solve frames until `seconds` have passed (at least one frame) or all are done."""
+        deadline = time.perf_counter() + seconds
+        self.solve_next()
+        while not self.done and time.perf_counter() < deadline:
+            self.solve_next()
+
+    def finish(self):
+        """Key every armature; if one fails, the ones not yet keyed are put back too."""
+        summaries = []
+        for i, bake in enumerate(self.bakes):
+            try:
+                summaries.append(bake.finish())
+            except BaseException:
+                for later in self.bakes[i + 1:]:
+                    later.cancel()
+                raise
+        return CrowdSummary(tuple(summaries))
+
+    def cancel(self):
+        for bake in reversed(self.bakes):
+            bake.cancel()
+
+
 class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
-    """Solve every frame of a range and key the solved rotations on the bones the solver moves"""
+    """Solve every frame of a range and key the solved rotations on the bones the solver moves (every selected armature with pins)"""
 
     bl_idname = "ewbik.bake"
     bl_label = "Bake IK to Keyframes"
@@ -568,7 +658,7 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
     def execute(self, context):
         window_manager = context.window_manager
         try:
-            bake = PoseBake(context, context.object, self._options(context))
+            bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
             window_manager.progress_begin(0, len(bake.frames))
             try:
                 while not bake.done:
@@ -585,7 +675,7 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
 
     def invoke(self, context, event):
         try:
-            self._bake = PoseBake(context, context.object, self._options(context))
+            self._bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
         except RigError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
