@@ -215,8 +215,8 @@ class BridgeTimer:
             start = time.perf_counter()
             result = original(*args, **kwargs)
             self.bridge_ms += (time.perf_counter() - start) * 1e3
-            for one in result if isinstance(result, (list, tuple)) else (result,):
-                self.solve_ms += one.ms
+            for one in result.values() if isinstance(result, dict) else (result,):
+                self.solve_ms += getattr(one, "ms", 0.0)  # solve_crowd: each armature's share
             return result
         return timed
 

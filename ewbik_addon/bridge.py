@@ -103,6 +103,7 @@ _rigs = {}
 def clear_cache():
     """Forget every cached rig (file load, add-on unregister)."""
     _rigs.clear()
+    _crowds.clear()
 
 
 def solve_armature(obj, *, full=False, rescan=True):
@@ -146,6 +147,124 @@ def solve_armature(obj, *, full=False, rescan=True):
         ms=result.ms + second.ms,
         moved=result.moved | second.moved,
     )
+
+
+@dataclasses.dataclass
+class _Crowd:
+    """Several rigs as one skeleton with a root per armature, cached while the rigs stay the same."""
+
+    key: tuple
+    skeleton: Skeleton
+    pose_index: list  # per rig: pose.bones index -> combined skeleton index
+    limits: JointLimits
+    stiffness: np.ndarray
+
+
+_crowds = {}
+
+
+def solve_crowd(objects):
+    """Solve several live armatures in one solver call (their bone settings as last scanned).
+
+    Armatures with the same settings (and rig size) become one problem whose skeleton holds each
+    of them as its own tree, with the sum of their time budgets; the others, and armatures with
+    partly locked bones (which need a second solve), are solved one by one. Returns
+    {object: SolveResult or RigError}, the poses written like `solve_armature`.
+    """
+    outcomes, groups, alone = {}, {}, []
+    for obj in objects:
+        try:
+            _check_writable(obj)
+            rig = _rig_for(obj, False)
+            if not rig.pins:
+                raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+            settings = _settings(obj, False)
+            rotations, locations, locks = _read_pose(obj, rig)
+            if np.any(rig.driven & locks.any_rotation & ~locks.fully_locked):
+                alone.append(obj)
+                continue
+            entry = (obj, rig, _pins(obj, rig), rotations, locations, locks)
+        except RigError as error:
+            outcomes[obj] = error
+            continue
+        groups.setdefault((repr(settings), rig.skeleton.unit), (settings, []))[1].append(entry)
+    for settings, entries in groups.values():
+        if len(entries) == 1:
+            alone.append(entries[0][0])
+        else:
+            outcomes.update(_solve_together(settings, entries))
+    for obj in alone:
+        outcomes[obj] = _solve_alone(obj)
+    return outcomes
+
+
+def _solve_alone(obj):
+    try:
+        return solve_armature(obj, rescan=False)
+    except RigError as error:
+        return error
+
+
+def _solve_together(settings, entries):
+    """One solve for the entries (obj, rig, pins, rotations, locations, locks); each pose written."""
+    crowd = _crowd_for([entry[1] for entry in entries])
+    n = len(crowd.skeleton.names)
+    rotations, locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), crowd.stiffness.copy()
+    pins = []
+    for k, (obj, rig, rig_pins, rig_rotations, rig_locations, locks) in enumerate(entries):
+        index = crowd.pose_index[k]
+        rotations[index], locations[index] = rig_rotations, rig_locations
+        stiffness[index[locks.fully_locked]] = 1.0
+        pins += [pin.renamed(f"{k}/{pin.bone}") for pin in rig_pins]
+    if settings.time_budget_ms is not None:
+        settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms * len(entries))
+    try:
+        result = solve(crowd.skeleton, pins, rotations, locations, settings, crowd.limits, stiffness)
+    except ValueError as error:
+        return {entry[0]: RigError(str(error)) for entry in entries}
+    outcomes, first_pin = {}, 0
+    for k, (obj, rig, rig_pins, _, _, locks) in enumerate(entries):
+        index, pin_slice = crowd.pose_index[k], slice(first_pin, first_pin + len(rig_pins))
+        first_pin = pin_slice.stop
+        one = dataclasses.replace(
+            result, rotations=result.rotations[index], locations=result.locations[index], moved=result.moved[index],
+            position_errors=result.position_errors[pin_slice], ms=result.ms / len(entries),
+            orientation_errors_deg=result.orientation_errors_deg[pin_slice],
+        )
+        if not (np.all(np.isfinite(one.rotations)) and np.all(np.isfinite(one.locations))):
+            outcomes[obj] = RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
+            continue
+        written = _write_pose(obj, rig, locks, one.moved, one.rotations, one.locations, settings.translate_root)
+        outcomes[obj] = dataclasses.replace(one, rotations=written)
+    return outcomes
+
+
+def _crowd_for(rigs):
+    """The cached combined skeleton, limits and stiffness of these rigs (bone names prefixed by
+    the rig's place, `k/name`)."""
+    key = tuple((rig.structure_key, rig.settings_key) for rig in rigs)
+    crowd = _crowds.get(key)
+    if crowd is not None:
+        return crowd
+    names, parents, rest, lengths, kusudamas = [], [], [], [], {}
+    for k, rig in enumerate(rigs):
+        skeleton = rig.skeleton
+        names += [f"{k}/{name}" for name in skeleton.names]
+        parents += [None if p < 0 else f"{k}/{skeleton.names[p]}" for p in skeleton.parents]
+        rest.append(skeleton.rest)
+        lengths.append(skeleton.lengths)
+    skeleton = Skeleton(names, parents, np.concatenate(rest), np.concatenate(lengths))
+    pose_index, stiffness = [], np.zeros(len(names))
+    for k, rig in enumerate(rigs):
+        in_skeleton = np.array([skeleton.index[f"{k}/{name}"] for name in rig.skeleton.names])
+        pose_index.append(in_skeleton[rig.to_solver])
+        stiffness[in_skeleton] = rig.stiffness
+        for bone, limit in (rig.limit_dicts or {}).items():
+            kusudamas[skeleton.index[f"{k}/{bone}"]] = Kusudama.from_dict(limit, bone=bone)
+    limits = JointLimits(kusudamas, len(names)) if kusudamas else None
+    _crowds.clear()  # one crowd at a time: the scene's live armatures
+    crowd = _crowds[key] = _Crowd(key, skeleton, pose_index, limits, stiffness)
+    return crowd
 
 
 def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):

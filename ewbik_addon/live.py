@@ -74,19 +74,27 @@ def on_frame_change(scene, depsgraph):
 
 
 def _solve_live(view_layer, changed, moved):
-    """Solve each live armature of the view layer that the change concerns (all when changed is None)."""
+    """Solve each live armature of the view layer that the change concerns (all when changed is None);
+    several of them in one solver call (bridge.solve_crowd)."""
     _state["busy"] = True
     try:
-        for obj in view_layer.objects:
-            if obj.type == "ARMATURE" and obj.ewbik.live:
-                _solve_one(obj, changed, moved)
+        due = [
+            obj for obj in view_layer.objects
+            if obj.type == "ARMATURE" and obj.ewbik.live and _is_due(obj, changed, moved)
+        ]
+        if len(due) > 1:
+            _solve_crowd(due)
+        elif due:
+            _solve_one(due[0])
     finally:
         _state["busy"] = False
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
 
 
-def _solve_one(obj, changed, moved):
-    """changed/moved: session uids from the depsgraph update; None on frame change (solve if pinned)."""
+def _is_due(obj, changed, moved):
+    """changed/moved: session uids from the depsgraph update; None on frame change (solve if pinned).
+
+    Rescans the armature's bone settings when it changed; reports a rig problem on the armature."""
     uid = obj.session_uid
     refining = uid in _state["tagged"]
     # The refinement timer's own tag is not a change of the rig: its bone settings stay cached.
@@ -95,17 +103,43 @@ def _solve_one(obj, changed, moved):
         targets = bridge.pinned_targets(obj, rescan=rescan)
         if not targets:
             _set_status(obj, "")
-            return
-        if changed is not None and not (rescan or refining or _any_moved(targets, moved)):
-            return
+            return False
+        return changed is None or rescan or refining or _any_moved(targets, moved)
+    except bridge.RigError as error:
+        _set_status(obj, str(error))
+    except Exception as error:  # a handler must never raise: report on the armature instead
+        _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}")
+    return False
+
+
+def _solve_one(obj):
+    try:
         result = bridge.solve_armature(obj, rescan=False)
     except bridge.RigError as error:
         _set_status(obj, str(error))
     except Exception as error:  # a handler must never raise: report on the armature instead
         _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}")
     else:
-        _set_status(obj, _summary(result))
-        _plan_refinement(obj, result)
+        _report(obj, result)
+
+
+def _solve_crowd(objects):
+    try:
+        outcomes = bridge.solve_crowd(objects)
+    except Exception as error:  # a handler must never raise: report on the armatures instead
+        outcomes = {obj: error for obj in objects}
+    for obj, outcome in outcomes.items():
+        if isinstance(outcome, bridge.RigError):
+            _set_status(obj, str(outcome))
+        elif isinstance(outcome, Exception):
+            _set_status(obj, f"Live solve failed: {type(outcome).__name__}: {outcome}")
+        else:
+            _report(obj, outcome)
+
+
+def _report(obj, result):
+    _set_status(obj, _summary(result))
+    _plan_refinement(obj, result)
 
 
 def _plan_refinement(obj, result):

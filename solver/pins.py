@@ -52,3 +52,9 @@ class Pin:
         object.__setattr__(pin, "target_rotation", rotation)
         object.__setattr__(pin, "target_position", position)
         return pin
+
+    def renamed(self, bone):
+        """This pin on another name of the same bone (a crowd's combined skeleton), unvalidated."""
+        pin = copy.copy(self)
+        object.__setattr__(pin, "bone", bone)
+        return pin
