@@ -93,6 +93,7 @@ class _Rig:
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     pins: tuple = ()  # (bone name, target object), pose.bones order
     checked_pins: "_CheckedPins" = None  # validated at the last scan; None: check again
+    validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, weights, falloff) -> a Pin with them
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
 
@@ -647,12 +648,18 @@ def _check_pins(obj, rig):
         if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
             raise RigError(f"pin '{bone}': target '{target.name}' is not in the armature's scene")
         props = pose_bone.ewbik
+        weight, orientation_weights, falloff = props.weight, tuple(props.orientation_weights), props.falloff
         matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
+        known = rig.validated_pins.get((bone, weight, orientation_weights, falloff))
+        if known is not None:
+            checked.pins.append(known.moved_to(matrix, frame[:4].copy(), frame[4:].copy()))
+            continue
         try:
-            checked.pins.append(Pin(bone, matrix, props.weight, tuple(props.orientation_weights), props.falloff))
+            checked.pins.append(Pin(bone, matrix, weight, orientation_weights, falloff))
         except ValueError as error:
             raise RigError(str(error)) from None
     checked.frames = frames
+    rig.validated_pins = {(pin.bone, pin.weight, pin.orientation_weights, pin.falloff): pin for pin in checked.pins}
     return checked
 
 
