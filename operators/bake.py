@@ -417,26 +417,35 @@ class PoseBake:
         self.solve_current_frame()
 
     def solve_current_frame(self):
-        """Solve the scene's current frame (the one `frame` names) and record it; a crowd bake
-        sets the frame once for all its armatures."""
-        frame = self.frame
-        pose_bones = self.obj.pose.bones
+        """Solve the scene's current frame (the one `frame` names) and record it."""
         with live.suspended():
-            if self.solved and self.obj.animation_data is not None:
-                # Warm start: the previous frame's solution replaces what the old keys say, but
-                # never on locked rotation channels or unkeyed locations, which keep their animation.
-                pose = read_pose_channels(pose_bones)
-                for name, values in pose.items():
-                    carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
-                    values[carry] = self.poses[name][self.solved - 1][carry]
-                write_pose_channels(pose_bones, pose)
+            self.warm_start()
             try:
                 result = bridge.solve_armature(self.obj, rescan=not self.solved)
-                self._check_targets_evaluated()
             except RigError as error:
-                raise RigError(f"Frame {frame}: {error}") from error
+                raise RigError(f"Frame {self.frame}: {error}") from error
+            self.record(result)
+
+    def warm_start(self):
+        """The previous frame's solution replaces what the old keys say, but never on locked
+        rotation channels or unkeyed locations, which keep their animation."""
+        if not (self.solved and self.obj.animation_data is not None):
+            return
+        pose_bones = self.obj.pose.bones
+        pose = read_pose_channels(pose_bones)
+        for name, values in pose.items():
+            carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
+            values[carry] = self.poses[name][self.solved - 1][carry]
+        write_pose_channels(pose_bones, pose)
+
+    def record(self, result):
+        """Keep the solved frame's channels (after checking Blender moved the targets)."""
+        try:
+            self._check_targets_evaluated()
+        except RigError as error:
+            raise RigError(f"Frame {self.frame}: {error}") from error
         self.moved |= result.moved
-        for name, values in read_pose_channels(pose_bones).items():
+        for name, values in read_pose_channels(self.obj.pose.bones).items():
             self.poses[name][self.solved] = values
         self.solved += 1
 
@@ -584,11 +593,28 @@ class CrowdBake:
         try:
             with live.suspended():
                 self.scene.frame_set(self.frame)
-            for bake in self.bakes:
-                bake.solve_current_frame()
+                if len(self.bakes) == 1:
+                    self.bakes[0].solve_current_frame()
+                else:
+                    self._solve_together()
         except BaseException:
             self.cancel()
             raise
+
+    def _solve_together(self):
+        """Every armature's frame in one solver call (bridge.solve_crowd)."""
+        for bake in self.bakes:
+            bake.warm_start()
+            try:
+                bridge.pinned_targets(bake.obj, rescan=not bake.solved)
+            except RigError as error:
+                raise RigError(f"Frame {bake.frame}: {error}") from error
+        outcomes = bridge.solve_crowd([bake.obj for bake in self.bakes])
+        for bake in self.bakes:
+            outcome = outcomes[bake.obj]
+            if isinstance(outcome, RigError):
+                raise RigError(f"Frame {bake.frame}: {outcome}") from outcome
+            bake.record(outcome)
 
     def solve_for(self, seconds):
         """Solve frames until `seconds` have passed (at least one frame) or all are done."""
