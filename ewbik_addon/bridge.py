@@ -43,6 +43,8 @@ _MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
 # handler: the transform tag from 4.5 on (half the cost of a full tag on 5.2); 4.2 ignores it
 # there and needs the data tag (as costly as a full one).
 _POSE_REFRESH = {"OBJECT"} if bpy.app.version >= (4, 5, 0) else {"DATA"}
+PLANTED_WEIGHT = 1000.0  # a planted pin's weight is multiplied by this, so ordinary pins give way to it
+_POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
 
 
 @dataclasses.dataclass
@@ -93,9 +95,13 @@ class _Rig:
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     pins: tuple = ()  # (bone name, target object), pose.bones order
     checked_pins: "_CheckedPins" = None  # validated at the last scan; None: check again
-    validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, weights, falloff) -> a Pin with them
+    validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, its pin settings) -> a Pin with them
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
+    underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
+    written: tuple = None  # (rotations, locations) as the last solve wrote them
+    solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
+    holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
 
 
 _rigs = {}
@@ -122,10 +128,12 @@ def solve_armature(obj, *, full=False, rescan=True):
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     rotations, locations, locks = _read_pose(obj, rig)
+    _track_underneath(rig, rotations, locations)
     pins = _pins(obj, rig)
     settings = _settings(obj, full)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked]] = 1.0
+    pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
     # the written pose misses the targets by what those channels contributed. A second solve
@@ -181,9 +189,10 @@ def solve_crowd(objects):
                 raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
             settings = _settings(obj, False)
             rotations, locations, locks = _read_pose(obj, rig)
-            if np.any(rig.driven & locks.any_rotation & ~locks.fully_locked):
+            if _needs_own_solve(obj, rig, locks):
                 alone.append(obj)
                 continue
+            _track_underneath(rig, rotations, locations)
             entry = (obj, rig, _pins(obj, rig), rotations, locations, locks)
         except RigError as error:
             outcomes[obj] = error
@@ -199,6 +208,14 @@ def solve_crowd(objects):
     return outcomes
 
 
+def _needs_own_solve(obj, rig, locks):
+    """Partly locked bones (a second solve holds them), rotation-only pins (placed by a solve of
+    their own) and an influence below 1 (a start and a blend of their own) are solved alone."""
+    if obj.ewbik.influence < 1.0 or np.any(rig.driven & locks.any_rotation & ~locks.fully_locked):
+        return True
+    return any(obj.pose.bones[bone].ewbik.pin_kind == "ROTATION" for bone, _ in rig.pins)
+
+
 def _solve_alone(obj):
     try:
         return solve_armature(obj, rescan=False)
@@ -210,33 +227,32 @@ def _solve_together(settings, entries):
     """One solve for the entries (obj, rig, pins, rotations, locations, locks); each pose written."""
     crowd = _crowd_for([entry[1] for entry in entries])
     n = len(crowd.skeleton.names)
-    rotations, locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), crowd.stiffness.copy()
+    all_rotations, all_locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), crowd.stiffness.copy()
     pins = []
     for k, (obj, rig, rig_pins, rig_rotations, rig_locations, locks) in enumerate(entries):
         index = crowd.pose_index[k]
-        rotations[index], locations[index] = rig_rotations, rig_locations
+        all_rotations[index], all_locations[index] = rig_rotations, rig_locations
         stiffness[index[locks.fully_locked]] = 1.0
         pins += [pin.renamed(f"{k}/{pin.bone}") for pin in rig_pins]
     if settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms * len(entries))
     try:
-        result = solve(crowd.skeleton, pins, rotations, locations, settings, crowd.limits, stiffness)
+        result = solve(crowd.skeleton, pins, all_rotations, all_locations, settings, crowd.limits, stiffness)
     except ValueError as error:
         return {entry[0]: RigError(str(error)) for entry in entries}
     outcomes, first_pin = {}, 0
-    for k, (obj, rig, rig_pins, _, _, locks) in enumerate(entries):
+    for k, (obj, rig, rig_pins, rotations, locations, locks) in enumerate(entries):
         index, pin_slice = crowd.pose_index[k], slice(first_pin, first_pin + len(rig_pins))
         first_pin = pin_slice.stop
         one = dataclasses.replace(
-            result, rotations=result.rotations[index], locations=result.locations[index], moved=result.moved[index],
-            position_errors=result.position_errors[pin_slice], ms=result.ms / len(entries),
+            result, position_errors=result.position_errors[pin_slice], ms=result.ms / len(entries),
             orientation_errors_deg=result.orientation_errors_deg[pin_slice],
         )
-        if not (np.all(np.isfinite(one.rotations)) and np.all(np.isfinite(one.locations))):
-            outcomes[obj] = RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
-            continue
-        written = _write_pose(obj, rig, locks, one.moved, one.rotations, one.locations, settings.translate_root)
-        outcomes[obj] = dataclasses.replace(one, rotations=written)
+        try:
+            outcomes[obj] = _write_solved(obj, rig, one, result.rotations[index], result.locations[index],
+                                          result.moved[index], (rotations, locations, locks), settings)[0]
+        except RigError as error:
+            outcomes[obj] = error
     return outcomes
 
 
@@ -271,26 +287,96 @@ def _crowd_for(rigs):
 def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
     """Solve from a pose (pose.bones order) and write the moved bones.
 
-    Returns (the result with the rotations as written, the solver's own rotations), both in
-    pose.bones order.
+    Returns (the result with the rotations as written, the rotations meant to be written: the solver's
+    own, blended by the influence), both in pose.bones order.
     """
     to_solver = rig.to_solver
+    start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
     solver_rotations = np.empty_like(rotations)
-    solver_rotations[to_solver] = rotations
+    solver_rotations[to_solver] = start_rotations
     solver_locations = np.empty_like(locations)
-    solver_locations[to_solver] = locations
+    solver_locations[to_solver] = start_locations
     try:
         result = solve(rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness)
     except ValueError as error:
         raise RigError(str(error)) from None
-    solved_rotations = result.rotations[to_solver]
-    solved_locations = result.locations[to_solver]
+    return _write_solved(obj, rig, result, result.rotations[to_solver], result.locations[to_solver],
+                         result.moved[to_solver], (rotations, locations, locks), settings)
+
+
+def _write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):
+    """Blend a solved pose (pose.bones order) over the pose underneath, write it and remember it;
+    `before` is the (rotations, locations, locks) read before the solve. Returns what
+    `_solve_and_write` returns."""
+    rotations, locations, locks = before
     if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
-    moved = result.moved[to_solver]
-    written_rotations = _write_pose(obj, rig, locks, moved, solved_rotations, solved_locations, settings.translate_root)
-    written = dataclasses.replace(result, rotations=written_rotations, locations=solved_locations, moved=moved)
-    return written, solved_rotations
+    rig.solved = (solved_rotations, solved_locations)
+    shown_rotations, shown_locations, changes = _blend_over_underneath(
+        obj, rig, solved_rotations, solved_locations, rotations, locations, moved
+    )
+    written_rotations = _write_pose(obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root)
+    rig.written = (np.where(changes[:, None], written_rotations, rotations),
+                   np.where(changes[:, None], shown_locations, locations) if settings.translate_root else locations)
+    written = dataclasses.replace(result, rotations=written_rotations, locations=shown_locations, moved=moved)
+    return written, shown_rotations
+
+
+def _track_underneath(rig, rotations, locations):
+    """Keep the pose the solver blends over: the channels as last set by anyone but the solver.
+
+    A channel that differs from what the last solve wrote was set by the animation (frame change)
+    or by the user, and becomes the pose underneath; one that still holds the solver's value keeps
+    the earlier pose underneath, so repeated live solves at a partial influence do not compound.
+    """
+    if rig.underneath is None or rig.written is None or len(rig.underneath[0]) != len(rotations):
+        rig.underneath = (rotations.copy(), locations.copy())
+        rig.holding = np.zeros(len(rotations), bool)
+        return
+    written_rotations, written_locations = rig.written
+    changed = (1.0 - np.abs(np.einsum("ij,ij->i", rotations, written_rotations)) > 1e-10) | np.any(
+        np.abs(locations - written_locations) > 1e-5, axis=1
+    )
+    rig.underneath[0][changed] = rotations[changed]
+    rig.underneath[1][changed] = locations[changed]
+    rig.holding = ~changed
+
+
+def _solver_start(obj, rig, rotations, locations):
+    """The pose a solve starts from: below full influence, bones that still show the blend continue from
+    the solver's own last pose, so a redundant chain does not wander to another solution each update."""
+    if obj.ewbik.influence >= 1.0 or rig.solved is None or rig.holding is None or len(rig.holding) != len(rotations):
+        return rotations, locations
+    holding = rig.holding[:, None]
+    return np.where(holding, rig.solved[0], rotations), np.where(holding, rig.solved[1], locations)
+
+
+def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):
+    """The solved pose blended over the pose underneath by the armature's Influence (pose.bones order).
+
+    Like a constraint's Influence: 1 shows the solve, 0 the animation (or hand pose) underneath. Bones
+    whose blended pose equals what they hold already are not written, so at 0 keyed channels are left
+    exactly as the animation set them. Returns (rotations, locations, bones to write).
+    """
+    influence = float(obj.ewbik.influence)
+    if influence >= 1.0:
+        return solved_rotations, solved_locations, moved
+    base_rotations, base_locations = rig.underneath
+    dots = np.einsum("ij,ij->i", base_rotations, solved_rotations)
+    solved_near = np.where(dots[:, None] < 0.0, -solved_rotations, solved_rotations)
+    angle = np.arccos(np.clip(np.abs(dots), 0.0, 1.0))
+    sine = np.sin(angle)
+    small = sine < 1e-9
+    safe = np.where(small, 1.0, sine)
+    w_base = np.where(small, 1.0 - influence, np.sin((1.0 - influence) * angle) / safe)
+    w_solved = np.where(small, influence, np.sin(influence * angle) / safe)
+    blended = w_base[:, None] * base_rotations + w_solved[:, None] * solved_near
+    blended /= np.linalg.norm(blended, axis=1, keepdims=True)
+    blended_locations = base_locations + influence * (solved_locations - base_locations)
+    unchanged = (1.0 - np.abs(np.einsum("ij,ij->i", blended, rotations)) <= 1e-12) & np.all(
+        np.abs(blended_locations - locations) <= 1e-7, axis=1
+    )
+    return blended, blended_locations, moved & ~unchanged
 
 
 def pin_errors(obj, result):
@@ -616,8 +702,10 @@ class _CheckedPins:
 
     bones: tuple
     targets: tuple
+    target_bones: tuple  # per pin: the followed bone of an armature target, else None
     pins: list
     frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
+    keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
 
 
 def _pins(obj, rig):
@@ -626,7 +714,7 @@ def _pins(obj, rig):
     if checked is None:
         checked = rig.checked_pins = _check_pins(obj, rig)
     _check_feedback(obj, rig, checked)
-    frames = _target_frames(obj, checked)
+    frames = _target_frames(obj, rig, checked)
     for i in np.flatnonzero((frames != checked.frames).any(axis=1)):
         rotation, position = frames[i, :4].copy(), frames[i, 4:].copy()
         matrix = np.array(mathutils.Matrix.LocRotScale(position, mathutils.Quaternion(rotation), None))
@@ -636,45 +724,58 @@ def _pins(obj, rig):
 
 
 def _check_pins(obj, rig):
-    """Validate every pin of the last scan and build its Pin at the target's current frame."""
+    """Validate every pin of the last scan and build its Pin at the target's current frame; a pin
+    whose settings are unchanged since the last check is moved, not validated again."""
     bones = tuple(bone for bone, _ in rig.pins)
     targets = tuple(target for _, target in rig.pins)
-    checked = _CheckedPins(bones, targets, [], np.full((len(bones), 7), np.nan))
-    frames = _target_frames(obj, checked)
+    target_bones = tuple(_pin_target_bone(obj, bone, target) for bone, target in rig.pins)
+    checked = _CheckedPins(bones, targets, target_bones, [], np.full((len(bones), 7), np.nan))
+    frames = _target_frames(obj, rig, checked)
     for (bone, target), frame in zip(rig.pins, frames):
-        pose_bone = obj.pose.bones.get(bone)
-        if pose_bone is None:
-            raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
         if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
             raise RigError(f"pin '{bone}': target '{target.name}' is not in the armature's scene")
-        props = pose_bone.ewbik
-        weight, orientation_weights, falloff = props.weight, tuple(props.orientation_weights), props.falloff
-        matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
-        known = rig.validated_pins.get((bone, weight, orientation_weights, falloff))
-        if known is not None:
-            checked.pins.append(known.moved_to(matrix, frame[:4].copy(), frame[4:].copy()))
-            continue
-        try:
-            checked.pins.append(Pin(bone, matrix, weight, orientation_weights, falloff))
-        except ValueError as error:
-            raise RigError(str(error)) from None
+        props = obj.pose.bones[bone].ewbik
+        key = (bone, props.weight, tuple(props.orientation_weights), props.falloff, props.pin_kind, props.planted)
+        known = rig.validated_pins.get(key)
+        if known is None:
+            pin = _make_pin(bone, mathutils.Vector(frame[4:]), mathutils.Quaternion(frame[:4]), props)
+        else:
+            matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
+            pin = known.moved_to(matrix, frame[:4].copy(), frame[4:].copy())
+        checked.pins.append(pin)
+        checked.keys.append(key)
     checked.frames = frames
-    rig.validated_pins = {(pin.bone, pin.weight, pin.orientation_weights, pin.falloff): pin for pin in checked.pins}
+    rig.validated_pins = dict(zip(checked.keys, checked.pins))
     return checked
 
 
-def _target_frames(obj, checked):
-    """(P, 7) armature-space frames (unit quaternion with w >= 0, position) of the pins' targets,
-    read in one pass; a deleted or non-finite target raises RigError naming its pin."""
+def _pin_target_bone(obj, bone, target):
+    """The bone an armature target's pin follows (None for other targets); checks the pin's bone."""
+    pose_bone = obj.pose.bones.get(bone)
+    try:
+        kind = target.type
+    except ReferenceError:
+        raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+    if pose_bone is None:
+        raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
+    return pose_bone.ewbik.target_bone if kind == "ARMATURE" else None
+
+
+def _target_frames(obj, rig, checked):
+    """(P, 7) armature-space frames (unit quaternion with w >= 0, position) of the pins' targets
+    (an armature target: its bone), read in one pass; a deleted or non-finite target raises
+    RigError naming its pin."""
     to_armature = obj.matrix_world.inverted_safe()
     frames = np.empty((len(checked.targets), 7))
-    for i, target in enumerate(checked.targets):
+    for i, (bone, target, target_bone) in enumerate(zip(checked.bones, checked.targets, checked.target_bones)):
         try:
-            location, rotation, _ = (to_armature @ target.matrix_world).decompose()
+            if target_bone is None:
+                matrix = target.matrix_world
+            else:
+                matrix = _target_bone_matrix(obj, rig, bone, target, target_bone)
         except ReferenceError:
-            raise RigError(
-                f"pin '{checked.bones[i]}': its target was deleted; pin the bone again or unpin it"
-            ) from None
+            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+        location, rotation, _ = (to_armature @ matrix).decompose()
         frames[i, :4] = rotation
         frames[i, 4:] = location
     frames[frames[:, 0] < 0.0, :4] *= -1.0
@@ -696,6 +797,88 @@ def _check_feedback(obj, rig, checked):
                 f"pin '{bone}': target '{target.name}' follows bone '{loop_bone}', which the solver moves "
                 "(feedback loop): parent the target elsewhere"
             )
+
+
+def _make_pin(bone, location, rotation, props):
+    """The solver's pin for one bone: its kind picks the weighed axes, planted multiplies the weight."""
+    matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
+    axes = _POSITION_ONLY_AXES if props.pin_kind == "POSITION" else tuple(props.orientation_weights)
+    weight = props.weight * (PLANTED_WEIGHT if props.planted else 1.0)
+    try:
+        return Pin(bone, matrix, weight, axes, props.falloff)
+    except ValueError as error:
+        raise RigError(str(error)) from None
+
+
+def _target_bone_matrix(obj, rig, bone, target, target_bone):
+    """World matrix of the bone a pin follows (a bone of another armature, or a control bone of obj).
+
+    A bone of obj that the pinned bone's own pose moves (itself or a descendant), or that the solver
+    moves, would make the pin chase itself: refused with a message.
+    """
+    other = target.pose.bones.get(target_bone) if target.pose is not None else None
+    if other is None:
+        what = "choose its Target Bone" if not target_bone else f"it has no bone '{target_bone}'"
+        raise RigError(f"pin '{bone}': target '{target.name}' is an armature: {what}")
+    if target == obj:
+        follower = follows_pinned_bone(obj, target_bone, bone)
+        if follower:
+            raise RigError(f"pin '{bone}': target bone '{target_bone}' {follower}, so it cannot be its target")
+        if rig.driven[rig.index[target_bone]]:
+            raise RigError(
+                f"pin '{bone}': target bone '{target_bone}' is moved by the solver (feedback loop): "
+                "use a control bone outside the pinned chains"
+            )
+    return target.matrix_world @ other.matrix
+
+
+def follows_pinned_bone(obj, target_bone, pinned):
+    """Why bone `target_bone` of obj moves with bone `pinned` ("is the pinned bone itself" or "follows
+    the pinned bone"), else "": such a bone cannot be that pin's target."""
+    if target_bone == pinned:
+        return "is the pinned bone itself"
+    bone = obj.data.bones[target_bone].parent
+    while bone is not None:
+        if bone.name == pinned:
+            return "follows the pinned bone"
+        bone = bone.parent
+    return ""
+
+
+def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations):
+    """(pins, settings): each rotation-only pin's position set where the rest of the body puts its bone.
+
+    The solver's pins always hold a position, so a rotation-only pin gets, as its position, the
+    bone's head in a solve of the other pins (or in the current pose when there are none): the
+    body goes where the other pins take it, and the pin only turns its bone. That costs a second
+    solve, only while some pin is rotation-only; the two share the live time budget, so the returned
+    settings give the main solve its half.
+    """
+    kinds = [obj.pose.bones[pin.bone].ewbik.pin_kind for pin in pins]
+    if "ROTATION" not in kinds:
+        return pins, settings
+    solver_rotations = np.empty_like(rotations)
+    solver_rotations[rig.to_solver] = rotations
+    solver_locations = np.empty_like(locations)
+    solver_locations[rig.to_solver] = locations
+    others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
+    if others and settings.time_budget_ms is not None:
+        settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
+    if others:
+        try:
+            placed = solve(rig.skeleton, others, solver_rotations, solver_locations, settings, rig.limits, stiffness)
+        except ValueError as error:
+            raise RigError(str(error)) from None
+        solver_rotations, solver_locations = placed.rotations, placed.locations
+    _, heads = rig.skeleton.forward(solver_rotations, solver_locations)
+    placed_pins = []
+    for pin, kind in zip(pins, kinds):
+        if kind == "ROTATION":
+            matrix = pin.target.copy()
+            matrix[:3, 3] = heads[rig.skeleton.index[pin.bone]]
+            pin = Pin(pin.bone, matrix, pin.weight, pin.orientation_weights, pin.falloff)
+        placed_pins.append(pin)
+    return placed_pins, settings
 
 
 def _feedback_bone(obj, target):

@@ -104,7 +104,7 @@ def _is_due(obj, changed, moved):
         if not targets:
             _set_status(obj, "")
             return False
-        return changed is None or rescan or refining or _any_moved(targets, moved)
+        return changed is None or rescan or refining or _any_moved(targets, moved | changed)
     except bridge.RigError as error:
         _set_status(obj, str(error))
     except Exception as error:  # a handler must never raise: report on the armature instead
@@ -182,6 +182,7 @@ def refine_unconverged():
 
 
 def _any_moved(targets, moved):
+    """moved: uids of objects that moved or (armatures) were reposed, so bone targets count too."""
     try:
         return any(target.session_uid in moved for target in targets)
     except ReferenceError:

@@ -428,8 +428,9 @@ class PoseBake:
 
     def warm_start(self):
         """The previous frame's solution replaces what the old keys say, but never on locked
-        rotation channels or unkeyed locations, which keep their animation."""
-        if not (self.solved and self.obj.animation_data is not None):
+        rotation channels or unkeyed locations, which keep their animation. Below full influence
+        the keys are the pose underneath the blend, so they stay."""
+        if not (self.solved and self.obj.animation_data is not None and self.obj.ewbik.influence >= 1.0):
             return
         pose_bones = self.obj.pose.bones
         pose = read_pose_channels(pose_bones)
