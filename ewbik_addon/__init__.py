@@ -2,4 +2,4 @@
 
 import bpy
 
-register, unregister = bpy.utils.register_submodule_factory(__name__, ("properties", "live", "overlay"))
+register, unregister = bpy.utils.register_submodule_factory(__name__, ("properties", "live", "overlay", "limit_gizmos"))

@@ -2,8 +2,19 @@
 
 import bpy
 
-from . import bake, limits, limits_from_action, pin, scene_io, solve
+from . import bake, limit_copy, limit_handles, limits, limits_from_action, pin, scene_io, solve
 
 CLASSES = pin.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES + scene_io.CLASSES + bake.CLASSES
+CLASSES += limit_copy.CLASSES + limit_handles.CLASSES
 
-register, unregister = bpy.utils.register_classes_factory(CLASSES)
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(CLASSES)
+
+
+def register():
+    _register_classes()
+    limit_handles.register_keymap()
+
+
+def unregister():
+    limit_handles.unregister_keymap()
+    _unregister_classes()
