@@ -33,6 +33,9 @@ def direction_from(bone, flex, abduct):
 
 
 def cone_bone(cone):
-    """The Bone owning a `PoseBone.ewbik.cones` item (found from its RNA path)."""
-    path = cone.path_from_id()
-    return cone.id_data.path_resolve(path[: path.rindex(".ewbik.cones")]).bone
+    """The Bone owning a `PoseBone.ewbik.cones` item (RNA gives such nested items no path back)."""
+    address = cone.as_pointer()
+    for pose_bone in cone.id_data.pose.bones:
+        if any(item.as_pointer() == address for item in pose_bone.ewbik.cones):
+            return pose_bone.bone
+    raise ValueError("cone belongs to no bone of its armature")
