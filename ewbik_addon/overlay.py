@@ -23,8 +23,9 @@ from mathutils import Vector
 
 from .active import active_armature, is_selected
 from .kusudama_mesh import region_mesh
-from .limit_settings import has_limits, kusudama_of
-from .limit_status import limit_status, limits_signature, pose_matrices
+from . import limit_status as status_module
+from .limit_settings import has_limits, kusudama_of, limits_key
+from .limit_status import limit_status
 
 SEGMENTS = 64
 TWIST_ARC_SCALE = 0.3
@@ -45,6 +46,8 @@ FILLS = ("forbidden", "allowed")
 LINES = ("outline", "active_cone", "twist", "direction", "outside")
 HIGHLIGHTS = ("at_limit", "beyond")
 _MAX_REGIONS = 512
+FINE, COARSE = 4, 3
+FINE_UP_TO = 4  # bones shown; more get the coarser sphere (a quarter of the triangles)
 
 _draw_handle = None
 _regions = {}
@@ -86,13 +89,14 @@ def twist_directions(twist_min, twist_max, centre, segments=SEGMENTS // 2):
     return np.stack([np.cos(t), np.zeros_like(t), -np.sin(t)], axis=1) @ frame.T
 
 
-def region_of(kusudama, signature):
-    """The bone's cut sphere, computed once per distinct set of limits."""
-    found = _regions.get(signature)
+def region_of(kusudama, signature, subdivisions=FINE):
+    """The bone's cut sphere, computed once per distinct set of limits and fineness."""
+    key = (signature, subdivisions)
+    found = _regions.get(key)
     if found is None:
         if len(_regions) >= _MAX_REGIONS:
             _regions.clear()
-        found = _regions[signature] = region_mesh(kusudama)
+        found = _regions[key] = region_mesh(kusudama, subdivisions)
     return found
 
 
@@ -118,7 +122,7 @@ def shown_bones(obj):
     ]
 
 
-def bone_geometry(obj, pose_bone, beyond, active_cone=-1):
+def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
     """{kind: array} of one bone's limits in world space: fills (k, 3, 3), lines (k, 2, 3)."""
     frame = np.array(limit_frame(obj, pose_bone))
     scaled = frame[:3, :3] * pose_bone.length
@@ -130,7 +134,7 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1):
     kusudama = kusudama_of(pose_bone.ewbik)
     parts = {}
     if kusudama.cones:
-        region = region_of(kusudama, limits_signature(pose_bone))
+        region = region_of(kusudama, limits_key(pose_bone.ewbik), subdivisions)
         parts["allowed"], parts["forbidden"] = world(region.allowed), world(region.forbidden)
         parts["outline"] = world(region.outline)
         if 0 <= active_cone < len(kusudama.cones):
@@ -155,9 +159,10 @@ def overlay_geometry(obj):
     beyond = set(status.beyond)
     active = obj.data.bones.active
     merged = {}
+    subdivisions = FINE if len(shown) <= FINE_UP_TO else COARSE
     for pose_bone in shown:
         active_cone = pose_bone.ewbik.active_cone_index if active is not None and pose_bone.name == active.name else -1
-        for kind, part in bone_geometry(obj, pose_bone, pose_bone.name in beyond, active_cone).items():
+        for kind, part in bone_geometry(obj, pose_bone, pose_bone.name in beyond, active_cone, subdivisions).items():
             merged.setdefault(kind, []).append(part)
     for kind, names in (("at_limit", status.at), ("beyond", status.beyond)):
         bones = [obj.pose.bones[name] for name in names if not obj.pose.bones[name].bone.hide]
@@ -167,17 +172,25 @@ def overlay_geometry(obj):
 
 
 def geometry_key(obj):
-    """What the drawn geometry depends on; equal keys mean the cached batches are still right."""
-    shown = shown_bones(obj)
+    """What the drawn geometry depends on; equal keys mean the cached batches are still right.
+
+    Pose, limits and selection changes reach it through `limit_status.changes()` (Blender
+    re-evaluates a changed armature before it redraws); the overlay's own settings, the active
+    bone and its active cone (which change nothing in the depsgraph) are read here.
+    """
+    settings = obj.ewbik
     active = obj.data.bones.active
     active_bone = obj.pose.bones.get(active.name) if active is not None else None
     return (
+        obj.as_pointer(),
+        status_module.changes(),
         obj.mode,
-        tuple((pose_bone.name, limits_signature(pose_bone)) for pose_bone in shown),
+        settings.show_limits,
+        settings.limits_scope,
+        active_bone.name if active_bone is not None else None,
         active_bone.ewbik.active_cone_index if active_bone is not None else -1,
-        limit_status(obj),
-        pose_matrices(obj, "matrix").tobytes(),
         tuple(map(tuple, obj.matrix_world)),
+        tuple(map(is_selected, obj.pose.bones)) if settings.limits_scope == "SELECTED" else (),
     )
 
 
@@ -246,6 +259,8 @@ def draw_limits_overlay():
 
 def register():
     global _draw_handle
+    for handlers, handler in status_module.HANDLERS:
+        handlers.append(handler)
     _draw_handle = bpy.types.SpaceView3D.draw_handler_add(draw_limits_overlay, (), "WINDOW", "POST_VIEW")
 
 
@@ -254,4 +269,7 @@ def unregister():
     if _draw_handle is not None:
         bpy.types.SpaceView3D.draw_handler_remove(_draw_handle, "WINDOW")
         _draw_handle = None
+    for handlers, handler in status_module.HANDLERS:
+        if handler in handlers:
+            handlers.remove(handler)
     _batches.clear()

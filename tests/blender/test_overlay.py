@@ -161,6 +161,7 @@ def test_cached_geometry_key_changes_only_with_limits_or_pose(overlay, posed_rig
     key = overlay.geometry_key(posed_rig)
     assert overlay.geometry_key(posed_rig) == key
     pose_bone.ewbik.cones[1].radius += 0.01
+    bpy.context.view_layer.update()
     changed = overlay.geometry_key(posed_rig)
     assert changed != key
     pose_rotation(posed_rig.pose.bones["upper_arm.L"], Quaternion((0.0, 0.0, 1.0), 0.3))
