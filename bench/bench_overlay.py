@@ -165,7 +165,7 @@ def report(obj, rows, count):
         "",
         f"Blender {bpy.app.version_string}; Rigify metarig, humanoid preset, {len(shown)} limited bones shown "
         f"(scope All), {triangles} filled triangles, {WIDTH}x{HEIGHT} offscreen; {count} redraws per row "
-        f"(limit edited: {count // 4}). Budget: {BUDGET_MS:.0f} ms of batch work per unchanged redraw.",
+        f"(limit edited: {count // 4}); each cell median / p95. Budget: {BUDGET_MS:.0f} ms of batch work per unchanged redraw.",
         "",
     ]
     table_rows = []
@@ -175,7 +175,7 @@ def report(obj, rows, count):
             median, p95, _ = stats([s[column] for s in samples])
             cells.append(f"{median:.3f} / {p95:.3f}")
         table_rows.append(cells + [str(len(samples))])
-    header = ["redraw", "batches wall ms median / p95", "batches CPU ms", "whole redraw wall ms", "whole redraw CPU ms", "redraws"]
+    header = ["redraw", "batches wall ms", "batches CPU ms", "whole redraw wall ms", "whole redraw CPU ms", "redraws"]
     lines.append(markdown_table(header, table_rows))
     return "\n".join(lines)
 
