@@ -224,9 +224,14 @@ def start_gpu():
     bpy.ops.render.render()
 
 
-def render_overlay(overlay, view, projection, size, background):
-    """The overlay drawn offscreen with these matrices: (size, size, 3) float pixels 0..255."""
+def render_overlay(overlay, view, projection, size, background, occluder=None):
+    """The overlay drawn offscreen with these matrices: (size, size, 3) float pixels 0..255.
+
+    `occluder`: world-space triangles (k, 3, 3) drawn opaque blue first, writing depth, as the
+    rig is in the viewport.
+    """
     import gpu
+    from gpu_extras.batch import batch_for_shader
 
     offscreen = gpu.types.GPUOffScreen(size, size)
     try:
@@ -237,6 +242,12 @@ def render_overlay(overlay, view, projection, size, background):
             with gpu.matrix.push_pop(), gpu.matrix.push_pop_projection():
                 gpu.matrix.load_matrix(view)
                 gpu.matrix.load_projection_matrix(projection)
+                if occluder is not None:
+                    shader = gpu.shader.from_builtin("UNIFORM_COLOR")
+                    gpu.state.depth_test_set("LESS_EQUAL")
+                    gpu.state.depth_mask_set(True)
+                    shader.uniform_float("color", (0.0, 0.0, 1.0, 1.0))
+                    batch_for_shader(shader, "TRIS", {"pos": occluder.reshape(-1, 3).astype(np.float32)}).draw(shader)
                 overlay.draw_limits_overlay()
             buffer = framebuffer.read_color(0, 0, size, size, 4, 0, "UBYTE")
     finally:
@@ -306,3 +317,36 @@ def test_filled_pixels_match_the_solver_membership(overlay, kusudama, posed_rig,
             assert max(red, green, blue) < 110 and abs(green - red) < 12, (direction, pixels[row, column])
         checked[allowed] += 1
     assert checked[True] > 30 and checked[False] > 30
+
+
+def test_the_rig_hides_the_region_unless_see_through(overlay, posed_rig):
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"GPU drawing unavailable headless: {reason}")
+    pose_bone = posed_rig.pose.bones["upper_arm.L"]
+    set_cones(pose_bone, ((0.0, 1.0, 0.0), math.radians(70.0)))
+    select_pose_bones(posed_rig, ["upper_arm.L"])
+    pose_rotation(pose_bone, Quaternion())
+    start_gpu()
+    size = 160
+    frame = rest_under_parent(posed_rig, pose_bone)
+    head = frame.to_translation()
+    length = pose_bone.length * posed_rig.matrix_world.median_scale
+    sample = frame @ (Vector((0.6, 0.8, 0.3)).normalized() * pose_bone.length)
+    eye = head + (frame.to_3x3() @ Vector((0.0, 0.6, 1.0))).normalized() * length * 4.0
+    view = look_at(eye, head)
+    projection = perspective(math.radians(40.0), 1.0, 0.01, 50.0)
+    toward = (eye - sample).normalized()
+    across = toward.orthogonal().normalized() * 0.1 * length
+    up = toward.cross(across)
+    middle = sample + toward * length
+    quad = np.array([[middle - across - up, middle + across - up, middle + across + up],
+                     [middle - across - up, middle + across + up, middle - across + up]])
+    clip = projection @ view @ sample.to_4d()
+    row, column = int((clip.y / clip.w * 0.5 + 0.5) * size), int((clip.x / clip.w * 0.5 + 0.5) * size)
+
+    hidden = render_overlay(overlay, view, projection, size, (0.0, 0.0, 0.0), quad)[row, column]
+    posed_rig.ewbik.limits_see_through = True
+    shown = render_overlay(overlay, view, projection, size, (0.0, 0.0, 0.0), quad)[row, column]
+    assert hidden[2] > 240 and hidden[1] < 10, hidden
+    assert shown[1] > 60 and shown[2] < 225, shown
