@@ -172,3 +172,48 @@ def test_flex_and_abduct_are_angles_about_the_parent_bones_axes(rig):
     x, y, z = (parent.matrix.to_3x3().inverted() @ along)
     assert math.degrees(math.atan2(z, y)) == pytest.approx(40.0, abs=1e-3)
     assert math.degrees(math.asin(-x)) == pytest.approx(-15.0, abs=1e-3)
+
+
+class FakeArea:
+    def __init__(self):
+        self.header = "unset"
+
+    def header_text_set(self, text):
+        self.header = text
+
+
+@pytest.mark.parametrize("cancel", [True, False])
+def test_gizmo_handlers_drag_show_the_value_and_cancel_or_keep(gizmos, rig, monkeypatch, cancel):
+    pose_bone = rig.pose.bones[BONE]
+    frame = rest_under_parent(rig, pose_bone)
+    axis = Vector(pose_bone.ewbik.cones[0].direction)
+    rim = Quaternion(axis.orthogonal(), math.radians(47.0)) @ axis
+    monkeypatch.setattr(gizmos, "view_ray", lambda context, event: ray_at(frame, rim * pose_bone.length))
+    area = FakeArea()
+    context = type("Context", (), {"area": area, "active_object": rig, "active_pose_bone": pose_bone})()
+    handle = type("Handle", (), {"kind": "radius", "cone_index": 0, "edit": None})()
+    cls = gizmos.EWBIK_GT_limit_handle
+
+    assert cls.invoke(handle, context, None) == {"RUNNING_MODAL"}
+    assert area.header.startswith("Cone 1 radius: 30.0")
+    assert cls.modal(handle, context, type("Event", (), {"ctrl": True})(), set()) == {"RUNNING_MODAL"}
+    assert area.header.startswith("Cone 1 radius: 45.0")
+    cls.modal(handle, context, type("Event", (), {"ctrl": False})(), set())
+    assert math.degrees(pose_bone.ewbik.cones[0].radius) == pytest.approx(47.0, abs=1e-3)
+    cls.exit(handle, context, cancel)
+    assert area.header is None and handle.edit is None
+    assert math.degrees(pose_bone.ewbik.cones[0].radius) == pytest.approx(30.0 if cancel else 47.0, abs=1e-3)
+
+
+def test_limits_panel_shows_body_angles_sharing_viewport_options_and_bones_at_limits(rig):
+    from tests.blender.test_sidebar import draw
+
+    log = set(draw("EWBIK_PT_limits"))
+    assert {("prop", "flex"), ("prop", "abduct"), ("prop", "limits_scope"), ("prop", "limits_see_through")} <= log
+    assert {("operator", "ewbik.mirror_limits"), ("operator", "ewbik.copy_limits")} <= log
+    assert not any(kind == "label" and "at limits" in text for kind, text in log)
+    pose_rotation(rig.pose.bones[BONE], Quaternion((0.0, 0.0, 1.0), math.radians(30.0)))
+    pose_rotation(rig.pose.bones["shin.L"], Quaternion())
+    set_cones(rig.pose.bones["shin.L"], ((0.0, 0.0, 1.0), math.radians(10.0)))
+    bpy.context.view_layer.update()
+    assert ("label", "1 bone at limits, 1 beyond") in set(draw("EWBIK_PT_limits"))
