@@ -37,11 +37,12 @@ def snapped(angle, snap):
     return round(angle / SNAP_STEP) * SNAP_STEP if snap else angle
 
 
-def sphere_direction(frame, length, origin, vector):
+def sphere_direction(frame, length, origin, vector, beside=True):
     """Rest-frame direction of where a view ray meets the bone's sphere (nearest hit).
 
     A ray passing beside the sphere gives the direction of its point closest to the head, so a
-    drag carried past the silhouette keeps moving along the rim.
+    drag carried past the silhouette keeps moving along the rim; with `beside` False it gives
+    None (a click that missed the sphere).
     """
     inverse = frame.inverted()
     start = inverse @ Vector(origin)
@@ -50,6 +51,8 @@ def sphere_direction(frame, length, origin, vector):
     closest = start + along * middle
     if closest.length < length:
         closest = start + along * (middle - math.sqrt(length * length - closest.length_squared))
+    elif not beside:
+        return None
     return closest.normalized() if closest.length > 1e-12 else None
 
 

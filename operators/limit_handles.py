@@ -3,8 +3,8 @@
 import bpy
 from bpy.props import BoolProperty, FloatVectorProperty
 
-from ..ewbik_addon.limit_gizmos import add_cone, editable_bone, remove_cone_at, sphere_direction, view_ray
 from ..ewbik_addon.active import active_limit_bone
+from ..ewbik_addon.limit_gizmos import add_cone, editable_bone, remove_cone_at, sphere_direction, view_ray
 from ..ewbik_addon.overlay import limit_frame
 
 
@@ -32,14 +32,11 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
         pose_bone = editable_bone(context) if context.region_data is not None else None
         if pose_bone is None:
             return {"PASS_THROUGH"}
-        origin, vector = view_ray(context, event)
         frame = limit_frame(pose_bone.id_data, pose_bone)
-        local_origin = frame.inverted() @ origin
-        local_vector = frame.inverted().to_3x3() @ vector
-        beside = local_origin - local_vector.normalized() * local_origin.dot(local_vector.normalized())
-        if beside.length > pose_bone.length:
+        direction = sphere_direction(frame, pose_bone.length, *view_ray(context, event), beside=False)
+        if direction is None:
             return {"PASS_THROUGH"}
-        self.direction = sphere_direction(frame, pose_bone.length, origin, vector)
+        self.direction = direction
         return self.execute(context)
 
     def execute(self, context):

@@ -217,3 +217,16 @@ def test_limits_panel_shows_body_angles_sharing_viewport_options_and_bones_at_li
     set_cones(rig.pose.bones["shin.L"], ((0.0, 0.0, 1.0), math.radians(10.0)))
     bpy.context.view_layer.update()
     assert ("label", "1 bone at limits, 1 beyond") in set(draw("EWBIK_PT_limits"))
+
+
+def test_a_click_beside_the_sphere_is_no_direction_but_a_drag_keeps_to_the_rim(gizmos, rig):
+    pose_bone = rig.pose.bones[BONE]
+    frame = rest_under_parent(rig, pose_bone)
+    length = pose_bone.length
+    origin = frame @ Vector((1.5 * length, 0.0, 3.0 * length))
+    vector = frame.to_3x3() @ Vector((0.0, 0.0, -1.0))
+    assert gizmos.sphere_direction(frame, length, origin, vector, beside=False) is None
+    assert tuple(gizmos.sphere_direction(frame, length, origin, vector)) == pytest.approx((1.0, 0.0, 0.0), abs=1e-6)
+    inside = frame @ Vector((0.6 * length, 0.0, 3.0 * length))
+    hit = gizmos.sphere_direction(frame, length, inside, vector, beside=False)
+    assert tuple(hit) == pytest.approx((0.6, 0.0, 0.8), abs=1e-6)
