@@ -129,7 +129,8 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
     head = frame[:3, 3]
 
     def world(directions, scale=1.0):
-        return directions @ (scaled.T * scale) + head
+        flat = directions.reshape(-1, 3) @ (scaled.T * scale) + head
+        return flat.reshape(directions.shape)
 
     kusudama = kusudama_of(pose_bone.ewbik)
     parts = {}
