@@ -163,9 +163,12 @@ def report(obj, rows, count):
     lines = [
         machine_line(solver_fingerprint()),
         "",
-        f"Blender {bpy.app.version_string}; Rigify metarig, humanoid preset, {len(shown)} limited bones shown "
-        f"(scope All), {triangles} filled triangles, {WIDTH}x{HEIGHT} offscreen; {count} redraws per row "
-        f"(limit edited: {count // 4}); each cell median / p95. Budget: {BUDGET_MS:.0f} ms of batch work per unchanged redraw.",
+        (
+            f"Blender {bpy.app.version_string}; Rigify metarig, humanoid preset, {len(shown)} limited bones shown "
+            f"(scope All), {triangles} filled triangles, {WIDTH}x{HEIGHT} offscreen; {count} redraws per row "
+            f"(limit edited: {count // 4}); each cell median / p95. Budget: {BUDGET_MS:.0f} ms of batch work "
+            "per unchanged redraw."
+        ),
         "",
     ]
     table_rows = []

@@ -9,7 +9,7 @@ tests and the bench share it.
 """
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -41,7 +41,7 @@ def _icosahedron():
     return vertices / np.linalg.norm(vertices, axis=1, keepdims=True), faces
 
 
-@lru_cache(maxsize=None)
+@cache
 def icosphere(subdivisions=SUBDIVISIONS):
     """(vertices (V, 3) unit, faces (F, 3)) of a subdivided icosahedron, faces wound outward."""
     vertices, faces = _icosahedron()

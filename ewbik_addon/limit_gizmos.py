@@ -227,7 +227,7 @@ class EWBIK_GT_limit_handle(bpy.types.Gizmo):
     """One draggable handle of a Kusudama (a cone's centre or rim, or an end of the twist dial)."""
 
     bl_idname = "EWBIK_GT_limit_handle"
-    __slots__ = ("kind", "cone_index", "edit", "shape")
+    __slots__ = ("cone_index", "edit", "kind", "shape")
 
     def setup(self):
         self.shape = self.new_custom_shape("TRIS", _octahedron())

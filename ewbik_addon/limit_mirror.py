@@ -10,7 +10,6 @@ reverses turning, the twist range [min, max] becomes [-max, -min].
 import bpy
 from mathutils import Matrix, Vector
 
-
 _FLIP_X = Matrix.Diagonal((-1.0, 1.0, 1.0))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..solver import quat
 from ..solver.kusudama import JointLimits
-from .limit_settings import kusudama_from_key, has_limits, limits_key
+from .limit_settings import has_limits, kusudama_from_key, limits_key
 
 AT_LIMIT_MARGIN = math.radians(1.0)
 BEYOND_TOLERANCE = 1e-3

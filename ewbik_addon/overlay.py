@@ -21,9 +21,9 @@ import numpy as np
 from gpu_extras.batch import batch_for_shader
 from mathutils import Vector
 
+from . import limit_status as status_module
 from .active import active_armature, is_selected
 from .kusudama_mesh import region_mesh
-from . import limit_status as status_module
 from .limit_settings import has_limits, kusudama_of, limits_key
 from .limit_status import limit_status
 

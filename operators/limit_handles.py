@@ -4,7 +4,13 @@ import bpy
 from bpy.props import BoolProperty, FloatVectorProperty
 
 from ..ewbik_addon.active import active_limit_bone
-from ..ewbik_addon.limit_gizmos import add_cone, editable_bone, remove_cone_at, sphere_direction, view_ray
+from ..ewbik_addon.limit_gizmos import (
+    add_cone,
+    editable_bone,
+    remove_cone_at,
+    sphere_direction,
+    view_ray,
+)
 from ..ewbik_addon.overlay import limit_frame
 
 

@@ -11,6 +11,7 @@ text the viewport would show.
 """
 
 import argparse
+import importlib
 import math
 import pathlib
 import sys
@@ -24,7 +25,6 @@ import demo  # noqa: E402  (sets BLENDER_USER_RESOURCES to a temporary directory
 import addon_utils  # noqa: E402
 import bpy  # noqa: E402
 import gpu  # noqa: E402
-import importlib  # noqa: E402
 import numpy as np  # noqa: E402
 from mathutils import Quaternion, Vector  # noqa: E402
 

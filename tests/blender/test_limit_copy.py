@@ -10,7 +10,7 @@ import math
 import bpy
 import numpy as np
 import pytest
-from mathutils import Matrix, Quaternion, Vector
+from mathutils import Matrix, Quaternion
 
 from tests.blender.blender_helpers import addon_module, make_active, select_pose_bones
 from tests.blender.limit_rigs import build_mixamo_rig, set_cones
