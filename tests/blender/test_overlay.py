@@ -21,6 +21,7 @@ from tests.blender.blender_helpers import (
 )
 from tests.blender.limit_rigs import (
     Y,
+    build_mixamo_rig,
     fibonacci_directions,
     look_at,
     perspective,
@@ -256,11 +257,12 @@ def render_overlay(overlay, view, projection, size, background, occluder=None):
     return np.array(buffer.to_list(), dtype=np.uint8).reshape(size, size, 4)[..., :3].astype(float)
 
 
-@pytest.mark.parametrize("bone", ["upper_arm.L", "shin.R"])
-def test_filled_pixels_match_the_solver_membership(overlay, kusudama, posed_rig, bone):
+@pytest.mark.parametrize("rig_kind, bone", [("metarig", "upper_arm.L"), ("metarig", "shin.R"), ("mixamo", "mixamorig:LeftForeArm")])
+def test_filled_pixels_match_the_solver_membership(overlay, kusudama, request, rig_kind, bone):
     reason = gpu_unavailable_reason()
     if reason is not None:
         pytest.skip(f"GPU drawing unavailable headless: {reason}")
+    posed_rig = request.getfixturevalue("posed_rig") if rig_kind == "metarig" else build_mixamo_rig()
     pose_bone = posed_rig.pose.bones[bone]
     set_cones(pose_bone, *SHOULDER)
     select_pose_bones(posed_rig, [bone])
