@@ -282,30 +282,31 @@ class EWBIK_GGT_limit_handles(bpy.types.GizmoGroup):
         return editable_bone(context) is not None
 
     def setup(self, context):
-        self.layout_key = None
+        self.refresh(context)
+
+    def refresh(self, context):
+        pose_bone = editable_bone(context)
+        if pose_bone is not None:
+            self._sync(handle_points(pose_bone.id_data, pose_bone))
 
     def draw_prepare(self, context):
         pose_bone = editable_bone(context)
-        if pose_bone is None:
-            return
-        handles = handle_points(pose_bone.id_data, pose_bone)
-        layout_key = tuple((kind, index) for kind, index, _point in handles)
-        if layout_key != self.layout_key:
-            self._make_gizmos(layout_key)
-        for gizmo, (_kind, _index, point) in zip(self.gizmos, handles):
-            gizmo.matrix_basis = Matrix.Translation(point)
+        if pose_bone is not None:
+            self._sync(handle_points(pose_bone.id_data, pose_bone))
 
-    def _make_gizmos(self, layout_key):
-        self.gizmos.clear()
-        for kind, index in layout_key:
+    def _sync(self, handles):
+        """One gizmo per handle, placed on it; gizmos are reused, added or dropped at the end only."""
+        while len(self.gizmos) > len(handles):
+            self.gizmos.remove(self.gizmos[-1])
+        while len(self.gizmos) < len(handles):
             gizmo = self.gizmos.new(EWBIK_GT_limit_handle.bl_idname)
+            gizmo.alpha, gizmo.alpha_highlight = 0.8, 1.0
+            gizmo.color_highlight = (1.0, 1.0, 1.0)
+            gizmo.scale_basis = HANDLE_SIZE
+        for gizmo, (kind, index, point) in zip(self.gizmos, handles):
             gizmo.kind, gizmo.cone_index = kind, index
             gizmo.color = HANDLE_COLORS[kind]
-            gizmo.alpha = 0.8
-            gizmo.color_highlight = (1.0, 1.0, 1.0)
-            gizmo.alpha_highlight = 1.0
-            gizmo.scale_basis = HANDLE_SIZE
-        self.layout_key = layout_key
+            gizmo.matrix_basis = Matrix.Translation(point)
 
 
 CLASSES = (EWBIK_GT_limit_handle, EWBIK_GGT_limit_handles)

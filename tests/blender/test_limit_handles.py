@@ -230,3 +230,33 @@ def test_a_click_beside_the_sphere_is_no_direction_but_a_drag_keeps_to_the_rim(g
     inside = frame @ Vector((0.6 * length, 0.0, 3.0 * length))
     hit = gizmos.sphere_direction(frame, length, inside, vector, beside=False)
     assert tuple(hit) == pytest.approx((0.6, 0.0, 0.8), abs=1e-6)
+
+
+class FakeGizmos(list):
+    """Stands in for GizmoGroup.gizmos (headless Blender never sets up a gizmo group)."""
+
+    def new(self, idname):
+        assert idname == "EWBIK_GT_limit_handle"
+        self.append(type("Gizmo", (), {})())
+        return self[-1]
+
+
+def test_gizmo_group_keeps_one_gizmo_per_handle_on_its_point(gizmos, rig):
+    pose_bone = rig.pose.bones[BONE]
+    group = type("Group", (), {"gizmos": FakeGizmos()})()
+    group._sync = gizmos.EWBIK_GGT_limit_handles._sync.__get__(group)
+    context = type("Context", (), {"active_object": rig, "active_pose_bone": pose_bone})()
+    gizmos.EWBIK_GGT_limit_handles.draw_prepare(group, context)
+    first = list(group.gizmos)
+    handles = gizmos.handle_points(rig, pose_bone)
+    assert [(g.kind, g.cone_index) for g in group.gizmos] == [(kind, index) for kind, index, _p in handles]
+    for gizmo, (_kind, _index, point) in zip(group.gizmos, handles):
+        assert (gizmo.matrix_basis.to_translation() - point).length < 1e-6
+    bpy.ops.ewbik.cone_at_cursor(direction=(1.0, 0.2, 0.0))
+    gizmos.EWBIK_GGT_limit_handles.draw_prepare(group, context)
+    assert len(group.gizmos) == len(handles) + 2 and group.gizmos[: len(first)] == first
+    pose_bone.ewbik.use_twist_limit = False
+    gizmos.EWBIK_GGT_limit_handles.draw_prepare(group, context)
+    assert [g.kind for g in group.gizmos].count("centre") == 3 and len(group.gizmos) == 6
+    pose_bone.ewbik.cones.clear()
+    assert not gizmos.EWBIK_GGT_limit_handles.poll(context)
