@@ -217,7 +217,8 @@ def view_ray(context, event):
     )
 
 
-def _octahedron():
+def octahedron():
+    """The handles' shape: 8 triangles of a unit octahedron, as a flat list of corners."""
     points = [Vector(p) for p in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))]
     faces = [(0, 2, 4), (2, 1, 4), (1, 3, 4), (3, 0, 4), (2, 0, 5), (1, 2, 5), (3, 1, 5), (0, 3, 5)]
     return [tuple(points[i]) for face in faces for i in face]
@@ -230,7 +231,7 @@ class EWBIK_GT_limit_handle(bpy.types.Gizmo):
     __slots__ = ("cone_index", "edit", "kind", "shape")
 
     def setup(self):
-        self.shape = self.new_custom_shape("TRIS", _octahedron())
+        self.shape = self.new_custom_shape("TRIS", octahedron())
         self.edit = None
 
     def draw(self, context):

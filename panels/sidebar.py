@@ -182,8 +182,11 @@ def draw_limit_sharing(layout, obj):
 
 
 def at_limit_text(status):
-    text = f"{len(status.at)} bone{'s' if len(status.at) != 1 else ''} at limits"
-    return text + (f", {len(status.beyond)} beyond" if status.beyond else "")
+    """E.g. "2 bones at limits, 1 beyond" or "1 bone beyond limits"."""
+    at, beyond = len(status.at), len(status.beyond)
+    first, where = (at, "at") if at else (beyond, "beyond")
+    text = f"{first} bone{'s' if first != 1 else ''} {where} limits"
+    return text + (f", {beyond} beyond" if at and beyond else "")
 
 
 class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):

@@ -109,12 +109,10 @@ def handle_markers(obj, bone_name):
     """Small spheres where the viewport's handles of the bone sit, in the handles' colours."""
     gizmos = addon("ewbik_addon.limit_gizmos")
     pose_bone = obj.pose.bones[bone_name]
-    r = 0.05 * pose_bone.length
-    corners = [(r, 0, 0), (-r, 0, 0), (0, r, 0), (0, -r, 0), (0, 0, r), (0, 0, -r)]
-    faces = [(0, 2, 4), (2, 1, 4), (1, 3, 4), (3, 0, 4), (2, 0, 5), (1, 2, 5), (3, 1, 5), (0, 3, 5)]
+    corners = [Vector(corner) * 0.05 * pose_bone.length for corner in gizmos.octahedron()]
     for kind, index, point in gizmos.handle_points(obj, pose_bone):
         mesh = bpy.data.meshes.new(f"handle {kind} {index}")
-        mesh.from_pydata(corners, [], faces)
+        mesh.from_pydata(corners, [], [(i, i + 1, i + 2) for i in range(0, len(corners), 3)])
         marker = bpy.data.objects.new(mesh.name, mesh)
         marker.location = point
         marker.color = (*gizmos.HANDLE_COLORS[kind], 1.0)
