@@ -8,7 +8,13 @@ import bpy
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, make_active, select_pose_bones
+from tests.blender.blender_helpers import (
+    addon_module,
+    disable_extension,
+    enable_extension,
+    make_active,
+    select_pose_bones,
+)
 from tests.blender.limit_rigs import Y, pose_rotation, rest_under_parent, set_cones
 
 BONE = "forearm.L"
@@ -260,3 +266,21 @@ def test_gizmo_group_keeps_one_gizmo_per_handle_on_its_point(gizmos, rig):
     assert [g.kind for g in group.gizmos].count("centre") == 3 and len(group.gizmos) == 6
     pose_bone.ewbik.cones.clear()
     assert not gizmos.EWBIK_GGT_limit_handles.poll(context)
+
+
+def test_ctrl_click_keys_are_free_in_pose_mode_and_go_away_on_disable():
+    from tests.blender.test_menus_keymaps import default_pose_mode_bindings
+
+    handles = addon_module("operators.limit_handles")
+    bindings = default_pose_mode_bindings()
+    keymap = bpy.context.window_manager.keyconfigs.addon.keymaps[handles.KEYMAP[0]]
+    ours = [item for item in keymap.keymap_items if item.idname == "ewbik.cone_at_cursor"]
+    assert sorted((item.type, item.value, item.ctrl, item.shift, item.properties.remove) for item in ours) == [
+        ("LEFTMOUSE", "CLICK", True, False, False), ("LEFTMOUSE", "CLICK", True, True, True)
+    ]
+    assert not {("LEFTMOUSE", item.shift, item.ctrl, item.alt) for item in ours} & bindings
+    disable_extension()
+    try:
+        assert not [item for item in keymap.keymap_items if item.idname == "ewbik.cone_at_cursor"]
+    finally:
+        enable_extension()
