@@ -171,23 +171,23 @@ class LimitEdit:
         bpy.ops.ed.undo_push(message=UNDO_MESSAGE)
 
 
-def insertion_index(kusudama, direction):
-    """Where a new cone at `direction` goes in the chain: where it lengthens the chain least."""
-    centres = [Vector(cone.direction) for cone in kusudama.cones]
+def insertion_index(cones, direction):
+    """Where a new cone at `direction` goes in the stored chain: where it lengthens the chain least."""
+    centres = [Vector(cone.direction) for cone in cones]
     new = Vector(direction).normalized()
 
     def added(position):
         before = centres[position - 1] if position > 0 else None
         after = centres[position] if position < len(centres) else None
-        cost = sum(new.angle(c) for c in (before, after) if c is not None)
-        return cost - (before.angle(after) if before is not None and after is not None else 0.0)
+        cost = sum(new.angle(c, math.pi) for c in (before, after) if c is not None)
+        return cost - (before.angle(after, math.pi) if before is not None and after is not None else 0.0)
 
     return min(range(len(centres) + 1), key=added)
 
 
 def add_cone(settings, direction, radius=NEW_CONE_RADIUS):
     """Add a cone centred on `direction` where it fits the chain; it becomes the active cone."""
-    index = insertion_index(kusudama_of(settings), direction)
+    index = insertion_index(settings.cones, direction)
     cone = settings.cones.add()
     cone.direction = Vector(direction).normalized()
     cone.radius = radius
