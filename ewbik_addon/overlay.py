@@ -89,14 +89,25 @@ def twist_directions(twist_min, twist_max, centre, segments=SEGMENTS // 2):
     return np.stack([np.cos(t), np.zeros_like(t), -np.sin(t)], axis=1) @ frame.T
 
 
-def region_of(kusudama, signature, subdivisions=FINE):
-    """The bone's cut sphere, computed once per distinct set of limits and fineness."""
-    key = (signature, subdivisions)
+def local_shapes(settings, subdivisions=FINE):
+    """{kind: array} of a bone's limits in its limit frame on the unit sphere, made once per limits.
+
+    Fills and outline from `region_mesh`; the twist dial's arc at `TWIST_ARC_SCALE`.
+    """
+    key = (limits_key(settings), subdivisions)
     found = _regions.get(key)
     if found is None:
         if len(_regions) >= _MAX_REGIONS:
             _regions.clear()
-        found = _regions[key] = region_mesh(kusudama, subdivisions)
+        kusudama = kusudama_of(settings)
+        found = {}
+        if kusudama.cones:
+            region = region_mesh(kusudama, subdivisions)
+            found = {"allowed": region.allowed, "forbidden": region.forbidden, "outline": region.outline}
+        if kusudama.twist is not None:
+            arc = TWIST_ARC_SCALE * twist_directions(kusudama.twist.min, kusudama.twist.max, kusudama.centre)
+            found["twist"] = np.concatenate([_polyline(arc), [[np.zeros(3), arc[0]], [np.zeros(3), arc[-1]]]])
+        _regions[key] = found
     return found
 
 
@@ -128,26 +139,19 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
     scaled = frame[:3, :3] * pose_bone.length
     head = frame[:3, 3]
 
-    def world(directions, scale=1.0):
-        flat = directions.reshape(-1, 3) @ (scaled.T * scale) + head
-        return flat.reshape(directions.shape)
+    def world(directions):
+        return (directions.reshape(-1, 3) @ scaled.T + head).reshape(directions.shape)
 
-    kusudama = kusudama_of(pose_bone.ewbik)
-    parts = {}
-    if kusudama.cones:
-        region = region_of(kusudama, limits_key(pose_bone.ewbik), subdivisions)
-        parts["allowed"], parts["forbidden"] = world(region.allowed), world(region.forbidden)
-        parts["outline"] = world(region.outline)
-        if 0 <= active_cone < len(kusudama.cones):
-            cone = kusudama.cones[active_cone]
-            parts["active_cone"] = _polyline(world(circle_directions(cone.direction, cone.radius)))
-    tail = np.array(obj.matrix_world @ pose_bone.tail)
-    parts["outside" if beyond else "direction"] = np.array([[head, tail]])
-    if kusudama.twist is not None:
-        arc = world(twist_directions(kusudama.twist.min, kusudama.twist.max, kusudama.centre), TWIST_ARC_SCALE)
+    parts = {kind: world(shape) for kind, shape in local_shapes(pose_bone.ewbik, subdivisions).items()}
+    cones = pose_bone.ewbik.cones
+    if 0 <= active_cone < len(cones) and Vector(cones[active_cone].direction).length > 0.0:
+        cone = cones[active_cone]
+        parts["active_cone"] = _polyline(world(circle_directions(cone.direction, cone.radius)))
+    parts["outside" if beyond else "direction"] = np.array([[head, np.array(obj.matrix_world @ pose_bone.tail)]])
+    if "twist" in parts:
         x_axis = np.array((obj.matrix_world @ pose_bone.matrix).to_3x3().col[0].normalized())
         current = head + x_axis * TWIST_ARC_SCALE * pose_bone.length * obj.matrix_world.median_scale
-        parts["twist"] = np.concatenate([_polyline(arc), [[head, arc[0]], [head, arc[-1]], [head, current]]])
+        parts["twist"] = np.concatenate([parts["twist"], [[head, current]]])
     return parts
 
 
