@@ -107,6 +107,15 @@ def clear_cache():
     _rigs.clear()
 
 
+def forget_deleted_rigs():
+    """Forget the cached rigs of armatures no longer in the file; returns the session uids of
+    the objects that are."""
+    alive = {obj.session_uid for obj in bpy.data.objects}
+    for uid in set(_rigs) - alive:
+        del _rigs[uid]
+    return alive
+
+
 def solve_armature(obj, *, full=False, rescan=True):
     """Read the armature's pose and pins, solve, write the moved bones back.
 
@@ -669,7 +678,7 @@ def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locatio
 
 
 def _feedback_bone(obj, target):
-    """The bone of obj that target follows through parenting or a constraint, if any."""
+    """The bone of obj that target follows through parenting, a constraint or a driver, if any."""
     node = target
     seen = set()
     while node is not None and node.name not in seen:
@@ -681,7 +690,30 @@ def _feedback_bone(obj, target):
             if (constraint.enabled and getattr(constraint, "target", None) == obj
                     and subtarget in obj.pose.bones):
                 return subtarget
+        driven_by = _driver_bone(obj, node)
+        if driven_by is not None:
+            return driven_by
         node = node.parent
+    return None
+
+
+def _driver_bone(obj, node):
+    """A bone of obj that one of node's drivers reads (a bone transform, or a pose.bones path)."""
+    animation = node.animation_data
+    if animation is None:
+        return None
+    for fcurve in animation.drivers:
+        if fcurve.mute:
+            continue
+        for variable in fcurve.driver.variables:
+            for driver_target in variable.targets:
+                if driver_target.id != obj:
+                    continue
+                path = driver_target.data_path
+                bone = driver_target.bone_target if variable.type != "SINGLE_PROP" else (
+                    path.split('"')[1] if path.startswith('pose.bones["') and path.count('"') >= 2 else "")
+                if bone in obj.pose.bones:
+                    return bone
     return None
 
 

@@ -5,11 +5,15 @@ import bpy
 from ..ewbik_addon.active import active_limit_bone, posed_armature, selected_pose_bones
 from ..ewbik_addon.limit_mirror import mirror_pairs, mirrored_limits
 from ..ewbik_addon.limit_settings import limits_dict, set_limits
-from .limits import _name_list
+from ..ewbik_addon.messages import count
+
+NAMES_SHOWN = 8
 
 
-def _plural(count):
-    return f"{count} bone{'s' if count != 1 else ''}"
+def _names(names):
+    """The first few names, and how many more."""
+    more = len(names) - NAMES_SHOWN
+    return ", ".join(names[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
 class EWBIK_OT_mirror_limits(bpy.types.Operator):
@@ -38,9 +42,9 @@ class EWBIK_OT_mirror_limits(bpy.types.Operator):
         new_limits = [mirrored_limits(source.bone, target.bone, limits_dict(source.ewbik)) for source, target in pairs]
         for (_source, target), limits in zip(pairs, new_limits):
             set_limits(target.ewbik, limits)
-        message = f"Limits mirrored to {_plural(len(pairs))}"
+        message = f"Limits mirrored to {count(len(pairs), 'bone')}"
         if alone:
-            message += f"; no other side for: {_name_list(alone)}"
+            message += f"; no other side for: {_names(alone)}"
         self.report({"INFO"} if pairs else {"WARNING"}, message)
         return {"FINISHED"} if pairs else {"CANCELLED"}
 
@@ -65,7 +69,7 @@ class EWBIK_OT_copy_limits(bpy.types.Operator):
         limits = limits_dict(active.ewbik)
         for pose_bone in targets:
             set_limits(pose_bone.ewbik, limits)
-        self.report({"INFO"}, f"Limits of {active.name} copied to {_plural(len(targets))}")
+        self.report({"INFO"}, f"Limits of {active.name} copied to {count(len(targets), 'bone')}")
         return {"FINISHED"}
 
 

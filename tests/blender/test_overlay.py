@@ -155,6 +155,24 @@ def test_twist_dial_spans_where_the_x_axis_goes_when_twisted(overlay, posed_rig)
         assert Vector(end - head).normalized().angle(x_axis) < 1e-4
 
 
+def stored(settings):
+    """The raw storage of a property group, bypassing the update rules (as an older file may hold it)."""
+    return settings.bl_system_properties_get() if hasattr(settings, "bl_system_properties_get") else settings
+
+
+def test_an_inverted_twist_range_or_a_cone_without_axis_from_an_old_file_is_left_out(overlay, posed_rig):
+    pose_bone = posed_rig.pose.bones["forearm.L"]
+    set_cones(pose_bone, ((0.0, 1.0, 0.0), 0.5), ((1.0, 0.0, 0.0), 0.3), twist=(-0.5, 0.5))
+    stored(pose_bone.ewbik)["twist_min"], stored(pose_bone.ewbik)["twist_max"] = 0.5, -0.5
+    stored(pose_bone.ewbik.cones[1])["direction"] = (0.0, 0.0, 0.0)
+    assert (pose_bone.ewbik.twist_min, tuple(pose_bone.ewbik.cones[1].direction)) == (0.5, (0.0, 0.0, 0.0))
+    select_pose_bones(posed_rig, ["forearm.L"])
+    pose_bone.ewbik.active_cone_index = 1
+    geometry = overlay.overlay_geometry(posed_rig)
+    assert "twist" not in geometry and "active_cone" not in geometry
+    assert len(geometry["allowed"]) > 0 and len(geometry["outline"]) > 0
+
+
 def test_cached_geometry_key_changes_only_with_limits_or_pose(overlay, posed_rig):
     pose_bone = posed_rig.pose.bones["forearm.L"]
     set_cones(pose_bone, *SHOULDER)
