@@ -58,6 +58,22 @@ def pinning_armature(context):
     return pinned.id_data if pinned is not None else posed_armature(context)
 
 
+def editable_posing_armature(cls, context):
+    """Operator poll of pinning: the context's object is an editable armature in Pose Mode (pins
+    are made from selected pose bones); otherwise say why."""
+    obj = context.object
+    if obj is None or obj.type != "ARMATURE":
+        cls.poll_message_set("Select an armature")
+        return False
+    if obj.mode != "POSE":
+        cls.poll_message_set("Switch the armature to Pose Mode and select bones")
+        return False
+    if obj.library is not None or not obj.is_editable:
+        cls.poll_message_set("The armature is linked or read-only")
+        return False
+    return True
+
+
 def armature_to_step_through(cls, context, hint):
     """Operator poll of Bake and Limits from Action: the context's object is an armature in Pose or
     Object Mode (they step through frames, so not in Edit Mode); otherwise say why."""

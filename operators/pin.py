@@ -5,23 +5,9 @@ import mathutils
 from bpy.props import StringProperty
 
 from ..ewbik_addon import bridge, limit_presets
-from ..ewbik_addon.active import selected_pose_bones
+from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
 from ..ewbik_addon.messages import count
 from ..ewbik_addon.targets import TARGET_MARK, TargetFollowError, check_follow, is_deleted, new_target
-
-
-def _posing_armature(cls, context):
-    obj = context.object
-    if obj is None or obj.type != "ARMATURE":
-        cls.poll_message_set("Select an armature")
-        return False
-    if obj.mode != "POSE":
-        cls.poll_message_set("Switch the armature to Pose Mode and select bones")
-        return False
-    if obj.library is not None or not obj.is_editable:
-        cls.poll_message_set("The armature is linked or read-only")
-        return False
-    return True
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
@@ -33,7 +19,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return _posing_armature(cls, context)
+        return editable_posing_armature(cls, context)
 
     def execute(self, context):
         obj = context.object
@@ -68,7 +54,7 @@ class EWBIK_OT_unpin(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return _posing_armature(cls, context)
+        return editable_posing_armature(cls, context)
 
     def execute(self, context):
         obj = context.object
