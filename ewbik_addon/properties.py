@@ -13,12 +13,16 @@ import bpy
 from bpy.props import (
     BoolProperty,
     CollectionProperty,
+    EnumProperty,
     FloatProperty,
     FloatVectorProperty,
     IntProperty,
     PointerProperty,
     StringProperty,
 )
+
+from ..solver import presets
+from . import production_rigs
 
 
 def _changed(self, context):
@@ -47,6 +51,24 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
         min=0.0,
         max=math.pi,
         default=math.radians(45.0),
+        options=set(),
+        update=_changed,
+    )
+
+
+def _role_items():
+    return [(production_rigs.NO_ROLE, "None", "Leave this bone out of the presets")] + [
+        (role, role, f"The bone is the body's {role}") for role in presets.body_roles()]
+
+
+class EWBIK_PG_role_row(bpy.types.PropertyGroup):
+    """One row of an armature's name mapping: a bone and the body role presets give it."""
+
+    bone: StringProperty(name="Bone", description="Bone of the armature", options=set(), update=_changed)
+    role: EnumProperty(
+        name="Role",
+        description="Body role the presets treat this bone as, whatever its name says",
+        items=_role_items(),
         options=set(),
         update=_changed,
     )
@@ -213,10 +235,12 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         default=True,
     )
     active_pin_index: IntProperty(name="Active Pin", default=0)
+    role_mapping: CollectionProperty(type=EWBIK_PG_role_row)
+    active_role_index: IntProperty(name="Active Mapping Row", default=0)
     status: StringProperty(name="Status", description="Outcome of the last solve")
 
 
-CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_armature)
+CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)
 
 
 def register():

@@ -2,8 +2,9 @@
 
 import bpy
 
-from . import bake, limits, limits_from_action, pin, scene_io, solve
+from . import bake, limits, limits_from_action, pin, rigify, scene_io, solve
 
-CLASSES = pin.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES + scene_io.CLASSES + bake.CLASSES
+CLASSES = (pin.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES + scene_io.CLASSES + bake.CLASSES
+           + rigify.CLASSES)
 
 register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -4,7 +4,7 @@ import bpy
 import mathutils
 from bpy.props import StringProperty
 
-from ..ewbik_addon import limit_presets
+from ..ewbik_addon import bridge, limit_presets, production_rigs
 from ..ewbik_addon.active import selected_pose_bones
 from ..ewbik_addon.targets import TARGET_MARK, new_target
 
@@ -41,6 +41,11 @@ class EWBIK_OT_pin(bpy.types.Operator):
         if not bones:
             self.report({"ERROR"}, "Select the pose bones to pin")
             return {"CANCELLED"}
+        names, remarks = production_rigs.bones_to_pin(obj, [pose_bone.name for pose_bone in bones],
+                                                      bridge.fixed_bones(obj))
+        if production_rigs.switch_to_fk(obj, names):
+            remarks.append("limbs switched to FK (Rig > Restore IK/FK switches them back)")
+        bones = [obj.pose.bones[name] for name in names]
         created = 0
         for pose_bone in bones:
             if pose_bone.ewbik.target is not None:
@@ -48,7 +53,9 @@ class EWBIK_OT_pin(bpy.types.Operator):
             pose_bone.ewbik.target = new_target(context, obj, pose_bone)
             created += 1
         auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
-        self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s){auto_limits}")
+        remarks = "".join(f"; {remark}" for remark in remarks)
+        self.report({"WARNING"} if not bones else {"INFO"},
+                    f"Pinned {len(bones)} bone(s), {created} new target(s){auto_limits}{remarks}")
         return {"FINISHED"}
 
 

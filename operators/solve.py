@@ -31,14 +31,19 @@ class EWBIK_OT_solve(bpy.types.Operator):
             obj.ewbik.status = str(error)
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        errors = bridge.pin_errors(obj, result)
+        context.view_layer.update()
+        elsewhere = bridge.pins_elsewhere(obj, result)
+        errors = bridge.evaluated_pin_errors(obj)
         details = ", ".join(
-            f"{bone} {position:.3g} ({orientation:.2g}°)" for bone, (position, orientation) in errors.items()
+            f"{bone} {bridge.scene_length(obj, position)} ({orientation:.2g}°)"
+            for bone, (position, orientation) in errors.items()
         )
-        state = "converged" if result.converged else "stopped"
+        state = "converged" if result.converged and not elsewhere else "stopped"
         summary = f"{state} after {result.iterations} iterations, {result.ms:.1f} ms: {details}"
+        if elsewhere:
+            summary += "; constraints or drivers pose " + ", ".join(elsewhere) + " away from the solve"
         obj.ewbik.status = summary
-        self.report({"INFO"}, summary)
+        self.report({"WARNING"} if elsewhere else {"INFO"}, summary)
         return {"FINISHED"}
 
 
