@@ -612,13 +612,16 @@ def _check_pins_movable(obj, rig):
         if why is not None:
             raise RigError(f"pin '{bone}': {why}, so the solver cannot move it; "
                            f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}")
+        why = production_rigs.limb_in_ik(obj, bone)
+        if why is not None:
+            raise RigError(f"pin '{bone}': {why}")
     pose_bones = obj.pose.bones
     for bone, deform in production_rigs.deform_counterparts(obj, [bone for bone, _ in rig.pins], rig.fixed):
         apart = (pose_bones[bone].head - pose_bones[deform].head).length
         if apart > _FOLLOW_TOLERANCE * max(pose_bones[bone].bone.length, _MIN_BONE_LENGTH):
             raise RigError(
                 f"pin '{bone}': the deform bone '{deform}' does not follow it "
-                f"({scene_length(obj, apart * armature_scale(obj))} apart); {production_rigs.follow_hint(obj, bone)}")
+                f"({scene_length(obj, apart * armature_scale(obj))} apart); pin the control that moves it")
 
 
 _FOLLOW_TOLERANCE = 0.01  # share of the control's length by which its deform bone may lag

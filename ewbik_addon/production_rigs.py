@@ -97,18 +97,20 @@ def ik_fk_holder(obj, bone):
     return holder if holder is not None and IK_FK in holder else None
 
 
-def follow_hint(obj, bone):
+def limb_in_ik(obj, bone):
+    """Why the deform bones do not follow this FK control (its limb is not fully in FK), or None."""
     holder = ik_fk_holder(obj, bone)
-    if holder is not None and holder[IK_FK] < 1.0:
-        return (f"the limb is set to IK ('{holder.name}' IK_FK = {holder[IK_FK]:.2g}): pin it again "
-                "or use Rig > Switch to FK")
-    return "pin the control that moves the deform bone"
+    if holder is None or holder[IK_FK] >= 1.0:
+        return None
+    return (f"its limb is set to IK ('{holder.name}' IK_FK = {holder[IK_FK]:.2g}), so the deform bones "
+            "follow the IK controls; use Rig > Switch to FK")
 
 
 def switch_to_fk(obj, bones):
     """Set the IK/FK switch of the limbs these FK controls belong to to FK, remembering the old
     value (Rig > Restore IK/FK puts it back). The FK controls first take the limb's current pose,
-    so the limb does not jump. Returns the holders switched."""
+    so the limb does not jump. Call with live solving suspended (the snap evaluates the rig).
+    Returns the names of the holders switched."""
     switched = []
     for bone in bones:
         holder = ik_fk_holder(obj, bone)
@@ -121,6 +123,7 @@ def switch_to_fk(obj, bones):
         switched.append(holder)
     if switched:
         obj.update_tag()
+        bpy.context.view_layer.update()
     return [holder.name for holder in switched]
 
 

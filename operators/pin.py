@@ -4,7 +4,7 @@ import bpy
 import mathutils
 from bpy.props import StringProperty
 
-from ..ewbik_addon import bridge, limit_presets, production_rigs
+from ..ewbik_addon import bridge, limit_presets, live, production_rigs
 from ..ewbik_addon.active import selected_pose_bones
 from ..ewbik_addon.targets import TARGET_MARK, new_target
 
@@ -43,8 +43,13 @@ class EWBIK_OT_pin(bpy.types.Operator):
             return {"CANCELLED"}
         names, remarks = production_rigs.bones_to_pin(obj, [pose_bone.name for pose_bone in bones],
                                                       bridge.fixed_bones(obj))
-        if production_rigs.switch_to_fk(obj, names):
+        with live.suspended():
+            switched = production_rigs.switch_to_fk(obj, names)
+        if switched:
             remarks.append("limbs switched to FK (Rig > Restore IK/FK switches them back)")
+        if not names:
+            self.report({"ERROR"}, "; ".join(remarks))
+            return {"CANCELLED"}
         bones = [obj.pose.bones[name] for name in names]
         created = 0
         for pose_bone in bones:
@@ -54,8 +59,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
             created += 1
         auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
         remarks = "".join(f"; {remark}" for remark in remarks)
-        self.report({"WARNING"} if not bones else {"INFO"},
-                    f"Pinned {len(bones)} bone(s), {created} new target(s){auto_limits}{remarks}")
+        self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s){auto_limits}{remarks}")
         return {"FINISHED"}
 
 

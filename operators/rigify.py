@@ -3,7 +3,7 @@ mapping (bones -> body roles) that presets use where names are not recognised.""
 
 import bpy
 
-from ..ewbik_addon import production_rigs
+from ..ewbik_addon import live, production_rigs
 from ..ewbik_addon.active import active_armature, selected_pose_bones
 
 
@@ -28,7 +28,9 @@ class EWBIK_OT_switch_to_fk(bpy.types.Operator):
     def execute(self, context):
         obj = active_armature(context)
         pinned = [pose_bone.name for pose_bone in obj.pose.bones if pose_bone.ewbik.target is not None]
-        switched = production_rigs.switch_to_fk(obj, pinned)
+        with live.suspended():
+            switched = production_rigs.switch_to_fk(obj, pinned)
+        obj.update_tag()
         if not switched:
             self.report({"INFO"}, "No pinned limb is in IK")
             return {"CANCELLED"}

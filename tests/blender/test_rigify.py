@@ -94,9 +94,9 @@ def test_a_limb_put_back_in_ik_is_an_error_not_reached(rig):
     rig.pose.bones["upper_arm_ik.L"].rotation_quaternion = (0.9, 0.0, 0.0, 0.43)
     drag({**targets, "foot_fk.L": bpy.data.objects.new("unused", None)})
     bpy.ops.object.mode_set(mode="POSE")
-    with pytest.raises(RuntimeError, match="DEF-hand.L' does not follow it"):
+    assert "IK_FK" in rig.ewbik.status and "reached" not in rig.ewbik.status
+    with pytest.raises(RuntimeError, match="pin 'hand_fk.L': its limb is set to IK"):
         bpy.ops.ewbik.solve()
-    assert "IK" in rig.ewbik.status and "reached" not in rig.ewbik.status
     assert bpy.ops.ewbik.switch_to_fk() == {"FINISHED"}
     assert bpy.ops.ewbik.solve() == {"FINISHED"}, rig.ewbik.status
     reached = evaluated_world(rig, "DEF-hand.L").translation
