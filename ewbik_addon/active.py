@@ -46,5 +46,10 @@ def is_selected(pose_bone):
     return owner.select and not pose_bone.bone.hide
 
 
+def set_selected(pose_bone, state):
+    """Select or deselect a pose bone, wherever this Blender keeps the flag."""
+    (pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone).select = state
+
+
 def selected_pose_bones(obj):
     return [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]

@@ -96,7 +96,7 @@ def _solve_one(obj, changed, moved):
         if not targets:
             _set_status(obj, "")
             return
-        if changed is not None and not (rescan or refining or _any_moved(targets, moved)):
+        if changed is not None and not (rescan or refining or _any_moved(targets, moved | changed)):
             return
         result = bridge.solve_armature(obj, rescan=False)
     except bridge.RigError as error:
@@ -148,6 +148,7 @@ def refine_unconverged():
 
 
 def _any_moved(targets, moved):
+    """moved: uids of objects that moved or (armatures) were reposed, so bone targets count too."""
     try:
         return any(target.session_uid in moved for target in targets)
     except ReferenceError:

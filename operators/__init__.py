@@ -2,9 +2,11 @@
 
 import bpy
 
-from . import bake, limits, limits_from_action, pin, rigify, scene_io, solve
+from . import bake, jump, limits, limits_from_action, pin, pin_tools, rigify, scene_io, solve
 
-CLASSES = (pin.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES + scene_io.CLASSES + bake.CLASSES
-           + rigify.CLASSES)
+CLASSES = (
+    pin.CLASSES + pin_tools.CLASSES + jump.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES
+    + scene_io.CLASSES + bake.CLASSES + rigify.CLASSES
+)
 
 register, unregister = bpy.utils.register_classes_factory(CLASSES)

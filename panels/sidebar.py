@@ -110,11 +110,12 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
 
         col = layout.column(align=True)
         col.prop(settings, "iterations")
-        col.prop(settings, "time_budget_ms", text="Time Budget")
+        col.prop(settings, "time_budget_ms")
         col.prop(settings, "tolerance")
         col = layout.column(align=True)
         col.prop(settings, "dampening")
         col.prop(settings, "stabilization_passes")
+        layout.prop(settings, "influence", slider=True)
         col = layout.column(heading="Options")
         col.prop(settings, "translate_root")
         col.prop(settings, "show_limits")
@@ -161,9 +162,21 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
         row = col.row(align=True)
         row.prop(settings, "target")
         row.operator("ewbik.select_pin_target", text="", icon="RESTRICT_SELECT_OFF").bone = pose_bone.name
-        col.prop(settings, "weight")
-        col.prop(settings, "orientation_weights", text="Orientation")
-        col.prop(settings, "falloff")
+        row.operator("ewbik.jump_to_target", text="", icon="ARROW_LEFTRIGHT")
+        if settings.target is not None and settings.target.type == "ARMATURE":
+            col.prop_search(settings, "target_bone", settings.target.pose, "bones")
+        _draw_pin_kind(col, settings)
+
+
+def _draw_pin_kind(layout, settings):
+    """What the active pin holds and how hard: kind, planted, weight, axis weights, falloff."""
+    layout.prop(settings, "pin_kind")
+    layout.prop(settings, "planted")
+    layout.prop(settings, "weight")
+    axes = layout.column()
+    axes.active = settings.pin_kind != "POSITION"
+    axes.prop(settings, "orientation_weights")
+    layout.prop(settings, "falloff")
 
 
 class EWBIK_UL_role_mapping(bpy.types.UIList):
