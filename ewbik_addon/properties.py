@@ -280,8 +280,12 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         update=_changed,
     )
     active_pin_index: IntProperty(name="Active Pin", description="The pin shown for editing", default=0)
-    role_mapping: CollectionProperty(type=EWBIK_PG_role_row)
-    active_role_index: IntProperty(name="Active Mapping Row", default=0)
+    role_mapping: CollectionProperty(
+        type=EWBIK_PG_role_row,
+        name="Body Roles",
+        description="Bones mapped to body roles by hand, for presets where the names are not recognised",
+    )
+    active_role_index: IntProperty(name="Active Mapping Row", description="The mapping row being edited", default=0)
     status: StringProperty(name="Status", description="Outcome of the last solve")
 
 
