@@ -107,6 +107,8 @@ class _Rig:
     fixed_mask: np.ndarray = None  # pose.bones order: bones in `fixed`
     posed_mask: np.ndarray = None  # pose.bones order: fixed bones that constraints or drivers pose
     held: np.ndarray = None  # pose.bones order: fixed bones and those above a posed one on a pinned chain
+    counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
+    counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
     underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
     written: tuple = None  # (rotations, locations) as the last solve wrote them
     solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
@@ -446,6 +448,10 @@ def _scan_bone_settings(obj, rig):
     locks = _read_locks(obj, rig)
     settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes(),
                     rig.fixed_mask.tobytes())
+    counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))
+    if counterparts_key != rig.counterparts_key:
+        rig.counterparts = production_rigs.deform_counterparts(obj, list(settings_key[0]), rig.fixed)
+        rig.counterparts_key = counterparts_key
     if settings_key != rig.settings_key:
         rig.settings_key = None
         try:
@@ -688,7 +694,7 @@ def _check_pins_movable(obj, rig):
         if why is not None:
             raise RigError(f"pin '{bone}': {why}")
     pose_bones = obj.pose.bones
-    for bone, deform in production_rigs.deform_counterparts(obj, [bone for bone, _ in rig.pins], rig.fixed):
+    for bone, deform in rig.counterparts:
         apart = (pose_bones[bone].head - pose_bones[deform].head).length
         if apart > _FOLLOW_TOLERANCE * max(pose_bones[bone].bone.length, _MIN_BONE_LENGTH):
             raise RigError(
