@@ -8,6 +8,7 @@ import pytest
 from mathutils import Euler, Vector
 
 from tests.blender.blender_helpers import addon_module, make_active, pin, select_pose_bones, update
+from tests.blender.test_sidebar import draw
 
 
 def empty(name, rotation=(0.0, 0.0, 0.0)):
@@ -95,3 +96,16 @@ def test_the_solver_sees_a_constrained_chest_where_blender_puts_it(metarig):
     assert {name: tuple(metarig.pose.bones[name].rotation_quaternion) for name in held} == before
     assert metarig.pose.bones["forearm.L"].rotation_quaternion.angle > math.radians(2.0)
     assert "converged" in metarig.ewbik.status
+
+
+def test_rig_section_counts_posed_bones_and_explains_the_active_one(metarig):
+    add_constraint(metarig, "forearm.L", "COPY_ROTATION", empty("target"))
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    select_pose_bones(metarig, ["forearm.L"])
+    assert bpy.types.EWBIK_PT_rig.poll(bpy.context)
+    log = draw("EWBIK_PT_rig")
+    assert ("label", "1 bones posed by constraints or drivers") in log
+    assert ("label", "forearm.L: its constraint 'Copy Rotation' poses it") in log
+    assert ("list", "EWBIK_UL_role_mapping") in log and ("operator", "ewbik.role_mapping_add") in log
+    assert ("operator", "ewbik.switch_to_fk") not in log

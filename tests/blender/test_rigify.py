@@ -12,6 +12,7 @@ import pytest
 from mathutils import Vector
 
 from tests.blender.blender_helpers import addon_module, make_active, select_pose_bones, update
+from tests.blender.test_sidebar import draw
 
 DEFORM = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")
 CONTROLS = ("hand_fk.L", "hand_fk.R", "foot_fk.L", "foot_fk.R", "head")
@@ -68,6 +69,10 @@ def test_pinning_deform_bones_pins_their_fk_controls_and_switches_the_limbs_to_f
     for control, deform in zip(CONTROLS, DEFORM):
         distance = (targets[control].matrix_world.translation - evaluated_world(rig, deform).translation).length
         assert distance < 1e-4, control
+    log = draw("EWBIK_PT_rig")
+    assert ("operator", "ewbik.restore_ik_fk") in log
+    switched = [text for kind, text in log if kind == "label" and text.startswith("In FK for pins: ")]
+    assert sorted(switched[0].removeprefix("In FK for pins: ").split(", ")) == sorted(LIMBS)
     assert bpy.ops.ewbik.restore_ik_fk() == {"FINISHED"}
     assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in LIMBS)
     assert not addon_module("ewbik_addon.production_rigs").switched_limbs(rig)
