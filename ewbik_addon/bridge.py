@@ -109,6 +109,7 @@ class _Rig:
     held: np.ndarray = None  # pose.bones order: fixed bones and those above a posed one on a pinned chain
     counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
     counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
+    placed: np.ndarray = None  # pose.bones order: pinned IK controls, put on their targets, not solved
     underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
     written: tuple = None  # (rotations, locations) as the last solve wrote them
     solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
@@ -138,6 +139,7 @@ def solve_armature(obj, *, full=False, rescan=True):
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     _check_pins_movable(obj, rig)
+    _place_ik_controls(obj, rig)
     rotations, locations, locks = _read_pose(obj, rig)
     _track_underneath(rig, rotations, locations)
     pins = _pins(obj, rig)
@@ -189,7 +191,7 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
     solved_locations = result.locations[to_solver]
     if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
-    moved = result.moved[to_solver]
+    moved = result.moved[to_solver] | rig.placed
     rig.solved = (solved_rotations, solved_locations)
     shown_rotations, shown_locations, changes = _blend_over_underneath(
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
@@ -445,9 +447,10 @@ def _scan_bone_settings(obj, rig):
     rig.fixed = _with_mechanism(obj, posed)
     rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
     rig.posed_mask = np.array([name in posed for name in rig.names], bool)
+    rig.placed = placed_controls(obj)
     locks = _read_locks(obj, rig)
     settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes(),
-                    rig.fixed_mask.tobytes())
+                    (rig.fixed_mask | rig.placed).tobytes())
     counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))
     if counterparts_key != rig.counterparts_key:
         rig.counterparts = production_rigs.deform_counterparts(obj, list(settings_key[0]), rig.fixed)
@@ -471,7 +474,7 @@ def _apply_bone_settings(rig, stiffness, limits, locks):
     rig.stiffness[rig.to_solver] = stiffness
     rig.limit_dicts = {bone: _normalized_limit(bone, limit) for bone, limit in limits.items()}
     rig.limits = _joint_limits(rig)
-    rig.held = _held_bones(rig)
+    rig.held = _held_bones(rig) | rig.placed
     rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
 
 
@@ -657,6 +660,30 @@ def _fix_ik_chain(pose_bone, constraint, fixed):
         fixed.setdefault(parent.name, f"the IK constraint of '{pose_bone.name}' poses it")
 
 
+def _place_ik_controls(obj, rig):
+    """Put each pinned IK control (Rigify's foot_ik, hand_ik) on its target, as a user would drag it.
+
+    Such a control hangs under a mechanism bone the rig places, so no turn of the solver can bring
+    it to its target; its location can, and the rig's own IK then bends the limb. The solver holds
+    it; the solve reports and writes it with the bones it moved. Deleted targets are left to the
+    pin checks that follow.
+    """
+    to_armature = obj.matrix_world.inverted_safe()
+    for i in np.flatnonzero(rig.placed):
+        pose_bone = obj.pose.bones[rig.names[i]]
+        try:
+            location, rotation, _ = (to_armature @ _evaluated_target(pose_bone.ewbik)).decompose()
+        except (ReferenceError, AttributeError):
+            continue
+        pose_bone.matrix = mathutils.Matrix.LocRotScale(location, rotation, pose_bone.matrix.to_scale())
+
+
+def placed_controls(obj):
+    """pose.bones-order mask of the pinned IK controls the solve places (their location is keyed)."""
+    return np.array([pose_bone.ewbik.target is not None and production_rigs.is_ik_control(obj, pose_bone.name)
+                     for pose_bone in obj.pose.bones], bool)
+
+
 def _evaluated_locals(obj, rig, mask):
     """(rotations (k, 4), locations (k, 3)) of the masked bones as Blender last evaluated them.
 
@@ -690,7 +717,7 @@ def _check_pins_movable(obj, rig):
         if why is not None:
             raise RigError(f"pin '{bone}': {why}, so the solver cannot move it; "
                            f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}")
-        why = production_rigs.limb_in_ik(obj, bone)
+        why = production_rigs.limb_switched_away(obj, bone)
         if why is not None:
             raise RigError(f"pin '{bone}': {why}")
     pose_bones = obj.pose.bones

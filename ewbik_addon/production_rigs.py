@@ -17,6 +17,7 @@ IK_FK = "IK_FK"  # Rigify limb property on '<limb>_parent.<side>': 0 = the IK ch
 SAVED_IK_FK = "ewbik_saved_IK_FK"  # the value IK_FK had before pinning switched the limb to FK
 NO_ROLE = "NONE"  # a mapping row that leaves its bone out of the preset
 _SAME_PLACE = 0.01  # share of a bone's length within which two rest heads are one place
+RIGIFY_IK_PINNED = ("foot",)  # roles pinned by their IK control on a Rigify rig
 
 
 def is_rigify(obj):
@@ -47,16 +48,32 @@ def _same_place(obj, first, second):
     return (bones[first].head_local - bones[second].head_local).length <= _SAME_PLACE * reach
 
 
+def is_ik_control(obj, bone):
+    """True for a Rigify IK control the user drags (hand_ik, foot_ik): placed on its target, not solved."""
+    pose_bone = obj.pose.bones.get(bone)
+    return (is_rigify(obj) and pose_bone is not None and "_ik" in bone and not bone.startswith(RIGIFY_MECHANISM_PREFIXES)
+            and not any(pose_bone.lock_location))
+
+
 def control_for(obj, bone, fixed):
-    """The bone to pin for `bone`: itself when free, else the free bone of its role at its place."""
+    """The bone to pin for `bone`: itself when free, else the free bone of its role at its place.
+
+    On a Rigify rig a foot is pinned by its IK control: the foot is placed and the knee follows
+    Rigify's own IK, which keeps the leg's knee in its plane.
+    """
     if bone not in fixed:
         return bone
     roles = bone_roles(obj)
     role = roles.get(bone)
     if role is None:
         return None
-    return next((name for name, other in roles.items()
-                 if other == role and name not in fixed and _same_place(obj, name, bone)), None)
+    control = next((name for name, other in roles.items()
+                    if other == role and name not in fixed and _same_place(obj, name, bone)), None)
+    if control is not None and role.partition(".")[0] in RIGIFY_IK_PINNED:
+        ik = control.replace("_fk", "_ik", 1)
+        if ik != control and is_ik_control(obj, ik):
+            return ik
+    return control
 
 
 def pin_instead_hint(obj, bone, fixed):
@@ -97,8 +114,15 @@ def ik_fk_holder(obj, bone):
     return holder if holder is not None and IK_FK in holder else None
 
 
-def limb_in_ik(obj, bone):
-    """Why the deform bones do not follow this FK control (its limb is not fully in FK), or None."""
+def limb_switched_away(obj, bone):
+    """Why the deform bones do not follow this FK or IK control (its limb's IK/FK switch is set the
+    other way), or None."""
+    if is_ik_control(obj, bone):
+        holder = ik_fk_holder(obj, bone.replace("_ik", "_fk", 1))
+        if holder is not None and holder[IK_FK] > 0.0:
+            return (f"its limb is set to FK ('{holder.name}' IK_FK = {holder[IK_FK]:.2g}), so the deform bones "
+                    "follow the FK controls; set IK_FK to 0")
+        return None
     holder = ik_fk_holder(obj, bone)
     if holder is None or holder[IK_FK] >= 1.0:
         return None

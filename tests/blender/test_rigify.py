@@ -15,8 +15,9 @@ from tests.blender.blender_helpers import addon_module, make_active, select_pose
 from tests.blender.test_sidebar import draw
 
 DEFORM = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")
-CONTROLS = ("hand_fk.L", "hand_fk.R", "foot_fk.L", "foot_fk.R", "head")
-LIMBS = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
+CONTROLS = ("hand_fk.L", "hand_fk.R", "foot_ik.L", "foot_ik.R", "head")
+ARMS = ("upper_arm_parent.L", "upper_arm_parent.R")
+LEGS = ("thigh_parent.L", "thigh_parent.R")
 MECHANISM = ("DEF-", "ORG-", "MCH-")
 
 
@@ -57,30 +58,32 @@ def drag(targets):
     """Left hand 25 cm forward and up, left foot lifted 20 cm and 10 cm forward."""
     bpy.ops.object.mode_set(mode="OBJECT")
     targets["hand_fk.L"].location += Vector((0.0, -0.25, 0.25))
-    targets["foot_fk.L"].location += Vector((0.0, -0.1, 0.2))
+    targets["foot_ik.L"].location += Vector((0.0, -0.1, 0.2))
     update()
 
 
-def test_pinning_deform_bones_pins_their_fk_controls_and_switches_the_limbs_to_fk(rig):
-    assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in LIMBS)
+def test_pinning_deform_bones_pins_fk_hands_and_ik_feet_and_switches_the_arms_to_fk(rig):
+    assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in ARMS + LEGS)
     targets = pin_deform_bones(rig)
     assert sorted(targets) == sorted(CONTROLS)
-    assert all(rig.pose.bones[limb]["IK_FK"] == 1.0 for limb in LIMBS)
+    assert all(rig.pose.bones[limb]["IK_FK"] == 1.0 for limb in ARMS)
+    assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in LEGS)
     for control, deform in zip(CONTROLS, DEFORM):
         distance = (targets[control].matrix_world.translation - evaluated_world(rig, deform).translation).length
         assert distance < 1e-4, control
     log = draw("EWBIK_PT_rig")
     assert ("operator", "ewbik.restore_ik_fk") in log
     switched = [text for kind, text in log if kind == "label" and text.startswith("In FK for pins: ")]
-    assert sorted(switched[0].removeprefix("In FK for pins: ").split(", ")) == sorted(LIMBS)
+    assert sorted(switched[0].removeprefix("In FK for pins: ").split(", ")) == sorted(ARMS)
     assert bpy.ops.ewbik.restore_ik_fk() == {"FINISHED"}
-    assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in LIMBS)
+    assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in ARMS)
     assert not addon_module("ewbik_addon.production_rigs").switched_limbs(rig)
 
 
 def test_dragged_targets_move_the_evaluated_deform_bones_and_only_controls_turn(rig):
     channels = {name: tuple(pose_bone.rotation_quaternion) for name, pose_bone in rig.pose.bones.items()
                 if name.startswith(MECHANISM)}
+    knee = evaluated_world(rig, "DEF-shin.L").translation
     targets = pin_deform_bones(rig)
     drag(targets)
     bpy.ops.object.mode_set(mode="POSE")
@@ -91,13 +94,14 @@ def test_dragged_targets_move_the_evaluated_deform_bones_and_only_controls_turn(
     assert "converged" in rig.ewbik.status and " m " not in rig.ewbik.status.split(":")[0]
     assert all(tuple(rig.pose.bones[name].rotation_quaternion) == value for name, value in channels.items())
     assert rig.pose.bones["forearm_fk.L"].rotation_quaternion.angle > math.radians(5.0)
+    assert evaluated_world(rig, "DEF-shin.L").translation.y < knee.y - 0.05, "Rigify's IK bends the knee forward"
 
 
 def test_a_limb_put_back_in_ik_is_an_error_not_reached(rig):
     targets = pin_deform_bones(rig, ["DEF-hand.L"])
     rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 0.0
     rig.pose.bones["upper_arm_ik.L"].rotation_quaternion = (0.9, 0.0, 0.0, 0.43)
-    drag({**targets, "foot_fk.L": bpy.data.objects.new("unused", None)})
+    drag({**targets, "foot_ik.L": bpy.data.objects.new("unused", None)})
     bpy.ops.object.mode_set(mode="POSE")
     assert "IK_FK" in rig.ewbik.status and "reached" not in rig.ewbik.status
     with pytest.raises(RuntimeError, match="pin 'hand_fk.L': its limb is set to IK"):
@@ -149,7 +153,8 @@ def test_bake_keys_the_fk_controls_channels(rig):
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
     bake = addon_module("operators.bake")
     keyed = {fcurve.data_path.split('"')[1] for fcurve in bake.action_fcurves(rig.animation_data)}
-    assert {"hand_fk.L", "forearm_fk.L", "upper_arm_fk.L"} <= keyed
+    assert {"hand_fk.L", "forearm_fk.L", "upper_arm_fk.L", "foot_ik.L"} <= keyed
+    assert 'pose.bones["foot_ik.L"].location' in {fcurve.data_path for fcurve in bake.action_fcurves(rig.animation_data)}
     assert not [name for name in keyed if name.startswith(MECHANISM)]
     rig.ewbik.live = False
     for frame in (1, 3, 5):
