@@ -1,8 +1,8 @@
 """The README's picture of a generated Rigify character posed by EWBIK.
 
 Generates a rig from the human metarig, selects the deform bones of the hands, feet and head and
-presses Pin (which pins their FK controls and switches the limbs to FK), drags the targets into a
-reach with a knee lift, solves, and renders the deform bones (what a mesh follows) with
+presses Pin (which pins the FK hands, switching the arms to FK, the IK feet and the head control),
+drags the targets into a reach with a knee lift, solves, and renders the deform bones (what a mesh follows) with
 Workbench: docs/rigify.png.
 
     python tools/rigify_picture.py [--size 480] [--out docs/rigify.png]
@@ -27,7 +27,7 @@ DEFORM_PINS = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spin
 MOVES = {
     "hand_fk.L": (Vector((-0.1, -0.35, 0.3)), (0.0, 0.0, -30.0)),
     "hand_fk.R": (Vector((0.2, -0.25, 0.25)), (0.0, 0.0, 30.0)),
-    "foot_fk.L": (Vector((0.0, -0.2, 0.3)), (-30.0, 0.0, 0.0)),
+    "foot_ik.L": (Vector((0.0, -0.2, 0.3)), (-30.0, 0.0, 0.0)),
     "head": (Vector((0.0, 0.0, 0.0)), (10.0, 0.0, 25.0)),
 }
 
@@ -76,7 +76,7 @@ def stage(rig, targets):
     bpy.context.scene.collection.objects.link(camera)
     pose_gallery.aim_camera(camera, points, Vector((-0.8, -0.55, 0.25)).normalized())
     bpy.context.scene.camera = camera
-    pose_gallery.add_label(camera, "Rigify rig: FK controls solved, deform bones shown")
+    pose_gallery.add_label(camera, "Rigify rig: FK arms solved, IK feet placed; deform bones shown")
 
 
 def main(argv=None):
