@@ -35,6 +35,7 @@ import numpy as np
 from ..solver import Pin, Skeleton, SolverSettings, quat, solve
 from ..solver.kusudama import JointLimits, Kusudama
 from . import production_rigs
+from .messages import distance
 from .rotation_channels import channels_to_quaternions
 
 
@@ -122,6 +123,15 @@ _rigs = {}
 def clear_cache():
     """Forget every cached rig (file load, add-on unregister)."""
     _rigs.clear()
+
+
+def forget_deleted_rigs():
+    """Forget the cached rigs of armatures no longer in the file; returns the session uids of
+    the objects that are."""
+    alive = {obj.session_uid for obj in bpy.data.objects}
+    for uid in set(_rigs) - alive:
+        del _rigs[uid]
+    return alive
 
 
 def solve_armature(obj, *, full=False, rescan=True):
@@ -726,7 +736,7 @@ def _check_pins_movable(obj, rig):
         if apart > _FOLLOW_TOLERANCE * max(pose_bones[bone].bone.length, _MIN_BONE_LENGTH):
             raise RigError(
                 f"pin '{bone}': the deform bone '{deform}' does not follow it "
-                f"({scene_length(obj, apart * armature_scale(obj))} apart); pin the control that moves it")
+                f"({distance(_scene_of(obj), apart * armature_scale(obj))} apart); pin the control that moves it")
 
 
 _FOLLOW_TOLERANCE = 0.01  # share of the control's length by which its deform bone may lag
@@ -781,13 +791,8 @@ def pins_elsewhere(obj, result):
     }
 
 
-def scene_length(obj, value):
-    """A distance in the scene, written in the scene's units (as the UI shows lengths)."""
-    scene = obj.users_scene[0] if obj.users_scene else bpy.context.scene
-    units = scene.unit_settings
-    if units.system == "NONE":
-        return f"{value:.3g}"
-    return bpy.utils.units.to_string(units.system, "LENGTH", value * units.scale_length, precision=3)
+def _scene_of(obj):
+    return obj.users_scene[0] if obj.users_scene else bpy.context.scene
 
 
 def _pins(obj, rig):
@@ -907,7 +912,7 @@ def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locatio
 
 
 def _feedback_bone(obj, target):
-    """The bone of obj that target follows through parenting or a constraint, if any."""
+    """The bone of obj that target follows through parenting, a constraint or a driver, if any."""
     node = target
     seen = set()
     while node is not None and node.name not in seen:
@@ -919,7 +924,30 @@ def _feedback_bone(obj, target):
             if (constraint.enabled and getattr(constraint, "target", None) == obj
                     and subtarget in obj.pose.bones):
                 return subtarget
+        driven_by = _driver_bone(obj, node)
+        if driven_by is not None:
+            return driven_by
         node = node.parent
+    return None
+
+
+def _driver_bone(obj, node):
+    """A bone of obj that one of node's drivers reads (a bone transform, or a pose.bones path)."""
+    animation = node.animation_data
+    if animation is None:
+        return None
+    for fcurve in animation.drivers:
+        if fcurve.mute:
+            continue
+        for variable in fcurve.driver.variables:
+            for driver_target in variable.targets:
+                if driver_target.id != obj:
+                    continue
+                path = driver_target.data_path
+                bone = driver_target.bone_target if variable.type != "SINGLE_PROP" else (
+                    path.split('"')[1] if path.startswith('pose.bones["') and path.count('"') >= 2 else "")
+                if bone in obj.pose.bones:
+                    return bone
     return None
 
 

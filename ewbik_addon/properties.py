@@ -34,17 +34,54 @@ def _changed(self, context):
         owner.update_tag()
 
 
+REST_DIRECTION = (0.0, 1.0, 0.0)
+
+
+def _direction_changed(self, context):
+    """Refuse an axis without a direction ((0, 0, 0)): a cone needs one, so the last good axis is
+    put back; good axes are remembered in `last_direction`."""
+    direction = tuple(self.direction)
+    if not (math.isfinite(sum(direction)) and math.fsum(c * c for c in direction) > 1e-18):
+        self.direction = self.last_direction
+        return
+    if tuple(self.last_direction) != direction:
+        self.last_direction = direction
+    _changed(self, context)
+
+
+def _twist_min_changed(self, context):
+    """Typing a Min above Max drags Max along, so the range is never inverted."""
+    if self.twist_min > self.twist_max:
+        self.twist_max = self.twist_min
+    _changed(self, context)
+
+
+def _twist_max_changed(self, context):
+    """Typing a Max below Min drags Min along, so the range is never inverted."""
+    if self.twist_max < self.twist_min:
+        self.twist_min = self.twist_max
+    _changed(self, context)
+
+
 class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     """One cone of a Kusudama, in the bone's rest frame (+Y is the rest direction)."""
 
     direction: FloatVectorProperty(
         name="Direction",
-        description="Axis of the cone in the bone's rest frame (normalized when solving)",
+        description="Axis of the cone in the bone's rest frame (normalized when solving; (0, 0, 0) is "
+        "refused)",
         size=3,
         subtype="DIRECTION",
-        default=(0.0, 1.0, 0.0),
+        default=REST_DIRECTION,
         options=set(),
-        update=_changed,
+        update=_direction_changed,
+    )
+    last_direction: FloatVectorProperty(
+        name="Last Good Direction",
+        description="The cone's last axis with a direction, put back when (0, 0, 0) is typed",
+        size=3,
+        default=REST_DIRECTION,
+        options={"HIDDEN"},
     )
     radius: FloatProperty(
         name="Radius",
@@ -162,7 +199,8 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
     twist_min: FloatProperty(
         name="Twist Min",
-        description="Furthest the bone may twist one way about its own axis",
+        description="Furthest the bone may twist one way about its own axis (typing a Min above Max moves "
+        "Max along)",
         subtype="ANGLE",
         min=-2.0 * math.pi,
         max=2.0 * math.pi,
@@ -170,11 +208,12 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         soft_max=math.pi,
         default=math.radians(-45.0),
         options=set(),
-        update=_changed,
+        update=_twist_min_changed,
     )
     twist_max: FloatProperty(
         name="Twist Max",
-        description="Furthest the bone may twist the other way about its own axis",
+        description="Furthest the bone may twist the other way about its own axis (typing a Max below Min "
+        "moves Min along)",
         subtype="ANGLE",
         min=-2.0 * math.pi,
         max=2.0 * math.pi,
@@ -182,7 +221,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         soft_max=math.pi,
         default=math.radians(45.0),
         options=set(),
-        update=_changed,
+        update=_twist_max_changed,
     )
     comfort: FloatProperty(
         name="Comfort",
@@ -279,6 +318,19 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         default=1.0,
         update=_changed,
     )
+    target_follow: EnumProperty(
+        name="Targets Follow",
+        description="What the target empties made by Pin move with",
+        items=(
+            ("WORLD", "World", "Targets stay put in the scene: moving the armature object leaves them behind, "
+             "so the body reaches back for them"),
+            ("OBJECT", "Armature Object", "Targets are children of the armature object: move, turn or scale the "
+             "character and they come along, the pose unchanged"),
+            ("ROOT_BONE", "Root Bone", "Targets are children of the armature's root bone, which must be locked "
+             "so the solver does not move it: move the root bone and they come along"),
+        ),
+        default="WORLD",
+    )
     active_pin_index: IntProperty(name="Active Pin", description="The pin shown for editing", default=0)
     role_mapping: CollectionProperty(
         type=EWBIK_PG_role_row,
@@ -287,6 +339,7 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     )
     active_role_index: IntProperty(name="Active Mapping Row", description="The mapping row being edited", default=0)
     status: StringProperty(name="Status", description="Outcome of the last solve")
+    status_is_error: BoolProperty(name="Status Is an Error", description="The last solve failed")
 
 
 CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)

@@ -2,9 +2,8 @@
 
 import bpy
 
-from ..ewbik_addon.active import selected_pose_bones
+from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
 from ..ewbik_addon.bridge import follows_pinned_bone
-from .pin import _posing_armature as posing_armature
 
 
 class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
@@ -17,7 +16,7 @@ class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        if not posing_armature(cls, context):
+        if not editable_posing_armature(cls, context):
             return False
         if context.active_pose_bone is None:
             cls.poll_message_set("Make the control bone to follow the active bone")
@@ -54,7 +53,7 @@ class EWBIK_OT_toggle_pin(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return posing_armature(cls, context)
+        return editable_posing_armature(cls, context)
 
     def execute(self, context):
         bones = selected_pose_bones(context.object)

@@ -7,17 +7,22 @@ is a stored RNA property, so it is undoable and saved with the file.
 import bpy
 
 from ..ewbik_addon import bridge, production_rigs
-from ..ewbik_addon.active import active_armature, active_limit_bone, posed_armature
+from ..ewbik_addon.active import (active_armature, active_limit_bone, active_target_pin, pinning_armature,
+                                  posed_armature)
 from ..solver import native, presets
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
 
 
 def active_pin(context, obj):
-    """The pinned bone whose pin settings the panel shows: the list's active row, else the active bone.
+    """The pinned bone whose pin settings the panel shows: the pin of the active target empty, else
+    the list's active row, else the active bone.
 
     Pinning does not move the list's active row, so the freshly pinned active bone still shows.
     """
+    dragged = active_target_pin(context)
+    if dragged is not None and dragged.id_data == obj:
+        return dragged
     index = obj.ewbik.active_pin_index
     candidates = [obj.pose.bones[index]] if 0 <= index < len(obj.pose.bones) else []
     if context.active_pose_bone is not None and context.active_pose_bone.id_data == obj:
@@ -54,7 +59,8 @@ class EWBIK_UL_pins(bpy.types.UIList):
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
         settings = item.ewbik
         row = layout.row(align=True)
-        row.label(text=item.name, icon="BONE_DATA")
+        dragged = settings.target is not None and settings.target == context.active_object
+        row.label(text=item.name, icon="PINNED" if dragged else "BONE_DATA")
         row.prop(settings, "target", text="")
         row.prop(settings, "weight", text="", emboss=False)
 
@@ -123,7 +129,7 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
 
         layout.operator("ewbik.solve", icon="PLAY")
         if settings.status:
-            layout.label(text=settings.status, icon="INFO")
+            layout.label(text=settings.status, icon="ERROR" if settings.status_is_error else "INFO")
         if not native.available():
             layout.label(text=NUMPY_LOOP_NOTE, icon="ERROR")
         row = layout.row(align=True)
@@ -139,10 +145,10 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
 
     @classmethod
     def poll(cls, context):
-        return posed_armature(context) is not None
+        return pinning_armature(context) is not None
 
     def draw(self, context):
-        obj = posed_armature(context)
+        obj = pinning_armature(context)
         layout = self.layout
 
         row = layout.row()
@@ -150,6 +156,7 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
         col = row.column(align=True)
         col.operator("ewbik.pin", icon="ADD", text="")
         col.operator("ewbik.unpin", icon="REMOVE", text="")
+        layout.prop(obj.ewbik, "target_follow")
 
         pose_bone = active_pin(context, obj)
         if pose_bone is None:
