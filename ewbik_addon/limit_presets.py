@@ -106,7 +106,7 @@ def preset_report(obj, bones, limits):
     """What a preset did to these pose bones, for a report: counts by body part, then the bones
     it recognised but could not place. Roots (their rotation is the whole body's) and bones it does
     not recognise (face, tail, props) are counted, not listed."""
-    roles = presets.bone_roles([bone.name for bone in obj.data.bones])
+    roles = presets.bone_roles([bone.name for bone in obj.data.bones], preset_overrides(obj))
     parts = {}
     for pose_bone in bones:
         if pose_bone.name in limits:
