@@ -37,9 +37,9 @@ def role_overrides(obj):
     return {row.bone: "" if row.role == NO_ROLE else row.role for row in obj.ewbik.role_mapping if row.bone}
 
 
-def bone_roles(obj, overrides=None):
+def bone_roles(obj):
     """{bone: body role} of the armature: names recognised by the preset, then the user's mapping."""
-    return presets.bone_roles(obj.pose.bones.keys(), role_overrides(obj) if overrides is None else overrides)
+    return presets.bone_roles(obj.pose.bones.keys(), role_overrides(obj))
 
 
 def _same_place(obj, first, second):

@@ -7,8 +7,13 @@ is a stored RNA property, so it is undoable and saved with the file.
 import bpy
 
 from ..ewbik_addon import bridge, production_rigs
-from ..ewbik_addon.active import (active_armature, active_limit_bone, active_target_pin, pinning_armature,
-                                  posed_armature)
+from ..ewbik_addon.active import (
+    active_armature,
+    active_limit_bone,
+    active_target_pin,
+    pinning_armature,
+    posed_armature,
+)
 from ..solver import native, presets
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"

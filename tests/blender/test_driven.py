@@ -7,7 +7,13 @@ import bpy
 import pytest
 from mathutils import Euler, Vector
 
-from tests.blender.blender_helpers import addon_module, make_active, pin, select_pose_bones, update
+from tests.blender.blender_helpers import (
+    addon_module,
+    make_active,
+    pin,
+    select_pose_bones,
+    update,
+)
 from tests.blender.test_sidebar import draw
 
 

@@ -9,7 +9,13 @@ import bpy
 import pytest
 from mathutils import Matrix, Vector
 
-from tests.blender.blender_helpers import addon_module, make_active, pin, select_pose_bones, update
+from tests.blender.blender_helpers import (
+    addon_module,
+    make_active,
+    pin,
+    select_pose_bones,
+    update,
+)
 
 # Joint positions in metres, Z up, facing -Y: name -> (parent, head, tail).
 CENTRE = {

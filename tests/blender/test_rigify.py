@@ -11,7 +11,12 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import addon_module, make_active, select_pose_bones, update
+from tests.blender.blender_helpers import (
+    addon_module,
+    make_active,
+    select_pose_bones,
+    update,
+)
 from tests.blender.test_sidebar import draw
 
 DEFORM = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")

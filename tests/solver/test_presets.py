@@ -12,8 +12,15 @@ import pytest
 from bench.mocap import forward_kinematics, load_bvh, straight_line_rest
 from solver import PresetError, quat
 from solver.kusudama import JointLimits, Kusudama
-from solver.presets import (apply_limit_preset, available_presets, body_roles, bone_roles, has_humanoid_limbs, preset_limits,
-                            preset_stiffness)
+from solver.presets import (
+    apply_limit_preset,
+    available_presets,
+    body_roles,
+    bone_roles,
+    has_humanoid_limbs,
+    preset_limits,
+    preset_stiffness,
+)
 
 # Generic T-pose (Z up, facing -Y, character's left = +X): role -> (parent role, head, tail).
 LEFT_SIDE = {
