@@ -14,6 +14,8 @@ from ..ewbik_addon.active import (
     pinning_armature,
     posed_armature,
 )
+from ..ewbik_addon.limit_status import limit_status
+from ..ewbik_addon.messages import count
 from ..solver import native, presets
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
@@ -90,6 +92,8 @@ class EWBIK_UL_cones(bpy.types.UIList):
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
         row = layout.row(align=True)
         row.label(text=f"Cone {index + 1}", icon="MESH_CONE")
+        row.prop(item, "flex", text="", emboss=False)
+        row.prop(item, "abduct", text="", emboss=False)
         row.prop(item, "radius", text="", emboss=False)
 
 
@@ -240,6 +244,26 @@ class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
         col.operator("ewbik.role_mapping_remove", icon="REMOVE", text="")
 
 
+def draw_limit_sharing(layout, obj):
+    """Mirror/copy, what the viewport shows, and how many bones the current pose holds at their limits."""
+    row = layout.row(align=True)
+    row.operator("ewbik.mirror_limits", icon="MOD_MIRROR")
+    row.operator("ewbik.copy_limits", icon="COPYDOWN")
+    col = layout.column(heading="Viewport")
+    col.prop(obj.ewbik, "limits_scope", text="Show")
+    col.prop(obj.ewbik, "limits_see_through")
+    status = limit_status(obj)
+    if status.count:
+        layout.label(text=at_limit_text(status), icon="ERROR")
+
+
+def at_limit_text(status):
+    """E.g. "2 bones at limits, 1 beyond" or "1 bone beyond limits"."""
+    at, beyond = len(status.at), len(status.beyond)
+    text = f"{count(at, 'bone')} at limits" if at else f"{count(beyond, 'bone')} beyond limits"
+    return text + (f", {beyond} beyond" if at and beyond else "")
+
+
 class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
     """Joint limits of the active pose bone: the kusudama cones, stiffness and comfort."""
 
@@ -274,12 +298,15 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
         layout.use_property_decorate = False
         if 0 <= settings.active_cone_index < len(settings.cones):
             cone = settings.cones[settings.active_cone_index]
-            col = layout.column()
-            col.prop(cone, "direction")
+            col = layout.column(align=True)
+            col.prop(cone, "flex")
+            col.prop(cone, "abduct")
             col.prop(cone, "radius")
+            col.prop(cone, "direction")
         col = layout.column()
         col.prop(settings, "stiffness", slider=True)
         col.prop(settings, "comfort", slider=True)
+        draw_limit_sharing(layout, pose_bone.id_data)
 
 
 class EWBIK_PT_limits_twist(SidebarPanel, bpy.types.Panel):
