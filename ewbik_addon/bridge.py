@@ -8,6 +8,13 @@ one by one, and only those. Blender's rotation locks keep the locked channels'
 values, as the transform tools do; fully locked bones are handed to the solver
 as stiffness 1 so they never absorb motion that would be thrown away.
 
+Production rigs pose many bones through constraints and drivers (a Rigify deform bone copies
+its mechanism bone, which copies the FK or IK control). The solver cannot move those bones:
+their channels are overwritten on evaluation. They are found before each solve (`fixed_bones`),
+held still with everything above them on a pinned chain, handed to the solver in the pose
+Blender evaluated for them, and a pin on one of them is an error that names the control to pin
+instead.
+
 The rig-derived solver objects (Skeleton, joint limits, stiffness, the list of
 pins) are cached per armature and rebuilt only when a cheap signature of the
 armature (bone names, rest matrices, lengths, per-bone settings) changes. The
@@ -17,14 +24,18 @@ Arrays in the returned SolveResult follow `obj.pose.bones` order.
 """
 
 import dataclasses
+import math
+import re
 import time
 
 import bpy
 import mathutils
 import numpy as np
 
-from ..solver import Pin, Skeleton, SolverSettings, solve
+from ..solver import Pin, Skeleton, SolverSettings, quat, solve
 from ..solver.kusudama import JointLimits, Kusudama
+from . import production_rigs
+from .messages import distance
 from .rotation_channels import channels_to_quaternions
 
 
@@ -98,6 +109,13 @@ class _Rig:
     validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, its pin settings) -> a Pin with them
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
+    fixed: dict = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
+    fixed_mask: np.ndarray = None  # pose.bones order: bones in `fixed`
+    posed_mask: np.ndarray = None  # pose.bones order: fixed bones that constraints or drivers pose
+    held: np.ndarray = None  # pose.bones order: fixed bones and those above a posed one on a pinned chain
+    counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
+    counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
+    placed: np.ndarray = None  # pose.bones order: pinned IK controls, put on their targets, not solved
     underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
     written: tuple = None  # (rotations, locations) as the last solve wrote them
     solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
@@ -136,12 +154,14 @@ def solve_armature(obj, *, full=False, rescan=True):
     rig = _rig_for(obj, rescan)
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+    _check_pins_movable(obj, rig)
+    _place_ik_controls(obj, rig)
     rotations, locations, locks = _read_pose(obj, rig)
     _track_underneath(rig, rotations, locations)
     pins = _pins(obj, rig)
     settings = _settings(obj, full)
     stiffness = rig.stiffness.copy()
-    stiffness[rig.to_solver[locks.fully_locked]] = 1.0
+    stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
     pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
@@ -196,6 +216,7 @@ def solve_crowd(objects):
             rig = _rig_for(obj, False)
             if not rig.pins:
                 raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+            _check_pins_movable(obj, rig)
             settings = _settings(obj, False)
             rotations, locations, locks = _read_pose(obj, rig)
             if _needs_own_solve(obj, rig, locks):
@@ -219,8 +240,11 @@ def solve_crowd(objects):
 
 def _needs_own_solve(obj, rig, locks):
     """Partly locked bones (a second solve holds them), rotation-only pins (placed by a solve of
-    their own) and an influence below 1 (a start and a blend of their own) are solved alone."""
+    their own), an influence below 1 (a start and a blend of their own) and bones the rig itself
+    poses or places (constraints, drivers, IK controls) are solved alone."""
     if obj.ewbik.influence < 1.0 or np.any(rig.driven & locks.any_rotation & ~locks.fully_locked):
+        return True
+    if np.any(rig.held) or np.any(rig.placed) or np.any(rig.fixed_mask):
         return True
     return any(obj.pose.bones[bone].ewbik.pin_kind == "ROTATION" for bone, _ in rig.pins)
 
@@ -320,6 +344,7 @@ def _write_solved(obj, rig, result, solved_rotations, solved_locations, moved, b
     rotations, locations, locks = before
     if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
+    moved = moved | rig.placed
     rig.solved = (solved_rotations, solved_locations)
     shown_rotations, shown_locations, changes = _blend_over_underneath(
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
@@ -572,8 +597,18 @@ def _scan_bone_settings(obj, rig):
     deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
     rig.pins = tuple(pins)
     rig.checked_pins = None
+    posed = _posed_bones(obj)
+    rig.fixed = _with_mechanism(obj, posed)
+    rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
+    rig.posed_mask = np.array([name in posed for name in rig.names], bool)
+    rig.placed = placed_controls(obj)
     locks = _read_locks(obj, rig)
-    settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes())
+    settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes(),
+                    (rig.fixed_mask | rig.placed).tobytes())
+    counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))
+    if counterparts_key != rig.counterparts_key:
+        rig.counterparts = production_rigs.deform_counterparts(obj, list(settings_key[0]), rig.fixed)
+        rig.counterparts_key = counterparts_key
     if settings_key != rig.settings_key:
         rig.settings_key = None
         try:
@@ -593,7 +628,8 @@ def _apply_bone_settings(rig, stiffness, limits, locks):
     rig.stiffness[rig.to_solver] = stiffness
     rig.limit_dicts = {bone: _normalized_limit(bone, limit) for bone, limit in limits.items()}
     rig.limits = _joint_limits(rig)
-    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked)
+    rig.held = _held_bones(rig) | rig.placed
+    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
 
 
 def _alive(target):
@@ -625,6 +661,26 @@ def _joint_limits(rig):
         return JointLimits(kusudamas, len(rig.names))
     except ValueError as error:
         raise RigError(str(error)) from None
+
+
+def _held_bones(rig):
+    """Fixed bones, and the bones above a posed bone on a pinned bone's chain.
+
+    A bone that constraints or drivers pose ignores (Copy Transforms) or replaces (Child Of,
+    Armature) what its parent does, so turning the bones above it would move the pin in a way
+    the solver cannot foresee: a pinned chain is solved from the pinned bone up to the first
+    posed bone only. A mechanism bone that nothing poses passes its parent's turn on: it is
+    held, the bones above it are not.
+    """
+    index = rig.index
+    held = rig.fixed_mask.copy()
+    for bone, _ in rig.pins:
+        node, above_posed = bone, False
+        while node is not None:
+            above_posed = above_posed or rig.posed_mask[index[node]]
+            held[index[node]] |= above_posed
+            node = rig.parents[index[node]]
+    return held
 
 
 def _driven_bones(rig, frozen):
@@ -700,6 +756,8 @@ def _read_pose(obj, rig):
         raise RigError(f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite")
     norms = np.linalg.norm(rotations, axis=1, keepdims=True)
     rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
+    if rig.fixed_mask is not None and rig.fixed_mask.any():
+        rotations[rig.fixed_mask], locations[rig.fixed_mask] = _evaluated_locals(obj, rig, rig.fixed_mask)
     return rotations, locations, locks
 
 
@@ -715,6 +773,187 @@ class _CheckedPins:
     pins: list
     frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
     keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
+
+
+# Constraint types that set a bone's rotation or location (limits and Copy Scale only clamp or scale).
+_POSING_CONSTRAINTS = frozenset({
+    "COPY_TRANSFORMS", "COPY_ROTATION", "COPY_LOCATION", "CHILD_OF", "ARMATURE", "IK", "SPLINE_IK",
+    "DAMPED_TRACK", "TRACK_TO", "LOCKED_TRACK", "STRETCH_TO", "ACTION", "TRANSFORM", "FOLLOW_PATH",
+    "CLAMP_TO", "PIVOT", "SHRINKWRAP",
+})
+_DRIVEN_CHANNEL = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(rotation_\w+|location)$')
+
+
+def fixed_bones(obj):
+    """{bone name: why}: the bones the solver may not move.
+
+    Bones whose evaluated pose constraints or drivers set (their channels are overwritten when
+    Blender evaluates the rig), and a generated rig's mechanism bones (Rigify's ORG, MCH and DEF
+    bones: the rig moves them, animators move the controls).
+    """
+    return _with_mechanism(obj, _posed_bones(obj))
+
+
+def _with_mechanism(obj, posed):
+    fixed = dict(posed)
+    for name in production_rigs.mechanism_bones(obj):
+        fixed.setdefault(name, "it is a mechanism bone of the generated rig")
+    return fixed
+
+
+def _posed_bones(obj):
+    """{bone name: why} of the bones whose evaluated pose constraints or drivers set.
+
+    Muted constraints, constraints at zero influence (an IK/FK switch turned away) and invalid
+    ones do not count; an IK constraint poses its whole chain.
+    """
+    fixed = {}
+    for pose_bone in obj.pose.bones:
+        for constraint in pose_bone.constraints:
+            if (constraint.type in _POSING_CONSTRAINTS and constraint.enabled and constraint.is_valid
+                    and constraint.influence > 0.0):
+                fixed.setdefault(pose_bone.name, f"its constraint '{constraint.name}' poses it")
+                if constraint.type == "IK":
+                    _fix_ik_chain(pose_bone, constraint, fixed)
+    animation = obj.animation_data
+    for fcurve in animation.drivers if animation is not None else ():
+        match = _DRIVEN_CHANNEL.match(fcurve.data_path)
+        if match and not fcurve.mute:
+            fixed.setdefault(bpy.utils.unescape_identifier(match.group(1)), f"a driver sets its {match.group(2)}")
+    return fixed
+
+
+def _fix_ik_chain(pose_bone, constraint, fixed):
+    chain = pose_bone.parent_recursive
+    if constraint.chain_count > 0:
+        chain = chain[: constraint.chain_count - 1]
+    for parent in chain:
+        fixed.setdefault(parent.name, f"the IK constraint of '{pose_bone.name}' poses it")
+
+
+def _place_ik_controls(obj, rig):
+    """Put each pinned IK control (Rigify's foot_ik, hand_ik) on its target, as a user would drag it.
+
+    Such a control hangs under a mechanism bone the rig places, so no turn of the solver can bring
+    it to its target; its location can, and the rig's own IK then bends the limb. The solver holds
+    it; the solve reports and writes it with the bones it moved. Deleted targets are left to the
+    pin checks that follow.
+    """
+    to_armature = obj.matrix_world.inverted_safe()
+    for i in np.flatnonzero(rig.placed):
+        pose_bone = obj.pose.bones[rig.names[i]]
+        try:
+            location, rotation, _ = (to_armature @ _evaluated_target(pose_bone.ewbik)).decompose()
+        except (ReferenceError, AttributeError):
+            continue
+        pose_bone.matrix = mathutils.Matrix.LocRotScale(location, rotation, pose_bone.matrix.to_scale())
+
+
+def placed_controls(obj):
+    """pose.bones-order mask of the pinned IK controls the solve places (their location is keyed)."""
+    return np.array([pose_bone.ewbik.target is not None and production_rigs.is_ik_control(obj, pose_bone.name)
+                     for pose_bone in obj.pose.bones], bool)
+
+
+def _evaluated_locals(obj, rig, mask):
+    """(rotations (k, 4), locations (k, 3)) of the masked bones as Blender last evaluated them.
+
+    Each is the local transform that, under the parent's evaluated pose, gives the bone's
+    evaluated matrix (scale removed), so the solver sees a fixed bone where the viewer does.
+    """
+    n = len(rig.names)
+    flat = np.empty(n * 16, np.float32)
+    obj.pose.bones.foreach_get("matrix", flat)
+    posed = flat.reshape(n, 4, 4).transpose(0, 2, 1).astype(float)
+    posed[:, :3, :3] /= np.maximum(np.linalg.norm(posed[:, :3, :3], axis=1, keepdims=True), 1e-12)
+    bones = np.flatnonzero(mask)
+    parents = np.array([-1 if rig.parents[i] is None else rig.index[rig.parents[i]] for i in bones])
+    frames = rig.rest[bones].copy()
+    has_parent = parents >= 0
+    parent_rows = parents[has_parent]
+    frames[has_parent] = posed[parent_rows] @ np.linalg.inv(rig.rest[parent_rows]) @ rig.rest[bones[has_parent]]
+    local = np.linalg.inv(frames) @ posed[bones]
+    return quat.from_matrix(local[:, :3, :3]), local[:, :3, 3]
+
+
+def _check_pins_movable(obj, rig):
+    """RigError for a pin the solver cannot honour on this rig, naming what to pin instead.
+
+    A pinned bone that constraints or drivers pose cannot be moved. A pinned control whose deform
+    bone (same body role, same rest place) is posed elsewhere does not move the mesh: Rigify's
+    IK/FK switch set to IK, for instance. Both are judged on the pose Blender last evaluated.
+    """
+    for bone, _ in rig.pins:
+        why = rig.fixed.get(bone)
+        if why is not None:
+            raise RigError(f"pin '{bone}': {why}, so the solver cannot move it; "
+                           f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}")
+        why = production_rigs.limb_switched_away(obj, bone)
+        if why is not None:
+            raise RigError(f"pin '{bone}': {why}")
+    pose_bones = obj.pose.bones
+    for bone, deform in rig.counterparts:
+        apart = (pose_bones[bone].head - pose_bones[deform].head).length
+        if apart > _FOLLOW_TOLERANCE * max(pose_bones[bone].bone.length, _MIN_BONE_LENGTH):
+            raise RigError(
+                f"pin '{bone}': the deform bone '{deform}' does not follow it "
+                f"({distance(_scene_of(obj), apart * armature_scale(obj))} apart); pin the control that moves it")
+
+
+_FOLLOW_TOLERANCE = 0.01  # share of the control's length by which its deform bone may lag
+
+
+def evaluated_pin_errors(obj):
+    """{pinned bone: (distance in scene units, angle in degrees)} on the pose Blender evaluated.
+
+    Measured on the pinned bone and on the deform bones that follow it, the worst of them, so a
+    pin is only reported reached when what the viewer sees is at the target. Call after
+    `view_layer.update()`.
+    """
+    pose_bones = obj.pose.bones
+    pinned = [pose_bone.name for pose_bone in pose_bones if pose_bone.ewbik.target is not None]
+    fixed = fixed_bones(obj)
+    followers = {bone: [bone] for bone in pinned}
+    for bone, deform in production_rigs.deform_counterparts(obj, pinned, fixed):
+        followers[bone].append(deform)
+    errors = {}
+    for bone in pinned:
+        props = pose_bones[bone].ewbik
+        target_location, target_rotation, _ = _evaluated_target(props).decompose()
+        worst = (0.0, 0.0)
+        for name in followers[bone]:
+            location, rotation, _ = (obj.matrix_world @ pose_bones[name].matrix).decompose()
+            distance = 0.0 if props.pin_kind == "ROTATION" else (location - target_location).length
+            angle = 0.0 if props.pin_kind == "POSITION" else math.degrees(
+                rotation.rotation_difference(target_rotation).angle)
+            worst = max(worst, (distance, angle))
+        errors[bone] = worst
+    return errors
+
+
+def _evaluated_target(props):
+    """World matrix of a pin's target: the object, or its Target Bone when it is an armature."""
+    target = props.target
+    bone = target.pose.bones.get(props.target_bone) if target.type == "ARMATURE" else None
+    return target.matrix_world @ bone.matrix if bone is not None else target.matrix_world
+
+
+def pins_elsewhere(obj, result):
+    """{pinned bone: evaluated distance (scene units)} for the pins whose bone, as Blender evaluated
+    it, is farther from the target than the solve left it (something else poses it); call after
+    `view_layer.update()`."""
+    scale = armature_scale(obj)
+    solved = pin_errors(obj, result)
+    return {
+        bone: distance
+        for bone, (distance, _) in evaluated_pin_errors(obj).items()
+        if distance - solved.get(bone, (0.0, 0.0))[0] * scale
+        > _FOLLOW_TOLERANCE * obj.data.bones[bone].length * scale
+    }
+
+
+def _scene_of(obj):
+    return obj.users_scene[0] if obj.users_scene else bpy.context.scene
 
 
 def _pins(obj, rig):

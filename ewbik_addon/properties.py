@@ -26,6 +26,9 @@ from mathutils import Vector
 
 from . import body_angles
 
+from ..solver import presets
+from . import production_rigs
+
 
 def _changed(self, context):
     """Ask the live handler to solve the owning armature again."""
@@ -131,6 +134,24 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
         options=set(),
         get=_angle_getter(1),
         set=_angle_setter(1),
+    )
+
+
+def _role_items():
+    return [(production_rigs.NO_ROLE, "None", "Leave this bone out of the presets")] + [
+        (role, role, f"The bone is the body's {role}") for role in presets.body_roles()]
+
+
+class EWBIK_PG_role_row(bpy.types.PropertyGroup):
+    """One row of an armature's name mapping: a bone and the body role presets give it."""
+
+    bone: StringProperty(name="Bone", description="Bone of the armature", options=set(), update=_changed)
+    role: EnumProperty(
+        name="Role",
+        description="Body role the presets treat this bone as, whatever its name says",
+        items=_role_items(),
+        options=set(),
+        update=_changed,
     )
 
 
@@ -368,11 +389,17 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         default="WORLD",
     )
     active_pin_index: IntProperty(name="Active Pin", description="The pin shown for editing", default=0)
+    role_mapping: CollectionProperty(
+        type=EWBIK_PG_role_row,
+        name="Body Roles",
+        description="Bones mapped to body roles by hand, for presets where the names are not recognised",
+    )
+    active_role_index: IntProperty(name="Active Mapping Row", description="The mapping row being edited", default=0)
     status: StringProperty(name="Status", description="Outcome of the last solve")
     status_is_error: BoolProperty(name="Status Is an Error", description="The last solve failed")
 
 
-CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_armature)
+CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)
 
 
 def register():

@@ -363,7 +363,7 @@ class PoseBake:
             for pose_bone in pose_bones
         ])
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
-        self.keys_location = obj.ewbik.translate_root & is_root
+        self.keys_location = (obj.ewbik.translate_root & is_root) | bridge.placed_controls(obj)
         check_action(obj, {
             pose_bones[i].path_from_id(name)
             for i in np.flatnonzero(self.may_move & self.allowed)

@@ -6,7 +6,14 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
-from ..ewbik_addon.active import active_armature, active_limit_bone, active_target_pin, pinning_armature
+from ..ewbik_addon import bridge, production_rigs
+from ..ewbik_addon.active import (
+    active_armature,
+    active_limit_bone,
+    active_target_pin,
+    pinning_armature,
+    posed_armature,
+)
 from ..ewbik_addon.limit_status import limit_status
 from ..ewbik_addon.messages import count
 from ..solver import native, presets
@@ -188,6 +195,55 @@ def _draw_pin_kind(layout, settings):
     layout.prop(settings, "falloff")
 
 
+class EWBIK_UL_role_mapping(bpy.types.UIList):
+    """The armature's name mapping: bones and the body roles presets give them."""
+
+    bl_idname = "EWBIK_UL_role_mapping"
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.prop_search(item, "bone", data.id_data.pose, "bones", text="")
+        row.prop(item, "role", text="")
+
+
+class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
+    """What the solver can move on this rig: bones posed by constraints or drivers, the Rigify
+    IK/FK switch, and the name mapping presets use."""
+
+    bl_idname = "EWBIK_PT_rig"
+    bl_label = "Rig"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context):
+        return posed_armature(context) is not None
+
+    def draw(self, context):
+        obj = posed_armature(context)
+        layout = self.layout
+        fixed = bridge.fixed_bones(obj)
+        layout.label(text=f"{len(fixed)} bones posed by constraints or drivers", icon="CONSTRAINT_BONE")
+        pose_bone = context.active_pose_bone
+        if pose_bone is not None and pose_bone.name in fixed:
+            col = layout.column(align=True)
+            col.label(text=f"{pose_bone.name}: {fixed[pose_bone.name]}", icon="ERROR")
+            col.label(text=production_rigs.pin_instead_hint(obj, pose_bone.name, fixed))
+        if production_rigs.is_rigify(obj):
+            row = layout.row(align=True)
+            row.operator("ewbik.switch_to_fk", icon="CON_KINEMATIC")
+            row.operator("ewbik.restore_ik_fk", icon="LOOP_BACK")
+            switched = production_rigs.switched_limbs(obj)
+            if switched:
+                layout.label(text="In FK for pins: " + ", ".join(switched))
+        layout.label(text="Body Roles (presets)")
+        row = layout.row()
+        row.template_list("EWBIK_UL_role_mapping", "", obj.ewbik, "role_mapping", obj.ewbik, "active_role_index",
+                          rows=3)
+        col = row.column(align=True)
+        col.operator("ewbik.role_mapping_add", icon="ADD", text="")
+        col.operator("ewbik.role_mapping_remove", icon="REMOVE", text="")
+
+
 def draw_limit_sharing(layout, obj):
     """Mirror/copy, what the viewport shows, and how many bones the current pose holds at their limits."""
     row = layout.row(align=True)
@@ -282,8 +338,10 @@ CLASSES = (
     EWBIK_MT_limit_presets,
     EWBIK_UL_pins,
     EWBIK_UL_cones,
+    EWBIK_UL_role_mapping,
     EWBIK_PT_solver,
     EWBIK_PT_pins,
+    EWBIK_PT_rig,
     EWBIK_PT_limits,
     EWBIK_PT_limits_twist,
 )
