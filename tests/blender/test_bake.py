@@ -473,7 +473,7 @@ def test_cancel_puts_everything_back(rig, bake_module):
     assert pose_state(rig, bake_module) != before[1]
     bake.cancel()
 
-    assert (action_state(rig, bake_module), pose_state(rig, bake_module)) == before
+    assert_same_keys_and_pose(rig, bake_module, before)
     assert bpy.context.scene.frame_current == 3
     assert rig.ewbik.live is True
 
@@ -519,8 +519,19 @@ def report_of(operator_call):
     return str(error.value)
 
 
+def assert_same_keys_and_pose(obj, bake_module, before):
+    """Keys exactly as before; the pose as before up to float32 rounding: a live armature re-solves
+    the restored pose, and a warm start may land a few ulps away."""
+    keys, pose = before
+    assert action_state(obj, bake_module) == keys
+    now = pose_state(obj, bake_module)
+    assert now.keys() == pose.keys()
+    for channel, values in pose.items():
+        np.testing.assert_allclose(now[channel], values, atol=1e-6, err_msg=channel)
+
+
 def assert_nothing_changed(rig, bake_module, before):
-    assert (action_state(rig, bake_module), pose_state(rig, bake_module)) == before
+    assert_same_keys_and_pose(rig, bake_module, before)
     assert rig.ewbik.live is True
 
 
@@ -535,7 +546,7 @@ def test_no_pins_is_refused(metarig, bake_module):
     before = (action_state(metarig, bake_module), pose_state(metarig, bake_module))
     message = report_of(lambda: bpy.ops.ewbik.bake())
     assert "pinned" in message
-    assert (action_state(metarig, bake_module), pose_state(metarig, bake_module)) == before
+    assert_same_keys_and_pose(metarig, bake_module, before)
 
 
 def test_target_missing_on_some_frames_is_refused(rig, bake_module):
