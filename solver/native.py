@@ -29,9 +29,9 @@ from .loop_constants import (
 )
 from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
-from .qcp import PREFER_SMALL
+from .qcp import ADJUGATE_TRUST, PREFER_SMALL
 
-ABI_VERSION = 3  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 4  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -55,6 +55,7 @@ class _Problem(ctypes.Structure):
         ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
         ("polish_after", _INT), ("polish_tries", _INT), ("polish_lambda_min", _DOUBLE),
         ("polish_lambda_max", _DOUBLE), ("polish_grow", _DOUBLE), ("polish_shrink", _DOUBLE), ("polish_clamped", _DOUBLE),
+        ("adjugate_trust", _DOUBLE),
         ("rotations", _P), ("locations", _P), ("initial", _P),
         ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
     ]
@@ -204,6 +205,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.polish_lambda_min, problem.polish_lambda_max = POLISH_LAMBDA_MIN, POLISH_LAMBDA_MAX
     problem.polish_grow, problem.polish_shrink = POLISH_GROW, POLISH_SHRINK
     problem.polish_clamped = POLISH_CLAMPED
+    problem.adjugate_trust = ADJUGATE_TRUST
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
         raise MemoryError("the native solver could not allocate its workspace")
