@@ -10,7 +10,8 @@ reaches later, so they stay valid from the iteration's forward pass.
 
 Coordinate descent converges linearly and slowly where pins compete (a spine
 serving head and hands). The first sweeps (Anderson-accelerated, optionally
-over-relaxed) find the basin; then the polish (polish.py: damped Gauss-Newton
+over-relaxed) find the basin (at least three, until no bone step is cut to its
+dampening); then the polish (polish.py: damped Gauss-Newton
 over every solved bone at once, guarded like the sweeps) converges
 quadratically, so warm-started solves reach tolerance 1e-6 in a few
 iterations and the result is a smooth function of the targets. The analytic
@@ -304,18 +305,21 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     others[plan.limbs.pin] = False
     state.forward()
     total, reached = state.errors(settings.tolerance)
-    polish_from = POLISH_AFTER
+    polish_from, settled, polishing = POLISH_AFTER, False, False
     while pins and iterations < settings.iterations:
-        polished = polisher is not None and iterations >= polish_from
+        # The polish takes over once the sweeps have found the basin: no bone step capped by
+        # its dampening in the last sweep (far from the targets Gauss-Newton steps mislead).
         kept = False
-        if polished:
+        if polisher is not None and iterations >= polish_from and settled:
             total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
+            polishing |= kept
             # A failed polish gives the sweeps a few iterations to move on before the next one.
             polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
         if not kept:
+            state.capped = False
             total, reached = _sweep(state, plan, constants, settings, limits, iterations,
-                                    accelerator if polisher is None or iterations < POLISH_AFTER else None,
-                                    initial, max_step)
+                                    None if polishing else accelerator, initial, max_step)
+            settled = not state.capped
         iterations += 1
         if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
             # Only limbs are left, and the analytic finish places them directly.
@@ -370,6 +374,7 @@ class _State:
         )
         self.effector_pos = np.empty((len(pins), 3))
         self.effector_axes = np.empty((len(pins), 3, 3))
+        self.capped = False  # whether a bone step of the current sweep was cut to its dampening
 
     @classmethod
     def like(cls, state):
@@ -493,7 +498,9 @@ def _solve_batch(state, batch, const, settings, limits, iteration):
             (w_origin * ((eff_origin**2).sum(-1) + tgt_len2)).sum(-1)
             + 2.0 * (w_axis * np.maximum(1.0, tgt_len2)[..., None]).sum((-1, -2))
         )
-    delta = _clamp_angle(rotations_from_covariance(s_scaled, e0), const.max_angle, const.relaxation)
+    best_turn = rotations_from_covariance(s_scaled, e0)
+    state.capped |= bool(np.any(const.relaxation * quat.angle(best_turn) > const.max_angle))
+    delta = _clamp_angle(best_turn, const.max_angle, const.relaxation)
 
     # A world-space turn (w, v) about the head is (w, A^T v) in the bone's
     # constraint frame A, so no matrix-to-quaternion conversion is needed.

@@ -214,6 +214,7 @@ typedef struct {
     double *limb_old;     /* (L, 3, 4) */
     double *limb_before;  /* (L,) */
     unsigned char *limb_bad;
+    int capped;           /* whether a bone step of the current sweep was cut to its dampening */
 } State;
 
 static void forward(State *st)
@@ -384,6 +385,11 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
 
     double delta[4];
     rotation_from_covariance(pb, s_scaled, !pb->exact, e0, delta);
+    if (!translating) {
+        double turn_angle = 2.0 * atan2(sqrt(delta[1] * delta[1] + delta[2] * delta[2] + delta[3] * delta[3]),
+                                        fabs(delta[0]));
+        st->capped |= pb->relaxation * turn_angle > pb->max_step[b];
+    }
     clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
 
     double *rotation = pb->rotations + 4 * b, old_local[4], new_local[4], local_delta[4];
@@ -1281,15 +1287,19 @@ int ewbik_solve(const ewbik_problem *pb)
     double previous = INFINITY;
     forward(&st);
     double total = total_errors(&st, &reached);
-    int polish_from = pb->polish_after;
+    int polish_from = pb->polish_after, settled = 0, polished = 0;
     while (pb->n_pins > 0 && iterations < pb->iterations) {
         int kept = 0;
-        if (polishing && iterations >= polish_from) {
+        if (polishing && iterations >= polish_from && settled) {
             total = polish_step(&st, &polish, iterations, total, &reached, &kept);
+            polished |= kept;
             polish_from = kept ? iterations : iterations + 1 + pb->polish_after;
         }
-        if (!kept)
-            total = sweep(&st, iterations, pb->acceleration && (!polishing || iterations < pb->polish_after), &reached);
+        if (!kept) {
+            st.capped = 0;
+            total = sweep(&st, iterations, pb->acceleration && !polished, &reached);
+            settled = !st.capped;
+        }
         iterations++;
         if (!reached && finish && !polishing && others_reached(&st)) {
             finish_limbs(&st, (double)iterations);
