@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from .loop_constants import (
+    BEND_TILT,
     GUARD_FLOOR,
     GUARD_SLACK,
     POLISH_AFTER,
@@ -24,6 +25,7 @@ from .loop_constants import (
     POLISH_LAMBDA_MAX,
     POLISH_LAMBDA_MIN,
     POLISH_SHRINK,
+    POLISH_SLOW,
     POLISH_TRIES,
     STALL,
 )
@@ -31,7 +33,7 @@ from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
 from .qcp import ADJUGATE_TRUST, PREFER_SMALL
 
-ABI_VERSION = 4  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 5  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -55,6 +57,7 @@ class _Problem(ctypes.Structure):
         ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
         ("polish_after", _INT), ("polish_tries", _INT), ("polish_lambda_min", _DOUBLE),
         ("polish_lambda_max", _DOUBLE), ("polish_grow", _DOUBLE), ("polish_shrink", _DOUBLE), ("polish_clamped", _DOUBLE),
+        ("polish_slow", _DOUBLE), ("bend_tilt", _DOUBLE),
         ("adjugate_trust", _DOUBLE),
         ("rotations", _P), ("locations", _P), ("initial", _P),
         ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
@@ -205,6 +208,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.polish_lambda_min, problem.polish_lambda_max = POLISH_LAMBDA_MIN, POLISH_LAMBDA_MAX
     problem.polish_grow, problem.polish_shrink = POLISH_GROW, POLISH_SHRINK
     problem.polish_clamped = POLISH_CLAMPED
+    problem.polish_slow, problem.bend_tilt = POLISH_SLOW, BEND_TILT
     problem.adjugate_trust = ADJUGATE_TRUST
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:

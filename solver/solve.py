@@ -15,8 +15,10 @@ dampening); then the polish (polish.py: damped Gauss-Newton
 over every solved bone at once, guarded like the sweeps) converges
 quadratically, so warm-started solves reach tolerance 1e-6 in a few
 iterations and the result is a smooth function of the targets. The analytic
-two-bone finish remains for solves the polish cannot run (pin falloff below 1)
-and as a guarded last step of a solve that ends unconverged.
+two-bone finish remains for solves the polish cannot run (pin falloff below 1),
+as a guarded candidate where the polish stalls while a limb misses (a straight
+knee is singular; the finish bends it to the side its limits allow), and as a
+guarded last step of a solve that ends unconverged.
 """
 
 import dataclasses
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, quat
-from .loop_constants import GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, STALL
+from .loop_constants import BEND_TILT, GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, POLISH_SLOW, STALL
 from .polish import Polisher, polish, polish_plan
 from .polish import rotation_vectors as _log
 from .qcp import rotations_from_covariance
@@ -301,6 +303,7 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     previous = np.inf
     finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
     polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
+    hinges = _hinged_limbs(plan.limbs, limits) if finish and polisher is not None else None
     others = np.ones(pins, dtype=bool)
     others[plan.limbs.pin] = False
     state.forward()
@@ -311,10 +314,18 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
         # its dampening in the last sweep (far from the targets Gauss-Newton steps mislead).
         kept = False
         if polisher is not None and iterations >= polish_from and settled:
+            before = total
             total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
             polishing |= kept
             # A failed polish gives the sweeps a few iterations to move on before the next one.
             polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
+            if (hinges is not None and not reached and total > POLISH_SLOW * before
+                    and not state.reached(settings.tolerance)[hinges.pin].all()):
+                stalled = total
+                _finish_limbs(state, hinges, frozen, limits, initial, (iterations + 1) * max_step,
+                              _allowed_bends(state, hinges, limits))
+                total, reached = state.errors(settings.tolerance)
+                kept |= total < stalled
         if not kept:
             state.capped = False
             total, reached = _sweep(state, plan, constants, settings, limits, iterations,
@@ -336,6 +347,37 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     if finish and not converged and iterations:
         _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
     return iterations, converged
+
+
+def _hinged_limbs(limbs, limits):
+    """The limbs whose joint is limited, or None: where a stalled polish tries the analytic finish.
+
+    A straight limb is singular: no turn moves its end toward its root to first order. A free
+    joint leaves by turning sideways, but one limited to a narrow hinge corridor cannot, so
+    sweeps and polish keep it straight and pull the rest of the body toward an end they cannot
+    lift. When a polish step keeps more than POLISH_SLOW of the misfit while such a limb's pin
+    misses, the analytic placement bends the joint directly, to the side its limits allow; each
+    limb is kept only if its pin gets closer, and the polish goes on from there.
+    """
+    if limits is None:
+        return None
+    hinged = limits.limited[limbs.lower]
+    if not hinged.any():
+        return None
+    return _Limbs(limbs.upper[hinged], limbs.lower[hinged], limbs.end[hinged], limbs.pin[hinged])
+
+
+def _allowed_bends(state, limbs, limits):
+    """Per limb, the side its joint may bend to: opposite to where the centre of the lower
+    bone's allowed swings tilts it from the upper bone (a knee bends forward when the shin may
+    only swing back). Limbs whose lower bone has no such tilt keep their current side."""
+    head_u, head_l = state.world_head[limbs.upper], state.world_head[limbs.lower]
+    upper = (head_l - head_u) / np.linalg.norm(head_l - head_u, axis=-1, keepdims=True)
+    centres = np.array([limits.kusudamas[b].centre for b in limbs.lower])
+    allowed = (state.skeleton.parent_frames(limbs.lower, state.world) @ centres[..., None])[..., 0]
+    tilt = allowed - np.sum(allowed * upper, axis=-1, keepdims=True) * upper
+    tilted = np.linalg.norm(tilt, axis=-1, keepdims=True) > BEND_TILT
+    return np.where(tilted, -tilt, upper)
 
 
 def _sweep(state, plan, constants, settings, limits, iteration, accelerator, initial, max_step):
@@ -621,10 +663,10 @@ def _clamp_angle(q, max_angle, relaxation=1.0):
     return np.concatenate((np.cos(half)[:, None], xyz * scale[:, None]), axis=-1)
 
 
-def _finish_limbs(state, limbs, frozen, limits, initial, allowance):
+def _finish_limbs(state, limbs, frozen, limits, initial, allowance, bend=None):
     """Place each single-pin two-bone limb exactly with analytic IK, then turn its end bone.
 
-    The joint stays on the side the iterations bent it to. A limb is put back
+    The joint stays on the side the iterations bent it to, or bends toward `bend` (L, 3). A limb is put back
     as it was if its pin ends up farther from its target (joint limits can
     prevent the exact pose) or if a bone would end farther from where the solve
     started than the dampening allows for the iterations run, so the finish
@@ -638,7 +680,7 @@ def _finish_limbs(state, limbs, frozen, limits, initial, allowance):
         state.target_pos[pin],
         np.linalg.norm(head_l - head_u, axis=-1),
         np.linalg.norm(head_e - head_l, axis=-1),
-        head_l - head_u,
+        head_l - head_u if bend is None else bend,
     )
     turn_u = quat.shortest_arc(head_l - head_u, joint - head_u)
     turn_l = quat.multiply(quat.shortest_arc(quat.rotate(turn_u, head_e - head_l), tip - joint), turn_u)

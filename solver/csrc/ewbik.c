@@ -663,9 +663,33 @@ static void two_bone_ik(const double *root, const double *target, double r1, dou
     }
 }
 
-/* New local rotations (upper, lower, end) placing limb l exactly; returns whether a bone
- * would travel farther than the dampening allows. */
-static int place_limb(State *st, int l, double allowance_scale, double *out)
+/* The side hinged limb l's joint may bend to (solve._allowed_bends): opposite to where the
+ * centre of the lower bone's allowed swings tilts it from the upper bone; the upper bone's
+ * direction where that centre shows no tilt. */
+static void allowed_bend(State *st, int l, double *bend)
+{
+    const ewbik_problem *pb = st->pb;
+    int upper = pb->limbs[4 * l], lower = pb->limbs[4 * l + 1];
+    for (int c = 0; c < 3; c++)
+        bend[c] = st->head[3 * lower + c] - st->head[3 * upper + c];
+    double length = sqrt(dot3(bend, bend));
+    for (int c = 0; c < 3; c++)
+        bend[c] /= length;
+    double frame[9], allowed[3], tilt[3];
+    parent_frame(st, lower, frame);
+    matvec(frame, pb->limits->centre + 3 * lower, allowed);
+    double along = dot3(allowed, bend);
+    for (int c = 0; c < 3; c++)
+        tilt[c] = allowed[c] - along * bend[c];
+    if (sqrt(dot3(tilt, tilt)) > pb->bend_tilt)
+        for (int c = 0; c < 3; c++)
+            bend[c] = -tilt[c];
+}
+
+/* New local rotations (upper, lower, end) placing limb l exactly, its joint bent toward `bend`
+ * (NULL: the side it is bent to now); returns whether a bone would travel farther than the
+ * dampening allows. */
+static int place_limb(State *st, int l, double allowance_scale, const double *bend, double *out)
 {
     const ewbik_problem *pb = st->pb;
     const int *limb = pb->limbs + 4 * l;
@@ -677,7 +701,7 @@ static int place_limb(State *st, int l, double allowance_scale, double *out)
         lower_vec[c] = head_e[c] - head_l[c];
     }
     two_bone_ik(head_u, pb->target_pos + 3 * pin, sqrt(dot3(upper_vec, upper_vec)), sqrt(dot3(lower_vec, lower_vec)),
-                upper_vec, joint, tip);
+                bend ? bend : upper_vec, joint, tip);
     for (int c = 0; c < 3; c++) {
         to_joint[c] = joint[c] - head_u[c];
         to_tip[c] = tip[c] - joint[c];
@@ -719,12 +743,31 @@ static int place_limb(State *st, int l, double allowance_scale, double *out)
     return too_far;
 }
 
-/* Place every limb, keep each only if its pin got no farther and no bone travelled too far. */
-static void finish_limbs(State *st, double allowance_scale)
+/* Whether limb l's joint is limited (solve._hinged_limbs): where a stalled polish tries the finish. */
+static int hinged(const State *st, int l)
+{
+    return st->pb->limits && st->pb->limits->limited[st->pb->limbs[4 * l + 1]];
+}
+
+/* Place every limb, keep each only if its pin got no farther and no bone travelled too far.
+ * Each joint bends to the side it is bent to now; with `hinges_only` only the hinged limbs are
+ * placed, each bent to its limits' side. */
+static void finish_limbs(State *st, double allowance_scale, int hinges_only)
 {
     const ewbik_problem *pb = st->pb;
     for (int l = 0; l < pb->n_limbs; l++) {
-        st->limb_bad[l] = (unsigned char)place_limb(st, l, allowance_scale, st->limb_new + 12 * l);
+        double bend[3];
+        if (hinges_only && !hinged(st, l)) {
+            for (int i = 0; i < 3; i++)
+                memcpy(st->limb_new + 12 * l + 4 * i, pb->rotations + 4 * pb->limbs[4 * l + i], 4 * sizeof(double));
+            st->limb_bad[l] = 0;
+            st->limb_before[l] = INFINITY;
+            continue;
+        }
+        if (hinges_only)
+            allowed_bend(st, l, bend);
+        st->limb_bad[l] = (unsigned char)place_limb(st, l, allowance_scale, hinges_only ? bend : NULL,
+                                                    st->limb_new + 12 * l);
         st->limb_before[l] = pin_cost(st, pb->limbs[4 * l + 3]);
     }
     for (int l = 0; l < pb->n_limbs; l++)
@@ -744,6 +787,16 @@ static void finish_limbs(State *st, double allowance_scale)
     }
     if (restored)
         forward(st);
+}
+
+/* Whether some pin that ends a hinged limb is not within tolerance. */
+static int hinge_missed(const State *st)
+{
+    const ewbik_problem *pb = st->pb;
+    for (int l = 0; l < pb->n_limbs; l++)
+        if (hinged(st, l) && !pin_reached(st, pb->limbs[4 * l + 3], pb->tolerance))
+            return 1;
+    return 0;
 }
 
 /* Whether every pin that does not end a limb is within tolerance. */
@@ -1244,6 +1297,7 @@ int ewbik_problem_layout(long long *offsets, int capacity)
         OFFSET(ewbik_problem, polish_tries), OFFSET(ewbik_problem, polish_lambda_min),
         OFFSET(ewbik_problem, polish_lambda_max), OFFSET(ewbik_problem, polish_grow),
         OFFSET(ewbik_problem, polish_shrink), OFFSET(ewbik_problem, polish_clamped),
+        OFFSET(ewbik_problem, polish_slow), OFFSET(ewbik_problem, bend_tilt),
         OFFSET(ewbik_problem, adjugate_trust), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
         OFFSET(ewbik_problem, initial), OFFSET(ewbik_problem, position_errors),
         OFFSET(ewbik_problem, orientation_errors), OFFSET(ewbik_problem, iterations_done),
@@ -1291,9 +1345,16 @@ int ewbik_solve(const ewbik_problem *pb)
     while (pb->n_pins > 0 && iterations < pb->iterations) {
         int kept = 0;
         if (polishing && iterations >= polish_from && settled) {
+            double before = total;
             total = polish_step(&st, &polish, iterations, total, &reached, &kept);
             polished |= kept;
             polish_from = kept ? iterations : iterations + 1 + pb->polish_after;
+            if (finish && !reached && total > pb->polish_slow * before && hinge_missed(&st)) {
+                double stalled = total;
+                finish_limbs(&st, (double)(iterations + 1), 1);
+                total = total_errors(&st, &reached);
+                kept |= total < stalled;
+            }
         }
         if (!kept) {
             st.capped = 0;
@@ -1302,7 +1363,7 @@ int ewbik_solve(const ewbik_problem *pb)
         }
         iterations++;
         if (!reached && finish && !polishing && others_reached(&st)) {
-            finish_limbs(&st, (double)iterations);
+            finish_limbs(&st, (double)iterations, 0);
             total = total_errors(&st, &reached);
         }
         if (reached) {
@@ -1316,7 +1377,7 @@ int ewbik_solve(const ewbik_problem *pb)
             break;
     }
     if (finish && !converged && iterations)
-        finish_limbs(&st, (double)iterations);
+        finish_limbs(&st, (double)iterations, 0);
     report_errors(&st);
     if (!converged) {
         converged = 1;

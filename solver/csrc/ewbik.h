@@ -60,6 +60,8 @@ typedef struct {
     double polish_grow;            /* loop_constants.POLISH_GROW */
     double polish_shrink;          /* loop_constants.POLISH_SHRINK */
     double polish_clamped;         /* loop_constants.POLISH_CLAMPED */
+    double polish_slow;            /* loop_constants.POLISH_SLOW: share of the misfit a stalled polish step keeps */
+    double bend_tilt;              /* loop_constants.BEND_TILT: tilt below which a joint's limits show no bend side */
     double adjugate_trust;         /* qcp.ADJUGATE_TRUST: where the closed-form eigenvector is used */
     /* pose, in and out */
     double *rotations;             /* (n, 4) w, x, y, z */
@@ -76,7 +78,7 @@ typedef struct {
 int ewbik_solve(const ewbik_problem *problem);
 
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 4
+#define EWBIK_ABI_VERSION 5
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */
