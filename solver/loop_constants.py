@@ -4,6 +4,8 @@ The C loop gets them through its problem structure (csrc/ewbik.h), so the two lo
 drift apart.
 """
 
+import math
+
 GUARD_SLACK = 1e-6  # relative worsening the stabilization guard tolerates before reverting a step
 GUARD_FLOOR = 1e-15  # absolute floor of that slack (a misfit of zero)
 STALL = 1e-9  # relative misfit change between iterations below which a solve has stalled
@@ -16,3 +18,5 @@ POLISH_SHRINK = 4.0  # ... and its decrease after one that did
 POLISH_CLAMPED = 1e-9  # radians a limit's clamp must move a polished bone to count as an active boundary
 POLISH_SLOW = 0.5  # a polish step keeping more of the misfit than this share has stalled (limbs then get the finish)
 BEND_TILT = 1e-3  # tilt (sine) of a joint's allowed-swing centre from straight below which it shows no bend side
+STRAIGHT_SINE = 0.2  # sine of the bend below which a limb counts as straight (singular) for that finish
+STRAIGHT_REACH = math.cos(math.asin(STRAIGHT_SINE) / 2)  # a target nearer than this share of a limb's length asks for more bend

@@ -28,6 +28,8 @@ from .loop_constants import (
     POLISH_SLOW,
     POLISH_TRIES,
     STALL,
+    STRAIGHT_REACH,
+    STRAIGHT_SINE,
 )
 from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
@@ -57,7 +59,7 @@ class _Problem(ctypes.Structure):
         ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
         ("polish_after", _INT), ("polish_tries", _INT), ("polish_lambda_min", _DOUBLE),
         ("polish_lambda_max", _DOUBLE), ("polish_grow", _DOUBLE), ("polish_shrink", _DOUBLE), ("polish_clamped", _DOUBLE),
-        ("polish_slow", _DOUBLE), ("bend_tilt", _DOUBLE),
+        ("polish_slow", _DOUBLE), ("bend_tilt", _DOUBLE), ("straight_sine", _DOUBLE), ("straight_reach", _DOUBLE),
         ("adjugate_trust", _DOUBLE),
         ("rotations", _P), ("locations", _P), ("initial", _P),
         ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
@@ -209,6 +211,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.polish_grow, problem.polish_shrink = POLISH_GROW, POLISH_SHRINK
     problem.polish_clamped = POLISH_CLAMPED
     problem.polish_slow, problem.bend_tilt = POLISH_SLOW, BEND_TILT
+    problem.straight_sine, problem.straight_reach = STRAIGHT_SINE, STRAIGHT_REACH
     problem.adjugate_trust = ADJUGATE_TRUST
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, quat
-from .loop_constants import BEND_TILT, GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, POLISH_SLOW, STALL
+from .loop_constants import BEND_TILT, GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, POLISH_SLOW, STALL, STRAIGHT_REACH, STRAIGHT_SINE
 from .polish import Polisher, polish, polish_plan
 from .polish import rotation_vectors as _log
 from .qcp import rotations_from_covariance
@@ -319,11 +319,12 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
             polishing |= kept
             # A failed polish gives the sweeps a few iterations to move on before the next one.
             polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
-            if (hinges is not None and not reached and total > POLISH_SLOW * before
-                    and not state.reached(settings.tolerance)[hinges.pin].all()):
+            stuck = None if hinges is None or reached or total <= POLISH_SLOW * before else _stuck(
+                state, hinges, settings.tolerance)
+            if stuck is not None:
                 stalled = total
-                _finish_limbs(state, hinges, frozen, limits, initial, (iterations + 1) * max_step,
-                              _allowed_bends(state, hinges, limits))
+                _finish_limbs(state, stuck, frozen, limits, initial, (iterations + 1) * max_step,
+                              _allowed_bends(state, stuck, limits))
                 total, reached = state.errors(settings.tolerance)
                 kept |= total < stalled
         if not kept:
@@ -355,9 +356,10 @@ def _hinged_limbs(limbs, limits):
     A straight limb is singular: no turn moves its end toward its root to first order. A free
     joint leaves by turning sideways, but one limited to a narrow hinge corridor cannot, so
     sweeps and polish keep it straight and pull the rest of the body toward an end they cannot
-    lift. When a polish step keeps more than POLISH_SLOW of the misfit while such a limb's pin
-    misses, the analytic placement bends the joint directly, to the side its limits allow; each
-    limb is kept only if its pin gets closer, and the polish goes on from there.
+    lift. When a polish step keeps more than POLISH_SLOW of the misfit while such a limb is
+    straight and its pin misses, the analytic placement bends the joint directly, to the side
+    its limits allow; each limb is kept only if its pin gets closer, and the polish goes on
+    from there. A bent limb is left to the polish (placing it would turn its bend plane).
     """
     if limits is None:
         return None
@@ -365,6 +367,21 @@ def _hinged_limbs(limbs, limits):
     if not hinged.any():
         return None
     return _Limbs(limbs.upper[hinged], limbs.lower[hinged], limbs.end[hinged], limbs.pin[hinged])
+
+
+def _stuck(state, hinges, tolerance):
+    """The hinged limbs that are straight while their target is closer to their root than a
+    straight bend reaches (so they must bend more), and that miss their pin; or None."""
+    head_u, head_l, head_e = (state.world_head[b] for b in (hinges.upper, hinges.lower, hinges.end))
+    upper, lower = head_l - head_u, head_e - head_l
+    lengths = np.linalg.norm(upper, axis=-1) + np.linalg.norm(lower, axis=-1)
+    sine = np.linalg.norm(np.cross(upper, lower), axis=-1) / (
+        np.linalg.norm(upper, axis=-1) * np.linalg.norm(lower, axis=-1))
+    near = np.linalg.norm(state.target_pos[hinges.pin] - head_u, axis=-1) < lengths * STRAIGHT_REACH
+    stuck = (sine < STRAIGHT_SINE) & near & ~state.reached(tolerance)[hinges.pin]
+    if not stuck.any():
+        return None
+    return _Limbs(hinges.upper[stuck], hinges.lower[stuck], hinges.end[stuck], hinges.pin[stuck])
 
 
 def _allowed_bends(state, limbs, limits):

@@ -663,7 +663,7 @@ static void two_bone_ik(const double *root, const double *target, double r1, dou
     }
 }
 
-/* The side hinged limb l's joint may bend to (solve._allowed_bends): opposite to where the
+/* The side stuck limb l's joint may bend to (solve._allowed_bends): opposite to where the
  * centre of the lower bone's allowed swings tilts it from the upper bone; the upper bone's
  * direction where that centre shows no tilt. */
 static void allowed_bend(State *st, int l, double *bend)
@@ -743,30 +743,46 @@ static int place_limb(State *st, int l, double allowance_scale, const double *be
     return too_far;
 }
 
-/* Whether limb l's joint is limited (solve._hinged_limbs): where a stalled polish tries the finish. */
-static int hinged(const State *st, int l)
+/* Whether limb l's joint is limited, the limb straight though its target asks for more bend,
+ * and its pin missed (solve._stuck): where a stalled polish tries the finish. */
+static int stuck(const State *st, int l)
 {
-    return st->pb->limits && st->pb->limits->limited[st->pb->limbs[4 * l + 1]];
+    const ewbik_problem *pb = st->pb;
+    const int *limb = pb->limbs + 4 * l;
+    if (!pb->limits || !pb->limits->limited[limb[1]])
+        return 0;
+    double upper[3], lower[3], normal[3];
+    for (int c = 0; c < 3; c++) {
+        upper[c] = st->head[3 * limb[1] + c] - st->head[3 * limb[0] + c];
+        lower[c] = st->head[3 * limb[2] + c] - st->head[3 * limb[1] + c];
+    }
+    cross3(upper, lower, normal);
+    double r1 = sqrt(dot3(upper, upper)), r2 = sqrt(dot3(lower, lower)), to_target[3];
+    for (int c = 0; c < 3; c++)
+        to_target[c] = pb->target_pos[3 * limb[3] + c] - st->head[3 * limb[0] + c];
+    double sine = sqrt(dot3(normal, normal)) / (r1 * r2);
+    return sine < pb->straight_sine && sqrt(dot3(to_target, to_target)) < (r1 + r2) * pb->straight_reach
+           && !pin_reached(st, limb[3], pb->tolerance);
 }
 
 /* Place every limb, keep each only if its pin got no farther and no bone travelled too far.
- * Each joint bends to the side it is bent to now; with `hinges_only` only the hinged limbs are
+ * Each joint bends to the side it is bent to now; with `stuck_only` only the stuck limbs are
  * placed, each bent to its limits' side. */
-static void finish_limbs(State *st, double allowance_scale, int hinges_only)
+static void finish_limbs(State *st, double allowance_scale, int stuck_only)
 {
     const ewbik_problem *pb = st->pb;
     for (int l = 0; l < pb->n_limbs; l++) {
         double bend[3];
-        if (hinges_only && !hinged(st, l)) {
+        if (stuck_only && !stuck(st, l)) {
             for (int i = 0; i < 3; i++)
                 memcpy(st->limb_new + 12 * l + 4 * i, pb->rotations + 4 * pb->limbs[4 * l + i], 4 * sizeof(double));
             st->limb_bad[l] = 0;
             st->limb_before[l] = INFINITY;
             continue;
         }
-        if (hinges_only)
+        if (stuck_only)
             allowed_bend(st, l, bend);
-        st->limb_bad[l] = (unsigned char)place_limb(st, l, allowance_scale, hinges_only ? bend : NULL,
+        st->limb_bad[l] = (unsigned char)place_limb(st, l, allowance_scale, stuck_only ? bend : NULL,
                                                     st->limb_new + 12 * l);
         st->limb_before[l] = pin_cost(st, pb->limbs[4 * l + 3]);
     }
@@ -789,12 +805,11 @@ static void finish_limbs(State *st, double allowance_scale, int hinges_only)
         forward(st);
 }
 
-/* Whether some pin that ends a hinged limb is not within tolerance. */
-static int hinge_missed(const State *st)
+/* Whether some limb is stuck. */
+static int any_stuck(const State *st)
 {
-    const ewbik_problem *pb = st->pb;
-    for (int l = 0; l < pb->n_limbs; l++)
-        if (hinged(st, l) && !pin_reached(st, pb->limbs[4 * l + 3], pb->tolerance))
+    for (int l = 0; l < st->pb->n_limbs; l++)
+        if (stuck(st, l))
             return 1;
     return 0;
 }
@@ -1298,6 +1313,7 @@ int ewbik_problem_layout(long long *offsets, int capacity)
         OFFSET(ewbik_problem, polish_lambda_max), OFFSET(ewbik_problem, polish_grow),
         OFFSET(ewbik_problem, polish_shrink), OFFSET(ewbik_problem, polish_clamped),
         OFFSET(ewbik_problem, polish_slow), OFFSET(ewbik_problem, bend_tilt),
+        OFFSET(ewbik_problem, straight_sine), OFFSET(ewbik_problem, straight_reach),
         OFFSET(ewbik_problem, adjugate_trust), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
         OFFSET(ewbik_problem, initial), OFFSET(ewbik_problem, position_errors),
         OFFSET(ewbik_problem, orientation_errors), OFFSET(ewbik_problem, iterations_done),
@@ -1349,7 +1365,7 @@ int ewbik_solve(const ewbik_problem *pb)
             total = polish_step(&st, &polish, iterations, total, &reached, &kept);
             polished |= kept;
             polish_from = kept ? iterations : iterations + 1 + pb->polish_after;
-            if (finish && !reached && total > pb->polish_slow * before && hinge_missed(&st)) {
+            if (finish && !reached && total > pb->polish_slow * before && any_stuck(&st)) {
                 double stalled = total;
                 finish_limbs(&st, (double)(iterations + 1), 1);
                 total = total_errors(&st, &reached);

@@ -62,6 +62,8 @@ typedef struct {
     double polish_clamped;         /* loop_constants.POLISH_CLAMPED */
     double polish_slow;            /* loop_constants.POLISH_SLOW: share of the misfit a stalled polish step keeps */
     double bend_tilt;              /* loop_constants.BEND_TILT: tilt below which a joint's limits show no bend side */
+    double straight_sine;          /* loop_constants.STRAIGHT_SINE: bend below which a limb counts as straight */
+    double straight_reach;         /* loop_constants.STRAIGHT_REACH: share of its length a straight limb reaches */
     double adjugate_trust;         /* qcp.ADJUGATE_TRUST: where the closed-form eigenvector is used */
     /* pose, in and out */
     double *rotations;             /* (n, 4) w, x, y, z */
