@@ -1,6 +1,6 @@
 """Pose-bone rotation channels (quaternion, Euler in any order, axis-angle) as quaternions.
 
-One vectorized conversion for everything that reads a pose: the bridge (live solving, bake)
+One vectorized conversion for everything that reads a pose: the pose reader (live solving, bake)
 and Limits from Action (a whole frame range at once).
 """
 

@@ -21,8 +21,8 @@ from bpy.props import BoolProperty, IntProperty
 from bpy_extras import anim_utils
 from mathutils import Euler
 
-from ..ewbik_addon import bridge, live
-from ..ewbik_addon.bridge import RigError
+from ..ewbik_addon import armature_solve, crowd_solve, live, pin_reading, production_checks
+from ..ewbik_addon.armature_checks import RigError
 from ..ewbik_addon.active import armature_to_step_through, is_selected
 from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
 
@@ -363,7 +363,7 @@ class PoseBake:
             for pose_bone in pose_bones
         ])
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
-        self.keys_location = (obj.ewbik.translate_root & is_root) | bridge.placed_controls(obj)
+        self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
         check_action(obj, {
             pose_bones[i].path_from_id(name)
             for i in np.flatnonzero(self.may_move & self.allowed)
@@ -421,7 +421,7 @@ class PoseBake:
         with live.suspended():
             self.warm_start()
             try:
-                result = bridge.solve_armature(self.obj, rescan=not self.solved)
+                result = armature_solve.solve_armature(self.obj, rescan=not self.solved)
             except RigError as error:
                 raise RigError(f"Frame {self.frame}: {error}") from error
             self.record(result)
@@ -603,14 +603,14 @@ class CrowdBake:
             raise
 
     def _solve_together(self):
-        """Every armature's frame in one solver call (bridge.solve_crowd)."""
+        """Every armature's frame in one solver call (crowd_solve.solve_crowd)."""
         for bake in self.bakes:
             bake.warm_start()
             try:
-                bridge.pinned_targets(bake.obj, rescan=not bake.solved)
+                pin_reading.pinned_targets(bake.obj, rescan=not bake.solved)
             except RigError as error:
                 raise RigError(f"Frame {bake.frame}: {error}") from error
-        outcomes = bridge.solve_crowd([bake.obj for bake in self.bakes])
+        outcomes = crowd_solve.solve_crowd([bake.obj for bake in self.bakes])
         for bake in self.bakes:
             outcome = outcomes[bake.obj]
             if isinstance(outcome, RigError):

@@ -1,6 +1,6 @@
 """Scene documents in and out of Blender: bug reports, the CLI solver, and reproducing either.
 
-Export writes what `bridge.scene_document` sees. Import validates the whole
+Export writes what `scene_export.scene_document` sees. Import validates the whole
 document with the solver's own parser first and builds a complete plan before
 touching the file, so a bad document is reported and changes nothing.
 """
@@ -13,7 +13,7 @@ from bpy.props import StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 from mathutils import Matrix, Quaternion
 
-from ..ewbik_addon import bridge
+from ..ewbik_addon import armature_checks, scene_export
 from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.targets import new_target
 from ..solver.scene import parse_scene
@@ -40,8 +40,8 @@ class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):
     def execute(self, context):
         obj = active_armature(context)
         try:
-            document = bridge.scene_document(obj)
-        except bridge.RigError as error:
+            document = scene_export.scene_document(obj)
+        except armature_checks.RigError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         try:
@@ -132,7 +132,7 @@ def pose_plan(obj, document):
         if field in solver_settings:
             assignments.append((obj.ewbik, field, solver_settings[field]))
     if "tolerance" in solver_settings:
-        assignments.append((obj.ewbik, "tolerance", solver_settings["tolerance"] * bridge.armature_scale(obj)))
+        assignments.append((obj.ewbik, "tolerance", solver_settings["tolerance"] * armature_checks.armature_scale(obj)))
     if "time_budget_ms" in solver_settings:
         assignments.append((obj.ewbik, "time_budget_ms", solver_settings["time_budget_ms"] or 0.0))
 

@@ -6,7 +6,7 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
-from ..ewbik_addon import bridge, production_rigs
+from ..ewbik_addon import production_checks, production_rigs
 from ..ewbik_addon.active import (
     active_armature,
     active_limit_bone,
@@ -221,7 +221,7 @@ class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
     def draw(self, context):
         obj = posed_armature(context)
         layout = self.layout
-        fixed = bridge.fixed_bones(obj)
+        fixed = production_checks.fixed_bones(obj)
         layout.label(text=f"{len(fixed)} bones posed by constraints or drivers", icon="CONSTRAINT_BONE")
         pose_bone = context.active_pose_bone
         if pose_bone is not None and pose_bone.name in fixed:

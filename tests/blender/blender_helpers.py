@@ -25,7 +25,7 @@ def load_build_tool():
 
 
 def addon_module(name):
-    """A submodule of the installed extension, e.g. addon_module("ewbik_addon.bridge")."""
+    """A submodule of the installed extension, e.g. addon_module("ewbik_addon.armature_solve")."""
     return importlib.import_module(f"{PACKAGE}.{name}")
 
 

@@ -138,7 +138,7 @@ def test_preset_limits_hold_the_solved_controls(rig):
     drag(targets)
     bpy.ops.object.mode_set(mode="POSE")
     assert bpy.ops.ewbik.solve() == {"FINISHED"}, rig.ewbik.status
-    document = addon_module("ewbik_addon.bridge").scene_document(rig)
+    document = addon_module("ewbik_addon.scene_export").scene_document(rig)
     from_document = addon_module("solver.scene").parse_scene(document)
     violation = from_document.limits.violation(from_document.rotations)
     assert float(violation.max()) < 1e-4
