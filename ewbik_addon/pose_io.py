@@ -77,9 +77,9 @@ class _Locks:
     fully_locked: np.ndarray
 
 
-def read_locks(obj, rig):
-    pose_bones = obj.pose.bones
-    buffers = rig.buffers
+def read_locks(pose_bones, buffers):
+    """The bones' locks as the live solve and the bake both apply them: Blender ignores the 4D
+    flags on Euler bones."""
     pose_bones.foreach_get("rotation_mode", buffers.modes)
     pose_bones.foreach_get("lock_rotation", buffers.lock_rotation.reshape(-1))
     pose_bones.foreach_get("lock_rotation_w", buffers.lock_w)
@@ -101,7 +101,7 @@ def read_pose(obj, rig):
     """Local rotations as unit quaternions (N, 4) float64, locations (N, 3), locks; pose.bones order."""
     pose_bones = obj.pose.bones
     buffers = rig.buffers
-    locks = read_locks(obj, rig)
+    locks = read_locks(pose_bones, buffers)
     pose_bones.foreach_get("rotation_quaternion", buffers.quaternion.reshape(-1))
     pose_bones.foreach_get("location", buffers.location.reshape(-1))
     rotations = buffers.quaternion.astype(float)

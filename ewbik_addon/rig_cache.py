@@ -179,7 +179,7 @@ def _scan_bone_settings(obj, rig):
     rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
     rig.posed_mask = np.array([name in posed for name in rig.names], bool)
     rig.placed = placed_controls(obj)
-    locks = read_locks(obj, rig)
+    locks = read_locks(obj.pose.bones, rig.buffers)
     settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes(),
                     (rig.fixed_mask | rig.placed).tobytes())
     counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))

@@ -124,8 +124,8 @@ def test_bake_keys_the_rotations_that_play_back_the_solved_feet(character):
     scene.frame_set(1)
     make_active(character)
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    bake = addon_module("operators.bake")
-    keyed = {fcurve.data_path for fcurve in bake.action_fcurves(character.animation_data)}
+    fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
+    keyed = {fcurve.data_path for fcurve in fcurve_keys.action_fcurves(character.animation_data)}
     assert 'pose.bones["mixamorig:LeftUpLeg"].rotation_quaternion' in keyed
     assert 'pose.bones["mixamorig:LeftLeg"].rotation_quaternion' in keyed
     assert not [path for path in keyed if path.endswith("location") or "_End" in path]

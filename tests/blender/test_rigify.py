@@ -156,10 +156,10 @@ def test_bake_keys_the_fk_controls_channels(rig):
     scene.frame_start, scene.frame_end = 1, 5
     scene.frame_set(1)
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    bake = addon_module("operators.bake")
-    keyed = {fcurve.data_path.split('"')[1] for fcurve in bake.action_fcurves(rig.animation_data)}
+    fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
+    keyed = {fcurve.data_path.split('"')[1] for fcurve in fcurve_keys.action_fcurves(rig.animation_data)}
     assert {"hand_fk.L", "forearm_fk.L", "upper_arm_fk.L", "foot_ik.L"} <= keyed
-    assert 'pose.bones["foot_ik.L"].location' in {fcurve.data_path for fcurve in bake.action_fcurves(rig.animation_data)}
+    assert 'pose.bones["foot_ik.L"].location' in {fcurve.data_path for fcurve in fcurve_keys.action_fcurves(rig.animation_data)}
     assert not [name for name in keyed if name.startswith(MECHANISM)]
     rig.ewbik.live = False
     for frame in (1, 3, 5):
