@@ -14,6 +14,7 @@ from .armature_checks import RigError, armature_scale, check_writable
 from .pin_reading import read_pins
 from .pose_io import read_pose, write_pose
 from .production_checks import check_pins_movable, place_ik_controls
+from .properties import STORED_SETTINGS
 from .rig_cache import rig_for
 
 
@@ -71,15 +72,10 @@ def solver_settings(obj, full):
     scale = armature_scale(obj)
     if not scale > 1e-12:
         raise RigError(f"'{obj.name}' has zero scale")
+    stored = {name: getattr(props, name) for name in STORED_SETTINGS}
+    stored.update(time_budget_ms=None if full or budget <= 0.0 else budget, tolerance=props.tolerance / scale)
     try:
-        return SolverSettings(
-            iterations=props.iterations,
-            time_budget_ms=None if full or budget <= 0.0 else budget,
-            tolerance=props.tolerance / scale,
-            dampening=props.dampening,
-            stabilization_passes=props.stabilization_passes,
-            translate_root=props.translate_root,
-        )
+        return SolverSettings(**stored)
     except ValueError as error:
         raise RigError(f"'{obj.name}' {error}") from None
 

@@ -14,6 +14,7 @@ from ..solver import Skeleton
 from ..solver.kusudama import JointLimits, Kusudama
 from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
+from .limit_settings import MIN_DIRECTION, has_limits, limits_dict
 from .pose_io import PoseBuffers, read_locks
 from .production_checks import placed_controls, posed_bones, with_mechanism
 
@@ -163,13 +164,8 @@ def _scan_bone_settings(obj, rig):
         if props.target is not None:
             pins.append((pose_bone.name, props.target))
         stiffness.append(props.stiffness)
-        if len(props.cones) or props.use_twist_limit:
-            limit = {"cones": [{"direction": tuple(c.direction), "radius": c.radius} for c in props.cones]}
-            if props.use_twist_limit:
-                limit["twist"] = {"min": props.twist_min, "max": props.twist_max}
-            if props.comfort:
-                limit["comfort"] = props.comfort
-            limits[pose_bone.name] = limit
+        if has_limits(props):
+            limits[pose_bone.name] = limits_dict(props)
     pinned = {bone for bone, _ in pins}
     deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
     rig.pins = tuple(pins)
@@ -222,7 +218,7 @@ def _normalized_limit(bone, limit):
     for i, cone in enumerate(limit["cones"]):
         direction = np.array(cone["direction"], dtype=float)
         length = np.linalg.norm(direction)
-        if not np.isfinite(length) or length < 1e-9:
+        if not np.isfinite(length) or length < MIN_DIRECTION:
             raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
         cones.append({"direction": (direction / length).tolist(), "radius": float(cone["radius"])})
     return {**limit, "cones": cones}

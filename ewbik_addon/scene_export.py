@@ -4,6 +4,7 @@ from .armature_checks import check_armature
 from .armature_solve import solver_settings
 from .pin_reading import read_pins
 from .pose_io import read_pose
+from .properties import STORED_SETTINGS
 from .rig_cache import rig_for
 
 
@@ -44,12 +45,5 @@ def scene_document(obj):
         "version": 1,
         "bones": bones,
         "pins": pins,
-        "settings": {
-            "iterations": settings.iterations,
-            "time_budget_ms": settings.time_budget_ms,
-            "tolerance": settings.tolerance,
-            "dampening": settings.dampening,
-            "stabilization_passes": settings.stabilization_passes,
-            "translate_root": settings.translate_root,
-        },
+        "settings": {name: getattr(settings, name) for name in STORED_SETTINGS},
     }

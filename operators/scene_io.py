@@ -18,9 +18,11 @@ from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.targets import new_target
 from ..solver.scene import parse_scene
 from ..ewbik_addon.limit_settings import set_limits
+from ..ewbik_addon.properties import STORED_SETTINGS
 
-# The tolerance is set apart: the document holds armature units, the property a scene distance.
-SETTINGS_FIELDS = ("iterations", "dampening", "stabilization_passes", "translate_root")
+# The tolerance is set apart (the document holds armature units, the property a scene distance),
+# and so is the time budget (null in the document, 0 in the property).
+SETTINGS_FIELDS = tuple(name for name in STORED_SETTINGS if name not in ("tolerance", "time_budget_ms"))
 
 
 class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):
