@@ -27,10 +27,11 @@ from .fcurve_keys import (
     continuous_eulers,
     continuous_quaternions,
     locked_rotation_components,
-    rotation_channel,
 )
 from .pose_channels import read_pose_channels, write_pose_channels
 from .pose_io import PoseBuffers, read_locks
+from .rig_cache import pinned_chains
+from .rotation_channels import rotation_channel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +96,8 @@ class PoseBake:
             raise RigError(f"No bone of '{obj.name}' is pinned; pin the bones to bake first")
         self.pins = [(pose_bone.name, pose_bone.ewbik.target) for pose_bone in pinned]
         index = {pose_bone.name: i for i, pose_bone in enumerate(pose_bones)}
-        self.may_move = np.zeros(len(pose_bones), dtype=bool)
-        for pose_bone in pinned:
-            self.may_move[[index[bone.name] for bone in (pose_bone, *pose_bone.parent_recursive)]] = True
+        parents = [pose_bone.parent.name if pose_bone.parent else None for pose_bone in pose_bones]
+        self.may_move = pinned_chains(index, parents, [bone for bone, _ in self.pins])
         self.allowed = np.ones(len(pose_bones), dtype=bool)
         if options.only_selected:
             self.allowed = np.array([is_selected(pose_bone) for pose_bone in pose_bones])

@@ -37,13 +37,6 @@ KEY_FIELDS = {
 }
 
 
-def rotation_channel(rotation_mode):
-    """The pose-bone property a bone in this rotation mode is keyed on."""
-    return {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(
-        rotation_mode, "rotation_euler"
-    )
-
-
 def locked_rotation_components(pose_bone):
     """Indices of the bone's rotation channel that its locks keep, so the bake never keys them.
 

@@ -236,6 +236,20 @@ def _joint_limits(rig):
         raise RigError(str(error)) from None
 
 
+def pinned_chains(index, parents, pinned):
+    """Mask (in `index` order) of the pinned bones and every bone above them: the bones a solve turns.
+
+    index: bone name -> position; parents: parent name or None per position; pinned: bone names.
+    """
+    on_chain = np.zeros(len(parents), bool)
+    for bone in pinned:
+        node = bone
+        while node is not None:
+            on_chain[index[node]] = True
+            node = parents[index[node]]
+    return on_chain
+
+
 def _held_bones(rig):
     """Fixed bones, and the bones above a posed bone on a pinned bone's chain.
 
@@ -259,13 +273,7 @@ def _held_bones(rig):
 def _driven_bones(rig, frozen):
     """Bones whose pose a solve can change: below an unfrozen ancestor of a pinned bone."""
     index = rig.index
-    solvable = np.zeros(len(rig.names), bool)
-    for bone, _ in rig.pins:
-        node = bone
-        while node is not None:
-            solvable[index[node]] = True
-            node = rig.parents[index[node]]
-    solvable &= ~frozen
+    solvable = pinned_chains(index, rig.parents, [bone for bone, _ in rig.pins]) & ~frozen
     driven = solvable.copy()
     for i in np.argsort(rig.skeleton.depth[rig.to_solver], kind="stable"):
         parent = rig.parents[i]

@@ -19,6 +19,7 @@ from ..ewbik_addon.targets import new_target
 from ..solver.scene import parse_scene
 from ..ewbik_addon.limit_settings import set_limits
 from ..ewbik_addon.properties import STORED_SETTINGS
+from ..ewbik_addon.rotation_channels import rotation_channel
 
 # The tolerance is set apart (the document holds armature units, the property a scene distance),
 # and so is the time budget (null in the document, 0 in the property).
@@ -74,13 +75,13 @@ def read_document(path):
 
 def rotation_values(pose_bone, quaternion):
     """(property name, value) that gives the pose bone this local rotation in its own rotation mode."""
-    mode = pose_bone.rotation_mode
-    if mode == "QUATERNION":
-        return "rotation_quaternion", quaternion
-    if mode == "AXIS_ANGLE":
+    channel = rotation_channel(pose_bone.rotation_mode)
+    if channel == "rotation_quaternion":
+        return channel, quaternion
+    if channel == "rotation_axis_angle":
         axis, angle = quaternion.to_axis_angle()
-        return "rotation_axis_angle", (angle, *axis)
-    return "rotation_euler", quaternion.to_euler(mode, pose_bone.rotation_euler)
+        return channel, (angle, *axis)
+    return channel, quaternion.to_euler(pose_bone.rotation_mode, pose_bone.rotation_euler)
 
 
 def build_armature(context, document, name):

@@ -175,7 +175,7 @@ def test_operator_keys_moved_bones_with_the_scene_range(rig, bake_engine):
     keyed = {fcurve.data_path for fcurve in fcurves(rig, bake_engine)}
     for name in (*HAND_CHAIN, BYSTANDER):
         pose_bone = rig.pose.bones[name]
-        path = pose_bone.path_from_id(fcurve_keys().rotation_channel(pose_bone.rotation_mode))
+        path = pose_bone.path_from_id(addon_module("ewbik_addon.rotation_channels").rotation_channel(pose_bone.rotation_mode))
         assert (path in keyed) == (name != BYSTANDER), path
     assert not any(path.endswith(".location") for path in keyed), "the root does not translate"
     preferences = bpy.context.preferences.edit
