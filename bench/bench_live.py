@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_solver import machine_line, markdown_table, solver_fingerprint, stats  # noqa: E402
 from blender_ik import rotation_angle_deg  # noqa: E402
-from tests.blender.blender_helpers import (  # noqa: E402
+from tests.support.blender_helpers import (  # noqa: E402
     addon_module,
     build_metarig,
     disable_extension,

@@ -46,7 +46,7 @@ from mathutils import Vector  # noqa: E402
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_solver import machine_line, markdown_table, solver_fingerprint  # noqa: E402
-from tests.blender.blender_helpers import addon_module, load_build_tool, make_active, pin  # noqa: E402
+from tests.support.blender_helpers import addon_module, load_build_tool, make_active, pin  # noqa: E402
 
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
 BEGIN, END = "<!-- bench:scaling -->", "<!-- /bench:scaling -->"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import addon_module, bone_world, make_active, pin, update
+from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, update
 
 
 def pose_state(obj):

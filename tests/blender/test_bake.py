@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from mathutils import Euler, Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, pin, select_pose_bones
+from tests.support.blender_helpers import addon_module, pin, select_pose_bones
+from tests.support.ui_layout import RecordingLayout
 
 HAND_CHAIN = ("hand.L", "forearm.L", "upper_arm.L", "shoulder.L")
 BYSTANDER = "f_index.01.R"  # a finger: in no pinned chain
@@ -189,7 +190,7 @@ def test_operator_keys_moved_bones_with_the_scene_range(rig, bake_engine):
 
 
 def test_selected_armatures_bake_in_one_pass_over_the_frames(rig, bake_engine):
-    from tests.blender.blender_helpers import build_metarig, make_active
+    from tests.support.blender_helpers import build_metarig, make_active
 
     second = build_metarig(location=(2.0, 0.0, 0.0))
     hand = pin(second, "hand.R")["hand.R"]
@@ -666,23 +667,12 @@ def test_axis_angle_keys_keep_the_axis_side(bake_engine):
     assert np.allclose(continuous[:, 0], [0.5, 0.55, 0.6])
 
 
-class LayoutRecorder:
-    """Stands in for a UILayout (headless Blender draws no panels): records and checks each call."""
-
-    def __init__(self, log):
-        self.log = log
-        self.use_property_split = False
-        self.use_property_decorate = True
-
-    def column(self, **kwargs):
-        return self
+class OwnerRecordingLayout(RecordingLayout):
+    """The recording layout, noting whose property each field shows (the scene's or the operator's)."""
 
     def prop(self, data, name, **kwargs):
-        assert name in data.bl_rna.properties, f"{data.bl_rna.identifier} has no property {name!r}"
-        self.log.append((data.bl_rna.identifier, name))
-
-    def operator(self, idname, **kwargs):
-        self.log.append(("operator", idname))
+        super().prop(data, name, **kwargs)
+        self.log[-1] = (data.bl_rna.identifier, name)
 
 
 def test_panel_offers_the_range_the_options_and_the_button(rig, bake_engine):
@@ -691,10 +681,10 @@ def test_panel_offers_the_range_the_options_and_the_button(rig, bake_engine):
     scene = bpy.context.scene
 
     log = []
-    panel.draw(types.SimpleNamespace(layout=LayoutRecorder(log)), bpy.context)
+    panel.draw(types.SimpleNamespace(layout=OwnerRecordingLayout(log)), bpy.context)
     scene.use_preview_range = True
     preview_log = []
-    panel.draw(types.SimpleNamespace(layout=LayoutRecorder(preview_log)), bpy.context)
+    panel.draw(types.SimpleNamespace(layout=OwnerRecordingLayout(preview_log)), bpy.context)
 
     options = [("EWBIK_OT_bake", name) for name in ("step", "only_selected", "replace_range", "disable_live")]
     assert log == [("Scene", "frame_start"), ("Scene", "frame_end"), *options, ("operator", "ewbik.bake")]

@@ -7,14 +7,14 @@ import bpy
 import pytest
 from mathutils import Euler, Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
     make_active,
     pin,
     select_pose_bones,
     update,
 )
-from tests.blender.test_sidebar import draw
+from tests.support.ui_layout import draw
 
 
 def empty(name, rotation=(0.0, 0.0, 0.0)):

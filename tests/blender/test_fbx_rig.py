@@ -9,7 +9,7 @@ import bpy
 import pytest
 from mathutils import Matrix, Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
     make_active,
     pin,

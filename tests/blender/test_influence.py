@@ -4,8 +4,8 @@ import bpy
 import numpy as np
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, pin
-from tests.blender.test_sidebar import RecordingLayout
+from tests.support.blender_helpers import addon_module, pin
+from tests.support.ui_layout import RecordingLayout
 
 def pose_quaternions(obj):
     values = np.empty(len(obj.pose.bones) * 4, np.float32)

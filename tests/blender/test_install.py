@@ -6,7 +6,7 @@ import zipfile
 
 import bpy
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     PACKAGE,
     addon_module,
     bone_world,

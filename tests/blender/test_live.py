@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
     bone_world,
     build_metarig,
@@ -331,12 +331,27 @@ def test_settings_and_pins_survive_save_and_reload(metarig, tmp_path):
     assert distance_to_target(rig, "hand.L") < 1e-3
 
 
-def test_deleting_the_armature_while_live_is_harmless(metarig):
-    target = pin(metarig, "hand.L")["hand.L"]
-    make_active(metarig)
-    bpy.data.objects.remove(metarig)
-    target.location.z += 0.05
+def test_deleting_the_armature_while_live_is_harmless(crowd):
+    """The handler swallows every exception, so what a failure would leave is checked instead: an
+    error reported, the deleted rig still cached, or the other armatures no longer solving."""
+    rigs, targets = crowd
+    live = addon_module("ewbik_addon.live")
+    rig_cache = addon_module("ewbik_addon.rig_cache")
+    deleted = rigs.pop(1)
+    uid = deleted.session_uid
+    orphaned = targets.pop(deleted.name)
+    assert uid in rig_cache._rigs
+    bpy.data.objects.remove(deleted)
+    for target in orphaned.values():
+        target.location.z += 0.05
+    for obj in rigs:
+        targets[obj.name]["hand.L"].location += Vector((0.03, -0.04, 0.04))
     update()
+    assert live._state["reports"] == []
+    assert uid not in rig_cache._rigs
+    for obj in rigs:
+        assert not obj.ewbik.status_is_error and obj.ewbik.status.startswith("4 pins reached"), obj.ewbik.status
+        assert distance_to_target(obj, "hand.L") < 1e-3, obj.name
 
 
 def test_the_evaluated_pose_and_what_hangs_off_it_follow_each_drag(metarig):

@@ -20,8 +20,8 @@ import bpy
 import pytest
 from mathutils import Matrix
 
-from tests.blender import moves
-from tests.blender.blender_helpers import MOCAP_CLIP
+from tests.support import moves
+from tests.support.blender_helpers import MOCAP_CLIP
 
 PIN_TOLERANCE_MM = 2.0
 EDGE_OF_REACH_FRACTION = 0.01

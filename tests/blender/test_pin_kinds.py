@@ -5,7 +5,7 @@ import math
 import bpy
 from mathutils import Euler, Vector
 
-from tests.blender.blender_helpers import addon_module, bone_world, build_metarig, pin, update
+from tests.support.blender_helpers import addon_module, bone_world, build_metarig, pin, update
 
 HANDS_FEET = ("hand.L", "hand.R", "foot.L", "foot.R")
 

@@ -3,7 +3,7 @@
 import bpy
 import pytest
 
-from tests.blender.blender_helpers import addon_module
+from tests.support.blender_helpers import addon_module
 
 PUBLIC_IDENTIFIERS = {  # INTERFACE.md names these; the UI may rename them, the RNA identifiers stay
     "armature": ("live", "iterations", "time_budget_ms", "dampening", "translate_root", "tolerance",

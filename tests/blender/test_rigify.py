@@ -11,13 +11,13 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
     make_active,
     select_pose_bones,
     update,
 )
-from tests.blender.test_sidebar import draw
+from tests.support.ui_layout import draw
 
 DEFORM = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")
 CONTROLS = ("hand_fk.L", "hand_fk.R", "foot_ik.L", "foot_ik.R", "head")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mathutils import Euler, Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, build_metarig, pin, update
+from tests.support.blender_helpers import addon_module, build_metarig, pin, update
 
 MODES = ("QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE")
 START_POSE = {

@@ -6,7 +6,7 @@ import bpy
 import numpy as np
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, pin, update
+from tests.support.blender_helpers import addon_module, pin, update
 
 
 def prepared_rig(metarig):

@@ -8,7 +8,7 @@ import bpy
 import pytest
 from mathutils import Matrix, Quaternion, Vector
 
-from tests.blender.blender_helpers import make_active
+from tests.support.blender_helpers import make_active
 
 POSED = {
     "upper_arm.L": Quaternion((1.0, 0.2, 0.0), math.radians(40.0)),

@@ -5,7 +5,7 @@ import math
 import bpy
 from mathutils import Matrix, Quaternion, Vector
 
-from tests.blender.blender_helpers import make_active
+from tests.support.blender_helpers import make_active
 
 Y = Vector((0.0, 1.0, 0.0))
 MIXAMO_BONES = (
