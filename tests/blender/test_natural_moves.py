@@ -1,4 +1,4 @@
-"""The moves animators make (tests/blender/moves.py), through the operators, with Presets > Humanoid.
+"""The moves animators make (tests/support/moves.py), through the operators, with Presets > Humanoid.
 
 What an animator expects after dragging and pressing Solve: every pin on its target, planted
 feet where they were, knees bending forward, elbows bending the anatomical way, no NaN. The
