@@ -1,7 +1,6 @@
 """`ewbik.pin` / `ewbik.unpin`: give selected pose bones a target empty to drag, or take it away."""
 
 import bpy
-import mathutils
 from bpy.props import StringProperty
 
 from ..ewbik_addon import armature_checks, limit_presets, live, pin_reading, production_checks, production_rigs
