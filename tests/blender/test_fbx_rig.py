@@ -11,6 +11,7 @@ from mathutils import Matrix, Vector
 
 from tests.support.blender_helpers import (
     addon_module,
+    build_armature,
     make_active,
     pin,
     select_pose_bones,
@@ -57,19 +58,9 @@ def mixamo_bones():
 
 @pytest.fixture
 def character():
-    data = bpy.data.armatures.new("Armature")
-    obj = bpy.data.objects.new("Armature", data)
-    bpy.context.scene.collection.objects.link(obj)
-    make_active(obj)
-    bpy.ops.object.mode_set(mode="EDIT")
-    for name, (parent, head, tail) in mixamo_bones().items():
-        bone = data.edit_bones.new(name)
-        bone.head, bone.tail = TO_ARMATURE @ Vector(head), TO_ARMATURE @ Vector(tail)
-        bone.roll = 0.0
-        if parent is not None:
-            bone.parent = data.edit_bones[parent]
-            bone.use_connect = (bone.parent.tail - bone.head).length < 1e-4
-    bpy.ops.object.mode_set(mode="OBJECT")
+    bones = [(name, parent, TO_ARMATURE @ Vector(head), TO_ARMATURE @ Vector(tail), 0.0)
+             for name, (parent, head, tail) in mixamo_bones().items()]
+    obj = build_armature("Armature", bones, connect_touching=True)
     obj.rotation_euler = (math.pi / 2, 0.0, 0.0)
     obj.scale = (0.01, 0.01, 0.01)
     obj.ewbik.time_budget_ms = 0.0

@@ -63,6 +63,25 @@ def make_active(obj):
     view_layer.objects.active = obj
 
 
+def build_armature(name, bones, *, connect_touching=False):
+    """A new armature object, linked to the scene, active and in Object Mode, with bones from
+    (name, parent name or None, head, tail, roll); connect_touching connects a bone whose head
+    is on its parent's tail."""
+    data = bpy.data.armatures.new(name)
+    obj = bpy.data.objects.new(name, data)
+    bpy.context.scene.collection.objects.link(obj)
+    make_active(obj)
+    bpy.ops.object.mode_set(mode="EDIT")
+    for bone_name, parent, head, tail, roll in bones:
+        bone = data.edit_bones.new(bone_name)
+        bone.head, bone.tail, bone.roll = head, tail, roll
+        if parent is not None:
+            bone.parent = data.edit_bones[parent]
+            bone.use_connect = connect_touching and (bone.parent.tail - bone.head).length < 1e-4
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return obj
+
+
 def pin(obj, *names):
     """Pin these bones the way a user does: pose mode, select them, run ewbik.pin.
 
