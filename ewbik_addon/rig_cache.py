@@ -29,7 +29,6 @@ class Rig:
     skeleton: Skeleton
     to_solver: np.ndarray  # pose.bones index -> skeleton index
     rest: np.ndarray  # (N, 4, 4) armature-space rest matrices, pose.bones order
-    lengths: np.ndarray
     parents: tuple  # parent name or None, pose.bones order
     buffers: PoseBuffers
     settings_key: tuple = None
@@ -144,7 +143,6 @@ def _build_rig(obj, key, rest, lengths):
         skeleton=skeleton,
         to_solver=to_solver,
         rest=rest,
-        lengths=lengths,
         parents=parents,
         buffers=PoseBuffers.empty(len(pose_names)),
     )

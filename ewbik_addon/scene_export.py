@@ -2,6 +2,7 @@
 
 from .armature_checks import check_armature
 from .armature_solve import solver_settings
+from .limit_settings import scene_bones
 from .pin_reading import read_pins
 from .pose_io import read_pose
 from .properties import STORED_SETTINGS
@@ -15,13 +16,11 @@ def scene_document(obj):
     rotations, locations, locks = read_pose(obj, rig)
     stiffness = rig.stiffness[rig.to_solver].copy()
     stiffness[locks.fully_locked] = 1.0
+    rest_bones = {bone["name"]: bone for bone in scene_bones(obj)}
     bones = []
     for index, name in enumerate(rig.names):
         bone = {
-            "name": name,
-            "parent": rig.parents[index],
-            "rest": rig.rest[index].tolist(),
-            "length": float(rig.lengths[index]),
+            **rest_bones[name],
             "rotation": rotations[index].tolist(),
             "location": locations[index].tolist(),
             "stiffness": float(stiffness[index]),
