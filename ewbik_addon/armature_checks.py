@@ -11,6 +11,7 @@ MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
 
 
 def check_armature(obj):
+    """RigError unless obj is a live armature object with bones."""
     if obj is None:
         raise RigError("no armature: select an armature object")
     try:
@@ -24,6 +25,7 @@ def check_armature(obj):
 
 
 def check_writable(obj):
+    """RigError unless the armature's pose may be written: local or an editable override, not in Edit Mode."""
     check_armature(obj)
     if obj.library is not None:
         raise RigError(
@@ -42,4 +44,5 @@ def armature_scale(obj):
 
 
 def scene_of(obj):
+    """The scene whose units the armature's messages speak."""
     return obj.users_scene[0] if obj.users_scene else bpy.context.scene

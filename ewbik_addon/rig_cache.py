@@ -53,10 +53,8 @@ class Rig:
     holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
 
 
-_rigs = {}
-
-
-crowds = {}
+_rigs = {}  # object session uid -> Rig
+crowds = {}  # the live armatures' combined rig (crowd_solve), forgotten with the rigs it was built from
 
 
 def clear_cache():
