@@ -25,6 +25,7 @@ import numpy as np
 
 from ..solver import Pin, Skeleton, SolverSettings, solve
 from ..solver.kusudama import JointLimits, Kusudama
+from ..solver.scene import SETTINGS_FIELDS
 from .rotation_channels import channels_to_quaternions
 
 
@@ -116,8 +117,8 @@ def solve_armature(obj, *, full=False, rescan=True):
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     rotations, locations, locks = _read_pose(obj, rig)
+    settings = _settings(obj, full)  # before the pins: a zero scale would make their targets infinitely far
     pins = _pins(obj, rig)
-    settings = _settings(obj, full)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked]] = 1.0
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
@@ -185,7 +186,13 @@ def pinned_targets(obj, *, rescan=True):
 
 
 def scene_document(obj):
-    """The armature as an INTERFACE.md scene document, version 1 (export, bug reports)."""
+    """The armature as a scene document, version 1 (export, bug reports).
+
+    Every solver setting is written (`SETTINGS_FIELDS`), and each bone's `blender` field carries
+    what the solver ignores but Blender needs to rebuild and pose the rig the same way: rotation
+    mode, rotation and location locks (partly locked bones are held after the solve), the connect
+    flag and the bone collections.
+    """
     _check_armature(obj)
     rig = _rig_for(obj, True)
     rotations, locations, locks = _read_pose(obj, rig)
@@ -201,6 +208,7 @@ def scene_document(obj):
             "rotation": rotations[index].tolist(),
             "location": locations[index].tolist(),
             "stiffness": float(stiffness[index]),
+            "blender": _blender_fields(obj.pose.bones[name]),
         }
         if name in rig.limit_dicts:
             bone["limits"] = rig.limit_dicts[name]
@@ -221,14 +229,21 @@ def scene_document(obj):
         "version": 1,
         "bones": bones,
         "pins": pins,
-        "settings": {
-            "iterations": settings.iterations,
-            "time_budget_ms": settings.time_budget_ms,
-            "tolerance": settings.tolerance,
-            "dampening": settings.dampening,
-            "stabilization_passes": settings.stabilization_passes,
-            "translate_root": settings.translate_root,
-        },
+        "settings": {field: getattr(settings, field) for field in SETTINGS_FIELDS},
+    }
+
+
+def _blender_fields(pose_bone):
+    """A bone's `blender` field of the scene document."""
+    bone = pose_bone.bone
+    return {
+        "rotation_mode": pose_bone.rotation_mode,
+        "lock_rotation": list(pose_bone.lock_rotation),
+        "lock_rotation_w": pose_bone.lock_rotation_w,
+        "lock_rotations_4d": pose_bone.lock_rotations_4d,
+        "lock_location": list(pose_bone.lock_location),
+        "connected": bone.use_connect,
+        "collections": [collection.name for collection in bone.collections],
     }
 
 
@@ -543,8 +558,10 @@ def _settings(obj, full):
     props = obj.ewbik
     budget = props.time_budget_ms
     scale = armature_scale(obj)
-    if not scale > 1e-12:
-        raise RigError(f"'{obj.name}' has zero scale")
+    axes = [abs(s) for s in obj.matrix_world.to_scale()]
+    if not min(axes) > 1e-6 * max(max(axes), 1e-300):
+        raise RigError(f"'{obj.name}' has zero scale on an axis (scale {', '.join(f'{s:g}' for s in axes)}): "
+                       "give it a scale in every axis to solve")
     try:
         return SolverSettings(
             iterations=props.iterations,

@@ -53,7 +53,7 @@ def number(value, field, low=-math.inf, high=math.inf, *, open_low=False, open_h
     except OverflowError:
         raise SceneError(field, "is too large a number") from None
     if not math.isfinite(result):
-        raise SceneError(field, f"must be a finite number, got {result}")
+        raise SceneError(field, f"must be a finite number, not NaN or infinity ({result})")
     below = result <= low if open_low else result < low
     above = result >= high if open_high else result > high
     if below or above:
