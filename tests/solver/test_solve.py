@@ -1,7 +1,9 @@
 """The EWBIK solve: the notes' whole-chain reference, analytic oracles, stopping rules, properties."""
 
 import dataclasses
+import importlib
 import math
+import types
 
 import numpy as np
 import pytest
@@ -376,6 +378,29 @@ def test_small_time_budget_stops_early():
     result = solve(skeleton, pins, rotations, locations, capped)
     assert 1 <= result.iterations < 100_000
     assert result.ms < 500.0
+
+
+def test_the_numpy_loop_checks_the_budget_between_batches(monkeypatch):
+    """A sweep over a long chain (one batch per bone) stops at the first batch past the budget.
+
+    The clock is a counter that advances 1 ms per reading, so the test means the same on any machine.
+    """
+    solve_module = importlib.import_module("solver.solve")
+    skeleton = chain_skeleton(40)
+    rotations, locations = identity_pose(40)
+    pins = [Pin("b39", translation((10.0, 20.0, 5.0)), orientation_weights=POSITION_ONLY)]
+    clock = iter(range(1_000_000))
+    monkeypatch.setattr(solve_module, "time", types.SimpleNamespace(perf_counter=lambda: next(clock) * 1e-3))
+    batches = []
+    real_batch = solve_module._solve_batch
+    monkeypatch.setattr(solve_module, "_solve_batch", lambda *args: batches.append(1) or real_batch(*args))
+    config = SolverSettings(iterations=100, tolerance=0.0, time_budget_ms=5.0, backend="numpy",
+                            acceleration=0, analytic_limbs=False)
+    result = solve(skeleton, pins, rotations, locations, config)
+    plan = next(iter(skeleton.normalized().plan_cache.values()))
+    assert result.iterations == 1 and not result.converged
+    assert 1 <= len(batches) < len(plan.batches)
+    assert np.isfinite(result.rotations).all()
 
 
 def test_tolerance_exits_early_once_every_pin_is_close():
