@@ -95,6 +95,9 @@ def coordinate(value, field):
 
 def vector(value, size, field, bound=MAX_COORDINATE):
     """A list of `size` numbers, each within [-bound, bound], as a float array."""
+    fast = _checked_array(value, (size,), bound)
+    if fast is not None:
+        return fast
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if not isinstance(value, (list, tuple)) or len(value) != size:
@@ -104,11 +107,23 @@ def vector(value, size, field, bound=MAX_COORDINATE):
 
 def matrix(value, field):
     """A 4x4 matrix (4 rows of 4 numbers within MAX_COORDINATE) as a float array."""
+    fast = _checked_array(value, (4, 4), MAX_COORDINATE)
+    if fast is not None:
+        return fast
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if not isinstance(value, (list, tuple)) or len(value) != 4:
         raise SceneError(field, "must be a 4x4 matrix (4 rows of 4 numbers)")
     return np.array([vector(row, 4, f"{field}[{r}]") for r, row in enumerate(value)])
+
+
+def _checked_array(value, shape, bound):
+    """A float copy of a numeric array that passes every check at once, else None (then the
+    element-wise checks find and name the culprit). Solver calls from Blender pass arrays."""
+    if not isinstance(value, np.ndarray) or value.shape != shape or value.dtype.kind not in "fiu":
+        return None
+    copy = value.astype(float)
+    return copy if bool((np.abs(copy) <= bound).all()) else None
 
 
 def name(value, field):
