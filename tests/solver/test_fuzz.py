@@ -3,7 +3,8 @@
 Every document is either refused with a `SceneError` naming a field, or solved to a finite pose
 of unit quaternions whose "converged" the reported pin errors confirm. Any other exception, a
 NaN, or a false "converged" fails. The short run here takes a few seconds per loop; `make fuzz`
-runs many more documents (EWBIK_FUZZ_DOCUMENTS) and prints the counts.
+runs many more documents (EWBIK_FUZZ_DOCUMENTS) and some through the CLI (EWBIK_FUZZ_CLI_DOCUMENTS),
+and prints the counts.
 """
 
 import collections
@@ -12,6 +13,8 @@ import dataclasses
 import json
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from solver import native
 from solver.scene import ROTATION_MODES, parse_scene, pose_document
 from solver.solve import solve
 from solver.validation import MAX_COORDINATE, MAX_WEIGHT, MIN_WEIGHT, SceneError
+from tests.solver.conftest import REPO
 
 pytestmark = pytest.mark.compares_backends
 
@@ -266,8 +270,36 @@ def test_the_generator_makes_every_kind(kind):
                    for seed in range(200) if document(seed)[0] == "valid")
 
 
+def cli_outcome(doc, path):
+    """The CLI on a document: exit 0 with a finite pose document, or 2 with one line; never a traceback."""
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "solver", "solve", str(path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if proc.returncode == 2:
+        assert len(proc.stderr.splitlines()) == 1 and proc.stdout == "", proc.stderr
+        return "refused"
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the pose document"))
+    return "solved"
+
+
+def quick(doc):
+    """The document with a small iteration cap, so a CLI run (without the fuzzer's time cap) stays short."""
+    if isinstance(doc, dict) and isinstance(doc.get("settings"), dict):
+        doc = {**doc, "settings": {**doc["settings"], "iterations": 5}}
+    return doc
+
+
+def test_the_cli_answers_generated_documents_with_a_pose_or_one_line(tmp_path):
+    seeds = [s for s in range(40) if document(s)[0] != "valid"][:4] + [0]
+    for seed in seeds:
+        doc = quick(document(seed)[1])
+        assert cli_outcome(doc, tmp_path / f"{seed}.json") == outcome(copy.deepcopy(doc), backends()[0])
+
+
 @pytest.mark.skipif(not os.environ.get("EWBIK_FUZZ_DOCUMENTS"), reason="the long run: make fuzz")
-def test_long_fuzz_run():
+def test_long_fuzz_run(tmp_path):
     count = int(os.environ["EWBIK_FUZZ_DOCUMENTS"])
     first = int(os.environ.get("EWBIK_FUZZ_FIRST_SEED", "1000000"))
     tally = collections.Counter()
@@ -278,6 +310,14 @@ def test_long_fuzz_run():
                 tally[backend, kind, outcome(copy.deepcopy(doc), backend)] += 1
             except Exception as error:
                 raise AssertionError(f"document seed {seed} on {backend}: {error!r}") from error
+    cli = collections.Counter()
+    for seed in range(first, first + int(os.environ.get("EWBIK_FUZZ_CLI_DOCUMENTS", "300"))):
+        try:
+            cli[cli_outcome(quick(document(seed)[1]), tmp_path / "scene.json")] += 1
+        except AssertionError as error:
+            raise AssertionError(f"document seed {seed} through the CLI: {error}") from error
+    print(f"CLI: {sum(cli.values())} documents, {cli['refused']} refused with one line and status 2, "
+          f"{cli['solved']} solved, 0 tracebacks")
     for (backend, kind, result), n in sorted(tally.items()):
         print(f"{backend:7s} {kind:8s} {result:8s} {n}")
     for backend in backends():
