@@ -66,8 +66,11 @@ class Skeleton:
         self.rest_head = np.empty((n, 3))
         for i, bone in enumerate(order):
             src = given[bone]
-            self.lengths[i] = number(lengths[src], f"bones[{src}].length", MIN_LENGTH, MAX_COORDINATE)
-            self.rest_rotation[i], self.rest_head[i] = rigid_frame(rest[src], f"bones[{src}].rest")
+            try:
+                self.lengths[i] = number(lengths[src], f"bones[{src}].length", MIN_LENGTH, MAX_COORDINATE)
+                self.rest_rotation[i], self.rest_head[i] = rigid_frame(rest[src], f"bones[{src}].rest")
+            except SceneError as error:
+                raise SceneError(error.field, f"{error.reason} (bone '{bone}')") from None
             self.rest[i] = np.eye(4)
             self.rest[i, :3, :3] = quat.to_matrix(self.rest_rotation[i])
             self.rest[i, :3, 3] = self.rest_head[i]
