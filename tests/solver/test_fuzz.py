@@ -325,3 +325,22 @@ def test_long_fuzz_run(tmp_path):
               f"{sum(n for (b, _, r), n in tally.items() if b == backend and r == 'refused')} refused, "
               f"{sum(n for (b, _, r), n in tally.items() if b == backend and r == 'solved')} solved, "
               "0 non-finite, 0 other exceptions")
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1.0, 1e6])
+@pytest.mark.parametrize("weight", [MIN_WEIGHT, 1.0, MAX_WEIGHT])
+def test_both_loops_solve_at_the_bounds_of_accepted_magnitudes(scale, weight):
+    """At the smallest and largest accepted weights, on tiny and huge rigs, both loops reach a
+    reachable target: the bounds refuse only what the arithmetic cannot carry (the compiled loop
+    did nothing with weights below ~1e-150 or above ~1e153; those are refused now)."""
+    doc = {"format": "ewbik-scene", "version": 1,
+           "bones": [{"name": f"b{i}", "parent": None if i == 0 else f"b{i - 1}",
+                      "rest": frame(np.eye(3), (0.0, i * scale, 0.0)), "length": scale} for i in range(3)],
+           "pins": [{"bone": "b2", "target": frame(np.eye(3), (1.2 * scale, 0.9 * scale, 0.0)), "weight": weight,
+                     "orientation_weights": [0.0, 0.0, 0.0]}],
+           "settings": {"iterations": 200, "tolerance": 1e-7 * scale}}
+    for backend in backends():
+        scene = parse_scene(doc)
+        result = solve(scene.skeleton, scene.pins, scene.rotations, scene.locations,
+                       dataclasses.replace(scene.settings, backend=backend))
+        assert result.converged and result.position_errors[0] <= 1e-7 * scale, (backend, result.position_errors)
