@@ -53,8 +53,7 @@ def parse_scene(doc):
     mapping(doc, "", _TOP_KEYS)
     if doc.get("format") != "ewbik-scene":
         raise SceneError("format", "expected 'ewbik-scene'")
-    if whole(doc.get("version"), "version", 1, 1) != 1:
-        raise SceneError("version", "expected 1")
+    whole(doc.get("version"), "version", 1, 1)
     bones = doc.get("bones")
     if not isinstance(bones, list) or not bones:
         raise SceneError("bones", "expected a non-empty list of bones")
