@@ -1,21 +1,77 @@
-"""Which armature the UI works on (the active object, when it is an armature), and which of its
-bones are selected."""
+"""Which armature the UI works on (the active armature, or the armature whose pin target is the
+active object), and which of its bones are selected.
+
+While the user drags a target empty, the empty is the active object; the panels and the cones
+stay those of the armature it pins, so the status, Solve and the pin's weight stay in reach.
+"""
 
 import bpy
+
+from .targets import TARGET_MARK
 
 _POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
 
 
 def active_armature(context):
-    """The active object when it is an armature, else None."""
+    """The active object when it is an armature, else the armature its active pin target pins."""
     obj = context.active_object
-    return obj if obj is not None and obj.type == "ARMATURE" else None
+    if obj is None:
+        return None
+    if obj.type == "ARMATURE":
+        return obj
+    pinned = pin_of_target(obj)
+    return pinned.id_data if pinned is not None else None
+
+
+def pin_of_target(target):
+    """The pose bone pinned to this object (the first one, if several are), else None."""
+    if target.users <= len(target.users_collection):
+        return None  # nothing but collections uses it: no pin points at it (the common case, cheap)
+    marked = bpy.data.objects.get(target.get(TARGET_MARK, "")) if TARGET_MARK in target else None
+    candidates = [marked] if marked is not None and marked.type == "ARMATURE" else []
+    candidates += [obj for obj in bpy.data.objects if obj.type == "ARMATURE" and obj != marked]
+    for obj in candidates:
+        for pose_bone in obj.pose.bones:
+            if pose_bone.ewbik.target == target:
+                return pose_bone
+    return None
+
+
+def active_target_pin(context):
+    """The pose bone pinned to the active object, when that object is a pin target, else None."""
+    obj = context.active_object
+    if obj is None or obj.type == "ARMATURE":
+        return None
+    return pin_of_target(obj)
 
 
 def posed_armature(context):
     """The active armature when it is in pose mode (where pins and limits are edited), else None."""
     obj = active_armature(context)
-    return obj if obj is not None and obj.mode == "POSE" else None
+    return obj if obj is not None and obj.mode == "POSE" and obj == context.active_object else None
+
+
+def pinning_armature(context):
+    """The armature whose pins the Pins panel shows: the posed armature, or the one the active
+    target pins (in Object or Pose Mode alike)."""
+    pinned = active_target_pin(context)
+    return pinned.id_data if pinned is not None else posed_armature(context)
+
+
+def editable_posing_armature(cls, context):
+    """Operator poll of pinning: the context's object is an editable armature in Pose Mode (pins
+    are made from selected pose bones); otherwise say why."""
+    obj = context.object
+    if obj is None or obj.type != "ARMATURE":
+        cls.poll_message_set("Select an armature")
+        return False
+    if obj.mode != "POSE":
+        cls.poll_message_set("Switch the armature to Pose Mode and select bones")
+        return False
+    if obj.library is not None or not obj.is_editable:
+        cls.poll_message_set("The armature is linked or read-only")
+        return False
+    return True
 
 
 def armature_to_step_through(cls, context, hint):
@@ -32,7 +88,11 @@ def armature_to_step_through(cls, context, hint):
 
 
 def active_limit_bone(context):
-    """The active pose bone of the active armature in pose mode, else None."""
+    """The active pose bone of the active armature in pose mode, else the bone the active target
+    pins, else None."""
+    pinned = active_target_pin(context)
+    if pinned is not None:
+        return pinned
     obj = posed_armature(context)
     pose_bone = context.active_pose_bone
     if obj is None or pose_bone is None or pose_bone.id_data != obj:
@@ -44,6 +104,11 @@ def is_selected(pose_bone):
     """Selection of a pose bone, wherever this Blender keeps it."""
     owner = pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone
     return owner.select and not pose_bone.bone.hide
+
+
+def set_selected(pose_bone, state):
+    """Select or deselect a pose bone, wherever this Blender keeps the flag."""
+    (pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone).select = state
 
 
 def selected_pose_bones(obj):

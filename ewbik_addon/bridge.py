@@ -40,6 +40,8 @@ _MODE_NAME = {value: name for name, value in _ROTATION_MODE.items()}
 _QUATERNION = _ROTATION_MODE["QUATERNION"]
 _AXIS_ANGLE = _ROTATION_MODE["AXIS_ANGLE"]
 _MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
+PLANTED_WEIGHT = 1000.0  # a planted pin's weight is multiplied by this, so ordinary pins give way to it
+_POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
 
 
 @dataclasses.dataclass
@@ -92,6 +94,10 @@ class _Rig:
     pin_cache: dict = dataclasses.field(default_factory=dict)  # bone -> (inputs, Pin): unmoved pins are reused
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
+    underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
+    written: tuple = None  # (rotations, locations) as the last solve wrote them
+    solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
+    holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
 
 
 _rigs = {}
@@ -100,6 +106,15 @@ _rigs = {}
 def clear_cache():
     """Forget every cached rig (file load, add-on unregister)."""
     _rigs.clear()
+
+
+def forget_deleted_rigs():
+    """Forget the cached rigs of armatures no longer in the file; returns the session uids of
+    the objects that are."""
+    alive = {obj.session_uid for obj in bpy.data.objects}
+    for uid in set(_rigs) - alive:
+        del _rigs[uid]
+    return alive
 
 
 def solve_armature(obj, *, full=False, rescan=True):
@@ -117,10 +132,12 @@ def solve_armature(obj, *, full=False, rescan=True):
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     rotations, locations, locks = _read_pose(obj, rig)
+    _track_underneath(rig, rotations, locations)
     settings = _settings(obj, full)  # before the pins: a zero scale would make their targets infinitely far
     pins = _pins(obj, rig)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked]] = 1.0
+    pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
     # the written pose misses the targets by what those channels contributed. A second solve
@@ -148,14 +165,15 @@ def solve_armature(obj, *, full=False, rescan=True):
 def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
     """Solve from a pose (pose.bones order) and write the moved bones.
 
-    Returns (the result with the rotations as written, the solver's own rotations), both in
-    pose.bones order.
+    Returns (the result with the rotations as written, the rotations meant to be written: the solver's
+    own, blended by the influence), both in pose.bones order.
     """
     to_solver = rig.to_solver
+    start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
     solver_rotations = np.empty_like(rotations)
-    solver_rotations[to_solver] = rotations
+    solver_rotations[to_solver] = start_rotations
     solver_locations = np.empty_like(locations)
-    solver_locations[to_solver] = locations
+    solver_locations[to_solver] = start_locations
     try:
         result = solve(rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness)
     except ValueError as error:
@@ -165,9 +183,72 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
     if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
     moved = result.moved[to_solver]
-    written_rotations = _write_pose(obj, rig, locks, moved, solved_rotations, solved_locations, settings.translate_root)
-    written = dataclasses.replace(result, rotations=written_rotations, locations=solved_locations, moved=moved)
-    return written, solved_rotations
+    rig.solved = (solved_rotations, solved_locations)
+    shown_rotations, shown_locations, changes = _blend_over_underneath(
+        obj, rig, solved_rotations, solved_locations, rotations, locations, moved
+    )
+    written_rotations = _write_pose(obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root)
+    rig.written = (np.where(changes[:, None], written_rotations, rotations),
+                   np.where(changes[:, None], shown_locations, locations) if settings.translate_root else locations)
+    written = dataclasses.replace(result, rotations=written_rotations, locations=shown_locations, moved=moved)
+    return written, shown_rotations
+
+
+def _track_underneath(rig, rotations, locations):
+    """Keep the pose the solver blends over: the channels as last set by anyone but the solver.
+
+    A channel that differs from what the last solve wrote was set by the animation (frame change)
+    or by the user, and becomes the pose underneath; one that still holds the solver's value keeps
+    the earlier pose underneath, so repeated live solves at a partial influence do not compound.
+    """
+    if rig.underneath is None or rig.written is None or len(rig.underneath[0]) != len(rotations):
+        rig.underneath = (rotations.copy(), locations.copy())
+        rig.holding = np.zeros(len(rotations), bool)
+        return
+    written_rotations, written_locations = rig.written
+    changed = (1.0 - np.abs(np.einsum("ij,ij->i", rotations, written_rotations)) > 1e-10) | np.any(
+        np.abs(locations - written_locations) > 1e-5, axis=1
+    )
+    rig.underneath[0][changed] = rotations[changed]
+    rig.underneath[1][changed] = locations[changed]
+    rig.holding = ~changed
+
+
+def _solver_start(obj, rig, rotations, locations):
+    """The pose a solve starts from: below full influence, bones that still show the blend continue from
+    the solver's own last pose, so a redundant chain does not wander to another solution each update."""
+    if obj.ewbik.influence >= 1.0 or rig.solved is None or rig.holding is None or len(rig.holding) != len(rotations):
+        return rotations, locations
+    holding = rig.holding[:, None]
+    return np.where(holding, rig.solved[0], rotations), np.where(holding, rig.solved[1], locations)
+
+
+def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):
+    """The solved pose blended over the pose underneath by the armature's Influence (pose.bones order).
+
+    Like a constraint's Influence: 1 shows the solve, 0 the animation (or hand pose) underneath. Bones
+    whose blended pose equals what they hold already are not written, so at 0 keyed channels are left
+    exactly as the animation set them. Returns (rotations, locations, bones to write).
+    """
+    influence = float(obj.ewbik.influence)
+    if influence >= 1.0:
+        return solved_rotations, solved_locations, moved
+    base_rotations, base_locations = rig.underneath
+    dots = np.einsum("ij,ij->i", base_rotations, solved_rotations)
+    solved_near = np.where(dots[:, None] < 0.0, -solved_rotations, solved_rotations)
+    angle = np.arccos(np.clip(np.abs(dots), 0.0, 1.0))
+    sine = np.sin(angle)
+    small = sine < 1e-9
+    safe = np.where(small, 1.0, sine)
+    w_base = np.where(small, 1.0 - influence, np.sin((1.0 - influence) * angle) / safe)
+    w_solved = np.where(small, influence, np.sin(influence * angle) / safe)
+    blended = w_base[:, None] * base_rotations + w_solved[:, None] * solved_near
+    blended /= np.linalg.norm(blended, axis=1, keepdims=True)
+    blended_locations = base_locations + influence * (solved_locations - base_locations)
+    unchanged = (1.0 - np.abs(np.einsum("ij,ij->i", blended, rotations)) <= 1e-12) & np.all(
+        np.abs(blended_locations - locations) <= 1e-7, axis=1
+    )
+    return blended, blended_locations, moved & ~unchanged
 
 
 def pin_errors(obj, result):
@@ -510,6 +591,9 @@ def _pins(obj, rig):
             raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
         if not any(scene.objects.get(target_name) == target for scene in obj.users_scene):
             raise RigError(f"pin '{bone}': target '{target_name}' is not in the armature's scene")
+        props = pose_bone.ewbik
+        if target.type == "ARMATURE":
+            target_matrix = _target_bone_matrix(obj, rig, bone, target, props.target_bone)
         loop_bone = _feedback_bone(obj, target)
         if loop_bone is not None and rig.driven[rig.index[loop_bone]]:
             raise RigError(
@@ -517,22 +601,99 @@ def _pins(obj, rig):
                 "(feedback loop): parent the target elsewhere"
             )
         location, rotation, _ = (to_armature @ target_matrix).decompose()
-        props = pose_bone.ewbik
-        key = (*location, *rotation, props.weight, *props.orientation_weights, props.falloff)
+        kind, planted = props.pin_kind, props.planted
+        key = (*location, *rotation, props.weight, *props.orientation_weights, props.falloff, kind, planted)
         cached = rig.pin_cache.get(bone)
         if cached is None or cached[0] != key:
-            matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
-            try:
-                pin = Pin(bone, matrix, props.weight, tuple(props.orientation_weights), props.falloff)
-            except ValueError as error:
-                raise RigError(str(error)) from None
-            cached = rig.pin_cache[bone] = (key, pin)
+            cached = rig.pin_cache[bone] = (key, _make_pin(bone, location, rotation, props))
         pins.append(cached[1])
     return pins
 
 
+def _make_pin(bone, location, rotation, props):
+    """The solver's pin for one bone: its kind picks the weighed axes, planted multiplies the weight."""
+    matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
+    axes = _POSITION_ONLY_AXES if props.pin_kind == "POSITION" else tuple(props.orientation_weights)
+    weight = props.weight * (PLANTED_WEIGHT if props.planted else 1.0)
+    try:
+        return Pin(bone, matrix, weight, axes, props.falloff)
+    except ValueError as error:
+        raise RigError(str(error)) from None
+
+
+def _target_bone_matrix(obj, rig, bone, target, target_bone):
+    """World matrix of the bone a pin follows (a bone of another armature, or a control bone of obj).
+
+    A bone of obj that the pinned bone's own pose moves (itself or a descendant), or that the solver
+    moves, would make the pin chase itself: refused with a message.
+    """
+    other = target.pose.bones.get(target_bone) if target.pose is not None else None
+    if other is None:
+        what = "choose its Target Bone" if not target_bone else f"it has no bone '{target_bone}'"
+        raise RigError(f"pin '{bone}': target '{target.name}' is an armature: {what}")
+    if target == obj:
+        follower = follows_pinned_bone(obj, target_bone, bone)
+        if follower:
+            raise RigError(f"pin '{bone}': target bone '{target_bone}' {follower}, so it cannot be its target")
+        if rig.driven[rig.index[target_bone]]:
+            raise RigError(
+                f"pin '{bone}': target bone '{target_bone}' is moved by the solver (feedback loop): "
+                "use a control bone outside the pinned chains"
+            )
+    return target.matrix_world @ other.matrix
+
+
+def follows_pinned_bone(obj, target_bone, pinned):
+    """Why bone `target_bone` of obj moves with bone `pinned` ("is the pinned bone itself" or "follows
+    the pinned bone"), else "": such a bone cannot be that pin's target."""
+    if target_bone == pinned:
+        return "is the pinned bone itself"
+    bone = obj.data.bones[target_bone].parent
+    while bone is not None:
+        if bone.name == pinned:
+            return "follows the pinned bone"
+        bone = bone.parent
+    return ""
+
+
+def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations):
+    """(pins, settings): each rotation-only pin's position set where the rest of the body puts its bone.
+
+    The solver's pins always hold a position, so a rotation-only pin gets, as its position, the
+    bone's head in a solve of the other pins (or in the current pose when there are none): the
+    body goes where the other pins take it, and the pin only turns its bone. That costs a second
+    solve, only while some pin is rotation-only; the two share the live time budget, so the returned
+    settings give the main solve its half.
+    """
+    kinds = [obj.pose.bones[pin.bone].ewbik.pin_kind for pin in pins]
+    if "ROTATION" not in kinds:
+        return pins, settings
+    solver_rotations = np.empty_like(rotations)
+    solver_rotations[rig.to_solver] = rotations
+    solver_locations = np.empty_like(locations)
+    solver_locations[rig.to_solver] = locations
+    others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
+    if others and settings.time_budget_ms is not None:
+        settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
+    if others:
+        try:
+            placed = solve(rig.skeleton, others, solver_rotations, solver_locations, settings, rig.limits, stiffness)
+        except ValueError as error:
+            raise RigError(str(error)) from None
+        solver_rotations, solver_locations = placed.rotations, placed.locations
+    _, heads = rig.skeleton.forward(solver_rotations, solver_locations)
+    placed_pins = []
+    for pin, kind in zip(pins, kinds):
+        if kind == "ROTATION":
+            matrix = pin.target.copy()
+            matrix[:3, 3] = heads[rig.skeleton.index[pin.bone]]
+            pin = Pin(pin.bone, matrix, pin.weight, pin.orientation_weights, pin.falloff)
+        placed_pins.append(pin)
+    return placed_pins, settings
+
+
 def _feedback_bone(obj, target):
-    """The bone of obj that target follows through parenting or a constraint, if any."""
+    """The bone of obj that target follows through parenting, a constraint or a driver, if any."""
     node = target
     seen = set()
     while node is not None and node.name not in seen:
@@ -544,7 +705,30 @@ def _feedback_bone(obj, target):
             if (constraint.enabled and getattr(constraint, "target", None) == obj
                     and subtarget in obj.pose.bones):
                 return subtarget
+        driven_by = _driver_bone(obj, node)
+        if driven_by is not None:
+            return driven_by
         node = node.parent
+    return None
+
+
+def _driver_bone(obj, node):
+    """A bone of obj that one of node's drivers reads (a bone transform, or a pose.bones path)."""
+    animation = node.animation_data
+    if animation is None:
+        return None
+    for fcurve in animation.drivers:
+        if fcurve.mute:
+            continue
+        for variable in fcurve.driver.variables:
+            for driver_target in variable.targets:
+                if driver_target.id != obj:
+                    continue
+                path = driver_target.data_path
+                bone = driver_target.bone_target if variable.type != "SINGLE_PROP" else (
+                    path.split('"')[1] if path.startswith('pose.bones["') and path.count('"') >= 2 else "")
+                if bone in obj.pose.bones:
+                    return bone
     return None
 
 

@@ -6,6 +6,7 @@ store limits and stiffness the same way.
 
 from ..solver import presets
 from .limit_settings import scene_bones, set_limits
+from .messages import count
 
 
 def current_pose(obj):
@@ -58,7 +59,7 @@ def set_humanoid_limits_if_none(obj, frame):
     except presets.PresetError as error:
         return f"; no humanoid limits set: {error.message}"
     store_preset(obj, [pose_bone for pose_bone in obj.pose.bones if pose_bone.name in limits], limits, "humanoid")
-    return f"; humanoid limits set on {len(limits)} bones {source} (Humanoid Limits on Pin)"
+    return f"; humanoid limits set on {count(len(limits), 'bone')} {source} (Humanoid Limits on Pin)"
 
 
 def store_preset(obj, pose_bones, limits, preset):
@@ -71,3 +72,44 @@ def store_preset(obj, pose_bones, limits, preset):
         set_limits(pose_bone.ewbik, limits[pose_bone.name])
         if pose_bone.name in stiffness and pose_bone.ewbik.stiffness == 0.0:
             pose_bone.ewbik.stiffness = stiffness[pose_bone.name]
+
+
+_BODY_PARTS = (  # (part, role bases), sided parts get "left"/"right" before them
+    ("spine and head", ("hips", "spine", "chest", "neck", "head")),
+    ("arm", ("clavicle", "upper_arm", "upper_arm_twist", "forearm", "forearm_twist", "wrist", "hand")),
+    ("fingers", ("palm", "thumb", "thumb_1", "thumb_2", "thumb_3", "fingers", "finger_1", "finger_2", "finger_3")),
+    ("leg", ("pelvis_side", "thigh", "thigh_twist", "shin", "shin_twist", "foot", "toes")),
+)
+_PART_OF_ROLE = {role: part for part, roles in _BODY_PARTS for role in roles}
+_SIDE_WORD = {"L": "left", "R": "right"}
+
+
+def body_part(role):
+    """'left arm', 'right fingers', 'spine and head' for a preset role ('forearm.L'); None if unknown."""
+    base, _, side = role.partition(".")
+    part = _PART_OF_ROLE.get(base)
+    if part is None or not side:
+        return part
+    return f"{_SIDE_WORD[side]} {part}"
+
+
+def preset_report(obj, bones, limits):
+    """What a preset did to these pose bones, for a report: counts by body part, then the bones
+    it recognised but could not place. Roots (their rotation is the whole body's) and bones it does
+    not recognise (face, tail, props) are counted, not listed."""
+    roles = presets.bone_roles([bone.name for bone in obj.data.bones])
+    parts = {}
+    for pose_bone in bones:
+        if pose_bone.name in limits:
+            part = body_part(roles[pose_bone.name]) or "other"
+            parts[part] = parts.get(part, 0) + 1
+    by_part = ", ".join(f"{part} {n}" for part, n in parts.items())
+    unplaced = [pose_bone.name for pose_bone in bones
+                if pose_bone.name in roles and pose_bone.name not in limits and pose_bone.parent is not None]
+    free = sum(1 for pose_bone in bones if pose_bone.name not in roles)
+    report = f"({by_part})" if by_part else ""
+    if unplaced:
+        report += f"; could not place {', '.join(unplaced[:8])}{' and more' if len(unplaced) > 8 else ''}"
+    if free:
+        report += f"; {count(free, 'other bone')} left free (not a body part the preset knows)"
+    return report

@@ -7,20 +7,30 @@ its current pose, and writes the pose back; Blender evaluates that write in a
 second pass that runs no handlers, so solving never feeds itself. Errors end up
 in the armature's `ewbik.status`, never as an exception out of the handler.
 
-A solve cut short by its time budget leaves the pose short of the targets, and
-nothing else would update once the mouse stops. A timer (`refine_unconverged`)
-then tags such armatures, so the handler keeps solving, a budget at a time,
-until the pins are reached, progress stops, or MAX_REFINEMENTS solves have run.
+A live solve stops on its time budget or its iteration cap, often short of the
+targets, and nothing else would update once the mouse stops. A timer
+(`refine_unconverged`) then tags such armatures, so the handler keeps solving, a
+budget at a time, until the pins are reached, PATIENCE solves in a row gain less
+than MIN_PROGRESS, or MAX_REFINEMENTS solves have run.
+
+Errors reach the user twice: in the status line (with an error icon), and once per
+new error as a report (status bar and Info log) through `report_pending`, a timer,
+because a handler cannot report. A target deleted by hand unpins its bone (the
+other pins keep working); a bone renamed in Edit Mode waits for Object or Pose
+Mode, and the target empties we made take the bone's new name.
 """
 
 import contextlib
 
 import bpy
+import numpy as np
 from bpy.app.handlers import persistent
 
-from . import bridge
+from . import bridge, messages, targets
 
 MAX_REFINEMENTS = 50
+MIN_PROGRESS = 0.002  # a refinement gains when it shrinks the best summed pin distance by this fraction
+PATIENCE = 3  # refinements in a row that gain nothing end the refining
 REFINE_INTERVAL_S = 0.02
 
 _state = {
@@ -29,6 +39,10 @@ _state = {
     "unconverged": set(),  # session uids of armatures whose last live solve ran out of time
     "tagged": set(),  # session uids the timer tagged: their next solve is a refinement
     "refinements_left": {},  # session uid -> refinement solves left since the user last changed something
+    "progress": {},  # session uid -> Progress of the refinements since the user's last change
+    "reported": {},  # session uid -> the last error reported for it (reported again only once it changes)
+    "reports": [],  # (level, message) waiting for report_pending
+    "object_count": 0,  # len(bpy.data.objects) at the last update: fewer means something was deleted
 }
 
 
@@ -52,6 +66,7 @@ def on_depsgraph_update(scene, depsgraph):
     """Solve the live armatures whose targets moved or whose pose or settings changed."""
     if not is_active():
         return
+    _forget_deleted_armatures()
     changed, moved = set(), set()
     for update in depsgraph.updates:
         original = update.id.original
@@ -92,33 +107,69 @@ def _solve_one(obj, changed, moved):
     # The refinement timer's own tag is not a change of the rig: its bone settings stay cached.
     rescan = changed is not None and not refining and (uid in changed or obj.data.session_uid in changed)
     try:
-        targets = bridge.pinned_targets(obj, rescan=rescan)
-        if not targets:
-            _set_status(obj, "")
+        if obj.mode == "EDIT":
+            _report_edit_mode(obj)
             return
-        if changed is not None and not (rescan or refining or _any_moved(targets, moved)):
+        pinned = bridge.pinned_targets(obj, rescan=rescan)
+        unpinned = targets.unpin_deleted(obj, pinned)
+        if unpinned:
+            pinned = bridge.pinned_targets(obj, rescan=True)
+        if rescan:
+            targets.follow_bone_renames(obj, pinned)
+        if not pinned:
+            _set_status(obj, unpinned, error=bool(unpinned))
+            return
+        if changed is not None and not (rescan or refining or unpinned or _any_moved(pinned, moved | changed)):
             return
         result = bridge.solve_armature(obj, rescan=False)
     except bridge.RigError as error:
-        _set_status(obj, str(error))
+        _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
-        _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}")
+        _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}", error=True)
     else:
-        _set_status(obj, _summary(result))
+        _set_status(obj, unpinned or _summary(obj, result), error=bool(unpinned))
         _plan_refinement(obj, result)
 
 
+def _report_edit_mode(obj):
+    """A pinned armature in Edit Mode is not solved (bones may be renamed or gone): say so."""
+    if any(pose_bone.ewbik.target is not None for pose_bone in obj.pose.bones):
+        bridge.solve_armature(obj, rescan=False)  # raises the bridge's Edit Mode RigError
+    else:
+        _set_status(obj, "")
+
+
+class Progress:
+    """Whether repeated solves still gain: the best summed pin distance so far, and how many solves
+    in a row shrank it by less than MIN_PROGRESS (PATIENCE of those mean no more gain)."""
+
+    def __init__(self, result):
+        self.best = float(np.sum(result.position_errors))
+        self.idle = 0
+
+    def gaining(self, result):
+        misfit = float(np.sum(result.position_errors))
+        self.idle = 0 if misfit < (1.0 - MIN_PROGRESS) * self.best else self.idle + 1
+        self.best = min(self.best, misfit)
+        return self.idle < PATIENCE
+
+
 def _plan_refinement(obj, result):
-    """Remember armatures whose solve stopped on its time budget, and make sure the timer runs."""
+    """Remember armatures whose solve stopped short (time budget or iteration cap) while still
+    gaining, and make sure the timer runs."""
     uid = obj.session_uid
     left = _state["refinements_left"]
-    if uid in _state["tagged"]:
+    if uid in _state["tagged"] and uid in _state["progress"]:
         left[uid] -= 1
+        gaining = _state["progress"][uid].gaining(result)
     else:
         left[uid] = MAX_REFINEMENTS
-    budget = obj.ewbik.time_budget_ms
-    stopped_by_budget = budget > 0.0 and result.ms >= budget and not result.converged
-    if not stopped_by_budget or left[uid] <= 0:
+        _state["progress"][uid] = Progress(result)
+        gaining = True
+    settings = obj.ewbik
+    stopped_short = result.iterations >= settings.iterations or (
+        settings.time_budget_ms > 0.0 and result.ms >= settings.time_budget_ms)
+    if result.converged or not stopped_short or not gaining or left[uid] <= 0:
         _state["unconverged"].discard(uid)
         return
     _state["unconverged"].add(uid)
@@ -126,15 +177,19 @@ def _plan_refinement(obj, result):
         bpy.app.timers.register(refine_unconverged, first_interval=REFINE_INTERVAL_S)
 
 
+def _worst_error(result):
+    return float(result.position_errors.max()) if len(result.position_errors) else 0.0
+
+
 def has_unconverged():
-    """True while some live solve, cut short by its time budget, waits for the refinement timer."""
+    """True while some live solve, stopped short of its pins, waits for the refinement timer."""
     return bool(_state["unconverged"])
 
 
 def refine_unconverged():
-    """Timer body: tag the armatures whose live solve ran out of time, so the handler solves again.
+    """Timer body: tag the armatures whose live solve stopped short, so the handler solves again.
 
-    Returns None (stop) when nothing is left; the next budget-limited solve registers it again.
+    Returns None (stop) when nothing is left; the next solve that stops short registers it again.
     """
     if _state["suspended"]:
         return REFINE_INTERVAL_S
@@ -147,22 +202,58 @@ def refine_unconverged():
     return None
 
 
-def _any_moved(targets, moved):
+def _any_moved(pinned, moved):
+    """moved: uids of objects that moved or (armatures) were reposed, so bone targets count too."""
     try:
-        return any(target.session_uid in moved for target in targets)
+        return any(target.session_uid in moved for target in pinned)
     except ReferenceError:
         return True  # a deleted target: let the solve report it
 
 
-def _summary(result):
-    worst = float(result.position_errors.max()) if len(result.position_errors) else 0.0
+def _summary(obj, result):
+    """'2 pins reached, largest distance 0.02 mm' in the scene's length unit."""
+    worst = _worst_error(result) * bridge.armature_scale(obj)
     state = "reached" if result.converged else "reaching"
-    return f"{len(result.position_errors)} pins {state}, largest distance {worst:.2g}"
+    pins = messages.count(len(result.position_errors), "pin")
+    return f"{pins} {state}, largest distance {messages.distance(bpy.context.scene, worst)}"
 
 
-def _set_status(obj, message):
+def _set_status(obj, message, *, error=False):
+    """Show the outcome on the armature; a new error is also reported once (see report_pending)."""
     if obj.ewbik.status != message:
         obj.ewbik.status = message
+    if obj.ewbik.status_is_error != error:
+        obj.ewbik.status_is_error = error
+    reported = _state["reported"]
+    if not error:
+        reported.pop(obj.session_uid, None)
+    elif reported.get(obj.session_uid) != message:
+        reported[obj.session_uid] = message
+        _state["reports"].append(f"{obj.name}: {message}")
+        if not bpy.app.timers.is_registered(report_pending):
+            bpy.app.timers.register(report_pending, first_interval=0.0)
+
+
+def report_pending():
+    """Timer body: report the live errors queued since the last call (status bar and Info log)."""
+    pending, _state["reports"] = _state["reports"], []
+    for message in pending:
+        messages.report_problem(message)
+    return None
+
+
+def _forget_deleted_armatures():
+    """Drop the cached rigs and refinement bookkeeping of armatures deleted since the last update."""
+    count = len(bpy.data.objects)
+    shrunk = count < _state["object_count"]
+    _state["object_count"] = count
+    if not shrunk:
+        return
+    alive = bridge.forget_deleted_rigs()
+    for per_armature in ("refinements_left", "progress", "reported"):
+        for uid in set(_state[per_armature]) - alive:
+            del _state[per_armature][uid]
+    _state["unconverged"] &= alive
 
 
 @persistent
@@ -172,7 +263,7 @@ def on_load(_file_path):
 
 
 def _forget_everything():
-    for pending in ("unconverged", "tagged", "refinements_left"):
+    for pending in ("unconverged", "tagged", "refinements_left", "progress", "reported", "reports"):
         _state[pending].clear()
     bridge.clear_cache()
 
@@ -195,6 +286,7 @@ def unregister():
     for handlers, handler in _HANDLERS:
         while handler in handlers:
             handlers.remove(handler)
-    if bpy.app.timers.is_registered(refine_unconverged):
-        bpy.app.timers.unregister(refine_unconverged)
+    for timer in (refine_unconverged, report_pending):
+        if bpy.app.timers.is_registered(timer):
+            bpy.app.timers.unregister(timer)
     _forget_everything()

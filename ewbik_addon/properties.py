@@ -2,9 +2,11 @@
 
 Names follow the public surface in INTERFACE.md. Every change marks the armature
 dirty so the live handler re-solves; values are plain RNA properties, so they are
-saved and undoable. Pin weight, orientation weights and falloff are animatable (the
-solver reads them on every solve); stiffness and limits are not, because the live
-handler reads them only when the armature itself changes.
+saved and undoable. Pin kind, planted, weight, orientation weights, falloff and the
+armature's influence are animatable (the solver reads them on every solve); stiffness
+and limits are not, because the live handler reads them only when the armature itself
+changes. Names shown in the UI speak an animator's words; the RNA identifiers are the
+public interface and stay as INTERFACE.md names them.
 """
 
 import math
@@ -13,6 +15,7 @@ import bpy
 from bpy.props import (
     BoolProperty,
     CollectionProperty,
+    EnumProperty,
     FloatProperty,
     FloatVectorProperty,
     IntProperty,
@@ -28,17 +31,54 @@ def _changed(self, context):
         owner.update_tag()
 
 
+REST_DIRECTION = (0.0, 1.0, 0.0)
+
+
+def _direction_changed(self, context):
+    """Refuse an axis without a direction ((0, 0, 0)): a cone needs one, so the last good axis is
+    put back; good axes are remembered in `last_direction`."""
+    direction = tuple(self.direction)
+    if not (math.isfinite(sum(direction)) and math.fsum(c * c for c in direction) > 1e-18):
+        self.direction = self.last_direction
+        return
+    if tuple(self.last_direction) != direction:
+        self.last_direction = direction
+    _changed(self, context)
+
+
+def _twist_min_changed(self, context):
+    """Typing a Min above Max drags Max along, so the range is never inverted."""
+    if self.twist_min > self.twist_max:
+        self.twist_max = self.twist_min
+    _changed(self, context)
+
+
+def _twist_max_changed(self, context):
+    """Typing a Max below Min drags Min along, so the range is never inverted."""
+    if self.twist_max < self.twist_min:
+        self.twist_min = self.twist_max
+    _changed(self, context)
+
+
 class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     """One cone of a Kusudama, in the bone's rest frame (+Y is the rest direction)."""
 
     direction: FloatVectorProperty(
         name="Direction",
-        description="Axis of the cone in the bone's rest frame (normalized when solving)",
+        description="Axis of the cone in the bone's rest frame (normalized when solving; (0, 0, 0) is "
+        "refused)",
         size=3,
         subtype="DIRECTION",
-        default=(0.0, 1.0, 0.0),
+        default=REST_DIRECTION,
         options=set(),
-        update=_changed,
+        update=_direction_changed,
+    )
+    last_direction: FloatVectorProperty(
+        name="Last Good Direction",
+        description="The cone's last axis with a direction, put back when (0, 0, 0) is typed",
+        size=3,
+        default=REST_DIRECTION,
+        options={"HIDDEN"},
     )
     radius: FloatProperty(
         name="Radius",
@@ -52,8 +92,11 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     )
 
 
-def _is_not_armature(self, obj):
-    return obj.type != "ARMATURE"
+PIN_KINDS = (
+    ("BOTH", "Position & Rotation", "The bone reaches the target's place and turns as the target turns"),
+    ("POSITION", "Position Only", "The bone reaches the target's place; its rotation is left to the body"),
+    ("ROTATION", "Rotation Only", "The bone turns as the target turns; where it sits is left to the other pins"),
+)
 
 
 class EWBIK_PG_bone(bpy.types.PropertyGroup):
@@ -61,9 +104,29 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
 
     target: PointerProperty(
         name="Target",
-        description="Object the bone is pinned to; the bone is pinned while this is set",
+        description="Object the bone is pinned to (an empty, or an armature with a Target Bone); "
+        "the bone is pinned while this is set",
         type=bpy.types.Object,
-        poll=_is_not_armature,
+        update=_changed,
+    )
+    target_bone: StringProperty(
+        name="Target Bone",
+        description="When the target is an armature: the bone of it to follow (another rig's bone, or a "
+        "control bone of this rig), so posing stays in Pose Mode",
+        update=_changed,
+    )
+    pin_kind: EnumProperty(
+        name="Pin",
+        description="What the pin holds: position, rotation or both",
+        items=PIN_KINDS,
+        default="BOTH",
+        update=_changed,
+    )
+    planted: BoolProperty(
+        name="Planted",
+        description="This pin wins over the ordinary ones: it pulls 1000 times as hard, so a foot on the "
+        "floor stays put while the hands are dragged far",
+        default=False,
         update=_changed,
     )
     weight: FloatProperty(
@@ -75,8 +138,8 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         update=_changed,
     )
     orientation_weights: FloatVectorProperty(
-        name="Orientation Weights",
-        description="How strongly the bone's X, Y and Z axes follow the target's (0 = position only)",
+        name="Axis Weights",
+        description="How strongly the bone's X, Y and Z axes follow the target's turn (0 = that axis is free)",
         size=3,
         min=0.0,
         soft_max=10.0,
@@ -100,8 +163,12 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         options=set(),
         update=_changed,
     )
-    cones: CollectionProperty(type=EWBIK_PG_limit_cone)
-    active_cone_index: IntProperty(name="Active Cone", default=0)
+    cones: CollectionProperty(
+        type=EWBIK_PG_limit_cone,
+        name="Cones",
+        description="Cones the bone may swing inside; neighbouring cones are joined by a smooth bridge",
+    )
+    active_cone_index: IntProperty(name="Active Cone", description="The cone shown for editing", default=0)
     use_twist_limit: BoolProperty(
         name="Limit Twist",
         description="Limit the rotation about the bone's own axis",
@@ -111,6 +178,8 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
     twist_min: FloatProperty(
         name="Twist Min",
+        description="Furthest the bone may twist one way about its own axis (typing a Min above Max moves "
+        "Max along)",
         subtype="ANGLE",
         min=-2.0 * math.pi,
         max=2.0 * math.pi,
@@ -118,10 +187,12 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         soft_max=math.pi,
         default=math.radians(-45.0),
         options=set(),
-        update=_changed,
+        update=_twist_min_changed,
     )
     twist_max: FloatProperty(
         name="Twist Max",
+        description="Furthest the bone may twist the other way about its own axis (typing a Max below Min "
+        "moves Min along)",
         subtype="ANGLE",
         min=-2.0 * math.pi,
         max=2.0 * math.pi,
@@ -129,7 +200,7 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         soft_max=math.pi,
         default=math.radians(45.0),
         options=set(),
-        update=_changed,
+        update=_twist_max_changed,
     )
     comfort: FloatProperty(
         name="Comfort",
@@ -153,7 +224,7 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     )
     iterations: IntProperty(
         name="Iterations",
-        description="At most this many solver iterations per update",
+        description="At most this many solver iterations per live update and per baked frame",
         min=1,
         soft_max=200,
         max=10000,
@@ -162,7 +233,8 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     )
     time_budget_ms: FloatProperty(
         name="Time Budget (ms)",
-        description="Stop a live update once this much time is spent (0 = no budget)",
+        description="Milliseconds a live update may spend before showing the pose; it keeps refining "
+        "afterwards (0 = no limit)",
         min=0.0,
         soft_max=50.0,
         default=10.0,
@@ -173,14 +245,16 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         description="Stop early when every pin is this close to its target (a distance in the scene, "
         "whatever the armature's scale)",
         subtype="DISTANCE",
+        unit="LENGTH",
         min=0.0,
         default=1e-5,
         precision=6,
         update=_changed,
     )
     dampening: FloatProperty(
-        name="Dampening",
-        description="Largest rotation of one bone in one step",
+        name="Max Turn per Step",
+        description="Dampening: the most one bone turns in one solver step; smaller is smoother and "
+        "spreads motion along the chain, larger reaches far targets in fewer steps",
         subtype="ANGLE",
         min=math.radians(0.1),
         max=math.pi,
@@ -188,8 +262,9 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         update=_changed,
     )
     stabilization_passes: IntProperty(
-        name="Stabilization",
-        description="Undo bone steps that make the pose worse (0 = off)",
+        name="Stabilization Passes",
+        description="Checks per step that undo a bone's turn when it makes the pose worse, which stops "
+        "jitter (0 = off)",
         min=0,
         max=4,
         default=1,
@@ -212,8 +287,32 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         "preset on the bones it recognises (arms or legs needed), so knees and elbows bend the right way",
         default=True,
     )
-    active_pin_index: IntProperty(name="Active Pin", default=0)
+    influence: FloatProperty(
+        name="Influence",
+        description="Blend of the solved pose over the animation underneath, like a constraint's "
+        "Influence (0 = the keyed animation plays untouched)",
+        subtype="FACTOR",
+        min=0.0,
+        max=1.0,
+        default=1.0,
+        update=_changed,
+    )
+    target_follow: EnumProperty(
+        name="Targets Follow",
+        description="What the target empties made by Pin move with",
+        items=(
+            ("WORLD", "World", "Targets stay put in the scene: moving the armature object leaves them behind, "
+             "so the body reaches back for them"),
+            ("OBJECT", "Armature Object", "Targets are children of the armature object: move, turn or scale the "
+             "character and they come along, the pose unchanged"),
+            ("ROOT_BONE", "Root Bone", "Targets are children of the armature's root bone, which must be locked "
+             "so the solver does not move it: move the root bone and they come along"),
+        ),
+        default="WORLD",
+    )
+    active_pin_index: IntProperty(name="Active Pin", description="The pin shown for editing", default=0)
     status: StringProperty(name="Status", description="Outcome of the last solve")
+    status_is_error: BoolProperty(name="Status Is an Error", description="The last solve failed")
 
 
 CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_armature)

@@ -212,7 +212,8 @@ def apply_document(context, obj, document):
         set_limits(pose_bone.ewbik, limits.get(pose_bone.name) or {})
         notes += _clamped_limits(pose_bone, limits.get(pose_bone.name) or {})
     for pose_bone, matrix, existing in pins:
-        target = existing if existing is not None else new_target(context, obj, pose_bone)
+        movable = existing is not None and existing.type != "ARMATURE"  # never move a rig a pin follows
+        target = existing if movable else new_target(context, obj, pose_bone)
         target.matrix_world = matrix
         pose_bone.ewbik.target = target
     obj.update_tag()

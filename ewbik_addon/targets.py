@@ -1,13 +1,35 @@
-"""The empties pins are dragged by: made at the bone's pose, gathered per armature."""
+"""The empties pins are dragged by: made at the bone's pose, gathered per armature, named after
+their bone, and either left in the world or parented so they move with the character.
+
+An empty shows its axes (ARROWS, drawn in front of the mesh) because a pin holds rotation as
+well as position, and it is at least a few percent of the rig's size so its arrows reach out
+of a hand or a foot where the user can grab them.
+"""
 
 import bpy
 import mathutils
 
+from .messages import count
+
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
+TARGET_BONE = "ewbik_pin_bone"  # custom property on them: the bone they were made for (their name follows it)
+MIN_SIZE_OF_RIG = 0.06  # smallest empty, as a share of the armature's largest dimension
+
+
+class TargetFollowError(ValueError):
+    """Targets cannot follow the chosen parent; `field` names the armature setting."""
+
+    def __init__(self, field, message):
+        super().__init__(message)
+        self.field = field
 
 
 def target_collection_name(obj):
     return f"EWBIK Targets {obj.name}"
+
+
+def target_name(obj, bone_name):
+    return f"{obj.name} {bone_name} target"
 
 
 def _target_collection(context, obj):
@@ -21,15 +43,100 @@ def _target_collection(context, obj):
     return collection
 
 
+def root_bone(obj):
+    """The armature's first bone without a parent (the one that carries the whole body)."""
+    return next(pose_bone for pose_bone in obj.pose.bones if pose_bone.parent is None)
+
+
+def check_follow(obj):
+    """Raise TargetFollowError when targets cannot follow the armature's chosen parent.
+
+    A target parented to a bone the solver moves would move with every solve (a feedback
+    loop), so the root bone must be held: fully stiff or rotation-locked, and not translated.
+    """
+    if obj.ewbik.target_follow != "ROOT_BONE":
+        return
+    root = root_bone(obj)
+    held = root.ewbik.stiffness >= 1.0 or all(root.lock_rotation)
+    moved = obj.ewbik.translate_root and not all(root.lock_location)
+    if not held or moved:
+        raise TargetFollowError(
+            "target_follow",
+            f"targets cannot follow the root bone '{root.name}': the solver moves it; lock its rotation "
+            "(and location, with Move Root on) or let targets follow the armature object",
+        )
+
+
 def new_target(context, obj, pose_bone):
-    """An empty at the bone's current pose (world), sized to the bone, in the armature's collection."""
+    """An empty at the bone's current pose (world) in the armature's collection, parented as the
+    armature's `target_follow` says (call check_follow first)."""
     world = obj.matrix_world @ pose_bone.matrix
     location, rotation, _ = world.decompose()
-    scale = obj.matrix_world.to_scale()
-    empty = bpy.data.objects.new(f"{obj.name} {pose_bone.name} target", None)
-    empty.empty_display_type = "SPHERE"
-    empty.empty_display_size = max(pose_bone.bone.length * max(abs(s) for s in scale) * 0.25, 1e-3)
-    empty.matrix_world = mathutils.Matrix.LocRotScale(location, rotation, None)
+    empty = bpy.data.objects.new(target_name(obj, pose_bone.name), None)
+    empty.empty_display_type = "ARROWS"
+    empty.empty_display_size = display_size(obj, pose_bone)
+    empty.show_in_front = True
     empty[TARGET_MARK] = obj.name
+    empty[TARGET_BONE] = pose_bone.name
+    follow = obj.ewbik.target_follow
+    if follow != "WORLD":
+        empty.parent = obj
+        if follow == "ROOT_BONE":
+            empty.parent_type = "BONE"
+            empty.parent_bone = root_bone(obj).name
+        empty.matrix_parent_inverse = _parent_matrix(obj, follow).inverted_safe()
+    empty.matrix_world = mathutils.Matrix.LocRotScale(location, rotation, None)
     _target_collection(context, obj).objects.link(empty)
     return empty
+
+
+def _parent_matrix(obj, follow):
+    """The world matrix a child of the armature (or of its root bone's tail) is placed relative to."""
+    if follow == "OBJECT":
+        return obj.matrix_world.copy()
+    root = root_bone(obj)
+    return obj.matrix_world @ root.matrix @ mathutils.Matrix.Translation((0.0, root.length, 0.0))
+
+
+def display_size(obj, pose_bone):
+    """The bone's length in the scene, at least MIN_SIZE_OF_RIG of the rig, so the arrows stick out."""
+    scale = max(abs(s) for s in obj.matrix_world.to_scale())
+    return max(pose_bone.bone.length * scale, MIN_SIZE_OF_RIG * max(obj.dimensions), 1e-3)
+
+
+def is_deleted(target):
+    """True when the user deleted the empty: it lingers, held by the pin, but is in no collection."""
+    try:
+        return not target.users_collection
+    except ReferenceError:
+        return True
+
+
+def unpin_deleted(obj, pinned):
+    """Unpin the bones of obj whose target (among pinned) the user deleted.
+
+    Returns what to tell the user ("" when every target is still there).
+    """
+    deleted = {target for target in pinned if is_deleted(target)}
+    if not deleted:
+        return ""
+    bones = [pose_bone for pose_bone in obj.pose.bones if pose_bone.ewbik.target in deleted]
+    for pose_bone in bones:
+        pose_bone.ewbik.target = None
+    names = ", ".join(f"'{pose_bone.name}'" for pose_bone in bones)
+    return (f"The target of {count(len(bones), 'pin')} ({names}) was deleted: "
+            f"{'that bone is' if len(bones) == 1 else 'those bones are'} no longer pinned")
+
+
+def follow_bone_renames(obj, pinned):
+    """Give the empties we made for bones of obj that were renamed since the bone's new name."""
+    bones = obj.pose.bones
+    renamed = [target for target in pinned if target.get(TARGET_BONE, "") not in bones
+               and target.get(TARGET_MARK) is not None and target.library is None]
+    for target in renamed:
+        bone = next((pose_bone.name for pose_bone in bones if pose_bone.ewbik.target == target), None)
+        if bone is None:
+            continue
+        if target.name == target_name(obj, target.get(TARGET_BONE, "")):
+            target.name = target_name(obj, bone)
+        target[TARGET_BONE] = bone

@@ -2,8 +2,11 @@
 
 import bpy
 
-from . import bake, limits, limits_from_action, pin, scene_io, solve
+from . import bake, jump, limits, limits_from_action, pin, pin_tools, scene_io, solve
 
-CLASSES = pin.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES + scene_io.CLASSES + bake.CLASSES
+CLASSES = (
+    pin.CLASSES + pin_tools.CLASSES + jump.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES
+    + scene_io.CLASSES + bake.CLASSES
+)
 
 register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -435,9 +435,10 @@ class PoseBake:
         pose_bones = self.obj.pose.bones
         with live.suspended():
             self.scene.frame_set(frame)
-            if self.solved and self.obj.animation_data is not None:
+            if self.solved and self.obj.animation_data is not None and self.obj.ewbik.influence >= 1.0:
                 # Warm start: the previous frame's solution replaces what the old keys say, but
                 # never on locked rotation channels or unkeyed locations, which keep their animation.
+                # Below full influence the keys are the pose underneath the blend, so they stay.
                 pose = read_pose_channels(pose_bones)
                 for name, values in pose.items():
                     carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)

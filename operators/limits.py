@@ -10,12 +10,10 @@ from bpy.props import BoolProperty, EnumProperty
 from mathutils import Vector
 
 from ..ewbik_addon.active import active_limit_bone, is_selected, posed_armature
-from ..ewbik_addon.limit_presets import fitted_preset, store_preset
+from ..ewbik_addon.limit_presets import fitted_preset, preset_report, store_preset
 from ..ewbik_addon.limit_settings import set_limits
+from ..ewbik_addon.messages import count
 from ..solver import presets
-
-MAX_NAMES_REPORTED = 8
-
 
 def current_direction(pose_bone):
     """The bone's swing direction in its rest frame: its local rotation applied to +Y.
@@ -23,12 +21,6 @@ def current_direction(pose_bone):
     Adding a cone there lets the animator pose a bone and capture the pose as allowed.
     """
     return pose_bone.matrix_basis.to_quaternion() @ Vector((0.0, 1.0, 0.0))
-
-
-def _name_list(names):
-    shown = ", ".join(names[:MAX_NAMES_REPORTED])
-    more = len(names) - MAX_NAMES_REPORTED
-    return shown + (f" and {more} more" if more > 0 else "")
 
 
 class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
@@ -71,11 +63,8 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
             return {"CANCELLED"}
         limited = [pose_bone for pose_bone in wanted if pose_bone.name in limits]
         store_preset(obj, limited, limits, self.preset)
-        unrecognised = [pose_bone.name for pose_bone in wanted if pose_bone.name not in limits]
-        message = f"Limits set on {len(limited)} bone{'s' if len(limited) != 1 else ''} {source}"
-        if unrecognised:
-            message += f"; not recognised: {_name_list(unrecognised)}"
-        self.report({"INFO"} if limited else {"WARNING"}, message)
+        message = f"Limits set on {count(len(limited), 'bone')} {source} {preset_report(obj, wanted, limits)}"
+        self.report({"INFO"} if limited else {"WARNING"}, message.rstrip())
         return {"FINISHED"} if limited else {"CANCELLED"}
 
 
@@ -168,7 +157,7 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
             return {"CANCELLED"}
         for pose_bone in chosen:
             set_limits(pose_bone.ewbik, {})
-        self.report({"INFO"}, f"Limits cleared on {len(chosen)} bone{'s' if len(chosen) != 1 else ''}")
+        self.report({"INFO"}, f"Limits cleared on {count(len(chosen), 'bone')}")
         return {"FINISHED"}
 
 

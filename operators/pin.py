@@ -4,28 +4,14 @@ import bpy
 import mathutils
 from bpy.props import StringProperty
 
-from ..ewbik_addon import limit_presets
-from ..ewbik_addon.active import selected_pose_bones
-from ..ewbik_addon.targets import TARGET_MARK, new_target
-
-
-
-def _posing_armature(cls, context):
-    obj = context.object
-    if obj is None or obj.type != "ARMATURE":
-        cls.poll_message_set("Select an armature")
-        return False
-    if obj.mode != "POSE":
-        cls.poll_message_set("Switch the armature to Pose Mode and select bones")
-        return False
-    if obj.library is not None or not obj.is_editable:
-        cls.poll_message_set("The armature is linked or read-only")
-        return False
-    return True
+from ..ewbik_addon import bridge, limit_presets
+from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
+from ..ewbik_addon.messages import count
+from ..ewbik_addon.targets import TARGET_MARK, TargetFollowError, check_follow, is_deleted, new_target
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
-    """Pin the selected pose bones: each gets an empty at its current pose to drag around (a humanoid without limits gets them)"""
+    """Pin the selected pose bones: each gets an empty at its current pose to drag around (a humanoid without limits gets them); a pin whose empty was deleted gets a new one"""
 
     bl_idname = "ewbik.pin"
     bl_label = "Pin Bones"
@@ -33,7 +19,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return _posing_armature(cls, context)
+        return editable_posing_armature(cls, context)
 
     def execute(self, context):
         obj = context.object
@@ -41,19 +27,24 @@ class EWBIK_OT_pin(bpy.types.Operator):
         if not bones:
             self.report({"ERROR"}, "Select the pose bones to pin")
             return {"CANCELLED"}
+        try:
+            check_follow(obj)
+        except TargetFollowError as error:
+            self.report({"ERROR"}, f"Nothing pinned: {error}")
+            return {"CANCELLED"}
         created = 0
         for pose_bone in bones:
-            if pose_bone.ewbik.target is not None:
+            if pose_bone.ewbik.target is not None and not is_deleted(pose_bone.ewbik.target):
                 continue
             pose_bone.ewbik.target = new_target(context, obj, pose_bone)
             created += 1
         auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
-        self.report({"INFO"}, f"Pinned {len(bones)} bone(s), {created} new target(s){auto_limits}")
+        self.report({"INFO"}, f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}")
         return {"FINISHED"}
 
 
 class EWBIK_OT_unpin(bpy.types.Operator):
-    """Unpin the selected pose bones (or all of them); delete their targets unless something else uses them"""
+    """Unpin the selected pose bones (or all of them); delete the target empties Pin made unless they are animated or something else uses them"""
 
     bl_idname = "ewbik.unpin"
     bl_label = "Unpin Bones"
@@ -63,7 +54,7 @@ class EWBIK_OT_unpin(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return _posing_armature(cls, context)
+        return editable_posing_armature(cls, context)
 
     def execute(self, context):
         obj = context.object
@@ -75,20 +66,41 @@ class EWBIK_OT_unpin(bpy.types.Operator):
         targets = {pose_bone.ewbik.target for pose_bone in bones}
         for pose_bone in bones:
             pose_bone.ewbik.target = None
-        removed = _remove_unused_targets(targets)
-        self.report({"INFO"}, f"Unpinned {len(bones)} bone(s), removed {removed} target(s)")
+        try:
+            bridge.pinned_targets(obj, rescan=True)  # the cached pins forget these before their empties go
+        except bridge.RigError:
+            pass  # the live status reports what else is wrong with the rig
+        removed, kept = _remove_unused_targets(targets)
+        message = f"Unpinned {count(len(bones), 'bone')}, removed {count(removed, 'target')}"
+        if kept:
+            message += f"; kept {', '.join(kept)}"
+        self.report({"INFO"}, message)
         return {"FINISHED"}
 
 
+def _why_kept(target, users):
+    """Why an empty Pin made must stay when unpinned ("" when it can go): it carries the user's
+    keys or drivers, has children, or something else (another pin, a constraint) uses it."""
+    if target.animation_data is not None and (target.animation_data.action or target.animation_data.drivers):
+        return "it is animated"
+    if target.children:
+        return "it has children"
+    if any(not isinstance(user, (bpy.types.Collection, bpy.types.Scene)) for user in users):
+        return "something else uses it"
+    return ""
+
+
 def _remove_unused_targets(targets):
-    """Delete the empties this extension created that nothing but collections (and scenes listing them) uses."""
+    """Delete the empties this extension created that nothing but collections (and scenes listing
+    them) uses. Returns (how many were removed, ["'name' (why)"] of ours that were kept)."""
     ours = [target for target in targets if TARGET_MARK in target and target.library is None]
     users = bpy.data.user_map(subset=ours)
-    removed = 0
+    removed, kept = 0, []
     collections = set()
     for target in ours:
-        if target.children or any(not isinstance(user, (bpy.types.Collection, bpy.types.Scene))
-                                  for user in users[target]):
+        why = _why_kept(target, users[target]) if not is_deleted(target) else ""
+        if why:
+            kept.append(f"target '{target.name}' ({why})")
             continue
         collections.update(target.users_collection)
         bpy.data.objects.remove(target)
@@ -96,7 +108,7 @@ def _remove_unused_targets(targets):
     for collection in collections:
         if collection.name.startswith("EWBIK Targets ") and not collection.all_objects and not collection.children:
             bpy.data.collections.remove(collection)
-    return removed
+    return removed, kept
 
 
 class EWBIK_OT_select_pin_target(bpy.types.Operator):
@@ -123,6 +135,7 @@ class EWBIK_OT_select_pin_target(bpy.types.Operator):
         if target.name not in context.view_layer.objects:
             self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
             return {"CANCELLED"}
+        obj.ewbik.active_pin_index = obj.pose.bones.find(pose_bone.name)  # its row stays highlighted
         if obj.mode != "OBJECT":
             bpy.ops.object.mode_set(mode="OBJECT")
         for other in context.view_layer.objects:

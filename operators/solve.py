@@ -1,12 +1,50 @@
-"""`ewbik.solve`: solve the active armature now, to convergence or the iteration cap."""
+"""`ewbik.solve`: solve the active armature properly now, to convergence within its own limits;
+`ewbik.report_problem`: show a live-solving problem in the status bar.
+
+The live Iterations and Time Budget keep dragging fluid; Solve is what the user presses when the
+pose must be right, so it repeats full solves (each the live iteration count, warm-started from
+the last) until the pins are reached, solves stop gaining (`live.Progress`, the rule that also
+ends live refinement), or the cap of MAX_ITERATIONS iterations or TIME_LIMIT_S seconds is hit.
+
+The live handler cannot report (it is not an operator); its timer calls `ewbik.report_problem`
+once per new error, so a user with the sidebar closed still learns why the body stopped
+following. Blender shows the reports of an operator run from Python in the interface only when
+the operator goes modal, so its `invoke` reports, waits for the next event and finishes; its
+`execute` (no window: background runs) reports to the terminal. `messages.report_problem` picks.
+"""
+
+import math
+import time
 
 import bpy
+from bpy.props import StringProperty
 
-from ..ewbik_addon import bridge
+from ..ewbik_addon import bridge, live, targets
+from ..ewbik_addon.active import active_armature
+from ..ewbik_addon.messages import count, degrees, distance
+
+MAX_ITERATIONS = 5000
+TIME_LIMIT_S = 2.0
+
+
+def solve_to_convergence(obj):
+    """(last SolveResult, iterations in all, milliseconds in all); raises bridge.RigError."""
+    started = time.perf_counter()
+    result = bridge.solve_armature(obj, full=True)
+    progress = live.Progress(result)
+    iterations = result.iterations
+    while not result.converged and result.iterations and iterations < MAX_ITERATIONS:
+        if time.perf_counter() - started >= TIME_LIMIT_S:
+            break
+        result = bridge.solve_armature(obj, full=True, rescan=False)
+        iterations += result.iterations
+        if not progress.gaining(result):
+            break
+    return result, iterations, (time.perf_counter() - started) * 1e3
 
 
 class EWBIK_OT_solve(bpy.types.Operator):
-    """Solve the active armature now, ignoring the live time budget"""
+    """Solve the active armature (or the one whose target is selected) now, to convergence (ignores the live Iterations and Time Budget)"""
 
     bl_idname = "ewbik.solve"
     bl_label = "Solve"
@@ -14,9 +52,9 @@ class EWBIK_OT_solve(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = context.object
-        if obj is None or obj.type != "ARMATURE":
-            cls.poll_message_set("Select an armature")
+        obj = active_armature(context)
+        if obj is None:
+            cls.poll_message_set("Select an armature or one of its pin targets")
             return False
         if obj.mode == "EDIT":
             cls.poll_message_set("Leave Edit Mode to solve")
@@ -24,22 +62,50 @@ class EWBIK_OT_solve(bpy.types.Operator):
         return True
 
     def execute(self, context):
-        obj = context.object
+        obj = active_armature(context)
         try:
-            result = bridge.solve_armature(obj, full=True)
+            unpinned = targets.unpin_deleted(obj, bridge.pinned_targets(obj))
+            result, iterations, ms = solve_to_convergence(obj)
         except bridge.RigError as error:
             obj.ewbik.status = str(error)
+            obj.ewbik.status_is_error = True
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        errors = bridge.pin_errors(obj, result)
+        scale = bridge.armature_scale(obj)
         details = ", ".join(
-            f"{bone} {position:.3g} ({orientation:.2g}°)" for bone, (position, orientation) in errors.items()
+            f"{bone} {distance(context.scene, position * scale)} ({degrees(math.radians(orientation))})"
+            for bone, (position, orientation) in bridge.pin_errors(obj, result).items()
         )
         state = "converged" if result.converged else "stopped"
-        summary = f"{state} after {result.iterations} iterations, {result.ms:.1f} ms: {details}"
+        summary = f"{state} after {count(iterations, 'iteration')}, {ms:.1f} ms: {details}"
+        if unpinned:
+            summary = f"{unpinned}; {summary}"
         obj.ewbik.status = summary
+        obj.ewbik.status_is_error = False
         self.report({"INFO"}, summary)
         return {"FINISHED"}
 
 
-CLASSES = (EWBIK_OT_solve,)
+class EWBIK_OT_report_problem(bpy.types.Operator):
+    """Show a live-solving problem in the status bar"""
+
+    bl_idname = "ewbik.report_problem"
+    bl_label = "Report EWBIK Problem"
+    bl_options = {"INTERNAL"}
+
+    message: StringProperty(name="Message", options={"SKIP_SAVE"})
+
+    def execute(self, context):
+        self.report({"ERROR"}, self.message)
+        return {"FINISHED"}
+
+    def invoke(self, context, event):
+        self.report({"ERROR"}, self.message)
+        context.window_manager.modal_handler_add(self)
+        return {"RUNNING_MODAL"}
+
+    def modal(self, context, event):
+        return {"FINISHED", "PASS_THROUGH"}
+
+
+CLASSES = (EWBIK_OT_solve, EWBIK_OT_report_problem)

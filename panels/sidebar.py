@@ -6,17 +6,21 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
-from ..ewbik_addon.active import active_armature, active_limit_bone, posed_armature
+from ..ewbik_addon.active import active_armature, active_limit_bone, active_target_pin, pinning_armature
 from ..solver import native, presets
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
 
 
 def active_pin(context, obj):
-    """The pinned bone whose pin settings the panel shows: the list's active row, else the active bone.
+    """The pinned bone whose pin settings the panel shows: the pin of the active target empty, else
+    the list's active row, else the active bone.
 
     Pinning does not move the list's active row, so the freshly pinned active bone still shows.
     """
+    dragged = active_target_pin(context)
+    if dragged is not None and dragged.id_data == obj:
+        return dragged
     index = obj.ewbik.active_pin_index
     candidates = [obj.pose.bones[index]] if 0 <= index < len(obj.pose.bones) else []
     if context.active_pose_bone is not None and context.active_pose_bone.id_data == obj:
@@ -53,7 +57,8 @@ class EWBIK_UL_pins(bpy.types.UIList):
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
         settings = item.ewbik
         row = layout.row(align=True)
-        row.label(text=item.name, icon="BONE_DATA")
+        dragged = settings.target is not None and settings.target == context.active_object
+        row.label(text=item.name, icon="PINNED" if dragged else "BONE_DATA")
         row.prop(settings, "target", text="")
         row.prop(settings, "weight", text="", emboss=False)
 
@@ -109,11 +114,12 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
 
         col = layout.column(align=True)
         col.prop(settings, "iterations")
-        col.prop(settings, "time_budget_ms", text="Time Budget")
+        col.prop(settings, "time_budget_ms")
         col.prop(settings, "tolerance")
         col = layout.column(align=True)
         col.prop(settings, "dampening")
         col.prop(settings, "stabilization_passes")
+        layout.prop(settings, "influence", slider=True)
         col = layout.column(heading="Options")
         col.prop(settings, "translate_root")
         col.prop(settings, "show_limits")
@@ -121,7 +127,7 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
 
         layout.operator("ewbik.solve", icon="PLAY")
         if settings.status:
-            layout.label(text=settings.status, icon="INFO")
+            layout.label(text=settings.status, icon="ERROR" if settings.status_is_error else "INFO")
         if not native.available():
             layout.label(text=NUMPY_LOOP_NOTE, icon="ERROR")
         row = layout.row(align=True)
@@ -137,10 +143,10 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
 
     @classmethod
     def poll(cls, context):
-        return posed_armature(context) is not None
+        return pinning_armature(context) is not None
 
     def draw(self, context):
-        obj = posed_armature(context)
+        obj = pinning_armature(context)
         layout = self.layout
 
         row = layout.row()
@@ -148,6 +154,7 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
         col = row.column(align=True)
         col.operator("ewbik.pin", icon="ADD", text="")
         col.operator("ewbik.unpin", icon="REMOVE", text="")
+        layout.prop(obj.ewbik, "target_follow")
 
         pose_bone = active_pin(context, obj)
         if pose_bone is None:
@@ -160,9 +167,21 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
         row = col.row(align=True)
         row.prop(settings, "target")
         row.operator("ewbik.select_pin_target", text="", icon="RESTRICT_SELECT_OFF").bone = pose_bone.name
-        col.prop(settings, "weight")
-        col.prop(settings, "orientation_weights", text="Orientation")
-        col.prop(settings, "falloff")
+        row.operator("ewbik.jump_to_target", text="", icon="ARROW_LEFTRIGHT")
+        if settings.target is not None and settings.target.type == "ARMATURE":
+            col.prop_search(settings, "target_bone", settings.target.pose, "bones")
+        _draw_pin_kind(col, settings)
+
+
+def _draw_pin_kind(layout, settings):
+    """What the active pin holds and how hard: kind, planted, weight, axis weights, falloff."""
+    layout.prop(settings, "pin_kind")
+    layout.prop(settings, "planted")
+    layout.prop(settings, "weight")
+    axes = layout.column()
+    axes.active = settings.pin_kind != "POSITION"
+    axes.prop(settings, "orientation_weights")
+    layout.prop(settings, "falloff")
 
 
 class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):

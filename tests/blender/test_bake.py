@@ -529,6 +529,7 @@ def test_target_outside_the_scene_is_refused(rig, bake_module):
     target = rig.pose.bones["foot.R"].ewbik.target
     for collection in target.users_collection:
         collection.objects.unlink(target)
+    bpy.data.collections.new("not in the scene").objects.link(target)  # in no collection at all = deleted
     before = (action_state(rig, bake_module), pose_state(rig, bake_module))
 
     message = report_of(lambda: bpy.ops.ewbik.bake(frame_start=1, frame_end=20))

@@ -8,7 +8,7 @@ import bpy
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, make_active, select_pose_bones
+from tests.blender.blender_helpers import addon_module, make_active, pin, select_pose_bones
 
 LIMBS = ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R", "thigh.L", "shin.L", "thigh.R", "shin.R")
 
@@ -47,7 +47,7 @@ def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, cap
             assert limits.twist.min <= 0.0 <= limits.twist.max, f"{pose_bone.name}: rest twist outside"
     out = capfd.readouterr().out
     assert f"Limits set on {len(limited)} bones" in out
-    assert "not recognised" in out
+    assert "other bones left free" in out
     stiff = {pose_bone.name: pose_bone.ewbik.stiffness for pose_bone in metarig.pose.bones if pose_bone.ewbik.stiffness}
     assert stiff == {"shoulder.L": pytest.approx(0.8), "shoulder.R": pytest.approx(0.8), "pelvis.L": 1.0,
                      "pelvis.R": 1.0}
@@ -226,3 +226,52 @@ def test_preset_report_names_the_rest_pose(metarig, capfd):
     make_active(metarig)
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
     assert "bones from the rest pose" in capfd.readouterr().out
+
+
+def test_typing_twist_min_above_max_moves_max_along(metarig):
+    settings = metarig.pose.bones["forearm.L"].ewbik
+    settings.use_twist_limit = True
+    settings.twist_min, settings.twist_max = math.radians(-30.0), math.radians(20.0)
+    settings.twist_min = math.radians(50.0)
+    assert settings.twist_max == pytest.approx(math.radians(50.0))
+    settings.twist_max = math.radians(-60.0)
+    assert settings.twist_min == pytest.approx(math.radians(-60.0))
+    assert settings.twist_min <= settings.twist_max
+
+
+def test_a_zero_cone_direction_is_refused(metarig):
+    cone = metarig.pose.bones["forearm.L"].ewbik.cones.add()
+    cone.direction = (0.0, 0.6, 0.8)
+    cone.direction = (0.0, 0.0, 0.0)
+    assert tuple(cone.direction) == pytest.approx((0.0, 0.6, 0.8))
+    cone.direction[1] = 0.0
+    cone.direction[2] = 0.0
+    assert Vector(cone.direction).length > 0.5
+
+
+def test_limits_typed_in_the_panel_never_stop_the_rig(metarig):
+    make_active(metarig)
+    target = pin(metarig, "hand.L")["hand.L"]
+    settings = metarig.pose.bones["forearm.L"].ewbik
+    settings.use_twist_limit = True
+    settings.twist_min = math.radians(170.0)
+    settings.cones.add().direction = (0.0, 0.0, 0.0)
+    target.location.z += 0.02
+    metarig.update_tag()
+    bpy.context.view_layer.update()
+    assert metarig.ewbik.status.startswith("1 pin "), metarig.ewbik.status
+    assert not metarig.ewbik.status_is_error
+
+
+def test_preset_report_counts_limits_by_body_part_without_listing_roots_or_face_bones(metarig, capfd):
+    make_active(metarig)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    out = capfd.readouterr().out
+    report = next(line for line in out.splitlines() if "Limits set on" in line)
+    for part in ("spine and head", "left arm", "right arm", "left leg", "right leg", "left fingers"):
+        assert f"{part} " in report, part
+    assert "not recognised" not in report
+    listed = report.split("could not place")[1] if "could not place" in report else ""
+    for noise in ("spine,", "face", "lip", "brow", "jaw", "nose", "cheek", "ear", "eye", "teeth", "tongue"):
+        assert noise not in listed, noise
+    assert "other bones left free" in report

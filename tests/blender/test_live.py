@@ -286,3 +286,100 @@ def test_deleting_the_armature_while_live_is_harmless(metarig):
     bpy.data.objects.remove(metarig)
     target.location.z += 0.05
     update()
+
+
+def worst_distance(obj, bones):
+    return max(distance_to_target(obj, bone) for bone in bones)
+
+
+def test_a_quick_drag_keeps_refining_with_the_default_settings(metarig):
+    """A quick 30 cm hand move stops at the live iteration cap well inside the time budget; the
+    refinement timer must still carry the pose on until a long solve has nothing left to gain."""
+    live = addon_module("ewbik_addon.live")
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    targets["hand.L"].location += Vector((0.1, -0.2, 0.2))
+    update()
+    dragged = {bone: distance_to_target(metarig, bone) for bone in HANDS_FEET_HEAD}
+    assert bpy.app.timers.is_registered(live.refine_unconverged)
+    for tick in range(live.MAX_REFINEMENTS):
+        live.refine_unconverged()
+        update()
+        if not live.has_unconverged():
+            break
+    refined = {bone: distance_to_target(metarig, bone) for bone in HANDS_FEET_HEAD}
+    metarig.ewbik.time_budget_ms = 0.0
+    metarig.ewbik.iterations = 2000
+    update()
+    best = {bone: distance_to_target(metarig, bone) for bone in HANDS_FEET_HEAD}
+    assert max(dragged[bone] - best[bone] for bone in HANDS_FEET_HEAD) > 5e-3  # the drag alone fell short
+    assert max(refined[bone] - best[bone] for bone in HANDS_FEET_HEAD) < 1e-4, (refined, best)
+    assert max(refined.values()) < 1e-3
+
+
+def test_a_new_live_error_is_reported_once_with_an_error_icon(metarig, capfd):
+    live = addon_module("ewbik_addon.live")
+    target = pin(metarig, "hand.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    metarig.pose.bones["forearm.L"].ewbik.stiffness = float("nan")
+    for step in range(3):
+        target.location.z += 0.01
+        metarig.update_tag()
+        update()
+    assert metarig.ewbik.status_is_error and "stiffness is NaN" in metarig.ewbik.status
+    assert len(live._state["reports"]) == 1
+    live.report_pending()
+    out = capfd.readouterr().out
+    assert out.count("stiffness is NaN") == 1 and "Error" in out
+    metarig.pose.bones["forearm.L"].ewbik.stiffness = 0.0
+    update()
+    assert not metarig.ewbik.status_is_error
+    assert live._state["reports"] == []
+
+
+def test_deleted_armatures_leave_the_rig_cache(metarig):
+    bridge = addon_module("ewbik_addon.bridge")
+    pin(metarig, "hand.L")
+    update()
+    uid = metarig.session_uid
+    assert uid in bridge._rigs
+    make_active(metarig)
+    bpy.ops.object.delete()
+    assert "metarig" not in bpy.data.objects
+    update()
+    assert uid not in bridge._rigs
+
+
+def test_renaming_a_pinned_bone_in_edit_mode_shows_the_edit_mode_message(metarig):
+    target = pin(metarig, "hand.L", "foot.L")["hand.L"]
+    update()
+    bpy.ops.object.mode_set(mode="EDIT")
+    metarig.data.edit_bones["hand.L"].name = "wrist_ctrl.L"
+    update()
+    assert "Edit Mode" in metarig.ewbik.status and "KeyError" not in metarig.ewbik.status
+    bpy.ops.object.mode_set(mode="POSE")
+    update()
+    assert not metarig.ewbik.status_is_error
+    assert metarig.pose.bones["wrist_ctrl.L"].ewbik.target == target
+    assert target.name == "metarig wrist_ctrl.L target"
+
+
+def test_a_target_driven_by_the_bone_it_pins_is_refused(metarig):
+    target = pin(metarig, "hand.L", "foot.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    driver = target.driver_add("location", 0).driver
+    variable = driver.variables.new()
+    variable.type = "TRANSFORMS"
+    variable.targets[0].id = metarig
+    variable.targets[0].bone_target = "hand.L"
+    variable.targets[0].transform_type = "LOC_X"
+    driver.expression = f"{variable.name} + 0.3"
+    start = bone_world(metarig, "hand.L").translation.copy()
+    for step in range(5):
+        target.location.y += 0.01
+        update()
+    assert "feedback loop" in metarig.ewbik.status and "'hand.L'" in metarig.ewbik.status
+    assert (bone_world(metarig, "hand.L").translation - start).length < 1e-6

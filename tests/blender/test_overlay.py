@@ -151,7 +151,10 @@ def test_twist_arc_spans_where_the_x_axis_goes_when_twisted(overlay, posed_rig):
 def test_inverted_twist_range_is_not_drawn(overlay, posed_rig):
     settings = posed_rig.pose.bones["forearm.L"].ewbik
     settings.use_twist_limit = True
-    settings.twist_min, settings.twist_max = 0.5, -0.5
+    # The panel keeps min <= max; an older file may still hold an inverted range.
+    stored = settings.bl_system_properties_get() if hasattr(settings, "bl_system_properties_get") else settings
+    stored["twist_min"], stored["twist_max"] = 0.5, -0.5
+    assert (settings.twist_min, settings.twist_max) == (0.5, -0.5)
     assert polylines_of(overlay.bone_limit_polylines(posed_rig, posed_rig.pose.bones["forearm.L"]), "twist") == []
 
 

@@ -43,7 +43,7 @@ class RecordingLayout:
         self.enabled = True
 
     def _child(self, *args, **kwargs):
-        return RecordingLayout(self.log)
+        return type(self)(self.log)
 
     row = column = box = split = column_flow = grid_flow = _child
 
@@ -225,6 +225,7 @@ def test_select_target_leaves_pose_mode_and_selects_the_empty(metarig):
     bpy.ops.object.mode_set(mode="POSE")
     assert bpy.ops.ewbik.select_pin_target(bone="hand.L") == {"FINISHED"}
     assert metarig.mode == "OBJECT"
+    assert metarig.ewbik.active_pin_index == metarig.pose.bones.find("hand.L")
     assert bpy.context.view_layer.objects.active == empty and empty.select_get()
     assert not metarig.select_get()
 
@@ -243,3 +244,80 @@ def test_panels_unregister_with_the_extension():
     finally:
         enable_extension()
     assert all(hasattr(bpy.types, name) for name in PANELS)
+
+
+def select_first_target(metarig, armature_mode):
+    """Pin two bones, then select hand.L's target as Select Target does, leaving the armature in
+    the given mode (Object Mode, or Pose Mode as with 'Lock Object Modes' off)."""
+    empty = bpy.data.objects.new("metarig hand.L target", None)
+    bpy.context.collection.objects.link(empty)
+    other = bpy.data.objects.new("foot target", None)
+    bpy.context.collection.objects.link(other)
+    metarig.pose.bones["hand.L"].ewbik.target = empty
+    metarig.pose.bones["foot.L"].ewbik.target = other
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode=armature_mode)
+    metarig.ewbik.active_pin_index = metarig.pose.bones.find("foot.L")
+    bpy.context.view_layer.objects.active = empty
+    return empty
+
+
+def test_selecting_a_target_keeps_its_armatures_panels_and_its_pin(metarig):
+    for armature_mode in ("OBJECT", "POSE"):
+        empty = select_first_target(metarig, armature_mode)
+        assert all(visible(name) for name in PANELS), armature_mode
+        assert ("prop", "live") in draw("EWBIK_PT_solver", "draw_header")
+        active_pin = addon_module("panels.sidebar").active_pin
+        assert active_pin(bpy.context, metarig) == metarig.pose.bones["hand.L"]
+        assert ("label", "hand.L") in draw("EWBIK_PT_limits")
+        log = []
+        pin_list = bpy.types.EWBIK_UL_pins
+        for bone in ("hand.L", "foot.L"):
+            pin_list.draw_item(None, bpy.context, RecordingLayout(log), metarig.pose, metarig.pose.bones[bone], 0,
+                               None, "", 0)
+        assert [entry for entry in log if entry[0] == "label"] == [("label", "hand.L"), ("label", "foot.L")]
+        assert {("prop", "target_follow"), ("prop", "weight")} <= set(draw("EWBIK_PT_pins"))
+        assert addon_module("ewbik_addon.active").active_armature(bpy.context) == metarig
+        assert bpy.ops.ewbik.solve.poll(), "Solve works on the selected target's armature"
+        for obj in (empty, bpy.data.objects["foot target"]):
+            bpy.data.objects.remove(obj)
+        make_active(metarig)
+
+
+def test_the_pin_of_the_selected_target_is_highlighted(metarig):
+    select_first_target(metarig, "OBJECT")
+    icons = {}
+
+    class IconLayout(RecordingLayout):
+        def label(self, text="", icon="NONE", **kwargs):
+            icons[text] = icon
+
+    for bone in ("hand.L", "foot.L"):
+        bpy.types.EWBIK_UL_pins.draw_item(None, bpy.context, IconLayout([]), metarig.pose, metarig.pose.bones[bone],
+                                          0, None, "", 0)
+    assert icons == {"hand.L": "PINNED", "foot.L": "BONE_DATA"}
+
+
+def test_an_unrelated_empty_shows_no_panels(metarig):
+    empty = bpy.data.objects.new("just an empty", None)
+    bpy.context.collection.objects.link(empty)
+    make_active(empty)
+    assert not any(visible(name) for name in PANELS)
+
+
+def test_errors_in_the_status_show_an_error_icon(metarig):
+    make_active(metarig)
+    icons = {}
+
+    class IconLayout(RecordingLayout):
+        def label(self, text="", icon="NONE", **kwargs):
+            icons[text] = icon
+
+    metarig.ewbik.status = "bone 'x': stiffness is NaN"
+    metarig.ewbik.status_is_error = True
+    bpy.types.EWBIK_PT_solver.draw(type("FakePanel", (), {"layout": IconLayout([])})(), bpy.context)
+    assert icons["bone 'x': stiffness is NaN"] == "ERROR"
+    metarig.ewbik.status = "1 pin reached, largest distance 0 m"
+    metarig.ewbik.status_is_error = False
+    bpy.types.EWBIK_PT_solver.draw(type("FakePanel", (), {"layout": IconLayout([])})(), bpy.context)
+    assert icons["1 pin reached, largest distance 0 m"] == "INFO"

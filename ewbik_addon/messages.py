@@ -1,0 +1,76 @@
+"""Words and numbers in what the extension tells the user: counts with the right plural, distances
+in the scene's length unit (as Blender's fields show them), angles in degrees, never scientific
+notation.
+"""
+
+import math
+
+import bpy
+
+_LENGTH_UNITS = {  # scene length_unit -> (metres per unit, symbol)
+    "KILOMETERS": (1000.0, "km"),
+    "METERS": (1.0, "m"),
+    "CENTIMETERS": (0.01, "cm"),
+    "MILLIMETERS": (0.001, "mm"),
+    "MICROMETERS": (1e-6, "µm"),
+    "MILES": (1609.344, "mi"),
+    "FEET": (0.3048, "'"),
+    "INCHES": (0.0254, '"'),
+    "THOU": (2.54e-5, "thou"),
+}
+SIGNIFICANT_DIGITS = 3
+MAX_DECIMALS = 5  # as Blender's length fields: 0.00001 m, 0.01 mm; anything smaller reads as 0
+ANGLE_DECIMALS = 2
+
+
+def count(n, noun, plural=None):
+    """'1 pin', '2 pins', '0 bones'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def plain_number(value, max_decimals=MAX_DECIMALS):
+    """A number with three significant digits, at most max_decimals, in positional notation
+    ('0.00012', '1230')."""
+    if not math.isfinite(value):
+        return "infinite" if math.isinf(value) else "not a number"
+    if value == 0.0:
+        return "0"
+    decimals = SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(abs(value)))
+    text = f"{value:.{min(max(decimals, 0), max_decimals)}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def distance(scene, value):
+    """A scene distance (Blender units) as the scene's unit settings show lengths: '19 cm', '0.19 m'."""
+    units = scene.unit_settings
+    if units.system == "NONE" or not math.isfinite(value):
+        return plain_number(value)
+    metres = value * units.scale_length
+    fixed = _LENGTH_UNITS.get(units.length_unit)
+    if fixed is None:  # ADAPTIVE: Blender picks the unit
+        return bpy.utils.units.to_string(units.system, "LENGTH", metres, precision=SIGNIFICANT_DIGITS)
+    per_unit, symbol = fixed
+    text = plain_number(metres / per_unit)
+    return f"{text}{symbol}" if symbol in ("'", '"') else f"{text} {symbol}"
+
+
+def degrees(radians):
+    """An angle as the panels show it: '12.5°'."""
+    return f"{plain_number(math.degrees(radians), ANGLE_DECIMALS)}°"
+
+
+def report_problem(message):
+    """Report an error through `ewbik.report_problem` in the first window, where the interface
+    shows it (status bar, Info log); without a window (background) it is printed."""
+    window_manager = bpy.context.window_manager
+    windows = list(window_manager.windows) if window_manager is not None else []
+    try:
+        if windows:
+            with bpy.context.temp_override(window=windows[0]):
+                bpy.ops.ewbik.report_problem("INVOKE_DEFAULT", message=message)
+        else:
+            bpy.ops.ewbik.report_problem(message=message)
+    except RuntimeError:
+        pass  # an ERROR report raises in its Python caller once shown: nothing more to do
