@@ -75,8 +75,8 @@ def _discard_stdout():
 
 def _summarize(scene_path, pose):
     stats = pose["stats"]
-    lines = [f"{scene_path}: {stats['iterations']} iterations, "
-             f"{'converged' if stats['converged'] else 'not converged'}, {stats['ms']:.2f} ms"]
+    outcome = "converged" if stats["converged"] else "not converged"
+    lines = [f"{scene_path}: {stats['iterations']} iterations, {outcome}, {stats['ms']:.2f} ms"]
     lines += [f"  {bone}: {err['position_error']:.6f} position, {err['orientation_error_deg']:.4f} deg"
               for bone, err in stats["pins"].items()]
     _report("\n".join(lines))

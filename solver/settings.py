@@ -4,7 +4,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .validation import MAX_COORDINATE, MAX_TIME_BUDGET_MS, SceneError, flag, number, whole
+from .validation import (
+    MAX_COORDINATE,
+    MAX_TIME_BUDGET_MS,
+    SceneError,
+    flag,
+    number,
+    whole,
+)
 
 MAX_ITERATIONS = 1_000_000
 MAX_ACCELERATION = 50

@@ -64,9 +64,8 @@ def number(value, field, low=-math.inf, high=math.inf, *, open_low=False, open_h
 
 def whole(value, field, low, high):
     """`value` as an int inside [low, high]; whole floats (12.0) count, bools and text do not."""
-    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
-        if not isinstance(value, numbers.Integral) and float(value).is_integer():
-            value = int(value)
+    if is_real(value) and not isinstance(value, numbers.Integral) and float(value).is_integer():
+        value = int(value)
     if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
         raise SceneError(field, f"must be a whole number, got {_shown(value)}")
     if not low <= value <= high:
