@@ -164,7 +164,8 @@ def mutate(rng, doc):
         if action < 0.45:
             container[key] = copy.deepcopy(NASTY[int(rng.integers(0, len(NASTY)))])
         elif action < 0.75 and isinstance(value, (int, float)) and not isinstance(value, bool):
-            container[key] = value * float(rng.choice([1e-300, 1e-12, -1.0, 1e6, 1e12, 1e150, 1e300]))
+            factor = float(rng.choice([1e-300, 1e-12, -1.0, 1e6, 1e12, 1e150, 1e300]))
+            container[key] = value * factor if abs(value) < 1e300 else -value  # 10**400 has no float
         elif action < 0.9 and isinstance(container, dict):
             del container[key]
         elif isinstance(container, dict):
