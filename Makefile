@@ -39,6 +39,8 @@ bench: native
 	$(PY52) bench/bench_natural.py
 	$(PY52) bench/bench_live.py
 	$(PY52) bench/bench_bake.py
+	$(PY52) bench/bench_scaling.py
+	$(PY52) bench/bench_overlay.py
 
 build: native
 	$(PY52) tools/build_extension.py --output-dir dist

@@ -8,6 +8,13 @@ one by one, and only those. Blender's rotation locks keep the locked channels'
 values, as the transform tools do; fully locked bones are handed to the solver
 as stiffness 1 so they never absorb motion that would be thrown away.
 
+Production rigs pose many bones through constraints and drivers (a Rigify deform bone copies
+its mechanism bone, which copies the FK or IK control). The solver cannot move those bones:
+their channels are overwritten on evaluation. They are found before each solve (`fixed_bones`),
+held still with everything above them on a pinned chain, handed to the solver in the pose
+Blender evaluated for them, and a pin on one of them is an error that names the control to pin
+instead.
+
 The rig-derived solver objects (Skeleton, joint limits, stiffness, the list of
 pins) are cached per armature and rebuilt only when a cheap signature of the
 armature (bone names, rest matrices, lengths, per-bone settings) changes. The
@@ -17,15 +24,20 @@ Arrays in the returned SolveResult follow `obj.pose.bones` order.
 """
 
 import dataclasses
+import math
+import re
 import time
 
 import bpy
 import mathutils
 import numpy as np
 
-from ..solver import Pin, Skeleton, SolverSettings, solve
+from ..solver import Pin, Skeleton, SolverSettings, quat, solve
 from ..solver.kusudama import JointLimits, Kusudama
 from ..solver.scene import SETTINGS_FIELDS
+from ..solver.validation import MAX_COORDINATE
+from . import production_rigs
+from .messages import distance
 from .rotation_channels import channels_to_quaternions
 
 
@@ -40,6 +52,10 @@ _MODE_NAME = {value: name for name, value in _ROTATION_MODE.items()}
 _QUATERNION = _ROTATION_MODE["QUATERNION"]
 _AXIS_ANGLE = _ROTATION_MODE["AXIS_ANGLE"]
 _MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
+# The narrowest refresh after which Blender re-evaluates a pose written from inside a depsgraph
+# handler: the transform tag from 4.5 on (half the cost of a full tag on 5.2); 4.2 ignores it
+# there and needs the data tag (as costly as a full one).
+_POSE_REFRESH = {"OBJECT"} if bpy.app.version >= (4, 5, 0) else {"DATA"}
 PLANTED_WEIGHT = 1000.0  # a planted pin's weight is multiplied by this, so ordinary pins give way to it
 _POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
 
@@ -91,9 +107,17 @@ class _Rig:
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     pins: tuple = ()  # (bone name, target object), pose.bones order
-    pin_cache: dict = dataclasses.field(default_factory=dict)  # bone -> (inputs, Pin): unmoved pins are reused
+    checked_pins: "_CheckedPins" = None  # validated at the last scan; None: check again
+    validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, its pin settings) -> a Pin with them
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
+    fixed: dict = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
+    fixed_mask: np.ndarray = None  # pose.bones order: bones in `fixed`
+    posed_mask: np.ndarray = None  # pose.bones order: fixed bones that constraints or drivers pose
+    held: np.ndarray = None  # pose.bones order: fixed bones and those above a posed one on a pinned chain
+    counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
+    counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
+    placed: np.ndarray = None  # pose.bones order: pinned IK controls, put on their targets, not solved
     underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
     written: tuple = None  # (rotations, locations) as the last solve wrote them
     solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
@@ -106,6 +130,7 @@ _rigs = {}
 def clear_cache():
     """Forget every cached rig (file load, add-on unregister)."""
     _rigs.clear()
+    _crowds.clear()
 
 
 def forget_deleted_rigs():
@@ -131,12 +156,14 @@ def solve_armature(obj, *, full=False, rescan=True):
     rig = _rig_for(obj, rescan)
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+    _check_pins_movable(obj, rig)
+    _place_ik_controls(obj, rig)
     rotations, locations, locks = _read_pose(obj, rig)
     _track_underneath(rig, rotations, locations)
     settings = _settings(obj, full)  # before the pins: a zero scale would make their targets infinitely far
     pins = _pins(obj, rig)
     stiffness = rig.stiffness.copy()
-    stiffness[rig.to_solver[locks.fully_locked]] = 1.0
+    stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
     pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
@@ -162,6 +189,136 @@ def solve_armature(obj, *, full=False, rescan=True):
     )
 
 
+@dataclasses.dataclass
+class _Crowd:
+    """Several rigs as one skeleton with a root per armature, cached while the rigs stay the same."""
+
+    key: tuple
+    skeleton: Skeleton
+    pose_index: list  # per rig: pose.bones index -> combined skeleton index
+    limits: JointLimits
+    stiffness: np.ndarray
+
+
+_crowds = {}
+
+
+def solve_crowd(objects):
+    """Solve several live armatures in one solver call (their bone settings as last scanned).
+
+    Armatures with the same settings (and rig size) become one problem whose skeleton holds each
+    of them as its own tree, with the sum of their time budgets; the others, and armatures with
+    partly locked bones (which need a second solve), are solved one by one. Returns
+    {object: SolveResult or RigError}, the poses written like `solve_armature`.
+    """
+    outcomes, groups, alone = {}, {}, []
+    for obj in objects:
+        try:
+            _check_writable(obj)
+            rig = _rig_for(obj, False)
+            if not rig.pins:
+                raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+            _check_pins_movable(obj, rig)
+            settings = _settings(obj, False)
+            rotations, locations, locks = _read_pose(obj, rig)
+            if _needs_own_solve(obj, rig, locks):
+                alone.append(obj)
+                continue
+            _track_underneath(rig, rotations, locations)
+            entry = (obj, rig, _pins(obj, rig), rotations, locations, locks)
+        except RigError as error:
+            outcomes[obj] = error
+            continue
+        groups.setdefault((repr(settings), rig.skeleton.unit), (settings, []))[1].append(entry)
+    for settings, entries in groups.values():
+        if len(entries) == 1:
+            alone.append(entries[0][0])
+        else:
+            outcomes.update(_solve_together(settings, entries))
+    for obj in alone:
+        outcomes[obj] = _solve_alone(obj)
+    return outcomes
+
+
+def _needs_own_solve(obj, rig, locks):
+    """Partly locked bones (a second solve holds them), rotation-only pins (placed by a solve of
+    their own), an influence below 1 (a start and a blend of their own) and bones the rig itself
+    poses or places (constraints, drivers, IK controls) are solved alone."""
+    if obj.ewbik.influence < 1.0 or np.any(rig.driven & locks.any_rotation & ~locks.fully_locked):
+        return True
+    if np.any(rig.held) or np.any(rig.placed) or np.any(rig.fixed_mask):
+        return True
+    return any(obj.pose.bones[bone].ewbik.pin_kind == "ROTATION" for bone, _ in rig.pins)
+
+
+def _solve_alone(obj):
+    try:
+        return solve_armature(obj, rescan=False)
+    except RigError as error:
+        return error
+
+
+def _solve_together(settings, entries):
+    """One solve for the entries (obj, rig, pins, rotations, locations, locks); each pose written."""
+    crowd = _crowd_for([entry[1] for entry in entries])
+    n = len(crowd.skeleton.names)
+    all_rotations, all_locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), crowd.stiffness.copy()
+    pins = []
+    for k, (obj, rig, rig_pins, rig_rotations, rig_locations, locks) in enumerate(entries):
+        index = crowd.pose_index[k]
+        all_rotations[index], all_locations[index] = rig_rotations, rig_locations
+        stiffness[index[locks.fully_locked]] = 1.0
+        pins += [pin.renamed(f"{k}/{pin.bone}") for pin in rig_pins]
+    if settings.time_budget_ms is not None:
+        settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms * len(entries))
+    try:
+        result = solve(crowd.skeleton, pins, all_rotations, all_locations, settings, crowd.limits, stiffness)
+    except ValueError as error:
+        return {entry[0]: RigError(str(error)) for entry in entries}
+    outcomes, first_pin = {}, 0
+    for k, (obj, rig, rig_pins, rotations, locations, locks) in enumerate(entries):
+        index, pin_slice = crowd.pose_index[k], slice(first_pin, first_pin + len(rig_pins))
+        first_pin = pin_slice.stop
+        one = dataclasses.replace(
+            result, position_errors=result.position_errors[pin_slice], ms=result.ms / len(entries),
+            orientation_errors_deg=result.orientation_errors_deg[pin_slice],
+        )
+        try:
+            outcomes[obj] = _write_solved(obj, rig, one, result.rotations[index], result.locations[index],
+                                          result.moved[index], (rotations, locations, locks), settings)[0]
+        except RigError as error:
+            outcomes[obj] = error
+    return outcomes
+
+
+def _crowd_for(rigs):
+    """The cached combined skeleton, limits and stiffness of these rigs (bone names prefixed by
+    the rig's place, `k/name`)."""
+    key = tuple((rig.structure_key, rig.settings_key) for rig in rigs)
+    crowd = _crowds.get(key)
+    if crowd is not None:
+        return crowd
+    names, parents, rest, lengths, kusudamas = [], [], [], [], {}
+    for k, rig in enumerate(rigs):
+        skeleton = rig.skeleton
+        names += [f"{k}/{name}" for name in skeleton.names]
+        parents += [None if p < 0 else f"{k}/{skeleton.names[p]}" for p in skeleton.parents]
+        rest.append(skeleton.rest)
+        lengths.append(skeleton.lengths)
+    skeleton = Skeleton(names, parents, np.concatenate(rest), np.concatenate(lengths))
+    pose_index, stiffness = [], np.zeros(len(names))
+    for k, rig in enumerate(rigs):
+        in_skeleton = np.array([skeleton.index[f"{k}/{name}"] for name in rig.skeleton.names])
+        pose_index.append(in_skeleton[rig.to_solver])
+        stiffness[in_skeleton] = rig.stiffness
+        for bone, limit in (rig.limit_dicts or {}).items():
+            kusudamas[skeleton.index[f"{k}/{bone}"]] = Kusudama.from_dict(limit, bone=bone)
+    limits = JointLimits(kusudamas, len(names)) if kusudamas else None
+    _crowds.clear()  # one crowd at a time: the scene's live armatures
+    crowd = _crowds[key] = _Crowd(key, skeleton, pose_index, limits, stiffness)
+    return crowd
+
+
 def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
     """Solve from a pose (pose.bones order) and write the moved bones.
 
@@ -178,11 +335,18 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
         result = solve(rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness)
     except ValueError as error:
         raise RigError(str(error)) from None
-    solved_rotations = result.rotations[to_solver]
-    solved_locations = result.locations[to_solver]
+    return _write_solved(obj, rig, result, result.rotations[to_solver], result.locations[to_solver],
+                         result.moved[to_solver], (rotations, locations, locks), settings)
+
+
+def _write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):
+    """Blend a solved pose (pose.bones order) over the pose underneath, write it and remember it;
+    `before` is the (rotations, locations, locks) read before the solve. Returns what
+    `_solve_and_write` returns."""
+    rotations, locations, locks = before
     if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
-    moved = result.moved[to_solver]
+    moved = moved | rig.placed
     rig.solved = (solved_rotations, solved_locations)
     shown_rotations, shown_locations, changes = _blend_over_underneath(
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
@@ -448,8 +612,19 @@ def _scan_bone_settings(obj, rig):
     pinned = {bone for bone, _ in pins}
     deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
     rig.pins = tuple(pins)
+    rig.checked_pins = None
+    posed = _posed_bones(obj)
+    rig.fixed = _with_mechanism(obj, posed)
+    rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
+    rig.posed_mask = np.array([name in posed for name in rig.names], bool)
+    rig.placed = placed_controls(obj)
     locks = _read_locks(obj, rig)
-    settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes())
+    settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes(),
+                    (rig.fixed_mask | rig.placed).tobytes())
+    counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))
+    if counterparts_key != rig.counterparts_key:
+        rig.counterparts = production_rigs.deform_counterparts(obj, list(settings_key[0]), rig.fixed)
+        rig.counterparts_key = counterparts_key
     if settings_key != rig.settings_key:
         rig.settings_key = None
         try:
@@ -469,7 +644,8 @@ def _apply_bone_settings(rig, stiffness, limits, locks):
     rig.stiffness[rig.to_solver] = stiffness
     rig.limit_dicts = {bone: _normalized_limit(bone, limit) for bone, limit in limits.items()}
     rig.limits = _joint_limits(rig)
-    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked)
+    rig.held = _held_bones(rig) | rig.placed
+    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
 
 
 def _alive(target):
@@ -501,6 +677,26 @@ def _joint_limits(rig):
         return JointLimits(kusudamas, len(rig.names))
     except ValueError as error:
         raise RigError(str(error)) from None
+
+
+def _held_bones(rig):
+    """Fixed bones, and the bones above a posed bone on a pinned bone's chain.
+
+    A bone that constraints or drivers pose ignores (Copy Transforms) or replaces (Child Of,
+    Armature) what its parent does, so turning the bones above it would move the pin in a way
+    the solver cannot foresee: a pinned chain is solved from the pinned bone up to the first
+    posed bone only. A mechanism bone that nothing poses passes its parent's turn on: it is
+    held, the bones above it are not.
+    """
+    index = rig.index
+    held = rig.fixed_mask.copy()
+    for bone, _ in rig.pins:
+        node, above_posed = bone, False
+        while node is not None:
+            above_posed = above_posed or rig.posed_mask[index[node]]
+            held[index[node]] |= above_posed
+            node = rig.parents[index[node]]
+    return held
 
 
 def _driven_bones(rig, frozen):
@@ -564,50 +760,308 @@ def _read_pose(obj, rig):
         pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
     if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
         pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
-    if np.any(buffers.modes != _QUATERNION):
-        names = [_MODE_NAME[int(mode)] for mode in buffers.modes]
-        rotations = channels_to_quaternions(names, rotations, buffers.euler, buffers.axis_angle)
+    other = np.flatnonzero(buffers.modes != _QUATERNION)
+    if len(other):
+        names = [_MODE_NAME[mode] for mode in buffers.modes[other].tolist()]
+        rotations[other] = channels_to_quaternions(
+            names, rotations[other], buffers.euler[other], buffers.axis_angle[other]
+        )
     locations = buffers.location.astype(float)
     bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
     if np.any(bad):
         raise RigError(f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite")
     norms = np.linalg.norm(rotations, axis=1, keepdims=True)
     rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
+    if rig.fixed_mask is not None and rig.fixed_mask.any():
+        rotations[rig.fixed_mask], locations[rig.fixed_mask] = _evaluated_locals(obj, rig, rig.fixed_mask)
     return rotations, locations, locks
+
+
+@dataclasses.dataclass
+class _CheckedPins:
+    """The pins as last validated against the rig and the scene (bone exists, target alive and in
+    the armature's scene, weights valid); until the next scan of the bone settings an update
+    only reads the targets and moves the pins whose target moved."""
+
+    bones: tuple
+    targets: tuple
+    target_bones: tuple  # per pin: the followed bone of an armature target, else None
+    pins: list
+    frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
+    keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
+
+
+# Constraint types that set a bone's rotation or location (limits and Copy Scale only clamp or scale).
+_POSING_CONSTRAINTS = frozenset({
+    "COPY_TRANSFORMS", "COPY_ROTATION", "COPY_LOCATION", "CHILD_OF", "ARMATURE", "IK", "SPLINE_IK",
+    "DAMPED_TRACK", "TRACK_TO", "LOCKED_TRACK", "STRETCH_TO", "ACTION", "TRANSFORM", "FOLLOW_PATH",
+    "CLAMP_TO", "PIVOT", "SHRINKWRAP",
+})
+_DRIVEN_CHANNEL = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(rotation_\w+|location)$')
+
+
+def fixed_bones(obj):
+    """{bone name: why}: the bones the solver may not move.
+
+    Bones whose evaluated pose constraints or drivers set (their channels are overwritten when
+    Blender evaluates the rig), and a generated rig's mechanism bones (Rigify's ORG, MCH and DEF
+    bones: the rig moves them, animators move the controls).
+    """
+    return _with_mechanism(obj, _posed_bones(obj))
+
+
+def _with_mechanism(obj, posed):
+    fixed = dict(posed)
+    for name in production_rigs.mechanism_bones(obj):
+        fixed.setdefault(name, "it is a mechanism bone of the generated rig")
+    return fixed
+
+
+def _posed_bones(obj):
+    """{bone name: why} of the bones whose evaluated pose constraints or drivers set.
+
+    Muted constraints, constraints at zero influence (an IK/FK switch turned away) and invalid
+    ones do not count; an IK constraint poses its whole chain.
+    """
+    fixed = {}
+    for pose_bone in obj.pose.bones:
+        for constraint in pose_bone.constraints:
+            if (constraint.type in _POSING_CONSTRAINTS and constraint.enabled and constraint.is_valid
+                    and constraint.influence > 0.0):
+                fixed.setdefault(pose_bone.name, f"its constraint '{constraint.name}' poses it")
+                if constraint.type == "IK":
+                    _fix_ik_chain(pose_bone, constraint, fixed)
+    animation = obj.animation_data
+    for fcurve in animation.drivers if animation is not None else ():
+        match = _DRIVEN_CHANNEL.match(fcurve.data_path)
+        if match and not fcurve.mute:
+            fixed.setdefault(bpy.utils.unescape_identifier(match.group(1)), f"a driver sets its {match.group(2)}")
+    return fixed
+
+
+def _fix_ik_chain(pose_bone, constraint, fixed):
+    chain = pose_bone.parent_recursive
+    if constraint.chain_count > 0:
+        chain = chain[: constraint.chain_count - 1]
+    for parent in chain:
+        fixed.setdefault(parent.name, f"the IK constraint of '{pose_bone.name}' poses it")
+
+
+def _place_ik_controls(obj, rig):
+    """Put each pinned IK control (Rigify's foot_ik, hand_ik) on its target, as a user would drag it.
+
+    Such a control hangs under a mechanism bone the rig places, so no turn of the solver can bring
+    it to its target; its location can, and the rig's own IK then bends the limb. The solver holds
+    it; the solve reports and writes it with the bones it moved. Deleted targets are left to the
+    pin checks that follow.
+    """
+    to_armature = obj.matrix_world.inverted_safe()
+    for i in np.flatnonzero(rig.placed):
+        pose_bone = obj.pose.bones[rig.names[i]]
+        try:
+            location, rotation, _ = (to_armature @ _evaluated_target(pose_bone.ewbik)).decompose()
+        except (ReferenceError, AttributeError):
+            continue
+        pose_bone.matrix = mathutils.Matrix.LocRotScale(location, rotation, pose_bone.matrix.to_scale())
+
+
+def placed_controls(obj):
+    """pose.bones-order mask of the pinned IK controls the solve places (their location is keyed)."""
+    return np.array([pose_bone.ewbik.target is not None and production_rigs.is_ik_control(obj, pose_bone.name)
+                     for pose_bone in obj.pose.bones], bool)
+
+
+def _evaluated_locals(obj, rig, mask):
+    """(rotations (k, 4), locations (k, 3)) of the masked bones as Blender last evaluated them.
+
+    Each is the local transform that, under the parent's evaluated pose, gives the bone's
+    evaluated matrix (scale removed), so the solver sees a fixed bone where the viewer does.
+    """
+    n = len(rig.names)
+    flat = np.empty(n * 16, np.float32)
+    obj.pose.bones.foreach_get("matrix", flat)
+    posed = flat.reshape(n, 4, 4).transpose(0, 2, 1).astype(float)
+    posed[:, :3, :3] /= np.maximum(np.linalg.norm(posed[:, :3, :3], axis=1, keepdims=True), 1e-12)
+    bones = np.flatnonzero(mask)
+    parents = np.array([-1 if rig.parents[i] is None else rig.index[rig.parents[i]] for i in bones])
+    frames = rig.rest[bones].copy()
+    has_parent = parents >= 0
+    parent_rows = parents[has_parent]
+    frames[has_parent] = posed[parent_rows] @ np.linalg.inv(rig.rest[parent_rows]) @ rig.rest[bones[has_parent]]
+    local = np.linalg.inv(frames) @ posed[bones]
+    return quat.from_matrix(local[:, :3, :3]), local[:, :3, 3]
+
+
+def _check_pins_movable(obj, rig):
+    """RigError for a pin the solver cannot honour on this rig, naming what to pin instead.
+
+    A pinned bone that constraints or drivers pose cannot be moved. A pinned control whose deform
+    bone (same body role, same rest place) is posed elsewhere does not move the mesh: Rigify's
+    IK/FK switch set to IK, for instance. Both are judged on the pose Blender last evaluated.
+    """
+    for bone, _ in rig.pins:
+        why = rig.fixed.get(bone)
+        if why is not None:
+            raise RigError(f"pin '{bone}': {why}, so the solver cannot move it; "
+                           f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}")
+        why = production_rigs.limb_switched_away(obj, bone)
+        if why is not None:
+            raise RigError(f"pin '{bone}': {why}")
+    pose_bones = obj.pose.bones
+    for bone, deform in rig.counterparts:
+        apart = (pose_bones[bone].head - pose_bones[deform].head).length
+        if apart > _FOLLOW_TOLERANCE * max(pose_bones[bone].bone.length, _MIN_BONE_LENGTH):
+            raise RigError(
+                f"pin '{bone}': the deform bone '{deform}' does not follow it "
+                f"({distance(_scene_of(obj), apart * armature_scale(obj))} apart); pin the control that moves it")
+
+
+_FOLLOW_TOLERANCE = 0.01  # share of the control's length by which its deform bone may lag
+
+
+def evaluated_pin_errors(obj):
+    """{pinned bone: (distance in scene units, angle in degrees)} on the pose Blender evaluated.
+
+    Measured on the pinned bone and on the deform bones that follow it, the worst of them, so a
+    pin is only reported reached when what the viewer sees is at the target. Call after
+    `view_layer.update()`.
+    """
+    pose_bones = obj.pose.bones
+    pinned = [pose_bone.name for pose_bone in pose_bones if pose_bone.ewbik.target is not None]
+    fixed = fixed_bones(obj)
+    followers = {bone: [bone] for bone in pinned}
+    for bone, deform in production_rigs.deform_counterparts(obj, pinned, fixed):
+        followers[bone].append(deform)
+    errors = {}
+    for bone in pinned:
+        props = pose_bones[bone].ewbik
+        target_location, target_rotation, _ = _evaluated_target(props).decompose()
+        worst = (0.0, 0.0)
+        for name in followers[bone]:
+            location, rotation, _ = (obj.matrix_world @ pose_bones[name].matrix).decompose()
+            distance = 0.0 if props.pin_kind == "ROTATION" else (location - target_location).length
+            angle = 0.0 if props.pin_kind == "POSITION" else math.degrees(
+                rotation.rotation_difference(target_rotation).angle)
+            worst = max(worst, (distance, angle))
+        errors[bone] = worst
+    return errors
+
+
+def _evaluated_target(props):
+    """World matrix of a pin's target: the object, or its Target Bone when it is an armature."""
+    target = props.target
+    bone = target.pose.bones.get(props.target_bone) if target.type == "ARMATURE" else None
+    return target.matrix_world @ bone.matrix if bone is not None else target.matrix_world
+
+
+def pins_elsewhere(obj, result):
+    """{pinned bone: evaluated distance (scene units)} for the pins whose bone, as Blender evaluated
+    it, is farther from the target than the solve left it (something else poses it); call after
+    `view_layer.update()`."""
+    scale = armature_scale(obj)
+    solved = pin_errors(obj, result)
+    return {
+        bone: distance
+        for bone, (distance, _) in evaluated_pin_errors(obj).items()
+        if distance - solved.get(bone, (0.0, 0.0))[0] * scale
+        > _FOLLOW_TOLERANCE * obj.data.bones[bone].length * scale
+    }
+
+
+def _scene_of(obj):
+    return obj.users_scene[0] if obj.users_scene else bpy.context.scene
 
 
 def _pins(obj, rig):
     """Pins with armature-space target matrices (scale removed); raises RigError for bad targets."""
+    checked = rig.checked_pins
+    if checked is None:
+        checked = rig.checked_pins = _check_pins(obj, rig)
+    _check_feedback(obj, rig, checked)
+    frames = _target_frames(obj, rig, checked)
+    for i in np.flatnonzero((frames != checked.frames).any(axis=1)):
+        rotation, position = frames[i, :4].copy(), frames[i, 4:].copy()
+        matrix = np.array(mathutils.Matrix.LocRotScale(position, mathutils.Quaternion(rotation), None))
+        checked.pins[i] = checked.pins[i].moved_to(matrix, rotation, position)
+    checked.frames = frames
+    return list(checked.pins)
+
+
+def _check_pins(obj, rig):
+    """Validate every pin of the last scan and build its Pin at the target's current frame; a pin
+    whose settings are unchanged since the last check is moved, not validated again."""
+    bones = tuple(bone for bone, _ in rig.pins)
+    targets = tuple(target for _, target in rig.pins)
+    target_bones = tuple(_pin_target_bone(obj, bone, target) for bone, target in rig.pins)
+    checked = _CheckedPins(bones, targets, target_bones, [], np.full((len(bones), 7), np.nan))
+    frames = _target_frames(obj, rig, checked)
+    for (bone, target), frame in zip(rig.pins, frames):
+        if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
+            raise RigError(f"pin '{bone}': target '{target.name}' is not in the armature's scene")
+        props = obj.pose.bones[bone].ewbik
+        key = (bone, props.weight, tuple(props.orientation_weights), props.falloff, props.pin_kind, props.planted)
+        known = rig.validated_pins.get(key)
+        if known is None:
+            pin = _make_pin(bone, mathutils.Vector(frame[4:]), mathutils.Quaternion(frame[:4]), props)
+        else:
+            matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
+            pin = known.moved_to(matrix, frame[:4].copy(), frame[4:].copy())
+        checked.pins.append(pin)
+        checked.keys.append(key)
+    checked.frames = frames
+    rig.validated_pins = dict(zip(checked.keys, checked.pins))
+    return checked
+
+
+def _pin_target_bone(obj, bone, target):
+    """The bone an armature target's pin follows (None for other targets); checks the pin's bone."""
+    pose_bone = obj.pose.bones.get(bone)
+    try:
+        kind = target.type
+    except ReferenceError:
+        raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+    if pose_bone is None:
+        raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
+    return pose_bone.ewbik.target_bone if kind == "ARMATURE" else None
+
+
+def _target_frames(obj, rig, checked):
+    """(P, 7) armature-space frames (unit quaternion with w >= 0, position) of the pins' targets
+    (an armature target: its bone), read in one pass; a deleted or non-finite target raises
+    RigError naming its pin."""
     to_armature = obj.matrix_world.inverted_safe()
-    pins = []
-    for bone, target in rig.pins:
-        pose_bone = obj.pose.bones.get(bone)
+    frames = np.empty((len(checked.targets), 7))
+    for i, (bone, target, target_bone) in enumerate(zip(checked.bones, checked.targets, checked.target_bones)):
         try:
-            target_name = target.name
-            target_matrix = target.matrix_world
+            if target_bone is None:
+                matrix = target.matrix_world
+            else:
+                matrix = _target_bone_matrix(obj, rig, bone, target, target_bone)
         except ReferenceError:
             raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
-        if pose_bone is None:
-            raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
-        if not any(scene.objects.get(target_name) == target for scene in obj.users_scene):
-            raise RigError(f"pin '{bone}': target '{target_name}' is not in the armature's scene")
-        props = pose_bone.ewbik
-        if target.type == "ARMATURE":
-            target_matrix = _target_bone_matrix(obj, rig, bone, target, props.target_bone)
-        loop_bone = _feedback_bone(obj, target)
+        location, rotation, _ = (to_armature @ matrix).decompose()
+        frames[i, :4] = rotation
+        frames[i, 4:] = location
+    frames[frames[:, 0] < 0.0, :4] *= -1.0
+    bad = ~(np.isfinite(frames).all(axis=1) & (np.abs(frames[:, 4:]) <= MAX_COORDINATE).all(axis=1))
+    if np.any(bad):
+        raise RigError(f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity, "
+                       f"or lies farther than {MAX_COORDINATE:g} armature units")
+    return frames
+
+
+def _check_feedback(obj, rig, checked):
+    """Refuse a target that follows a bone the solver moves (it would chase itself)."""
+    for bone, target in zip(checked.bones, checked.targets):
+        try:
+            loop_bone = _feedback_bone(obj, target)
+        except ReferenceError:
+            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
         if loop_bone is not None and rig.driven[rig.index[loop_bone]]:
             raise RigError(
-                f"pin '{bone}': target '{target_name}' follows bone '{loop_bone}', which the solver moves "
+                f"pin '{bone}': target '{target.name}' follows bone '{loop_bone}', which the solver moves "
                 "(feedback loop): parent the target elsewhere"
             )
-        location, rotation, _ = (to_armature @ target_matrix).decompose()
-        kind, planted = props.pin_kind, props.planted
-        key = (*location, *rotation, props.weight, *props.orientation_weights, props.falloff, kind, planted)
-        cached = rig.pin_cache.get(bone)
-        if cached is None or cached[0] != key:
-            cached = rig.pin_cache[bone] = (key, _make_pin(bone, location, rotation, props))
-        pins.append(cached[1])
-    return pins
 
 
 def _make_pin(bone, location, rotation, props):
@@ -786,7 +1240,7 @@ def _write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if translate_root:
         move = moved[:, None] & ~locks.location
         pose_bones.foreach_set("location", np.where(move, locations, buffers.location).astype(np.float32).reshape(-1))
-    obj.update_tag()
+    obj.update_tag(refresh=_POSE_REFRESH)
     return written
 
 

@@ -5,6 +5,8 @@ store limits and stiffness the same way.
 """
 
 from ..solver import presets
+from . import production_rigs
+from .bridge import fixed_bones
 from .limit_settings import scene_bones, set_limits
 from .messages import count
 
@@ -20,17 +22,24 @@ def current_pose(obj):
     }
 
 
+def preset_overrides(obj):
+    """The role mapping a preset uses on this armature: the user's table, with the bones that
+    constraints or drivers pose left out (limits there would never act; their controls get them)."""
+    return {**production_rigs.role_overrides(obj), **{bone: "" for bone in fixed_bones(obj)}}
+
+
 def fitted_preset(obj, preset, frame):
     """(limits, where the body was read) from the rest pose, else from the current pose.
 
     Raises presets.PresetError when neither shows a standing body; its message says why.
     """
     bones = scene_bones(obj)
+    overrides = preset_overrides(obj)
     try:
-        return presets.preset_limits(bones, preset), "from the rest pose"
+        return presets.preset_limits(bones, preset, overrides=overrides), "from the rest pose"
     except presets.PresetError as rest_error:
         try:
-            limits = presets.preset_limits(bones, preset, pose=current_pose(obj))
+            limits = presets.preset_limits(bones, preset, pose=current_pose(obj), overrides=overrides)
         except presets.PresetError as pose_error:
             why = f"rest pose: {rest_error.why}; current pose (frame {frame}): {pose_error.why}"
             raise presets.PresetError(
@@ -52,7 +61,7 @@ def set_humanoid_limits_if_none(obj, frame):
     bend the right way from the first drag; `Object.ewbik.auto_limits` turns this off.
     """
     if not obj.ewbik.auto_limits or has_limits(obj) or not presets.has_humanoid_limbs(
-            [bone.name for bone in obj.data.bones]):
+            [bone.name for bone in obj.data.bones], preset_overrides(obj)):
         return ""
     try:
         limits, source = fitted_preset(obj, "humanoid", frame)
@@ -67,7 +76,7 @@ def store_preset(obj, pose_bones, limits, preset):
 
     A stiffness the user set (non-zero) is kept: the preset only fills in bones left at 0.
     """
-    stiffness = presets.preset_stiffness(scene_bones(obj), preset)
+    stiffness = presets.preset_stiffness(scene_bones(obj), preset, preset_overrides(obj))
     for pose_bone in pose_bones:
         set_limits(pose_bone.ewbik, limits[pose_bone.name])
         if pose_bone.name in stiffness and pose_bone.ewbik.stiffness == 0.0:
@@ -97,7 +106,7 @@ def preset_report(obj, bones, limits):
     """What a preset did to these pose bones, for a report: counts by body part, then the bones
     it recognised but could not place. Roots (their rotation is the whole body's) and bones it does
     not recognise (face, tail, props) are counted, not listed."""
-    roles = presets.bone_roles([bone.name for bone in obj.data.bones])
+    roles = presets.bone_roles([bone.name for bone in obj.data.bones], preset_overrides(obj))
     parts = {}
     for pose_bone in bones:
         if pose_bone.name in limits:

@@ -1,4 +1,13 @@
-"""Joint limits between scene-document dicts and `PoseBone.ewbik` (presets, import, fitting)."""
+"""Joint limits between scene-document dicts and `PoseBone.ewbik` (presets, import, fitting, the
+overlay and its handles, mirror and copy)."""
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..solver.kusudama import Kusudama, LimitCone, TwistLimit
+
+_MIN_DIRECTION = 1e-9
 
 
 def scene_bones(obj):
@@ -28,3 +37,53 @@ def set_limits(settings, limits):
         settings.twist_min = twist["min"]
         settings.twist_max = twist["max"]
     settings.comfort = limits.get("comfort", 0.0)
+
+
+def limits_dict(settings):
+    """One bone's stored limits as a scene-document limits dict: the inverse of `set_limits`.
+
+    Directions are stored as the panel left them (any length); `kusudama_of` makes them usable.
+    """
+    limits = {"cones": [{"direction": tuple(cone.direction), "radius": cone.radius} for cone in settings.cones]}
+    if settings.use_twist_limit:
+        limits["twist"] = {"min": settings.twist_min, "max": settings.twist_max}
+    if settings.comfort:
+        limits["comfort"] = settings.comfort
+    return limits
+
+
+def has_limits(settings):
+    return bool(len(settings.cones) or settings.use_twist_limit)
+
+
+def limits_key(settings):
+    """A hashable fingerprint of one bone's stored limits (changes whenever a limit is edited)."""
+    cones = tuple((*cone.direction, cone.radius) for cone in settings.cones)
+    twist = (settings.twist_min, settings.twist_max) if settings.use_twist_limit else None
+    return cones, twist
+
+
+def kusudama_of(settings):
+    """The solver's Kusudama for a bone's stored limits, for drawing and editing.
+
+    Forgiving where the panel is: cones without a direction and an inverted twist range are
+    left out (the solver refuses them with a message when it runs). Built once per distinct
+    limits, since the overlay asks on every pose change.
+    """
+    return kusudama_from_key(limits_key(settings))
+
+
+@lru_cache(maxsize=1024)
+def kusudama_from_key(key):
+    """The Kusudama of a `limits_key` (shared: equal limits give the same object)."""
+    cone_rows, twist_range = key
+    cones = []
+    for *direction, radius in cone_rows:
+        direction = np.asarray(direction, dtype=float)
+        length = float(np.linalg.norm(direction))
+        if np.isfinite(length) and length > _MIN_DIRECTION and np.isfinite(radius):
+            cones.append(LimitCone(tuple(direction / length), max(0.0, float(radius))))
+    twist = None
+    if twist_range is not None and twist_range[0] <= twist_range[1]:
+        twist = TwistLimit(*twist_range)
+    return Kusudama(cones, twist)

@@ -89,19 +89,30 @@ def on_frame_change(scene, depsgraph):
 
 
 def _solve_live(view_layer, changed, moved):
-    """Solve each live armature of the view layer that the change concerns (all when changed is None)."""
+    """Solve each live armature of the view layer that the change concerns (all when changed is None);
+    several of them in one solver call (bridge.solve_crowd)."""
     _state["busy"] = True
     try:
+        due = {}
         for obj in view_layer.objects:
             if obj.type == "ARMATURE" and obj.ewbik.live:
-                _solve_one(obj, changed, moved)
+                unpinned = _is_due(obj, changed, moved)
+                if unpinned is not None:
+                    due[obj] = unpinned
+        if len(due) > 1:
+            _solve_crowd(due)
+        elif due:
+            _solve_one(*next(iter(due.items())))
     finally:
         _state["busy"] = False
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
 
 
-def _solve_one(obj, changed, moved):
-    """changed/moved: session uids from the depsgraph update; None on frame change (solve if pinned)."""
+def _is_due(obj, changed, moved):
+    """Whether obj needs a solve for this update (changed/moved: session uids from the depsgraph
+    update; None on frame change: solve if pinned). Rescans its bone settings when it changed,
+    unpins deleted targets and follows renamed bones. Returns None when no solve is due, else the
+    message about pins it just lost ("" for none); a rig problem is reported on the armature."""
     uid = obj.session_uid
     refining = uid in _state["tagged"]
     # The refinement timer's own tag is not a change of the rig: its bone settings stay cached.
@@ -109,7 +120,7 @@ def _solve_one(obj, changed, moved):
     try:
         if obj.mode == "EDIT":
             _report_edit_mode(obj)
-            return
+            return None
         pinned = bridge.pinned_targets(obj, rescan=rescan)
         unpinned = targets.unpin_deleted(obj, pinned)
         if unpinned:
@@ -118,17 +129,46 @@ def _solve_one(obj, changed, moved):
             targets.follow_bone_renames(obj, pinned)
         if not pinned:
             _set_status(obj, unpinned, error=bool(unpinned))
-            return
+            return None
         if changed is not None and not (rescan or refining or unpinned or _any_moved(pinned, moved | changed)):
-            return
+            return None
+        return unpinned
+    except bridge.RigError as error:
+        _set_status(obj, str(error), error=True)
+    except Exception as error:  # a handler must never raise: report on the armature instead
+        _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}", error=True)
+    return None
+
+
+def _solve_one(obj, unpinned):
+    try:
         result = bridge.solve_armature(obj, rescan=False)
     except bridge.RigError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
         _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}", error=True)
     else:
-        _set_status(obj, unpinned or _summary(obj, result), error=bool(unpinned))
-        _plan_refinement(obj, result)
+        _report(obj, result, unpinned)
+
+
+def _solve_crowd(due):
+    """due: {armature: message about pins it just lost}."""
+    try:
+        outcomes = bridge.solve_crowd(list(due))
+    except Exception as error:  # a handler must never raise: report on the armatures instead
+        outcomes = {obj: error for obj in due}
+    for obj, outcome in outcomes.items():
+        if isinstance(outcome, bridge.RigError):
+            _set_status(obj, str(outcome), error=True)
+        elif isinstance(outcome, Exception):
+            _set_status(obj, f"Live solve failed: {type(outcome).__name__}: {outcome}", error=True)
+        else:
+            _report(obj, outcome, due[obj])
+
+
+def _report(obj, result, unpinned):
+    _set_status(obj, unpinned or _summary(obj, result), error=bool(unpinned))
+    _plan_refinement(obj, result)
 
 
 def _report_edit_mode(obj):

@@ -1,39 +1,57 @@
-"""Joint-limit cones in the 3D viewport, and a gizmo to drag the active cone's axis.
+"""Joint limits in the 3D viewport: each shown bone's Kusudama as a shaded sphere.
 
-Blender never runs draw handlers or gizmo setup without a window, so everything
-that decides *what* is drawn lives in plain functions returning world-space
-polylines; the draw handler and the gizmo only feed them the context. Limits live
-in a bone's rest frame as placed by its parent's current pose (INTERFACE.md), so
-that frame is where the cones are drawn: on a sphere around the bone's head whose
-radius is the bone's length, i.e. exactly where the bone's tail may go.
+Limits live in a bone's rest frame as placed by its parent's current pose (INTERFACE.md), so
+that frame is where they are drawn: on a sphere around the bone's head whose radius is the
+bone's length, i.e. exactly where the bone's tail may go. The allowed region (cones and the
+bridges between them) is filled translucent, the forbidden rest dimmed, the boundary outlined
+(`kusudama_mesh`, cut along the solver's own membership test); the bone's current direction is
+marked, red when the bone is beyond its limits, and every limited bone at or beyond its limits
+is highlighted (`limit_status`).
+
+Blender never runs draw handlers without a window, so deciding *what* is drawn is done by plain
+functions returning world-space numpy geometry; the draw handler only turns it into GPU batches,
+which are kept until the shown bones, their limits or the pose change.
 """
 
 import math
 
 import bpy
 import gpu
+import numpy as np
 from gpu_extras.batch import batch_for_shader
-from mathutils import Matrix, Vector
+from mathutils import Vector
 
-from .active import is_selected
-from .active import active_armature
-from ..solver.kusudama import Kusudama, LimitCone, TwistLimit
+from . import limit_status as status_module
+from .active import active_armature, is_selected
+from .kusudama_mesh import region_mesh
+from .limit_settings import has_limits, kusudama_of, limits_key
+from .limit_status import limit_status
 
 SEGMENTS = 64
 TWIST_ARC_SCALE = 0.3
 LINE_WIDTH = 2.0
-ACTIVE_LINE_WIDTH = 3.0
+HIGHLIGHT_WIDTH = 5.0
 COLORS = {
-    "cone": (0.25, 0.75, 1.0, 0.9),
+    "allowed": (0.3, 0.85, 0.45, 0.35),
+    "forbidden": (0.05, 0.05, 0.08, 0.35),
+    "outline": (0.45, 1.0, 0.6, 1.0),
     "active_cone": (1.0, 0.65, 0.1, 1.0),
-    "tangent": (0.3, 1.0, 0.55, 0.9),
     "twist": (1.0, 0.35, 0.6, 0.9),
+    "direction": (1.0, 1.0, 1.0, 1.0),
+    "outside": (1.0, 0.12, 0.08, 1.0),
+    "at_limit": (1.0, 0.55, 0.0, 0.9),
+    "beyond": (1.0, 0.12, 0.08, 0.9),
 }
-DIM = 0.45
-HEAD_TOLERANCE = 1e-5
-_EPS = 1e-9
+FILLS = ("forbidden", "allowed")
+LINES = ("outline", "active_cone", "twist", "direction", "outside")
+HIGHLIGHTS = ("at_limit", "beyond")
+_MAX_REGIONS = 512
+FINE, COARSE = 4, 3
+FINE_UP_TO = 4  # bones shown; more get the coarser sphere (a quarter of the triangles)
 
 _draw_handle = None
+_regions = {}
+_batches = {}
 
 
 def limit_frame(obj, pose_bone):
@@ -50,261 +68,204 @@ def limit_frame(obj, pose_bone):
     return obj.matrix_world @ local
 
 
-def _perpendicular_basis(axis):
-    """Two unit vectors completing `axis` to a right-handed orthonormal basis."""
-    helper = Vector((1.0, 0.0, 0.0)) if abs(axis.x) < 0.9 else Vector((0.0, 0.0, 1.0))
-    u = axis.cross(helper).normalized()
-    return u, axis.cross(u)
-
-
 def circle_directions(axis, radius, segments=SEGMENTS):
-    """Unit directions at angle `radius` from `axis`, one closed loop (first point repeated)."""
-    axis = Vector(axis).normalized()
-    u, v = _perpendicular_basis(axis)
-    ring = []
-    for i in range(segments + 1):
-        phi = 2.0 * math.pi * i / segments
-        ring.append(math.cos(radius) * axis + math.sin(radius) * (math.cos(phi) * u + math.sin(phi) * v))
-    return ring
+    """(segments + 1, 3) unit directions at angle `radius` from `axis`, a closed loop."""
+    axis = np.asarray(axis, dtype=float)
+    axis = axis / np.linalg.norm(axis)
+    u = np.array(Vector(axis).orthogonal().normalized())
+    v = np.cross(axis, u)
+    phi = np.linspace(0.0, 2.0 * math.pi, segments + 1)[:, None]
+    return math.cos(radius) * axis + math.sin(radius) * (np.cos(phi) * u + np.sin(phi) * v)
 
 
-def kusudama(settings):
-    """The solver's Kusudama for a bone's stored limits; an inverted twist range is left out."""
-    cones = [
-        LimitCone(tuple(Vector(cone.direction).normalized()), cone.radius)
-        for cone in settings.cones
-        if Vector(cone.direction).length > _EPS
-    ]
-    twist = None
-    if settings.use_twist_limit and settings.twist_min <= settings.twist_max:
-        twist = TwistLimit(settings.twist_min, settings.twist_max)
-    return Kusudama(cones, twist)
-
-
-def bridges(cones):
-    """[(a, b, tangent direction, tangent radius)] for each tangent cone joining consecutive cones."""
-    result = []
-    for first, second in zip(cones, cones[1:]):
-        directions, radii = Kusudama([first, second]).tangent_cones()
-        for direction, radius in zip(directions, radii):
-            result.append((Vector(first.direction), Vector(second.direction), Vector(direction), float(radius)))
-    return result
-
-
-def _slerp_unit(u, w, s):
-    """Point `s` of the way along the shorter great-circle arc from unit `u` to unit `w`."""
-    angle = u.angle(w)
-    if angle < _EPS:
-        return u.copy()
-    return (math.sin((1.0 - s) * angle) * u + math.sin(s * angle) * w) / math.sin(angle)
-
-
-def tangent_arc_directions(tangent, radius, a, b, segments=SEGMENTS // 2):
-    """The part of a tangent cone's circle that outlines the bridge between cones `a` and `b`.
-
-    The tangent circle touches cone `a` where it is crossed by the great circle
-    from the tangent axis to `a` (same for `b`); the outline runs between those
-    two touch points on the side facing the bridged region.
-    """
-    tangent = Vector(tangent).normalized()
-    toward_a = (Vector(a) - Vector(a).dot(tangent) * tangent).normalized()
-    toward_b = (Vector(b) - Vector(b).dot(tangent) * tangent).normalized()
-    return [
-        math.cos(radius) * tangent + math.sin(radius) * _slerp_unit(toward_a, toward_b, i / segments)
-        for i in range(segments + 1)
-    ]
-
-
-def twist_arc_directions(twist_min, twist_max, centre, segments=SEGMENTS // 2):
+def twist_directions(twist_min, twist_max, centre, segments=SEGMENTS // 2):
     """Where the bone's X axis may point under the twist limit when it swings to `centre`.
 
-    The solver measures twist in a frame whose Y axis is the centre of the allowed
-    region (the rest +Y turned there by the shortest arc); twisting by angle t about
-    +Y takes +X to (cos t, 0, -sin t).
+    The solver measures twist in a frame whose Y axis is the centre of the allowed region (the
+    rest +Y turned there by the shortest arc); twisting by t about +Y takes +X to (cos t, 0, -sin t).
     """
-    frame = Vector((0.0, 1.0, 0.0)).rotation_difference(Vector(centre))
+    frame = np.array(Vector((0.0, 1.0, 0.0)).rotation_difference(Vector(centre)).to_matrix())
+    t = np.linspace(twist_min, twist_max, segments + 1)
+    return np.stack([np.cos(t), np.zeros_like(t), -np.sin(t)], axis=1) @ frame.T
+
+
+def local_shapes(settings, subdivisions=FINE):
+    """{kind: array} of a bone's limits in its limit frame on the unit sphere, made once per limits.
+
+    Fills and outline from `region_mesh`; the twist dial's arc at `TWIST_ARC_SCALE`.
+    """
+    key = (limits_key(settings), subdivisions)
+    found = _regions.get(key)
+    if found is None:
+        if len(_regions) >= _MAX_REGIONS:
+            _regions.clear()
+        kusudama = kusudama_of(settings)
+        found = {}
+        if kusudama.cones:
+            region = region_mesh(kusudama, subdivisions)
+            found = {"allowed": region.allowed, "forbidden": region.forbidden, "outline": region.outline}
+        if kusudama.twist is not None:
+            arc = TWIST_ARC_SCALE * twist_directions(kusudama.twist.min, kusudama.twist.max, kusudama.centre)
+            found["twist"] = np.concatenate([_polyline(arc), [[np.zeros(3), arc[0]], [np.zeros(3), arc[-1]]]])
+        _regions[key] = found
+    return found
+
+
+def _polyline(points):
+    """Consecutive points as (k, 2, 3) segments."""
+    return np.stack([points[:-1], points[1:]], axis=1)
+
+
+def shown_bones(obj):
+    """Pose bones whose limits are drawn: the active bone, the selected ones or all (the scope)."""
+    settings = obj.ewbik
+    scope = settings.limits_scope
+    if not settings.show_limits or obj.mode == "EDIT" or (obj.mode != "POSE" and scope != "ALL"):
+        return []
+    active = obj.data.bones.active
+    active_name = active.name if active is not None else None
     return [
-        frame @ Vector((math.cos(t), 0.0, -math.sin(t)))
-        for t in (twist_min + (twist_max - twist_min) * i / segments for i in range(segments + 1))
+        pose_bone
+        for pose_bone in obj.pose.bones
+        if has_limits(pose_bone.ewbik)
+        and not pose_bone.bone.hide
+        and (scope == "ALL" or pose_bone.name == active_name or (scope == "SELECTED" and is_selected(pose_bone)))
     ]
 
 
-def bone_limit_polylines(obj, pose_bone, active_cone=-1):
-    """World-space polylines [(kind, [Vector, ...]), ...] outlining one bone's joint limits.
+def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
+    """{kind: array} of one bone's limits in world space: fills (k, 3, 3), lines (k, 2, 3)."""
+    frame = np.array(limit_frame(obj, pose_bone))
+    scaled = frame[:3, :3] * pose_bone.length
+    head = frame[:3, 3]
 
-    Kinds: "cone" (or "active_cone") boundary circles, "tangent" arcs bridging
-    consecutive cones (the kusudama's outline between them), "twist" (the twist
-    range as an arc at the head, with spokes to its ends).
+    def world(directions):
+        return (directions.reshape(-1, 3) @ scaled.T + head).reshape(directions.shape)
+
+    parts = {kind: world(shape) for kind, shape in local_shapes(pose_bone.ewbik, subdivisions).items()}
+    cones = pose_bone.ewbik.cones
+    if 0 <= active_cone < len(cones) and Vector(cones[active_cone].direction).length > 0.0:
+        cone = cones[active_cone]
+        parts["active_cone"] = _polyline(world(circle_directions(cone.direction, cone.radius)))
+    parts["outside" if beyond else "direction"] = np.array([[head, np.array(obj.matrix_world @ pose_bone.tail)]])
+    if "twist" in parts:
+        x_axis = np.array((obj.matrix_world @ pose_bone.matrix).to_3x3().col[0].normalized())
+        current = head + x_axis * TWIST_ARC_SCALE * pose_bone.length * obj.matrix_world.median_scale
+        parts["twist"] = np.concatenate([parts["twist"], [[head, current]]])
+    return parts
+
+
+def overlay_geometry(obj):
+    """{kind: array} for the armature: every shown bone's limits, and the bones at/beyond limits."""
+    if not obj.ewbik.show_limits or obj.mode == "EDIT":
+        return {}
+    shown = shown_bones(obj)
+    status = limit_status(obj)
+    beyond = set(status.beyond)
+    active = obj.data.bones.active
+    merged = {}
+    subdivisions = FINE if len(shown) <= FINE_UP_TO else COARSE
+    for pose_bone in shown:
+        active_cone = pose_bone.ewbik.active_cone_index if active is not None and pose_bone.name == active.name else -1
+        for kind, part in bone_geometry(obj, pose_bone, pose_bone.name in beyond, active_cone, subdivisions).items():
+            merged.setdefault(kind, []).append(part)
+    for kind, names in (("at_limit", status.at), ("beyond", status.beyond)):
+        bones = [obj.pose.bones[name] for name in names if not obj.pose.bones[name].bone.hide]
+        if bones:
+            merged[kind] = [np.array([[obj.matrix_world @ b.head, obj.matrix_world @ b.tail] for b in bones])]
+    return {kind: np.concatenate(parts) for kind, parts in merged.items()}
+
+
+def geometry_key(obj):
+    """What the drawn geometry depends on; equal keys mean the cached batches are still right.
+
+    Pose, limits and selection changes reach it through `limit_status.changes()` (Blender
+    re-evaluates a changed armature before it redraws); the overlay's own settings, the active
+    bone and its active cone (which change nothing in the depsgraph) are read here.
     """
-    frame = limit_frame(obj, pose_bone)
-    length = pose_bone.length
-    head = frame.to_translation()
-    limits = kusudama(pose_bone.ewbik)
-
-    def on_sphere(directions, scale=length):
-        return [frame @ (d * scale) for d in directions]
-
-    polylines = []
-    for index, cone in enumerate(limits.cones):
-        kind = "active_cone" if index == active_cone else "cone"
-        polylines.append((kind, on_sphere(circle_directions(cone.direction, cone.radius))))
-    for a, b, tangent, radius in bridges(limits.cones):
-        polylines.append(("tangent", on_sphere(tangent_arc_directions(tangent, radius, a, b))))
-    if limits.twist is not None:
-        twist = limits.twist
-        arc = twist_arc_directions(twist.min, twist.max, limits.centre)
-        polylines.append(("twist", [head, *on_sphere(arc, TWIST_ARC_SCALE * length), head]))
-    return polylines
+    settings = obj.ewbik
+    active = obj.data.bones.active
+    active_bone = obj.pose.bones.get(active.name) if active is not None else None
+    return (
+        obj.as_pointer(),
+        status_module.changes(),
+        obj.mode,
+        settings.show_limits,
+        settings.limits_scope,
+        active_bone.name if active_bone is not None else None,
+        active_bone.ewbik.active_cone_index if active_bone is not None else -1,
+        tuple(map(tuple, obj.matrix_world)),
+        tuple(map(is_selected, obj.pose.bones)) if settings.limits_scope == "SELECTED" else (),
+    )
 
 
-def bones_to_draw(obj, selected_only):
-    """Visible pose bones whose limits the overlay shows: all limited ones, or only the selected ones."""
-    for pose_bone in obj.pose.bones:
-        settings = pose_bone.ewbik
-        if not (len(settings.cones) or settings.use_twist_limit) or pose_bone.bone.hide:
+def _build_batches(geometry):
+    """GPU batches of the geometry, per kind, with the shader each needs."""
+    fill_shader = gpu.shader.from_builtin("UNIFORM_COLOR")
+    line_shader = gpu.shader.from_builtin("POLYLINE_UNIFORM_COLOR")
+    batches = []
+    for kind in FILLS + LINES + HIGHLIGHTS:
+        if kind not in geometry:
             continue
-        if selected_only and not is_selected(pose_bone):
-            continue
-        yield pose_bone
+        shader = fill_shader if kind in FILLS else line_shader
+        positions = geometry[kind].reshape(-1, 3).astype(np.float32)
+        batches.append((kind, shader, batch_for_shader(shader, "TRIS" if kind in FILLS else "LINES", {"pos": positions})))
+    return batches
 
 
-def armature_limit_polylines(obj):
-    """[(kind, emphasised, points)] for the armature: selected bones emphasised, active cone marked.
-
-    With `show_limits` off only the selected bones are drawn (while in pose mode),
-    so the limits being edited stay visible.
-    """
-    show_all = obj.ewbik.show_limits
-    if obj.mode == "EDIT" or (not show_all and obj.mode != "POSE"):
-        return []
-    active = obj.pose.bones.get(obj.data.bones.active.name) if obj.data.bones.active else None
-    result = []
-    for pose_bone in bones_to_draw(obj, selected_only=not show_all):
-        emphasised = obj.mode == "POSE" and (is_selected(pose_bone) or pose_bone == active)
-        active_cone = pose_bone.ewbik.active_cone_index if pose_bone == active else -1
-        for kind, points in bone_limit_polylines(obj, pose_bone, active_cone):
-            result.append((kind, emphasised, points))
-    return result
+def armature_batches(obj):
+    """The armature's batches, rebuilt only when `geometry_key` changes."""
+    key = geometry_key(obj)
+    found = _batches.get(obj.name_full)
+    if found is None or found[0] != key:
+        found = _batches[obj.name_full] = (key, _build_batches(overlay_geometry(obj)))
+    return found[1]
 
 
-def draw_polylines(polylines, viewport_size):
-    """Draw [(kind, emphasised, points)] with the current view and projection matrices."""
-    segments = {}
-    for kind, emphasised, points in polylines:
-        segments.setdefault((kind, emphasised), []).extend(p for a, b in zip(points, points[1:]) for p in (a, b))
-    shader = gpu.shader.from_builtin("POLYLINE_UNIFORM_COLOR")
+def draw_batches(batches, viewport_size, see_through):
+    """Fills without writing depth (so both stay translucent), back faces culled, then lines."""
     gpu.state.blend_set("ALPHA")
+    gpu.state.depth_test_set("NONE" if see_through else "LESS_EQUAL")
+    gpu.state.depth_mask_set(False)
+    for kind, shader, batch in batches:
+        shader.bind()
+        gpu.state.face_culling_set("BACK" if kind in FILLS else "NONE")
+        if kind in HIGHLIGHTS:
+            gpu.state.depth_test_set("NONE")
+        if kind not in FILLS:
+            shader.uniform_float("viewportSize", viewport_size)
+            shader.uniform_float("lineWidth", HIGHLIGHT_WIDTH if kind in HIGHLIGHTS else LINE_WIDTH)
+        shader.uniform_float("color", COLORS[kind])
+        batch.draw(shader)
+    gpu.state.face_culling_set("NONE")
     gpu.state.depth_test_set("NONE")
-    shader.bind()
-    shader.uniform_float("viewportSize", viewport_size)
-    for (kind, emphasised), positions in segments.items():
-        color = COLORS[kind] if emphasised else (*COLORS[kind][:3], COLORS[kind][3] * DIM)
-        shader.uniform_float("color", color)
-        shader.uniform_float("lineWidth", ACTIVE_LINE_WIDTH if emphasised else LINE_WIDTH)
-        batch_for_shader(shader, "LINES", {"pos": positions}).draw(shader)
     gpu.state.blend_set("NONE")
 
 
 def draw_limits_overlay():
-    """SpaceView3D POST_VIEW callback: the active armature's limits, unless overlays are hidden."""
+    """SpaceView3D POST_VIEW callback: the active armature's limits, unless overlays are hidden.
+
+    Never raises: a draw callback's exception would be printed on every redraw.
+    """
     space = bpy.context.space_data
     if space is not None and not space.overlay.show_overlays:
         return
     obj = active_armature(bpy.context)
     if obj is None:
         return
-    polylines = armature_limit_polylines(obj)
-    if polylines:
-        draw_polylines(polylines, gpu.state.viewport_get()[2:])
-
-
-def cone_handle_point(frame, direction, length):
-    """World position of the gizmo that drags a cone: its axis, one bone length from the head."""
-    return frame @ (Vector(direction).normalized() * length)
-
-
-def direction_from_point(frame, point):
-    """Cone axis in the bone's rest frame pointing from the head at a dragged world point.
-
-    Returns None when the point sits on the head (no direction to take).
-    """
-    local = frame.inverted() @ Vector(point)
-    if local.length < HEAD_TOLERANCE:
-        return None
-    return local.normalized()
-
-
-def active_cone(context):
-    """(armature, pose bone, cone) of the cone the gizmo edits, or None."""
-    obj = active_armature(context)
-    if obj is None or obj.mode != "POSE" or not obj.ewbik.show_limits:
-        return None
-    pose_bone = context.active_pose_bone
-    if pose_bone is None or pose_bone.id_data != obj:
-        return None
-    cones = pose_bone.ewbik.cones
-    index = pose_bone.ewbik.active_cone_index
-    if not 0 <= index < len(cones):
-        return None
-    return obj, pose_bone, cones[index]
-
-
-def gizmo_offset():
-    """Where the drag gizmo sits, relative to the active bone's head (world axes)."""
-    found = active_cone(bpy.context)
-    if found is None:
-        return (0.0, 0.0, 0.0)
-    obj, pose_bone, cone = found
-    frame = limit_frame(obj, pose_bone)
-    return tuple(cone_handle_point(frame, cone.direction, pose_bone.length) - frame.to_translation())
-
-
-def set_gizmo_offset(offset):
-    """Point the active cone at the gizmo dragged to `offset` from the bone's head."""
-    found = active_cone(bpy.context)
-    if found is None:
+    try:
+        batches = armature_batches(obj)
+    except (ValueError, ReferenceError) as error:
+        print(f"EWBIK overlay: {error}")
         return
-    obj, pose_bone, cone = found
-    frame = limit_frame(obj, pose_bone)
-    direction = direction_from_point(frame, frame.to_translation() + Vector(offset))
-    if direction is not None:
-        cone.direction = direction
-
-
-class EWBIK_GGT_cone_direction(bpy.types.GizmoGroup):
-    """Drag the active cone's axis of the active pose bone in the viewport."""
-
-    bl_idname = "EWBIK_GGT_cone_direction"
-    bl_label = "EWBIK Cone Direction"
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "WINDOW"
-    bl_options = {"3D", "PERSISTENT"}
-
-    @classmethod
-    def poll(cls, context):
-        return active_cone(context) is not None
-
-    def setup(self, context):
-        gizmo = self.gizmos.new("GIZMO_GT_move_3d")
-        gizmo.draw_options = {"FILL", "ALIGN_VIEW"}
-        gizmo.color = COLORS["active_cone"][:3]
-        gizmo.alpha = 0.6
-        gizmo.color_highlight = (1.0, 1.0, 1.0)
-        gizmo.alpha_highlight = 1.0
-        gizmo.scale_basis = 0.12
-        gizmo.target_set_handler("offset", get=gizmo_offset, set=set_gizmo_offset)
-        self.direction_gizmo = gizmo
-
-    def draw_prepare(self, context):
-        found = active_cone(context)
-        if found is not None:
-            obj, pose_bone, _cone = found
-            self.direction_gizmo.matrix_basis = Matrix.Translation(limit_frame(obj, pose_bone).to_translation())
+    if batches:
+        draw_batches(batches, gpu.state.viewport_get()[2:], obj.ewbik.limits_see_through)
 
 
 def register():
     global _draw_handle
-    bpy.utils.register_class(EWBIK_GGT_cone_direction)
+    for handlers, handler in status_module.HANDLERS:
+        handlers.append(handler)
     _draw_handle = bpy.types.SpaceView3D.draw_handler_add(draw_limits_overlay, (), "WINDOW", "POST_VIEW")
 
 
@@ -313,4 +274,7 @@ def unregister():
     if _draw_handle is not None:
         bpy.types.SpaceView3D.draw_handler_remove(_draw_handle, "WINDOW")
         _draw_handle = None
-    bpy.utils.unregister_class(EWBIK_GGT_cone_direction)
+    for handlers, handler in status_module.HANDLERS:
+        if handler in handlers:
+            handlers.remove(handler)
+    _batches.clear()

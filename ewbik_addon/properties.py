@@ -22,6 +22,12 @@ from bpy.props import (
     PointerProperty,
     StringProperty,
 )
+from mathutils import Vector
+
+from . import body_angles
+
+from ..solver import presets
+from . import production_rigs
 
 
 def _changed(self, context):
@@ -29,6 +35,25 @@ def _changed(self, context):
     owner = self.id_data
     if owner is not None:
         owner.update_tag()
+
+
+def _angle_getter(which):
+    def get(cone):
+        if Vector(cone.direction).length < 1e-9:
+            return 0.0
+        return body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
+
+    return get
+
+
+def _angle_setter(which):
+    def set_angle(cone, value):
+        bone = body_angles.cone_bone(cone)
+        angles = list(body_angles.flex_abduct(bone, cone.direction)) if Vector(cone.direction).length > 1e-9 else [0.0, 0.0]
+        angles[which] = value
+        cone.direction = body_angles.direction_from(bone, *angles)
+
+    return set_angle
 
 
 REST_DIRECTION = (0.0, 1.0, 0.0)
@@ -87,6 +112,44 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
         min=0.0,
         max=math.pi,
         default=math.radians(45.0),
+        options=set(),
+        update=_changed,
+    )
+    flex: FloatProperty(
+        name="Flex",
+        description="The cone's direction as a bend about the parent bone's X axis (a view of Direction)",
+        subtype="ANGLE",
+        soft_min=-math.pi,
+        soft_max=math.pi,
+        options=set(),
+        get=_angle_getter(0),
+        set=_angle_setter(0),
+    )
+    abduct: FloatProperty(
+        name="Abduct",
+        description="The cone's direction as a turn about the parent bone's Z axis (a view of Direction)",
+        subtype="ANGLE",
+        min=-math.pi / 2.0,
+        max=math.pi / 2.0,
+        options=set(),
+        get=_angle_getter(1),
+        set=_angle_setter(1),
+    )
+
+
+def _role_items():
+    return [(production_rigs.NO_ROLE, "None", "Leave this bone out of the presets")] + [
+        (role, role, f"The bone is the body's {role}") for role in presets.body_roles()]
+
+
+class EWBIK_PG_role_row(bpy.types.PropertyGroup):
+    """One row of an armature's name mapping: a bone and the body role presets give it."""
+
+    bone: StringProperty(name="Bone", description="Bone of the armature", options=set(), update=_changed)
+    role: EnumProperty(
+        name="Role",
+        description="Body role the presets treat this bone as, whatever its name says",
+        items=_role_items(),
         options=set(),
         update=_changed,
     )
@@ -281,6 +344,21 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         description="Draw joint-limit cones in the viewport",
         default=True,
     )
+    limits_scope: EnumProperty(
+        name="Limits Shown",
+        description="Whose joint limits the viewport draws",
+        items=(
+            ("ACTIVE", "Active", "Only the active bone's limits"),
+            ("SELECTED", "Selected", "The limits of the active and the selected bones"),
+            ("ALL", "All", "The limits of every limited bone (also in Object Mode)"),
+        ),
+        default="ACTIVE",
+    )
+    limits_see_through: BoolProperty(
+        name="See Through",
+        description="Draw the limits over the rig instead of hidden behind it",
+        default=False,
+    )
     auto_limits: BoolProperty(
         name="Humanoid Limits on Pin",
         description="When pinning bones of an armature that has no joint limits yet, set the humanoid "
@@ -311,11 +389,17 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         default="WORLD",
     )
     active_pin_index: IntProperty(name="Active Pin", description="The pin shown for editing", default=0)
+    role_mapping: CollectionProperty(
+        type=EWBIK_PG_role_row,
+        name="Body Roles",
+        description="Bones mapped to body roles by hand, for presets where the names are not recognised",
+    )
+    active_role_index: IntProperty(name="Active Mapping Row", description="The mapping row being edited", default=0)
     status: StringProperty(name="Status", description="Outcome of the last solve")
     status_is_error: BoolProperty(name="Status Is an Error", description="The last solve failed")
 
 
-CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_armature)
+CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)
 
 
 def register():

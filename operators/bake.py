@@ -383,7 +383,7 @@ class PoseBake:
             for pose_bone in pose_bones
         ])
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
-        self.keys_location = obj.ewbik.translate_root & is_root
+        self.keys_location = (obj.ewbik.translate_root & is_root) | bridge.placed_controls(obj)
         check_action(obj, {
             pose_bones[i].path_from_id(name)
             for i in np.flatnonzero(self.may_move & self.allowed)
@@ -432,25 +432,41 @@ class PoseBake:
             self.solve_next()
 
     def _solve(self, frame):
-        pose_bones = self.obj.pose.bones
         with live.suspended():
             self.scene.frame_set(frame)
-            if self.solved and self.obj.animation_data is not None and self.obj.ewbik.influence >= 1.0:
-                # Warm start: the previous frame's solution replaces what the old keys say, but
-                # never on locked rotation channels or unkeyed locations, which keep their animation.
-                # Below full influence the keys are the pose underneath the blend, so they stay.
-                pose = read_pose_channels(pose_bones)
-                for name, values in pose.items():
-                    carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
-                    values[carry] = self.poses[name][self.solved - 1][carry]
-                write_pose_channels(pose_bones, pose)
+        self.solve_current_frame()
+
+    def solve_current_frame(self):
+        """Solve the scene's current frame (the one `frame` names) and record it."""
+        with live.suspended():
+            self.warm_start()
             try:
                 result = bridge.solve_armature(self.obj, rescan=not self.solved)
-                self._check_targets_evaluated()
             except RigError as error:
-                raise RigError(f"Frame {frame}: {error}") from error
+                raise RigError(f"Frame {self.frame}: {error}") from error
+            self.record(result)
+
+    def warm_start(self):
+        """The previous frame's solution replaces what the old keys say, but never on locked
+        rotation channels or unkeyed locations, which keep their animation. Below full influence
+        the keys are the pose underneath the blend, so they stay."""
+        if not (self.solved and self.obj.animation_data is not None and self.obj.ewbik.influence >= 1.0):
+            return
+        pose_bones = self.obj.pose.bones
+        pose = read_pose_channels(pose_bones)
+        for name, values in pose.items():
+            carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
+            values[carry] = self.poses[name][self.solved - 1][carry]
+        write_pose_channels(pose_bones, pose)
+
+    def record(self, result):
+        """Keep the solved frame's channels (after checking Blender moved the targets)."""
+        try:
+            self._check_targets_evaluated()
+        except RigError as error:
+            raise RigError(f"Frame {self.frame}: {error}") from error
         self.moved |= result.moved
-        for name, values in read_pose_channels(pose_bones).items():
+        for name, values in read_pose_channels(self.obj.pose.bones).items():
             self.poses[name][self.solved] = values
         self.solved += 1
 
@@ -545,8 +561,108 @@ class PoseBake:
             self.view_layer.update()
 
 
+def armatures_to_bake(context):
+    """The context's armature, then every other selected armature with a pinned bone."""
+    first = context.object
+    others = [
+        obj for obj in context.selected_objects
+        if obj != first and obj.type == "ARMATURE" and any(b.ewbik.target is not None for b in obj.pose.bones)
+    ]
+    return [first, *sorted(others, key=lambda obj: obj.name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class CrowdSummary:
+    """What a bake of several armatures keyed."""
+
+    summaries: tuple
+
+    def __str__(self):
+        if len(self.summaries) == 1:
+            return str(self.summaries[0])
+        first = self.summaries[0]
+        return (
+            f"Baked {first.frames} frames ({first.frame_start}-{first.frame_end}) of {len(self.summaries)} "
+            f"armatures into {sum(s.fcurves for s in self.summaries)} F-curves on "
+            f"{sum(s.bones for s in self.summaries)} bones"
+        )
+
+
+class CrowdBake:
+    """Several armatures baked in one pass over the frames: each frame is set (and the scene
+    evaluated) once, then every armature solves it. Same interface as PoseBake; a failure in
+    any armature cancels all of them."""
+
+    def __init__(self, context, objects, options):
+        self.bakes = [PoseBake(context, obj, options) for obj in objects]
+        self.scene = context.scene
+        self.frames = self.bakes[0].frames
+
+    @property
+    def solved(self):
+        return self.bakes[0].solved
+
+    @property
+    def done(self):
+        return self.bakes[0].done
+
+    @property
+    def frame(self):
+        return self.bakes[0].frame
+
+    def solve_next(self):
+        try:
+            with live.suspended():
+                self.scene.frame_set(self.frame)
+                if len(self.bakes) == 1:
+                    self.bakes[0].solve_current_frame()
+                else:
+                    self._solve_together()
+        except BaseException:
+            self.cancel()
+            raise
+
+    def _solve_together(self):
+        """Every armature's frame in one solver call (bridge.solve_crowd)."""
+        for bake in self.bakes:
+            bake.warm_start()
+            try:
+                bridge.pinned_targets(bake.obj, rescan=not bake.solved)
+            except RigError as error:
+                raise RigError(f"Frame {bake.frame}: {error}") from error
+        outcomes = bridge.solve_crowd([bake.obj for bake in self.bakes])
+        for bake in self.bakes:
+            outcome = outcomes[bake.obj]
+            if isinstance(outcome, RigError):
+                raise RigError(f"Frame {bake.frame}: {outcome}") from outcome
+            bake.record(outcome)
+
+    def solve_for(self, seconds):
+        """Solve frames until `seconds` have passed (at least one frame) or all are done."""
+        deadline = time.perf_counter() + seconds
+        self.solve_next()
+        while not self.done and time.perf_counter() < deadline:
+            self.solve_next()
+
+    def finish(self):
+        """Key every armature; if one fails, the ones not yet keyed are put back too."""
+        summaries = []
+        for i, bake in enumerate(self.bakes):
+            try:
+                summaries.append(bake.finish())
+            except BaseException:
+                for later in self.bakes[i + 1:]:
+                    later.cancel()
+                raise
+        return CrowdSummary(tuple(summaries))
+
+    def cancel(self):
+        for bake in reversed(self.bakes):
+            bake.cancel()
+
+
 class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
-    """Solve every frame of a range and key the solved rotations on the bones the solver moves"""
+    """Solve every frame of a range and key the solved rotations on the bones the solver moves (every selected armature with pins)"""
 
     bl_idname = "ewbik.bake"
     bl_label = "Bake IK to Keyframes"
@@ -589,7 +705,7 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
     def execute(self, context):
         window_manager = context.window_manager
         try:
-            bake = PoseBake(context, context.object, self._options(context))
+            bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
             window_manager.progress_begin(0, len(bake.frames))
             try:
                 while not bake.done:
@@ -606,7 +722,7 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
 
     def invoke(self, context, event):
         try:
-            self._bake = PoseBake(context, context.object, self._options(context))
+            self._bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
         except RigError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}

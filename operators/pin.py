@@ -4,7 +4,7 @@ import bpy
 import mathutils
 from bpy.props import StringProperty
 
-from ..ewbik_addon import bridge, limit_presets
+from ..ewbik_addon import bridge, limit_presets, live, production_rigs
 from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
 from ..ewbik_addon.messages import count
 from ..ewbik_addon.targets import TARGET_MARK, TargetFollowError, check_follow, is_deleted, new_target
@@ -32,6 +32,16 @@ class EWBIK_OT_pin(bpy.types.Operator):
         except TargetFollowError as error:
             self.report({"ERROR"}, f"Nothing pinned: {error}")
             return {"CANCELLED"}
+        names, remarks = production_rigs.bones_to_pin(obj, [pose_bone.name for pose_bone in bones],
+                                                      bridge.fixed_bones(obj))
+        with live.suspended():
+            switched = production_rigs.switch_to_fk(obj, names)
+        if switched:
+            remarks.append("limbs switched to FK (Rig > Restore IK/FK switches them back)")
+        if not names:
+            self.report({"ERROR"}, "; ".join(remarks))
+            return {"CANCELLED"}
+        bones = [obj.pose.bones[name] for name in names]
         created = 0
         for pose_bone in bones:
             if pose_bone.ewbik.target is not None and not is_deleted(pose_bone.ewbik.target):
@@ -39,7 +49,9 @@ class EWBIK_OT_pin(bpy.types.Operator):
             pose_bone.ewbik.target = new_target(context, obj, pose_bone)
             created += 1
         auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
-        self.report({"INFO"}, f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}")
+        remarks = "".join(f"; {remark}" for remark in remarks)
+        self.report({"INFO"},
+                    f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}{remarks}")
         return {"FINISHED"}
 
 

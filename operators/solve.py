@@ -71,18 +71,21 @@ class EWBIK_OT_solve(bpy.types.Operator):
             obj.ewbik.status_is_error = True
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        scale = bridge.armature_scale(obj)
+        context.view_layer.update()
+        elsewhere = bridge.pins_elsewhere(obj, result)
         details = ", ".join(
-            f"{bone} {distance(context.scene, position * scale)} ({degrees(math.radians(orientation))})"
-            for bone, (position, orientation) in bridge.pin_errors(obj, result).items()
+            f"{bone} {distance(context.scene, position)} ({degrees(math.radians(orientation))})"
+            for bone, (position, orientation) in bridge.evaluated_pin_errors(obj).items()
         )
-        state = "converged" if result.converged else "stopped"
+        state = "converged" if result.converged and not elsewhere else "stopped"
         summary = f"{state} after {count(iterations, 'iteration')}, {ms:.1f} ms: {details}"
+        if elsewhere:
+            summary += "; constraints or drivers pose " + ", ".join(elsewhere) + " away from the solve"
         if unpinned:
             summary = f"{unpinned}; {summary}"
         obj.ewbik.status = summary
         obj.ewbik.status_is_error = False
-        self.report({"INFO"}, summary)
+        self.report({"WARNING"} if elsewhere else {"INFO"}, summary)
         return {"FINISHED"}
 
 

@@ -6,7 +6,16 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
-from ..ewbik_addon.active import active_armature, active_limit_bone, active_target_pin, pinning_armature
+from ..ewbik_addon import bridge, production_rigs
+from ..ewbik_addon.active import (
+    active_armature,
+    active_limit_bone,
+    active_target_pin,
+    pinning_armature,
+    posed_armature,
+)
+from ..ewbik_addon.limit_status import limit_status
+from ..ewbik_addon.messages import count
 from ..solver import native, presets
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
@@ -83,6 +92,8 @@ class EWBIK_UL_cones(bpy.types.UIList):
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
         row = layout.row(align=True)
         row.label(text=f"Cone {index + 1}", icon="MESH_CONE")
+        row.prop(item, "flex", text="", emboss=False)
+        row.prop(item, "abduct", text="", emboss=False)
         row.prop(item, "radius", text="", emboss=False)
 
 
@@ -184,6 +195,75 @@ def _draw_pin_kind(layout, settings):
     layout.prop(settings, "falloff")
 
 
+class EWBIK_UL_role_mapping(bpy.types.UIList):
+    """The armature's name mapping: bones and the body roles presets give them."""
+
+    bl_idname = "EWBIK_UL_role_mapping"
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.prop_search(item, "bone", data.id_data.pose, "bones", text="")
+        row.prop(item, "role", text="")
+
+
+class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
+    """What the solver can move on this rig: bones posed by constraints or drivers, the Rigify
+    IK/FK switch, and the name mapping presets use."""
+
+    bl_idname = "EWBIK_PT_rig"
+    bl_label = "Rig"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context):
+        return posed_armature(context) is not None
+
+    def draw(self, context):
+        obj = posed_armature(context)
+        layout = self.layout
+        fixed = bridge.fixed_bones(obj)
+        layout.label(text=f"{len(fixed)} bones posed by constraints or drivers", icon="CONSTRAINT_BONE")
+        pose_bone = context.active_pose_bone
+        if pose_bone is not None and pose_bone.name in fixed:
+            col = layout.column(align=True)
+            col.label(text=f"{pose_bone.name}: {fixed[pose_bone.name]}", icon="ERROR")
+            col.label(text=production_rigs.pin_instead_hint(obj, pose_bone.name, fixed))
+        if production_rigs.is_rigify(obj):
+            row = layout.row(align=True)
+            row.operator("ewbik.switch_to_fk", icon="CON_KINEMATIC")
+            row.operator("ewbik.restore_ik_fk", icon="LOOP_BACK")
+            switched = production_rigs.switched_limbs(obj)
+            if switched:
+                layout.label(text="In FK for pins: " + ", ".join(switched))
+        layout.label(text="Body Roles (presets)")
+        row = layout.row()
+        row.template_list("EWBIK_UL_role_mapping", "", obj.ewbik, "role_mapping", obj.ewbik, "active_role_index",
+                          rows=3)
+        col = row.column(align=True)
+        col.operator("ewbik.role_mapping_add", icon="ADD", text="")
+        col.operator("ewbik.role_mapping_remove", icon="REMOVE", text="")
+
+
+def draw_limit_sharing(layout, obj):
+    """Mirror/copy, what the viewport shows, and how many bones the current pose holds at their limits."""
+    row = layout.row(align=True)
+    row.operator("ewbik.mirror_limits", icon="MOD_MIRROR")
+    row.operator("ewbik.copy_limits", icon="COPYDOWN")
+    col = layout.column(heading="Viewport")
+    col.prop(obj.ewbik, "limits_scope", text="Show")
+    col.prop(obj.ewbik, "limits_see_through")
+    status = limit_status(obj)
+    if status.count:
+        layout.label(text=at_limit_text(status), icon="ERROR")
+
+
+def at_limit_text(status):
+    """E.g. "2 bones at limits, 1 beyond" or "1 bone beyond limits"."""
+    at, beyond = len(status.at), len(status.beyond)
+    text = f"{count(at, 'bone')} at limits" if at else f"{count(beyond, 'bone')} beyond limits"
+    return text + (f", {beyond} beyond" if at and beyond else "")
+
+
 class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
     """Joint limits of the active pose bone: the kusudama cones, stiffness and comfort."""
 
@@ -218,12 +298,15 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
         layout.use_property_decorate = False
         if 0 <= settings.active_cone_index < len(settings.cones):
             cone = settings.cones[settings.active_cone_index]
-            col = layout.column()
-            col.prop(cone, "direction")
+            col = layout.column(align=True)
+            col.prop(cone, "flex")
+            col.prop(cone, "abduct")
             col.prop(cone, "radius")
+            col.prop(cone, "direction")
         col = layout.column()
         col.prop(settings, "stiffness", slider=True)
         col.prop(settings, "comfort", slider=True)
+        draw_limit_sharing(layout, pose_bone.id_data)
 
 
 class EWBIK_PT_limits_twist(SidebarPanel, bpy.types.Panel):
@@ -255,8 +338,10 @@ CLASSES = (
     EWBIK_MT_limit_presets,
     EWBIK_UL_pins,
     EWBIK_UL_cones,
+    EWBIK_UL_role_mapping,
     EWBIK_PT_solver,
     EWBIK_PT_pins,
+    EWBIK_PT_rig,
     EWBIK_PT_limits,
     EWBIK_PT_limits_twist,
 )

@@ -18,9 +18,9 @@ import numpy as np
 from .native_library import load_library
 from .loop_constants import GUARD_FLOOR, GUARD_SLACK, STALL
 from .native_limits import NativeLimits, native_limits
-from .qcp import PREFER_SMALL
+from .qcp import ADJUGATE_TRUST, PREFER_SMALL
 
-ABI_VERSION = 2  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 3  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -42,6 +42,7 @@ class _Problem(ctypes.Structure):
         ("stabilization", _INT), ("exact", _INT), ("relaxation", _DOUBLE), ("acceleration", _INT),
         ("analytic_limbs", _INT),
         ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
+        ("adjugate_trust", _DOUBLE),
         ("rotations", _P), ("locations", _P), ("initial", _P),
         ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
     ]
@@ -186,6 +187,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.analytic_limbs = settings.analytic_limbs
     problem.guard_slack, problem.guard_floor, problem.stall = GUARD_SLACK, GUARD_FLOOR, STALL
     problem.prefer_small = PREFER_SMALL
+    problem.adjugate_trust = ADJUGATE_TRUST
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
         raise MemoryError("the native solver could not allocate its workspace")

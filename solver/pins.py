@@ -1,5 +1,6 @@
 """Pins: the targets an animator drags, as small validated value objects."""
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,3 +43,19 @@ class Pin:
         object.__setattr__(self, "orientation_weights",
                            tuple(weight(w, f"orientation_weights[{k}]") for k, w in enumerate(axes)))
         object.__setattr__(self, "falloff", number(self.falloff, "falloff", 0.0, 1.0))
+
+    def moved_to(self, target, rotation, position):
+        """This pin with a new target that the caller built rigid: `target` (4, 4) with unit
+        quaternion `rotation` and `position` as its frame. Only the target changed, so the
+        weights stay validated and the 4x4 is not checked again (the live bridge, every drag)."""
+        pin = copy.copy(self)
+        object.__setattr__(pin, "target", target)
+        object.__setattr__(pin, "target_rotation", rotation)
+        object.__setattr__(pin, "target_position", position)
+        return pin
+
+    def renamed(self, bone):
+        """This pin on another name of the same bone (a crowd's combined skeleton), unvalidated."""
+        pin = copy.copy(self)
+        object.__setattr__(pin, "bone", bone)
+        return pin

@@ -29,7 +29,8 @@ _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 _PRESETS = ("humanoid",)
 _SIDE_SUFFIX = re.compile(r"^(.*?)[._\- ]([LlRr])((?:\.\d+)?)$")
 _SIDE_WORD = re.compile(r"^(Left|Right|left|right|LEFT|RIGHT)[_\- ]?(.+)$")
-_SIDE_LETTER = re.compile(r"^([LR])[_ ](.+)$")
+_SIDE_LETTER = re.compile(r"^([LRlr])[_ ](.+)$")
+_CENTRE_MARK = re.compile(r"^(.+)[._]x$")
 _FINGER = re.compile(r"^(?:hand|f)?(thumb|index|middle|ring|pinky|little)"
                      r"(\d+|metacarpal|proximal|intermediate|distal)$")
 _BEND_MIN = math.radians(2.0)
@@ -64,6 +65,9 @@ def _split(name):
         if base.startswith(prefix):
             base = base[len(prefix):]
     side, segment = None, False
+    centre = _CENTRE_MARK.match(base)
+    if centre:
+        base = centre.group(1)
     match = _SIDE_SUFFIX.match(base)
     if match:
         base, side, segment = match.group(1), match.group(2).upper(), bool(match.group(3))
@@ -80,8 +84,34 @@ def _split(name):
     return core, side, segment
 
 
-def bone_roles(names):
-    """{bone name: role} for the names this module recognises ("upper_arm.L", "spine", ...)."""
+def body_roles():
+    """Every role a bone can have ("hips", "upper_arm.L", ...): what a name mapping may assign."""
+    centre = sorted(set(_NAMES["centre"].values()))
+    sided = sorted({role for role in _load("humanoid")["roles"]} - set(centre))
+    return centre + [f"{role}.{side}" for role in sided for side in "LR"]
+
+
+def bone_roles(names, overrides=None):
+    """{bone name: role} for the names this module recognises ("upper_arm.L", "spine", ...).
+
+    overrides: {bone name: role, or "" for none} that the user mapped by hand; they win over the
+    names. Raises PresetError (field "overrides.<bone>") for a role `body_roles` does not list.
+    """
+    roles = _roles_from_names(names)
+    known, present = set(body_roles()), set(names)
+    for name, role in (overrides or {}).items():
+        if role and role not in known:
+            raise PresetError(f"overrides.{name}", f"unknown role {role!r}")
+        if name not in present:
+            continue
+        if role:
+            roles[name] = role
+        else:
+            roles.pop(name, None)
+    return roles
+
+
+def _roles_from_names(names):
     split = {name: _split(name) for name in names}
     sided_cores = {core for core, side, _ in split.values() if side}
     all_cores = {core for core, _, _ in split.values()}
@@ -114,10 +144,10 @@ def bone_roles(names):
     return roles
 
 
-def has_humanoid_limbs(names):
+def has_humanoid_limbs(names, overrides=None):
     """True when both legs (thigh and shin) or both arms (upper arm and forearm) are recognised:
     enough of a body for the humanoid preset to be worth applying unasked."""
-    found = set(bone_roles(names).values())
+    found = set(bone_roles(names, overrides).values())
     return any(all(f"{role}.{side}" in found for role in limb for side in "LR")
                for limb in (("thigh", "shin"), ("upper_arm", "forearm")))
 
@@ -388,7 +418,7 @@ def _twist_range(cones, reference, low, high):
     return {"min": middle - 0.5 * (high - low), "max": middle + 0.5 * (high - low)}
 
 
-def preset_limits(bones, preset="humanoid", pose=None):
+def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
     """{bone name: scene-document limits dict} for the bones whose names the preset recognises.
 
     `bones`: scene-document bone dicts (name, parent, rest 4x4 row-major armature space, length).
@@ -396,13 +426,15 @@ def preset_limits(bones, preset="humanoid", pose=None):
     rest as in scene documents, in which the body stands (limbs not folded). The body frame,
     bone directions and each joint's neutral are read from it, else from the rest pose; the
     limits are in each bone's rest frame either way, and allow that reference pose.
+    `overrides`: {bone name: role or ""} as for `bone_roles` (a user's mapping; "" leaves a
+    bone out, e.g. a deform bone that constraints move).
     Root bones get no limits (their rotation is the whole body's). Raises PresetError (field
     "rest" or "pose") when the reference pose does not show a standing body.
     """
     if preset not in _PRESETS:
         raise PresetError("preset", f"unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
     table = _load(preset)["roles"]
-    roles = bone_roles([b["name"] for b in bones])
+    roles = bone_roles([b["name"] for b in bones], overrides)
     rig = _Rig(bones, roles, table, pose)
     limits = {}
     for name, role in roles.items():
@@ -425,7 +457,7 @@ def preset_limits(bones, preset="humanoid", pose=None):
     return limits
 
 
-def preset_stiffness(bones, preset="humanoid"):
+def preset_stiffness(bones, preset="humanoid", overrides=None):
     """{bone name: stiffness} for the recognised bones whose role the preset makes stiff.
 
     Stiffness is not a limit: it shapes how the solver shares a move between bones (a
@@ -436,21 +468,21 @@ def preset_stiffness(bones, preset="humanoid"):
     table = _load(preset)["roles"]
     parents = {b["name"]: b.get("parent") for b in bones}
     out = {}
-    for name, role in bone_roles(list(parents)).items():
+    for name, role in bone_roles(list(parents), overrides).items():
         spec = table.get(role.partition(".")[0])
         if spec is not None and "stiffness" in spec and parents[name] is not None:
             out[name] = float(spec["stiffness"])
     return out
 
 
-def apply_limit_preset(scene, preset="humanoid", pose=None):
+def apply_limit_preset(scene, preset="humanoid", pose=None, overrides=None):
     """A copy of the scene document with preset limits (and stiffness) on the bones it recognises.
 
-    `pose` as for `preset_limits`; the scene's own bone rotations are not used for it.
+    `pose` and `overrides` as for `preset_limits`; the scene's own bone rotations are not used.
     """
     out = copy.deepcopy(scene)
-    limits = preset_limits(out["bones"], preset, pose)
-    stiffness = preset_stiffness(out["bones"], preset)
+    limits = preset_limits(out["bones"], preset, pose, overrides)
+    stiffness = preset_stiffness(out["bones"], preset, overrides)
     for bone in out["bones"]:
         if bone["name"] in limits:
             bone["limits"] = limits[bone["name"]]

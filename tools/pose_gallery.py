@@ -35,8 +35,9 @@ PINNED_COLOUR = (0.85, 0.55, 0.25, 1.0)
 CONFIG_LABELS = {"free": "no limits", "humanoid": "humanoid limits"}
 
 
-def add_bone_shapes(obj, pinned):
-    """Renders do not show armatures: give every body bone an octahedral mesh that follows it."""
+def add_bone_shapes(obj, pinned, shown=None):
+    """Renders do not show armatures: give every body bone (or every bone `shown` accepts by name)
+    an octahedral mesh that follows it."""
     skipped = set()
     if "face" in obj.data.bones:
         skipped = {bone.name for bone in obj.data.bones["face"].children_recursive} | {"face"}
@@ -44,7 +45,7 @@ def add_bone_shapes(obj, pinned):
     bpy.context.scene.collection.children.link(collection)
     for pose_bone in obj.pose.bones:
         length = pose_bone.bone.length
-        if pose_bone.name in skipped or length < 0.01:
+        if pose_bone.name in skipped or length < 0.01 or (shown is not None and not shown(pose_bone.name)):
             continue
         r, neck = 0.12 * length, 0.2 * length
         mesh = bpy.data.meshes.new(f"shape {pose_bone.name}")

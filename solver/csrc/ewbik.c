@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ewbik.h"
+#include "qcp.h"
 #include "vecmath.h"
 
 #if defined(_WIN32)
@@ -137,91 +138,8 @@ static void shortest_arc(const double *u_in, const double *v_in, double *q)
 
 /* ---- the Minimizer ---- */
 
-/* Eigenvector of the largest eigenvalue of a symmetric 4x4 matrix (cyclic Jacobi). */
-static void top_eigenvector(const double *matrix, double *out)
-{
-    double a[16], v[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
-    memcpy(a, matrix, sizeof a);
-    for (int sweep = 0; sweep < 64; sweep++) {
-        double off = 0.0, diag = 0.0;
-        for (int p = 0; p < 4; p++) {
-            diag += a[5 * p] * a[5 * p];
-            for (int r = p + 1; r < 4; r++)
-                off += a[4 * p + r] * a[4 * p + r];
-        }
-        if (off <= 1e-36 * diag || off < 1e-300)
-            break;
-        for (int p = 0; p < 3; p++) {
-            for (int r = p + 1; r < 4; r++) {
-                double apr = a[4 * p + r];
-                if (apr == 0.0)
-                    continue;
-                double theta = (a[5 * r] - a[5 * p]) / (2.0 * apr);
-                double t = (theta >= 0.0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1.0));
-                double c = 1.0 / sqrt(t * t + 1.0), s = t * c;
-                for (int k = 0; k < 4; k++) {
-                    double akp = a[4 * k + p], akr = a[4 * k + r];
-                    a[4 * k + p] = c * akp - s * akr;
-                    a[4 * k + r] = s * akp + c * akr;
-                }
-                for (int k = 0; k < 4; k++) {
-                    double apk = a[4 * p + k], ark = a[4 * r + k];
-                    a[4 * p + k] = c * apk - s * ark;
-                    a[4 * r + k] = s * apk + c * ark;
-                }
-                for (int k = 0; k < 4; k++) {
-                    double vkp = v[4 * k + p], vkr = v[4 * k + r];
-                    v[4 * k + p] = c * vkp - s * vkr;
-                    v[4 * k + r] = s * vkp + c * vkr;
-                }
-            }
-        }
-    }
-    int best = 0;
-    for (int i = 1; i < 4; i++)
-        if (a[5 * i] > a[5 * best])
-            best = i;
-    for (int k = 0; k < 4; k++)
-        out[k] = v[4 * k + best];
-}
-
-static double det3(const double *m, const int *rows, const int *cols)
-{
-#define M(i, j) m[4 * rows[i] + cols[j]]
-    return M(0, 0) * (M(1, 1) * M(2, 2) - M(1, 2) * M(2, 1)) - M(0, 1) * (M(1, 0) * M(2, 2) - M(1, 2) * M(2, 0)) +
-           M(0, 2) * (M(1, 0) * M(2, 1) - M(1, 1) * M(2, 0));
-#undef M
-}
-
-/* The largest column of adj(m) and its norm (qcp._adjugate_eigenvector). */
-static double adjugate_eigenvector(const double *m, double *out)
-{
-    double best_norm = -1.0;
-    for (int j = 0; j < 4; j++) {
-        double column[4], norm = 0.0;
-        int cols[3], c = 0;
-        for (int k = 0; k < 4; k++)
-            if (k != j)
-                cols[c++] = k;
-        for (int i = 0; i < 4; i++) {
-            int rows[3], r = 0;
-            for (int k = 0; k < 4; k++)
-                if (k != i)
-                    rows[r++] = k;
-            column[i] = ((i + j) % 2 ? -1.0 : 1.0) * det3(m, rows, cols);
-            norm += column[i] * column[i];
-        }
-        norm = sqrt(norm);
-        if (norm > best_norm) {
-            best_norm = norm;
-            memcpy(out, column, sizeof column);
-        }
-    }
-    return best_norm;
-}
-
 /* QCP on a covariance S (qcp.rotations_from_covariance); use_e0 selects the references' e0. */
-static void rotation_from_covariance(const double *s, int use_e0, double e0, double prefer_small, double *q)
+static void rotation_from_covariance(const ewbik_problem *pb, const double *s, int use_e0, double e0, double *q)
 {
     double k[16];
     k[0] = s[0] + s[4] + s[8];
@@ -241,27 +159,27 @@ static void rotation_from_covariance(const double *s, int use_e0, double e0, dou
         q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
         return;
     }
-    k[0] += prefer_small * scale;
-    top_eigenvector(k, q);
+    k[0] += pb->prefer_small * scale;
+    qcp_top_eigenvector(k, pb->adjugate_trust, q);
     if (use_e0) {
         double shifted[16], adjugate[4];
         memcpy(shifted, k, sizeof k);
         for (int i = 0; i < 4; i++)
             shifted[5 * i] -= e0;
-        if (adjugate_eigenvector(shifted, adjugate) > 1e-6 * scale * scale * scale)
+        if (qcp_adjugate_eigenvector(shifted, adjugate) > 1e-6 * scale * scale * scale)
             memcpy(q, adjugate, sizeof adjugate);
     }
     quat_normalize(q);
 }
 
 /* quat.from_matrix: the 4x4 eigen form, exact for rotations, nearest rotation otherwise. */
-static void quat_from_matrix(const double *m, double *q)
+static void quat_from_matrix(const ewbik_problem *pb, const double *m, double *q)
 {
     double xx = m[0], xy = m[1], xz = m[2], yx = m[3], yy = m[4], yz = m[5], zx = m[6], zy = m[7], zz = m[8];
     double k[16] = {xx + yy + zz, zy - yz,      xz - zx,      yx - xy,      zy - yz, xx - yy - zz,
                     xy + yx,      xz + zx,      xz - zx,      xy + yx,      yy - xx - zz, yz + zy,
                     yx - xy,      xz + zx,      yz + zy,      zz - xx - yy};
-    top_eigenvector(k, q);
+    qcp_top_eigenvector(k, pb->adjugate_trust, q);
     quat_normalize(q);
 }
 
@@ -466,7 +384,7 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
         s_scaled[i] += s_origin[i];
 
     double delta[4];
-    rotation_from_covariance(s_scaled, !pb->exact, e0, pb->prefer_small, delta);
+    rotation_from_covariance(pb, s_scaled, !pb->exact, e0, delta);
     clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
 
     double *rotation = pb->rotations + 4 * b, old_local[4], new_local[4], local_delta[4];
@@ -776,7 +694,7 @@ static int place_limb(State *st, int l, double allowance_scale, double *out)
                 cov[3 * r + c] += pb->axis_weight[3 * pin + a] * world_e[3 * r + a] * pb->target_axes[9 * pin + 3 * a + c];
     if (!pb->frozen[end]) {
         double turn_e[4], m_e[9];
-        rotation_from_covariance(cov, 0, 0.0, pb->prefer_small, turn_e);
+        rotation_from_covariance(pb, cov, 0, 0.0, turn_e);
         quat_to_matrix(turn_e, m_e);
         matmul(m_e, world_e, world_e);
     }
@@ -790,7 +708,7 @@ static int place_limb(State *st, int l, double allowance_scale, double *out)
         int b = limb[i];
         double local[9], *q = out + 4 * i;
         matmul_tn(frames + 9 * i, worlds[i], local);
-        quat_from_matrix(local, q);
+        quat_from_matrix(pb, local, q);
         too_far |= settle(pb, b, q, allowance_scale);
     }
     return too_far;
@@ -922,7 +840,7 @@ int ewbik_problem_layout(long long *offsets, int capacity)
         OFFSET(ewbik_problem, budget_seconds), OFFSET(ewbik_problem, stabilization), OFFSET(ewbik_problem, exact),
         OFFSET(ewbik_problem, relaxation), OFFSET(ewbik_problem, acceleration), OFFSET(ewbik_problem, analytic_limbs),
         OFFSET(ewbik_problem, guard_slack), OFFSET(ewbik_problem, guard_floor), OFFSET(ewbik_problem, stall),
-        OFFSET(ewbik_problem, prefer_small), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
+        OFFSET(ewbik_problem, prefer_small), OFFSET(ewbik_problem, adjugate_trust), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
         OFFSET(ewbik_problem, initial), OFFSET(ewbik_problem, position_errors),
         OFFSET(ewbik_problem, orientation_errors), OFFSET(ewbik_problem, iterations_done),
         OFFSET(ewbik_problem, converged),

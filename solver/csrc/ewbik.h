@@ -53,6 +53,7 @@ typedef struct {
     double guard_floor;            /* loop_constants.GUARD_FLOOR: its absolute floor */
     double stall;                  /* loop_constants.STALL: relative misfit change that counts as a stall */
     double prefer_small;           /* qcp.PREFER_SMALL: tie-break toward the smaller turn */
+    double adjugate_trust;         /* qcp.ADJUGATE_TRUST: where the closed-form eigenvector is used */
     /* pose, in and out */
     double *rotations;             /* (n, 4) w, x, y, z */
     double *locations;             /* (n, 3) */
@@ -68,7 +69,7 @@ typedef struct {
 int ewbik_solve(const ewbik_problem *problem);
 
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 2
+#define EWBIK_ABI_VERSION 3
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */

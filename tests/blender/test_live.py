@@ -145,6 +145,57 @@ def test_two_armatures_solve_in_the_same_update(metarig):
         assert distance_to_target(obj, "foot.L") < 1e-3, obj.name
 
 
+@pytest.fixture
+def crowd(metarig):
+    """Three metarigs, hands and feet pinned, live, each with a target per hand and foot."""
+    rigs = [metarig, build_metarig(location=(2.0, 0.0, 0.0)), build_metarig(location=(4.0, 0.0, 0.0))]
+    targets = {}
+    for obj in rigs:
+        obj.ewbik.time_budget_ms = 0.0
+        obj.ewbik.iterations = 200
+        targets[obj.name] = pin(obj, "hand.L", "hand.R", "foot.L", "foot.R")
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    return rigs, targets
+
+
+def test_live_armatures_are_solved_together_in_one_solver_call(crowd, monkeypatch):
+    rigs, targets = crowd
+    bridge = addon_module("ewbik_addon.bridge")
+    skeletons = []
+    real = bridge.solve
+
+    def recording(skeleton, *args, **kwargs):
+        skeletons.append(len(skeleton.names))
+        return real(skeleton, *args, **kwargs)
+
+    monkeypatch.setattr(bridge, "solve", recording)
+    for step in range(2):
+        for obj in rigs:
+            targets[obj.name]["hand.L"].location += Vector((0.03, -0.04, 0.04))
+            targets[obj.name]["foot.R"].location += Vector((0.0, -0.02, 0.03))
+        update()
+        assert skeletons == [3 * 159] * (step + 1)
+        for obj in rigs:
+            for bone in ("hand.L", "hand.R", "foot.L", "foot.R"):
+                assert distance_to_target(obj, bone) < 1e-3, (obj.name, bone, step)
+            assert obj.ewbik.status.startswith("4 pins reached"), obj.ewbik.status
+
+
+def test_a_broken_armature_in_a_crowd_reports_while_the_others_solve(crowd):
+    rigs, targets = crowd
+    broken = rigs[1]
+    broken.scale = (0.0, 0.0, 0.0)
+    update()
+    for obj in rigs:
+        targets[obj.name]["hand.L"].location += Vector((0.03, -0.04, 0.04))
+    update()
+    assert "zero scale" in broken.ewbik.status
+    for obj in (rigs[0], rigs[2]):
+        assert distance_to_target(obj, "hand.L") < 1e-3, obj.name
+        assert obj.ewbik.status.startswith("4 pins reached"), obj.ewbik.status
+
+
 def test_an_exception_in_the_solve_stays_inside_the_handler(metarig, monkeypatch, capfd):
     bridge = addon_module("ewbik_addon.bridge")
     target = pin(metarig, "hand.L")["hand.L"]
@@ -286,6 +337,37 @@ def test_deleting_the_armature_while_live_is_harmless(metarig):
     bpy.data.objects.remove(metarig)
     target.location.z += 0.05
     update()
+
+
+def test_the_evaluated_pose_and_what_hangs_off_it_follow_each_drag(metarig):
+    """The write-back's refresh tag must make Blender re-evaluate the pose and its dependents
+    (an object parented to a bone, a mesh deformed by the armature) on every supported version."""
+    scene = bpy.context.scene
+    child = bpy.data.objects.new("on hand.L", None)
+    scene.collection.objects.link(child)
+    child.parent, child.parent_type, child.parent_bone = metarig, "BONE", "hand.L"
+    mesh = bpy.data.meshes.new("skin")
+    mesh.from_pydata([tuple(metarig.matrix_world @ metarig.data.bones["hand.L"].tail_local)], [], [])
+    skin = bpy.data.objects.new("skin", mesh)
+    scene.collection.objects.link(skin)
+    skin.vertex_groups.new(name="hand.L").add([0], 1.0, "REPLACE")
+    skin.modifiers.new("armature", "ARMATURE").object = metarig
+    metarig.ewbik.time_budget_ms = 0.0  # no budget: the pose reached does not depend on the machine's load
+    metarig.ewbik.iterations = 200
+    target = pin(metarig, *HANDS_FEET_HEAD)["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    for step in range(3):
+        target.location += Vector((0.02, -0.03, 0.04))
+        update()
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        evaluated = metarig.evaluated_get(depsgraph)
+        hand = evaluated.matrix_world @ evaluated.pose.bones["hand.L"].matrix
+        assert (hand.translation - target.matrix_world.translation).length < 1e-4, step
+        tail = evaluated.matrix_world @ evaluated.pose.bones["hand.L"].tail
+        assert (child.evaluated_get(depsgraph).matrix_world.translation - tail).length < 1e-5, step
+        vertex = skin.evaluated_get(depsgraph).to_mesh().vertices[0].co
+        assert (skin.matrix_world @ vertex - tail).length < 1e-4, step
 
 
 def worst_distance(obj, bones):

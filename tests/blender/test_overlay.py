@@ -1,5 +1,6 @@
-"""The limits overlay: world-space geometry checked against Blender's own pose evaluation,
-the gizmo's drag mapping, registration, and (when the GPU works headless) real pixels."""
+"""The limits overlay: the shaded region against the solver's own membership test, which bones
+are shown, the bones at/beyond their limits, the batch cache, and (when the GPU works headless)
+real pixels of the filled region."""
 
 import math
 import subprocess
@@ -9,7 +10,7 @@ import textwrap
 import bpy
 import numpy as np
 import pytest
-from mathutils import Matrix, Quaternion, Vector
+from mathutils import Quaternion, Vector
 
 from tests.blender.blender_helpers import (
     addon_module,
@@ -18,13 +19,28 @@ from tests.blender.blender_helpers import (
     make_active,
     select_pose_bones,
 )
+from tests.blender.limit_rigs import (
+    Y,
+    build_mixamo_rig,
+    fibonacci_directions,
+    look_at,
+    perspective,
+    pose_rotation,
+    rest_under_parent,
+    set_cones,
+)
 
-Y = Vector((0.0, 1.0, 0.0))
+SHOULDER = (((0.0, 1.0, 0.0), math.radians(35.0)), ((0.8, 0.2, 0.0), math.radians(25.0)), ((0.2, 0.3, -0.9), math.radians(15.0)))
 
 
 @pytest.fixture
 def overlay():
     return addon_module("ewbik_addon.overlay")
+
+
+@pytest.fixture
+def kusudama():
+    return addon_module("solver.kusudama")
 
 
 @pytest.fixture
@@ -35,189 +51,147 @@ def posed_rig(metarig):
     make_active(metarig)
     bpy.ops.object.mode_set(mode="POSE")
     for name, axis, degrees in (("upper_arm.L", (1.0, 0.0, 0.3), 35.0), ("spine.001", (0.0, 0.0, 1.0), 20.0)):
-        pose_bone = metarig.pose.bones[name]
-        pose_bone.rotation_mode = "QUATERNION"
-        pose_bone.rotation_quaternion = Quaternion(Vector(axis).normalized(), math.radians(degrees))
-    metarig.pose.bones["spine"].location = (0.02, 0.05, -0.03)
-    metarig.pose.bones["thigh.R"].location = (0.0, 0.04, 0.01)
+        pose_rotation(metarig.pose.bones[name], Quaternion(Vector(axis).normalized(), math.radians(degrees)))
     bpy.context.view_layer.update()
     return metarig
 
 
-def set_cones(pose_bone, *cones):
-    settings = pose_bone.ewbik
-    settings.cones.clear()
-    for direction, radius in cones:
-        cone = settings.cones.add()
-        cone.direction = Vector(direction).normalized()
-        cone.radius = radius
+def solver_kusudama(kusudama, cones):
+    return kusudama.Kusudama([kusudama.LimitCone(tuple(Vector(d).normalized()), r) for d, r in cones])
 
 
-def posed_along(obj, pose_bone, rotation):
-    """World head and world Y axis of the bone when Blender poses it with this local rotation."""
-    pose_bone.rotation_mode = "QUATERNION"
-    pose_bone.rotation_quaternion = rotation
-    bpy.context.view_layer.update()
-    world = obj.matrix_world @ pose_bone.matrix
-    return world.to_translation(), (world.to_3x3() @ Y).normalized(), (world.to_3x3() @ Vector((1, 0, 0))).normalized()
+def triangle_area(triangles):
+    a, b, c = triangles[:, 0], triangles[:, 1], triangles[:, 2]
+    return 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1).sum()
 
 
-def polylines_of(polylines, kind):
-    return [points for line_kind, points in polylines if line_kind == kind]
+def test_filled_area_is_the_share_of_directions_the_solver_allows(kusudama):
+    mesh = addon_module("ewbik_addon.kusudama_mesh")
+    limits = solver_kusudama(kusudama, SHOULDER)
+    region = mesh.region_mesh(limits)
+    lattice = fibonacci_directions(40000)
+    allowed_share = limits.allows(lattice).mean()
+    sphere = triangle_area(region.allowed) + triangle_area(region.forbidden)
+    assert triangle_area(region.allowed) / sphere == pytest.approx(allowed_share, abs=0.004)
+    boundary = region.outline.reshape(-1, 3)
+    nearest = limits.closest_allowed(boundary)
+    assert np.degrees(np.arccos(np.clip(np.sum(boundary * nearest, axis=1), -1.0, 1.0))).max() < 0.1
+    assert len(boundary) > 100
 
 
-@pytest.mark.parametrize("bone", ["forearm.L", "thigh.R", "spine"])
-def test_cone_circle_lies_at_the_cone_radius_around_the_world_axis(overlay, posed_rig, bone):
-    pose_bone = posed_rig.pose.bones[bone]
-    direction = Vector((0.4, 0.8, -0.3)).normalized()
-    radius = math.radians(25.0)
-    set_cones(pose_bone, (direction, radius))
-
-    polylines = overlay.bone_limit_polylines(posed_rig, pose_bone)
-    circles = polylines_of(polylines, "cone")
-    assert len(circles) == 1 and len(circles[0]) > 16
-    head, axis, _x = posed_along(posed_rig, pose_bone, Y.rotation_difference(direction))
-    for point in circles[0]:
-        offset = point - head
-        assert offset.length == pytest.approx(pose_bone.length, rel=1e-5)
-        assert offset.angle(axis) == pytest.approx(radius, abs=1e-5)
-    ring = np.array([tuple(point - head) for point in circles[0][:-1]])
-    assert np.ptp(ring @ np.array(axis.orthogonal().normalized())) > pose_bone.length * math.sin(radius)
-
-
-def test_active_cone_is_marked(overlay, posed_rig):
+def test_region_is_placed_in_the_limit_frame_of_the_posed_parent(overlay, kusudama, posed_rig):
     pose_bone = posed_rig.pose.bones["forearm.L"]
-    set_cones(pose_bone, ((0, 1, 0), 0.4), ((1, 0, 0), 0.3))
-    kinds = [kind for kind, _points in overlay.bone_limit_polylines(posed_rig, pose_bone, active_cone=1)]
-    assert kinds.count("cone") == 1 and kinds.count("active_cone") == 1
-    assert kinds.index("active_cone") == 1
-
-
-def test_tangent_arcs_touch_both_cones(overlay, posed_rig):
-    pose_bone = posed_rig.pose.bones["shin.R"]
-    a, radius_a = Vector((0.0, 1.0, 0.0)), math.radians(30.0)
-    b, radius_b = Vector((0.0, 0.3, 1.0)).normalized(), math.radians(15.0)
-    set_cones(pose_bone, (a, radius_a), (b, radius_b))
-
-    polylines = overlay.bone_limit_polylines(posed_rig, pose_bone)
-    arcs = polylines_of(polylines, "tangent")
-    assert len(arcs) == 2
-    head, world_a, _x = posed_along(posed_rig, pose_bone, Y.rotation_difference(a))
-    _head, world_b, _x = posed_along(posed_rig, pose_bone, Y.rotation_difference(b))
-    for arc in arcs:
-        directions = [(point - head).normalized() for point in arc]
-        assert directions[0].angle(world_a) == pytest.approx(radius_a, abs=1e-5)
-        assert directions[-1].angle(world_b) == pytest.approx(radius_b, abs=1e-5)
-        for direction in directions:
-            assert direction.angle(world_a) >= radius_a - 1e-6
-            assert direction.angle(world_b) >= radius_b - 1e-6
-    middles = [(arc[len(arc) // 2] - head).normalized() for arc in arcs]
-    normal = world_a.cross(world_b)
-    assert middles[0].dot(normal) * middles[1].dot(normal) < 0.0, "one arc on each side of the cones"
-
-
-def test_bridges_match_the_reference_tangent_cones(overlay):
-    kusudama = addon_module("solver.kusudama")
-    cones = [
-        kusudama.LimitCone((1.0, 0.0, 0.0), math.radians(30.0)),
-        kusudama.LimitCone((0.0, 1.0, 0.0), math.radians(20.0)),
-    ]
-    bridges = overlay.bridges(cones)
-    assert len(bridges) == 2
-    found = sorted((tuple(round(c, 6) for c in tangent), radius) for _a, _b, tangent, radius in bridges)
-    assert found[0][0] == pytest.approx((-0.087156, 0.087156, -0.992375), abs=1e-6)
-    assert found[1][0] == pytest.approx((-0.087156, 0.087156, 0.992375), abs=1e-6)
-    assert found[0][1] == pytest.approx(1.134464014, abs=1e-8)
-
-
-def test_twist_arc_spans_where_the_x_axis_goes_when_twisted(overlay, posed_rig):
-    pose_bone = posed_rig.pose.bones["forearm.L"]
-    settings = pose_bone.ewbik
-    settings.use_twist_limit = True
-    settings.twist_min, settings.twist_max = math.radians(-30.0), math.radians(70.0)
-    set_cones(pose_bone, ((0.0, 1.0, 0.0), 0.5))
-
-    arcs = polylines_of(overlay.bone_limit_polylines(posed_rig, pose_bone), "twist")
-    assert len(arcs) == 1
-    head, _axis, x_min = posed_along(posed_rig, pose_bone, Quaternion(Y, settings.twist_min))
-    _head, _axis, x_max = posed_along(posed_rig, pose_bone, Quaternion(Y, settings.twist_max))
-    arc = arcs[0]
-    assert arc[0] == arc[-1] and (arc[0] - head).length < 1e-6
-    assert (arc[1] - head).normalized().angle(x_min) < 1e-5
-    assert (arc[-2] - head).normalized().angle(x_max) < 1e-5
-    assert (arc[1] - head).length == pytest.approx(overlay.TWIST_ARC_SCALE * pose_bone.length, rel=1e-5)
-
-
-def test_inverted_twist_range_is_not_drawn(overlay, posed_rig):
-    settings = posed_rig.pose.bones["forearm.L"].ewbik
-    settings.use_twist_limit = True
-    # The panel keeps min <= max; an older file may still hold an inverted range.
-    stored = settings.bl_system_properties_get() if hasattr(settings, "bl_system_properties_get") else settings
-    stored["twist_min"], stored["twist_max"] = 0.5, -0.5
-    assert (settings.twist_min, settings.twist_max) == (0.5, -0.5)
-    assert polylines_of(overlay.bone_limit_polylines(posed_rig, posed_rig.pose.bones["forearm.L"]), "twist") == []
-
-
-def test_dragging_the_gizmo_to_the_posed_tail_gives_the_posed_direction(overlay, posed_rig):
-    pose_bone = posed_rig.pose.bones["hand.L"]
-    rotation = Quaternion(Vector((0.3, 0.2, 1.0)).normalized(), math.radians(50.0))
-    posed_along(posed_rig, pose_bone, rotation)
-    tail = posed_rig.matrix_world @ pose_bone.tail
-    frame = overlay.limit_frame(posed_rig, pose_bone)
-
-    direction = overlay.direction_from_point(frame, tail)
-    assert tuple(direction) == pytest.approx(tuple(rotation @ Y), abs=1e-5)
-    handle = overlay.cone_handle_point(frame, direction, pose_bone.length)
-    assert (handle - tail).length < 1e-5
-    assert overlay.direction_from_point(frame, frame.to_translation()) is None
-
-
-def test_gizmo_drag_writes_the_active_cone(overlay, posed_rig):
-    pose_bone = posed_rig.pose.bones["forearm.L"]
-    set_cones(pose_bone, ((0, 1, 0), 0.4), ((1, 0, 0), 0.3))
-    pose_bone.ewbik.active_cone_index = 1
+    set_cones(pose_bone, *SHOULDER)
     select_pose_bones(posed_rig, ["forearm.L"])
-    found = overlay.active_cone(bpy.context)
-    assert found is not None and found[2] == pose_bone.ewbik.cones[1]
-    frame = overlay.limit_frame(posed_rig, pose_bone)
-    handle = frame @ (Vector((1.0, 0.0, 0.0)) * pose_bone.length)
-    assert overlay.gizmo_offset() == pytest.approx(tuple(handle - frame.to_translation()), abs=1e-6)
+    frame = rest_under_parent(posed_rig, pose_bone)
+    parts = overlay.bone_geometry(posed_rig, pose_bone, beyond=False)
+    head = frame.to_translation()
+    to_local = np.array(frame.inverted().to_3x3())
+    limits = solver_kusudama(kusudama, SHOULDER)
+    for kind, expected in (("allowed", True), ("forbidden", False)):
+        corners = parts[kind].reshape(-1, 3) - np.array(head)
+        scale = posed_rig.matrix_world.median_scale
+        assert np.linalg.norm(corners, axis=1) == pytest.approx(pose_bone.length * scale, rel=1e-4)
+        centroids = parts[kind].mean(axis=1) - np.array(head)
+        local = centroids @ to_local.T
+        local /= np.linalg.norm(local, axis=1, keepdims=True)
+        gap = np.degrees(np.arccos(np.clip(np.sum(local * limits.closest_allowed(local), axis=1), -1.0, 1.0)))
+        if expected:
+            assert gap.max() < 1.0 and np.mean(gap < 1e-4) > 0.97
+        else:
+            assert np.mean(gap > 1e-4) > 0.97
 
-    wanted = Vector((0.0, 0.6, -0.8))
-    overlay.set_gizmo_offset(frame.to_3x3() @ (wanted * 3.0))
-    assert tuple(pose_bone.ewbik.cones[1].direction) == pytest.approx(tuple(wanted), abs=1e-5)
-    assert tuple(pose_bone.ewbik.cones[0].direction) == pytest.approx((0.0, 1.0, 0.0), abs=1e-6)
-    overlay.set_gizmo_offset((0.0, 0.0, 0.0))
-    assert tuple(pose_bone.ewbik.cones[1].direction) == pytest.approx(tuple(wanted), abs=1e-5)
 
-    posed_rig.ewbik.show_limits = False
-    assert overlay.active_cone(bpy.context) is None
-    assert overlay.gizmo_offset() == (0.0, 0.0, 0.0)
-
-
-def test_show_limits_draws_all_limited_bones_else_only_the_selected(overlay, posed_rig):
-    for name in ("forearm.L", "shin.R"):
+def test_scope_shows_the_active_bone_then_the_selected_then_all(overlay, posed_rig):
+    for name in ("forearm.L", "shin.R", "spine"):
         set_cones(posed_rig.pose.bones[name], ((0, 1, 0), 0.4))
-    select_pose_bones(posed_rig, ["forearm.L"])
+    select_pose_bones(posed_rig, ["shin.R", "forearm.L"])
 
-    emphasised = {}
-    for _kind, strong, points in overlay.armature_limit_polylines(posed_rig):
-        emphasised.setdefault(strong, 0)
-        emphasised[strong] += 1
-    assert emphasised == {True: 1, False: 1}
+    def shown():
+        return sorted(pose_bone.name for pose_bone in overlay.shown_bones(posed_rig))
 
+    assert shown() == ["forearm.L"]
+    posed_rig.ewbik.limits_scope = "SELECTED"
+    assert shown() == ["forearm.L", "shin.R"]
+    posed_rig.ewbik.limits_scope = "ALL"
+    assert shown() == ["forearm.L", "shin.R", "spine"]
     posed_rig.ewbik.show_limits = False
-    shown = overlay.armature_limit_polylines(posed_rig)
-    assert len(shown) == 1 and shown[0][1] is True
+    assert shown() == [] and overlay.overlay_geometry(posed_rig) == {}
+    posed_rig.ewbik.show_limits = True
     bpy.ops.object.mode_set(mode="OBJECT")
-    assert overlay.armature_limit_polylines(posed_rig) == []
+    assert shown() == ["forearm.L", "shin.R", "spine"]
+    posed_rig.ewbik.limits_scope = "ACTIVE"
+    assert shown() == []
+
+
+def test_bones_at_and_beyond_their_limits_are_found_and_marked(overlay, kusudama, posed_rig):
+    status_of = addon_module("ewbik_addon.limit_status").limit_status
+    cone = (Vector((0.0, 1.0, 0.0)), math.radians(30.0))
+    for name in ("forearm.L", "shin.R", "shin.L"):
+        set_cones(posed_rig.pose.bones[name], cone)
+    select_pose_bones(posed_rig, ["forearm.L"])
+    assert status_of(posed_rig).count == 0
+
+    pose_rotation(posed_rig.pose.bones["forearm.L"], Quaternion((1.0, 0.0, 0.0), math.radians(50.0)))
+    pose_rotation(posed_rig.pose.bones["shin.R"], Quaternion((0.0, 0.0, 1.0), math.radians(30.0)))
+    pose_rotation(posed_rig.pose.bones["shin.L"], Quaternion((0.0, 0.0, 1.0), math.radians(20.0)))
+    status = status_of(posed_rig)
+    assert status.beyond == ("forearm.L",) and status.at == ("shin.R",)
+    geometry = overlay.overlay_geometry(posed_rig)
+    assert "outside" in geometry and "direction" not in geometry
+    tail = posed_rig.matrix_world @ posed_rig.pose.bones["forearm.L"].tail
+    assert tuple(geometry["outside"][0, 1]) == pytest.approx(tuple(tail), abs=1e-5)
+    assert len(geometry["beyond"]) == 1 and len(geometry["at_limit"]) == 1
+
+
+def test_twist_dial_spans_where_the_x_axis_goes_when_twisted(overlay, posed_rig):
+    pose_bone = posed_rig.pose.bones["forearm.L"]
+    set_cones(pose_bone, ((0.0, 1.0, 0.0), 0.5), twist=(math.radians(-30.0), math.radians(70.0)))
+    dial = overlay.bone_geometry(posed_rig, pose_bone, beyond=False)["twist"]
+    head = np.array(rest_under_parent(posed_rig, pose_bone).to_translation())
+    for twist, end in ((-30.0, dial[0, 0]), (70.0, dial[-4, 1])):
+        pose_rotation(pose_bone, Quaternion(Y, math.radians(twist)))
+        x_axis = (posed_rig.matrix_world @ pose_bone.matrix).to_3x3().col[0].normalized()
+        assert Vector(end - head).normalized().angle(x_axis) < 1e-4
+
+
+def stored(settings):
+    """The raw storage of a property group, bypassing the update rules (as an older file may hold it)."""
+    return settings.bl_system_properties_get() if hasattr(settings, "bl_system_properties_get") else settings
+
+
+def test_an_inverted_twist_range_or_a_cone_without_axis_from_an_old_file_is_left_out(overlay, posed_rig):
+    pose_bone = posed_rig.pose.bones["forearm.L"]
+    set_cones(pose_bone, ((0.0, 1.0, 0.0), 0.5), ((1.0, 0.0, 0.0), 0.3), twist=(-0.5, 0.5))
+    stored(pose_bone.ewbik)["twist_min"], stored(pose_bone.ewbik)["twist_max"] = 0.5, -0.5
+    stored(pose_bone.ewbik.cones[1])["direction"] = (0.0, 0.0, 0.0)
+    assert (pose_bone.ewbik.twist_min, tuple(pose_bone.ewbik.cones[1].direction)) == (0.5, (0.0, 0.0, 0.0))
+    select_pose_bones(posed_rig, ["forearm.L"])
+    pose_bone.ewbik.active_cone_index = 1
+    geometry = overlay.overlay_geometry(posed_rig)
+    assert "twist" not in geometry and "active_cone" not in geometry
+    assert len(geometry["allowed"]) > 0 and len(geometry["outline"]) > 0
+
+
+def test_cached_geometry_key_changes_only_with_limits_or_pose(overlay, posed_rig):
+    pose_bone = posed_rig.pose.bones["forearm.L"]
+    set_cones(pose_bone, *SHOULDER)
+    select_pose_bones(posed_rig, ["forearm.L"])
+    key = overlay.geometry_key(posed_rig)
+    assert overlay.geometry_key(posed_rig) == key
+    pose_bone.ewbik.cones[1].radius += 0.01
+    bpy.context.view_layer.update()
+    changed = overlay.geometry_key(posed_rig)
+    assert changed != key
+    pose_rotation(posed_rig.pose.bones["upper_arm.L"], Quaternion((0.0, 0.0, 1.0), 0.3))
+    assert overlay.geometry_key(posed_rig) != changed
 
 
 def test_disabling_removes_the_draw_handler_and_the_gizmo_group(overlay):
     def registered(cls):
         return "bl_rna" in cls.__dict__
 
-    gizmo_group = overlay.EWBIK_GGT_cone_direction
+    gizmo_group = addon_module("ewbik_addon.limit_gizmos").EWBIK_GGT_limit_handles
     assert overlay._draw_handle is not None and registered(gizmo_group)
     disable_extension()
     try:
@@ -225,7 +199,7 @@ def test_disabling_removes_the_draw_handler_and_the_gizmo_group(overlay):
         assert not registered(gizmo_group)
     finally:
         enable_extension()
-    assert registered(addon_module("ewbik_addon.overlay").EWBIK_GGT_cone_direction)
+    assert registered(addon_module("ewbik_addon.limit_gizmos").EWBIK_GGT_limit_handles)
 
 
 GPU_PROBE = textwrap.dedent(
@@ -269,78 +243,130 @@ def start_gpu():
     bpy.ops.render.render()
 
 
-def look_at(eye, target):
-    """View matrix of a camera at `eye` looking at `target`."""
-    forward = (Vector(target) - Vector(eye)).normalized()
-    right = forward.cross(forward.orthogonal()).normalized()
-    up = right.cross(forward)
-    rotation = Matrix((right, up, -forward)).to_4x4()
-    return rotation @ Matrix.Translation(-Vector(eye))
+def render_overlay(overlay, view, projection, size, background, occluder=None):
+    """The overlay drawn offscreen with these matrices: (size, size, 3) float pixels 0..255.
 
-
-def perspective(fov, aspect, near, far):
-    f = 1.0 / math.tan(fov / 2.0)
-    return Matrix(
-        (
-            (f / aspect, 0.0, 0.0, 0.0),
-            (0.0, f, 0.0, 0.0),
-            (0.0, 0.0, (far + near) / (near - far), 2.0 * far * near / (near - far)),
-            (0.0, 0.0, -1.0, 0.0),
-        )
-    )
-
-
-def test_overlay_draws_the_cones_where_they_project(overlay, posed_rig):
-    reason = gpu_unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"GPU drawing unavailable headless: {reason}")
+    `occluder`: world-space triangles (k, 3, 3) drawn opaque blue first, writing depth, as the
+    rig is in the viewport.
+    """
     import gpu
+    from gpu_extras.batch import batch_for_shader
 
-    pose_bone = posed_rig.pose.bones["forearm.L"]
-    set_cones(pose_bone, ((0.0, 1.0, 0.0), math.radians(40.0)))
-    select_pose_bones(posed_rig, ["forearm.L"])
-    start_gpu()
-
-    size = 200
-    frame = overlay.limit_frame(posed_rig, pose_bone)
-    head = frame.to_translation()
-    axis = (frame.to_3x3() @ Y).normalized()
-    view = look_at(head + axis * (pose_bone.length + 1.0), head)
-    projection = perspective(math.radians(40.0), 1.0, 0.05, 50.0)
-    polylines = overlay.armature_limit_polylines(posed_rig)
     offscreen = gpu.types.GPUOffScreen(size, size)
     try:
         with offscreen.bind():
             framebuffer = gpu.state.active_framebuffer_get()
-            framebuffer.clear(color=(0.0, 0.0, 0.0, 1.0))
+            framebuffer.clear(color=(*background, 1.0), depth=1.0)
             gpu.state.viewport_set(0, 0, size, size)
             with gpu.matrix.push_pop(), gpu.matrix.push_pop_projection():
                 gpu.matrix.load_matrix(view)
                 gpu.matrix.load_projection_matrix(projection)
+                if occluder is not None:
+                    shader = gpu.shader.from_builtin("UNIFORM_COLOR")
+                    gpu.state.depth_test_set("LESS_EQUAL")
+                    gpu.state.depth_mask_set(True)
+                    shader.uniform_float("color", (0.0, 0.0, 1.0, 1.0))
+                    batch_for_shader(shader, "TRIS", {"pos": occluder.reshape(-1, 3).astype(np.float32)}).draw(shader)
                 overlay.draw_limits_overlay()
             buffer = framebuffer.read_color(0, 0, size, size, 4, 0, "UBYTE")
     finally:
         offscreen.free()
     buffer.dimensions = size * size * 4
-    pixels = np.array(buffer.to_list(), dtype=np.uint8).reshape(size, size, 4)[..., :3].astype(float)
-    lit = pixels.max(axis=-1) > 40
+    return np.array(buffer.to_list(), dtype=np.uint8).reshape(size, size, 4)[..., :3].astype(float)
+
+
+@pytest.mark.parametrize("rig_kind, bone", [("metarig", "upper_arm.L"), ("metarig", "shin.R"), ("mixamo", "mixamorig:LeftForeArm")])
+def test_filled_pixels_match_the_solver_membership(overlay, kusudama, request, rig_kind, bone):
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"GPU drawing unavailable headless: {reason}")
+    posed_rig = request.getfixturevalue("posed_rig") if rig_kind == "metarig" else build_mixamo_rig()
+    pose_bone = posed_rig.pose.bones[bone]
+    set_cones(pose_bone, *SHOULDER)
+    select_pose_bones(posed_rig, [bone])
+    pose_rotation(pose_bone, Quaternion((1.0, 0.0, 0.0), math.radians(15.0)))
+    start_gpu()
+
+    size = 240
+    frame = rest_under_parent(posed_rig, pose_bone)
+    head = frame.to_translation()
+    length = pose_bone.length * posed_rig.matrix_world.median_scale
+    eye_direction = (frame.to_3x3() @ Vector((0.3, 1.0, 0.2))).normalized()
+    view = look_at(head + eye_direction * length * 4.0, head)
+    projection = perspective(math.radians(40.0), 1.0, 0.01, 50.0)
+    grey = 0.5
+    pixels = render_overlay(overlay, view, projection, size, (grey, grey, grey))
+
+    limits = solver_kusudama(kusudama, SHOULDER)
+    active_cone = limits.cones[pose_bone.ewbik.active_cone_index]
+    lattice = fibonacci_directions(3000)
+    eye = head + eye_direction * length * 4.0
+    margin = math.radians(4.0)
+    checked = {True: 0, False: 0}
 
     def pixel_of(point):
-        clip = projection @ view @ point.to_4d()
-        return int((clip.y / clip.w * 0.5 + 0.5) * size), int((clip.x / clip.w * 0.5 + 0.5) * size)
+        clip = projection @ view @ Vector(point).to_4d()
+        return np.array([(clip.y / clip.w * 0.5 + 0.5) * size, (clip.x / clip.w * 0.5 + 0.5) * size])
 
-    hue = np.array(overlay.COLORS["active_cone"][:3])
-    hue = hue / hue.max()
-    (circle,) = [points for kind, _strong, points in polylines if kind.endswith("cone")]
-    hits = 0
-    for point in circle:
-        row, column = pixel_of(point)
-        patch = pixels[max(row - 2, 0) : row + 3, max(column - 2, 0) : column + 3].reshape(-1, 3)
-        bright = patch[patch.max(axis=-1) > 40]
-        if len(bright) and np.any(np.abs(bright / bright.max(axis=-1, keepdims=True) - hue).max(axis=-1) < 0.15):
-            hits += 1
-    assert hits >= 0.9 * len(circle)
-    row, column = pixel_of(head + axis * pose_bone.length)
-    assert (row, column) == (size // 2, size // 2) or abs(row - size // 2) + abs(column - size // 2) <= 2
-    assert not lit[row - 5 : row + 6, column - 5 : column + 6].any(), "only outlines are drawn"
-    assert 100 < lit.sum() < 0.2 * size * size
+    bone_start = pixel_of(head)
+    bone_along = pixel_of(posed_rig.matrix_world @ pose_bone.tail) - bone_start
+
+    def near_the_bone_line(pixel):
+        share = np.clip(np.dot(pixel - bone_start, bone_along) / np.dot(bone_along, bone_along), 0.0, 1.0)
+        return np.linalg.norm(pixel - bone_start - share * bone_along) < 6.0
+
+    for direction in lattice:
+        world = frame @ (Vector(direction) * pose_bone.length)
+        if (world - head).normalized().dot((eye - world).normalized()) < 0.4:
+            continue
+        ring = [Quaternion(Vector(direction).orthogonal(), margin) @ Vector(direction)]
+        ring += [Quaternion(Vector(direction), k * math.pi / 3.0) @ ring[0] for k in range(1, 6)]
+        allowed = bool(limits.allows(np.array(direction)[None])[0])
+        if any(bool(limits.allows(np.array(r)[None])[0]) != allowed for r in ring):
+            continue
+        if abs(Vector(direction).angle(active_cone.direction) - active_cone.radius) < margin:
+            continue
+        pixel = pixel_of(world)
+        if near_the_bone_line(pixel):
+            continue
+        row, column = pixel.astype(int)
+        red, green, blue = pixels[row, column]
+        if allowed:
+            assert green - red > 20 and green > 135, (direction, pixels[row, column])
+        else:
+            assert max(red, green, blue) < 110 and abs(green - red) < 12, (direction, pixels[row, column])
+        checked[allowed] += 1
+    assert checked[True] > 30 and checked[False] > 30
+
+
+def test_the_rig_hides_the_region_unless_see_through(overlay, posed_rig):
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"GPU drawing unavailable headless: {reason}")
+    pose_bone = posed_rig.pose.bones["upper_arm.L"]
+    set_cones(pose_bone, ((0.0, 1.0, 0.0), math.radians(70.0)))
+    select_pose_bones(posed_rig, ["upper_arm.L"])
+    pose_rotation(pose_bone, Quaternion())
+    start_gpu()
+    size = 160
+    frame = rest_under_parent(posed_rig, pose_bone)
+    head = frame.to_translation()
+    length = pose_bone.length * posed_rig.matrix_world.median_scale
+    sample = frame @ (Vector((0.6, 0.8, 0.3)).normalized() * pose_bone.length)
+    eye = head + (frame.to_3x3() @ Vector((0.0, 0.6, 1.0))).normalized() * length * 4.0
+    view = look_at(eye, head)
+    projection = perspective(math.radians(40.0), 1.0, 0.01, 50.0)
+    toward = (eye - sample).normalized()
+    across = toward.orthogonal().normalized() * 0.1 * length
+    up = toward.cross(across)
+    middle = sample + toward * length
+    quad = np.array([[middle - across - up, middle + across - up, middle + across + up],
+                     [middle - across - up, middle + across + up, middle - across + up]])
+    clip = projection @ view @ sample.to_4d()
+    row, column = int((clip.y / clip.w * 0.5 + 0.5) * size), int((clip.x / clip.w * 0.5 + 0.5) * size)
+
+    hidden = render_overlay(overlay, view, projection, size, (0.0, 0.0, 0.0), quad)[row, column]
+    posed_rig.ewbik.limits_see_through = True
+    shown = render_overlay(overlay, view, projection, size, (0.0, 0.0, 0.0), quad)[row, column]
+    assert hidden[2] > 240 and hidden[1] < 10, hidden
+    assert shown[1] > 60 and shown[2] < 225, shown

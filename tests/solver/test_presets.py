@@ -12,8 +12,15 @@ import pytest
 from bench.mocap import forward_kinematics, load_bvh, straight_line_rest
 from solver import PresetError, quat
 from solver.kusudama import JointLimits, Kusudama
-from solver.presets import (apply_limit_preset, available_presets, bone_roles, has_humanoid_limbs, preset_limits,
-                            preset_stiffness)
+from solver.presets import (
+    apply_limit_preset,
+    available_presets,
+    body_roles,
+    bone_roles,
+    has_humanoid_limbs,
+    preset_limits,
+    preset_stiffness,
+)
 
 # Generic T-pose (Z up, facing -Y, character's left = +X): role -> (parent role, head, tail).
 LEFT_SIDE = {
@@ -103,6 +110,40 @@ CONVENTIONS = {
         "finger_2": "index_02_{s}", "finger_3": "index_03_{s}", "thumb_1": "thumb_01_{s}",
         "thumb_2": "thumb_02_{s}", "thumb_3": "thumb_03_{s}", "thigh": "thigh_{s}",
         "shin": "calf_{s}", "foot": "foot_{s}", "toes": "ball_{s}",
+    },
+    "rigify_controls": {
+        "hips": "hips", "spine": "spine_fk.001", "chest": "chest", "neck": "neck", "head": "head",
+        "clavicle": "shoulder.{S}", "upper_arm": "upper_arm_fk.{S}", "forearm": "forearm_fk.{S}",
+        "hand": "hand_fk.{S}", "finger_1": "f_index.01.{S}", "finger_2": "f_index.02.{S}",
+        "finger_3": "f_index.03.{S}", "thumb_1": "thumb.01.{S}", "thumb_2": "thumb.02.{S}",
+        "thumb_3": "thumb.03.{S}", "thigh": "thigh_fk.{S}", "shin": "shin_fk.{S}",
+        "foot": "foot_fk.{S}", "toes": "toe_fk.{S}",
+    },
+    "auto_rig_pro": {
+        "hips": "c_root.x", "spine": "c_spine_01.x", "chest": "c_spine_02.x", "neck": "c_neck.x",
+        "head": "c_head.x", "clavicle": "c_shoulder.{s}", "upper_arm": "c_arm_fk.{s}",
+        "forearm": "c_forearm_fk.{s}", "hand": "c_hand_fk.{s}", "finger_1": "c_index1.{s}",
+        "finger_2": "c_index2.{s}", "finger_3": "c_index3.{s}", "thumb_1": "c_thumb1.{s}",
+        "thumb_2": "c_thumb2.{s}", "thumb_3": "c_thumb3.{s}", "thigh": "c_thigh_fk.{s}",
+        "shin": "c_leg_fk.{s}", "foot": "c_foot_fk.{s}", "toes": "c_toes_fk.{s}",
+    },
+    "character_creator": {
+        "hips": "CC_Base_Hip", "spine": "CC_Base_Waist", "chest": "CC_Base_Spine02",
+        "neck": "CC_Base_NeckTwist01", "head": "CC_Base_Head", "clavicle": "CC_Base_{S}_Clavicle",
+        "upper_arm": "CC_Base_{S}_Upperarm", "forearm": "CC_Base_{S}_Forearm",
+        "hand": "CC_Base_{S}_Hand", "finger_1": "CC_Base_{S}_Index1", "finger_2": "CC_Base_{S}_Index2",
+        "finger_3": "CC_Base_{S}_Index3", "thumb_1": "CC_Base_{S}_Thumb1",
+        "thumb_2": "CC_Base_{S}_Thumb2", "thumb_3": "CC_Base_{S}_Thumb3",
+        "thigh": "CC_Base_{S}_Thigh", "shin": "CC_Base_{S}_Calf", "foot": "CC_Base_{S}_Foot",
+        "toes": "CC_Base_{S}_ToeBase",
+    },
+    "daz_genesis_8": {
+        "hips": "hip", "spine": "abdomenLower", "chest": "chestLower", "neck": "neckLower",
+        "head": "head", "clavicle": "{s}Collar", "upper_arm": "{s}ShldrBend",
+        "forearm": "{s}ForearmBend", "hand": "{s}Hand", "finger_1": "{s}Index1",
+        "finger_2": "{s}Index2", "finger_3": "{s}Index3", "thumb_1": "{s}Thumb1",
+        "thumb_2": "{s}Thumb2", "thumb_3": "{s}Thumb3", "thigh": "{s}ThighBend",
+        "shin": "{s}Shin", "foot": "{s}Foot", "toes": "{s}Toe",
     },
 }
 
@@ -533,3 +574,44 @@ def test_has_humanoid_limbs():
     arms = ["mixamorig:LeftArm", "mixamorig:LeftForeArm", "mixamorig:RightArm", "mixamorig:RightForeArm"]
     assert has_humanoid_limbs(legs) and has_humanoid_limbs(arms + ["tail"])
     assert not has_humanoid_limbs(legs[:3] + arms[:3]) and not has_humanoid_limbs(["spine", "head"])
+
+
+def test_twist_segments_and_genesis_9_limbs():
+    names = ["upperarm_twist_01_l", "lowerarm_twist_02_r", "calf_twist_01_l", "CC_Base_L_UpperarmTwist01",
+             "CC_Base_R_ForearmTwist02", "lShldrTwist", "rThighTwist", "c_root_master.x", "c_traj", "torso",
+             "l_upperarm", "r_forearm", "l_thigh", "r_shin", "neckUpper"]
+    assert bone_roles(names) == {
+        "l_upperarm": "upper_arm.L", "r_forearm": "forearm.R", "l_thigh": "thigh.L", "r_shin": "shin.R",
+        "neckUpper": "neck",
+        "upperarm_twist_01_l": "upper_arm_twist.L", "lowerarm_twist_02_r": "forearm_twist.R",
+        "calf_twist_01_l": "shin_twist.L", "CC_Base_L_UpperarmTwist01": "upper_arm_twist.L",
+        "CC_Base_R_ForearmTwist02": "forearm_twist.R", "lShldrTwist": "upper_arm_twist.L",
+        "rThighTwist": "thigh_twist.R"}
+
+
+def test_overrides_map_unknown_names_and_leave_bones_out():
+    bones = build_rig("mixamo")
+    renamed = {"mixamorig:LeftForeArm": "Bone.007", "mixamorig:RightForeArm": "Bone.012"}
+    for bone in bones:
+        bone["name"] = renamed.get(bone["name"], bone["name"])
+        bone["parent"] = renamed.get(bone["parent"], bone["parent"])
+    names = [bone["name"] for bone in bones]
+    assert "Bone.007" not in preset_limits(bones)
+    overrides = {"Bone.007": "forearm.L", "Bone.012": "forearm.R", "mixamorig:Neck": "", "Missing": "head"}
+    assert bone_roles(names, overrides)["Bone.007"] == "forearm.L"
+    assert "mixamorig:Neck" not in bone_roles(names, overrides)
+    mapped = preset_limits(bones, overrides=overrides)
+    reference = preset_limits(build_rig("mixamo"))
+    assert "mixamorig:Neck" not in mapped
+    for ours, theirs in renamed.items():
+        np.testing.assert_allclose([c["direction"] for c in mapped[theirs]["cones"]],
+                                   [c["direction"] for c in reference[ours]["cones"]], atol=1e-12)
+    assert has_humanoid_limbs(names, overrides) and not has_humanoid_limbs(
+        names, {"mixamorig:LeftUpLeg": "", "mixamorig:LeftArm": ""})
+
+
+def test_override_with_an_unknown_role_names_the_bone():
+    with pytest.raises(PresetError) as caught:
+        bone_roles(["Bone"], {"Bone": "tail.L"})
+    assert caught.value.field == "overrides.Bone"
+    assert set(body_roles()) >= {"hips", "head", "upper_arm.L", "forearm.R", "foot.L"}
