@@ -493,6 +493,46 @@ def variants(clip, warm_settings, rest_settings, stride, rest_stride):
     return markdown_table(header, lines), (len(warm_rows), stride * spacing, len(rest_rows), rest_stride * spacing)
 
 
+RIGS = (("CMU", lambda m: m), ("CMU, bones rolled", mocap.rolled_rest), ("straight-line rest", mocap.straight_line_rest))
+CONVERGENCE_TOLERANCE = 1e-6
+CONVERGENCE_TARGETS = {"iterations_median": 30, "warm_p95_mm": 0.05, "rest_max_mm": 2.0, "speed_ratio": 0.5}
+
+
+def convergence(clip_names, base, rest_stride, baseline):
+    """Warm solves of every frame and from-rest solves of every `rest_stride`-th one at tolerance
+    1e-6 (metres), on the CMU rig and on the same motion re-expressed exactly by FK on other
+    rigs (random bone rolls; a straight-line rest). Returns (markdown table, target lines)."""
+    warm_settings = dataclasses.replace(base, iterations=100, tolerance=CONVERGENCE_TOLERANCE)
+    rest_settings = dataclasses.replace(base, iterations=500, tolerance=CONVERGENCE_TOLERANCE)
+    rows, checks = [], []
+    for rig, convert in RIGS:
+        warm_runs, rest_runs = [], []
+        for name in clip_names:
+            path = os.path.join(MOCAP_DIR, name)
+            clip = load_clip(path, 1, convert(mocap.load_bvh(path, height=RIG_HEIGHT)))
+            warm_runs.append(solve_clip(clip, rig, warm_settings, warm=True, rest_settings=rest_settings))
+            rest_runs.append(solve_clip(clip, rig, rest_settings, warm=False,
+                                        rows=np.arange(0, len(clip.frames), rest_stride)))
+        warm, rest = merged(warm_runs), merged(rest_runs)
+        its, pos, ms = stats(warm.iterations), stats(warm.position_mm), stats(warm.ms)
+        ratio = ms[0] / baseline[0] if baseline else float("nan")
+        rows.append([rig, str(len(warm.ms)), f"{its[0]:.0f} / {its[1]:.0f} / {its[2]:.0f}",
+                     f"{100.0 * warm.converged.mean():.1f}%", f"{pos[1]:.4f} / {pos[2]:.4f}", f"{ms[0]:.2f}",
+                     f"{ratio:.2f}x", str(len(rest.ms)), f"{np.median(rest.iterations):.0f}",
+                     f"{stats(rest.position_mm)[1]:.4f} / {stats(rest.position_mm)[2]:.4f}"])
+        print("  convergence", " | ".join(rows[-1]), flush=True)
+        for label, value, limit in (("warm iterations median", its[0], CONVERGENCE_TARGETS["iterations_median"]),
+                                    ("warm position p95 mm", pos[1], CONVERGENCE_TARGETS["warm_p95_mm"]),
+                                    ("from rest position max mm", stats(rest.position_mm)[2],
+                                     CONVERGENCE_TARGETS["rest_max_mm"]),
+                                    ("warm median ms / Blender warm median ms", ratio,
+                                     CONVERGENCE_TARGETS["speed_ratio"])):
+            checks.append(f"- {rig}: {label} {value:.3f} (target <= {limit}) {'PASS' if value <= limit else 'FAIL'}")
+    header = ["rig", "warm frames", "iterations median / p95 / max", "converged", "position mm p95 / max",
+              "ms median", "ms / Blender warm", "rest frames", "rest iterations median", "rest position mm p95 / max"]
+    return markdown_table(header, rows), checks
+
+
 def write_repros(runs, limit_dicts_by_clip, clips_by_name):
     """Scene documents of each run's worst frame, for `python -m solver solve FILE`."""
     os.makedirs(REPRO_DIR, exist_ok=True)
@@ -545,6 +585,7 @@ def parse_args(argv):
     parser.add_argument("--blender", nargs="*", default=list(BLENDER_VENVS),
                         help="bpy venv names under the venv dir (none: skip Blender)")
     parser.add_argument("--no-limits", action="store_true")
+    parser.add_argument("--no-convergence", action="store_true", help="skip the every-frame convergence table")
     parser.add_argument("--sweep", action="store_true", help="also sweep iteration caps and dampening (slow)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
     parser.add_argument("--quick", action="store_true", help="smoke run: one clip, every 32nd frame; writes no files")
@@ -668,6 +709,14 @@ def main(argv=None):
         repros = write_repros(runs, limit_dicts_by_clip, {c.name: c for c in clips})
         lines += ["", "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):", ""]
         lines += [f"- {label}, {clip}: {error:.2f} mm: `{path}`" for label, clip, error, path in repros]
+    if not args.no_convergence and not args.quick:
+        print("convergence (every frame, tolerance 1e-6):", flush=True)
+        table, checks = convergence(args.clips, base, 8, baseline)
+        lines += ["", f"Convergence: every frame of {', '.join(c.name for c in clips)} warm-started (tolerance "
+                      f"{CONVERGENCE_TOLERANCE} m, cap 100; the first frame of each clip solved from rest, not "
+                      f"counted) and every 8th from rest (cap 500), on the CMU rig and on the same motion re-expressed "
+                      f"exactly by forward kinematics on a rig with random bone rolls and on a straight-line rest.",
+                  "", table, "", "Convergence targets:"] + checks
     if args.sweep:
         print("variants (clip 1):", flush=True)
         table, (warm_count, warm_spacing, rest_count, rest_spacing) = variants(clips[0], warm_settings, rest_settings,

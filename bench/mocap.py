@@ -244,6 +244,29 @@ def straight_line_rest(mocap, axis=(1.0, 0.0, 0.0)):
     return Mocap(bones, quat.normalize(rotations), locations, mocap.frame_time, mocap.scale)
 
 
+def rolled_rest(mocap, seed=0):
+    """The same clip on a rig whose every bone is rolled by its own random angle about its +Y.
+
+    Exporters disagree on bone rolls, so the same motion reaches the solver in other local
+    frames. With a bone's rest frame turned by Q (rest' = rest Q), its local rotation q becomes
+    inv(Q) q Q and its location inv(Q) location: every frame's armature-space bone matrices are
+    then the old ones times Q, so joint positions are unchanged and pinned bones' targets turn
+    with their frames.
+    """
+    rng = np.random.default_rng(seed)
+    rolls = quat.from_axis_angle(np.broadcast_to(_Y, (len(mocap.bones), 3)),
+                                 rng.uniform(-np.pi, np.pi, len(mocap.bones)))
+    inverse = quat.conjugate(rolls)
+    rotations = quat.multiply(quat.multiply(inverse[None], mocap.rotations), rolls[None])
+    locations = quat.rotate(inverse[None], mocap.locations)
+    bones = []
+    for i, bone in enumerate(mocap.bones):
+        rest = np.array(bone["rest"], dtype=float)
+        rest[:3, :3] = rest[:3, :3] @ quat.to_matrix(rolls[i])
+        bones.append(dict(bone, rest=rest.tolist()))
+    return Mocap(bones, quat.normalize(rotations), locations, mocap.frame_time, mocap.scale)
+
+
 if __name__ == "__main__":
     clip = load_bvh(sys.argv[1])
     print(f"{len(clip.bones)} bones, {len(clip.rotations)} frames at {1.0 / clip.frame_time:.1f} fps, "

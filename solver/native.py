@@ -15,12 +15,23 @@ import time
 
 import numpy as np
 
+from .loop_constants import (
+    GUARD_FLOOR,
+    GUARD_SLACK,
+    POLISH_AFTER,
+    POLISH_CLAMPED,
+    POLISH_GROW,
+    POLISH_LAMBDA_MAX,
+    POLISH_LAMBDA_MIN,
+    POLISH_SHRINK,
+    POLISH_TRIES,
+    STALL,
+)
 from .native_library import load_library
-from .loop_constants import GUARD_FLOOR, GUARD_SLACK, STALL
 from .native_limits import NativeLimits, native_limits
 from .qcp import ADJUGATE_TRUST, PREFER_SMALL
 
-ABI_VERSION = 3  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 4  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -42,6 +53,8 @@ class _Problem(ctypes.Structure):
         ("stabilization", _INT), ("exact", _INT), ("relaxation", _DOUBLE), ("acceleration", _INT),
         ("analytic_limbs", _INT),
         ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
+        ("polish_after", _INT), ("polish_tries", _INT), ("polish_lambda_min", _DOUBLE),
+        ("polish_lambda_max", _DOUBLE), ("polish_grow", _DOUBLE), ("polish_shrink", _DOUBLE), ("polish_clamped", _DOUBLE),
         ("adjugate_trust", _DOUBLE),
         ("rotations", _P), ("locations", _P), ("initial", _P),
         ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
@@ -187,6 +200,11 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.analytic_limbs = settings.analytic_limbs
     problem.guard_slack, problem.guard_floor, problem.stall = GUARD_SLACK, GUARD_FLOOR, STALL
     problem.prefer_small = PREFER_SMALL
+    problem.polish_after = -1 if plan.polish is None else POLISH_AFTER
+    problem.polish_tries = POLISH_TRIES
+    problem.polish_lambda_min, problem.polish_lambda_max = POLISH_LAMBDA_MIN, POLISH_LAMBDA_MAX
+    problem.polish_grow, problem.polish_shrink = POLISH_GROW, POLISH_SHRINK
+    problem.polish_clamped = POLISH_CLAMPED
     problem.adjugate_trust = ADJUGATE_TRUST
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:

@@ -9,9 +9,14 @@ bone's own head and constraint frame depend only on its ancestors, which the wal
 reaches later, so they stay valid from the iteration's forward pass.
 
 Coordinate descent converges linearly and slowly where pins compete (a spine
-serving head and hands). Anderson acceleration of the sweep, over-relaxed bone
-steps and an analytic finish for two-bone limbs (all switchable in
-SolverSettings) make warm-started solves settle within a few iterations.
+serving head and hands). The first sweeps (Anderson-accelerated, optionally
+over-relaxed) find the basin (at least three, until no bone step is cut to its
+dampening); then the polish (polish.py: damped Gauss-Newton
+over every solved bone at once, guarded like the sweeps) converges
+quadratically, so warm-started solves reach tolerance 1e-6 in a few
+iterations and the result is a smooth function of the targets. The analytic
+two-bone finish remains for solves the polish cannot run (pin falloff below 1)
+and as a guarded last step of a solve that ends unconverged.
 """
 
 import dataclasses
@@ -22,15 +27,17 @@ import numpy as np
 
 from . import native, quat
 from .kusudama import JointLimits
-from .loop_constants import GUARD_FLOOR, GUARD_SLACK, STALL
+from .loop_constants import GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, STALL
 from .pins import Pin
+from .polish import Polisher, polish, polish_plan
+from .polish import rotation_vectors as _log
 from .qcp import rotations_from_covariance
 from .settings import SolverSettings
 from .skeleton import Skeleton
 from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
-_RESTART_MISS = 5e-3
+_RESTART_MISS = 2e-3
 
 
 @dataclass
@@ -71,6 +78,7 @@ class _Plan:
     batches: list
     limbs: _Limbs
     levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
+    polish: object  # PolishPlan, or None where the sweeps minimise something else (falloff)
     native_template: object = None  # the plan packed for the compiled loop, made on first use
 
 
@@ -128,7 +136,9 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
         if upper >= 0 and below[upper] == [p] and solved[lower] and solved[upper]:
             limbs.append((upper, lower, end, p))
     columns = np.array(limbs, dtype=int).reshape(-1, 4).T
-    plan = _Plan(solved, batches, _Limbs(*columns), skeleton.kinematic_levels(pin_bones))
+    translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
+    plan = _Plan(solved, batches, _Limbs(*columns), skeleton.kinematic_levels(pin_bones),
+                 polish_plan(solved, below, seen, translating_bones))
     if len(skeleton.plan_cache) > 32:
         skeleton.plan_cache.clear()
     skeleton.plan_cache[key] = plan
@@ -236,7 +246,7 @@ class _Attempt:
         every limited bone's range the same targets are reached. Each limited bone goes the
         (1 - stiffness) part of the way there (its dampening over the full one), so stiff bones
         (clavicles) stay nearly put. The restart is kept only when it halves the misfit and this attempt misses a
-        pin by more than 0.5 % of the rig's size, so a solve that is merely still on its way (a
+        pin by more than 0.2 % of the rig's size, so a solve that is merely still on its way (a
         fast drag) never jumps to another pose.
         """
         limited = self.plan.solved & ~self.frozen & self.limits.limited
@@ -266,7 +276,7 @@ def _use_native(settings):
 
 
 def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
-    """The numpy loop: sweeps, acceleration, limb finish and stopping rules.
+    """The numpy loop: sweeps and acceleration until the polish takes over, limb finish, stopping rules.
 
     Returns (iterations, converged). csrc/ewbik.c runs the same steps in C.
     """
@@ -278,29 +288,31 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
 
     iterations, converged = 0, False
-    budget = None if settings.time_budget_ms is None else settings.time_budget_ms * 1e-3
+    deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
     previous = np.inf
     finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
+    polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
     others = np.ones(pins, dtype=bool)
     others[plan.limbs.pin] = False
     state.forward()
+    total, reached = state.errors(settings.tolerance)
+    polish_from, settled, polishing = POLISH_AFTER, False, False
     while pins and iterations < settings.iterations:
-        if accelerator is not None:
-            accelerator.remember_start(state)
-        out_of_time = False
-        for batch, const in zip(plan.batches, constants):
-            _solve_batch(state, batch, const, settings, limits, iterations)
-            if budget is not None and time.perf_counter() - start >= budget:
-                out_of_time = True  # a sweep over thousands of bones can outlast the whole budget
-                break
+        # The polish takes over once the sweeps have found the basin: no bone step capped by
+        # its dampening in the last sweep (far from the targets Gauss-Newton steps mislead).
+        kept, out_of_time = False, False
+        if polisher is not None and iterations >= polish_from and settled:
+            total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
+            polishing |= kept
+            # A failed polish gives the sweeps a few iterations to move on before the next one.
+            polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
+        if not kept:
+            state.capped = False
+            total, reached, out_of_time = _sweep(state, plan, constants, settings, limits, iterations,
+                                                 None if polishing else accelerator, initial, max_step, deadline)
+            settled = not state.capped
         iterations += 1
-        total, reached = state.errors(settings.tolerance)
-        if accelerator is not None and not reached and not out_of_time:
-            allowance = iterations * max_step[accelerator.bones]
-            total, reached = accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance)
-        else:
-            state.forward()
-        if not reached and finish and state.reached(settings.tolerance)[others].all():
+        if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
             # Only limbs are left, and the analytic finish places them directly.
             _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
             total, reached = state.errors(settings.tolerance)
@@ -310,11 +322,32 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
         if np.isfinite(previous) and abs(previous - total) <= STALL * previous:
             break
         previous = total
-        if out_of_time or (budget is not None and time.perf_counter() - start >= budget):
+        if out_of_time or (deadline is not None and time.perf_counter() >= deadline):
             break
     if finish and not converged and iterations:
         _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
     return iterations, converged
+
+
+def _sweep(state, plan, constants, settings, limits, iteration, accelerator, initial, max_step, deadline):
+    """One EWBIK iteration: every batch's bone step, leaves first, then (with an accelerator)
+    an Anderson step over the sweeps so far. The clock is read between batches (a sweep over
+    thousands of bones can outlast the whole budget): past `deadline` the sweep stops there,
+    without the Anderson step. Returns (total misfit, every pin reached, out of time)."""
+    if accelerator is not None:
+        accelerator.remember_start(state)
+    out_of_time = False
+    for batch, const in zip(plan.batches, constants):
+        _solve_batch(state, batch, const, settings, limits, iteration)
+        if deadline is not None and time.perf_counter() >= deadline:
+            out_of_time = True
+            break
+    total, reached = state.errors(settings.tolerance)
+    if accelerator is not None and not reached and not out_of_time:
+        allowance = (iteration + 1) * max_step[accelerator.bones]
+        return (*accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance), False)
+    state.forward()
+    return total, reached, out_of_time
 
 
 class _State:
@@ -338,6 +371,7 @@ class _State:
         )
         self.effector_pos = np.empty((len(pins), 3))
         self.effector_axes = np.empty((len(pins), 3, 3))
+        self.capped = False  # whether a bone step of the current sweep was cut to its dampening
 
     @classmethod
     def like(cls, state):
@@ -461,7 +495,9 @@ def _solve_batch(state, batch, const, settings, limits, iteration):
             (w_origin * ((eff_origin**2).sum(-1) + tgt_len2)).sum(-1)
             + 2.0 * (w_axis * np.maximum(1.0, tgt_len2)[..., None]).sum((-1, -2))
         )
-    delta = _clamp_angle(rotations_from_covariance(s_scaled, e0), const.max_angle, const.relaxation)
+    best_turn = rotations_from_covariance(s_scaled, e0)
+    state.capped |= bool(np.any(const.relaxation * quat.angle(best_turn) > const.max_angle))
+    delta = _clamp_angle(best_turn, const.max_angle, const.relaxation)
 
     # A world-space turn (w, v) about the head is (w, A^T v) in the bone's
     # constraint frame A, so no matrix-to-quaternion conversion is needed.
@@ -559,14 +595,6 @@ class _Anderson:
         self.outputs.clear()
         state.forward()
         return state.errors(tolerance)
-
-
-def _log(q):
-    """Rotation vectors of unit quaternions (angle in [0, pi])."""
-    q = quat.normalize(q)
-    xyz = q[..., 1:]
-    n = np.linalg.norm(xyz, axis=-1, keepdims=True)
-    return 2.0 * np.arctan2(n, q[..., :1]) * xyz / np.where(n > 1e-15, n, 1.0)
 
 
 def _exp(v):

@@ -214,6 +214,7 @@ typedef struct {
     double *limb_old;     /* (L, 3, 4) */
     double *limb_before;  /* (L,) */
     unsigned char *limb_bad;
+    int capped;           /* whether a bone step of the current sweep was cut to its dampening */
 } State;
 
 static void forward(State *st)
@@ -385,6 +386,11 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
 
     double delta[4];
     rotation_from_covariance(pb, s_scaled, !pb->exact, e0, delta);
+    if (!translating) {
+        double turn_angle = 2.0 * atan2(sqrt(delta[1] * delta[1] + delta[2] * delta[2] + delta[3] * delta[3]),
+                                        fabs(delta[0]));
+        st->capped |= pb->relaxation * turn_angle > pb->max_step[b];
+    }
     clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
 
     double *rotation = pb->rotations + 4 * b, old_local[4], new_local[4], local_delta[4];
@@ -755,6 +761,401 @@ static int others_reached(const State *st)
     return 1;
 }
 
+/* ---- the polish: damped Gauss-Newton over every solved bone at once (solver/polish.py) ---- */
+
+typedef struct {
+    int columns, moving, rows, params, pairs; /* C solved bones, T translating roots, 12P, 3C + 3T, K */
+    int *pair_pin, *pair_column;             /* (K,) */
+    unsigned char *translating;              /* (C,) */
+    double *scale;                           /* (params,) 1 / sqrt(D) */
+    double *cap;                             /* (C,) turn cap per step */
+    double *jac;                             /* (rows, params), columns scaled */
+    double *restricted;                      /* (rows, params): jac with each bone's columns times its projector */
+    double *free;                            /* (C, 9) projector onto the turns each bone may take */
+    double *corrections;                     /* (C, 3) the limits' clamp of the last try, world rotation vectors */
+    double *best;                            /* (C, 7) the best kept try's rotations and locations */
+    double *system;                          /* (s, s), s = min(rows, params) */
+    double *residual;                        /* (rows,) */
+    double *rhs;                             /* (s,) */
+    double *step;                            /* (params,) */
+    double *frames;                          /* (C, 9) constraint frames at the step's start */
+    double *saved;                           /* (C, 7) rotation and location at the step's start */
+    double damping, clamped;
+} Polish;
+
+static int is_below(const ewbik_problem *pb, int bone, int pin)
+{
+    for (int b = pb->pin_bone[pin]; b >= 0; b = pb->parents[b])
+        if (b == bone)
+            return 1;
+    return 0;
+}
+
+/* The pairs, caps and weights of polish.Polisher.make; -1 when memory ran out. */
+static int polish_allocate(const ewbik_problem *pb, Polish *pl)
+{
+    int c_count = pb->n_solved, pins = pb->n_pins, pairs = 0, moving = 0;
+    for (int i = 0; i < c_count; i++)
+        for (int p = 0; p < pins; p++)
+            pairs += is_below(pb, pb->solved[i], p);
+    unsigned char *translating = calloc((size_t)c_count + 1, 1);
+    if (!translating)
+        return -1;
+    for (int row = 0; row < pb->batch_start[pb->n_batches]; row++)
+        for (int i = 0; i < c_count && pb->translating[row]; i++)
+            if (pb->solved[i] == pb->batch_bones[row])
+                translating[i] = 1;
+    for (int i = 0; i < c_count; i++)
+        moving += translating[i];
+    int rows = 12 * pins, params = 3 * c_count + 3 * moving, s = rows < params ? rows : params;
+    size_t doubles = (size_t)params * 2 + (size_t)c_count * 36 + 2 * (size_t)rows * params + (size_t)s * s +
+                     (size_t)rows + s;
+    double *block = malloc(doubles * sizeof(double) + 2 * ((size_t)pairs + 1) * sizeof(int));
+    if (!block) {
+        free(translating);
+        return -1;
+    }
+    double *next = block;
+    pl->scale = next, next += params;
+    pl->step = next, next += params;
+    pl->cap = next, next += c_count;
+    pl->frames = next, next += (size_t)c_count * 9;
+    pl->saved = next, next += (size_t)c_count * 7;
+    pl->jac = next, next += (size_t)rows * params;
+    pl->restricted = next, next += (size_t)rows * params;
+    pl->free = next, next += (size_t)c_count * 9;
+    pl->corrections = next, next += (size_t)c_count * 3;
+    pl->best = next, next += (size_t)c_count * 7;
+    pl->system = next, next += (size_t)s * s;
+    pl->residual = next, next += rows;
+    pl->rhs = next, next += s;
+    pl->pair_pin = (int *)next;
+    pl->pair_column = pl->pair_pin + pairs + 1;
+    pl->translating = translating;
+    pl->columns = c_count, pl->moving = moving, pl->rows = rows, pl->params = params, pl->pairs = 0;
+    double reference = 0.0;
+    for (int i = 0; i < c_count; i++)
+        reference = fmax(reference, pb->max_step[pb->solved[i]]);
+    for (int i = 0; i < c_count; i++) {
+        double own = pb->max_step[pb->solved[i]];
+        pl->cap[i] = translating[i] ? PI : own;
+        for (int c = 0; c < 3; c++)
+            pl->scale[3 * i + c] = own / reference;
+        for (int p = 0; p < pins; p++)
+            if (is_below(pb, pb->solved[i], p)) {
+                pl->pair_pin[pl->pairs] = p;
+                pl->pair_column[pl->pairs++] = i;
+            }
+    }
+    for (int t = 3 * c_count; t < params; t++)
+        pl->scale[t] = 1.0;
+    pl->damping = pb->polish_lambda_min;
+    pl->clamped = pb->polish_clamped;
+    return 0;
+}
+
+static void polish_free(Polish *pl)
+{
+    free(pl->scale);
+    free(pl->translating);
+}
+
+/* polish.residuals and polish.jacobian, the Jacobian's columns scaled (damped_step's `scaled`). */
+static void polish_linearize(const State *st, Polish *pl)
+{
+    const ewbik_problem *pb = st->pb;
+    int params = pl->params;
+    double sqrt_weights[4];
+    memset(pl->jac, 0, (size_t)pl->rows * params * sizeof(double));
+    for (int p = 0; p < pb->n_pins; p++) {
+        const double *w = pb->axis_weight + 3 * p, *eff = st->eff_pos + 3 * p, *tgt = pb->target_pos + 3 * p;
+        double *r = pl->residual + 12 * p;
+        sqrt_weights[0] = sqrt(pb->weight[p] * (1.0 + 2.0 * (w[0] + w[1] + w[2])));
+        for (int a = 0; a < 3; a++)
+            sqrt_weights[1 + a] = sqrt(2.0 * pb->weight[p] * w[a]);
+        for (int c = 0; c < 3; c++)
+            r[c] = sqrt_weights[0] * (eff[c] - tgt[c]);
+        for (int k = 3; k < 12; k++)
+            r[k] = sqrt_weights[k / 3] * (st->eff_axes[9 * p + k - 3] - pb->target_axes[9 * p + k - 3]);
+        for (int t = 0, i = 0; i < pl->columns; i++) {
+            if (!pl->translating[i])
+                continue;
+            for (int c = 0; c < 3; c++)
+                pl->jac[(size_t)(12 * p + c) * params + 3 * pl->columns + 3 * t + c] = sqrt_weights[0];
+            t++;
+        }
+    }
+    for (int k = 0; k < pl->pairs; k++) {
+        int p = pl->pair_pin[k], i = pl->pair_column[k], b = pb->solved[i];
+        const double *w = pb->axis_weight + 3 * p;
+        double s0 = sqrt(pb->weight[p] * (1.0 + 2.0 * (w[0] + w[1] + w[2])));
+        for (int block = 0; block < 4; block++) {
+            double lever[3], weight = block ? sqrt(2.0 * pb->weight[p] * w[block - 1]) : s0;
+            for (int c = 0; c < 3; c++)
+                lever[c] = block ? st->eff_axes[9 * p + 3 * (block - 1) + c] : st->eff_pos[3 * p + c] - st->head[3 * b + c];
+            /* -weight [lever]x */
+            double cross[9] = {0.0, lever[2], -lever[1], -lever[2], 0.0, lever[0], lever[1], -lever[0], 0.0};
+            for (int r = 0; r < 3; r++)
+                for (int c = 0; c < 3; c++)
+                    pl->jac[(size_t)(12 * p + 3 * block + r) * params + 3 * i + c] = weight * cross[3 * r + c];
+        }
+    }
+    for (int r = 0; r < pl->rows; r++)
+        for (int c = 0; c < params; c++)
+            pl->jac[(size_t)r * params + c] *= pl->scale[c];
+}
+
+/* Solve the symmetric positive definite a (n x n, destroyed) x = b in place; -1 if not definite. */
+static int cholesky_solve(double *a, int n, double *b)
+{
+    for (int j = 0; j < n; j++) {
+        double d = a[(size_t)j * n + j];
+        for (int k = 0; k < j; k++)
+            d -= a[(size_t)j * n + k] * a[(size_t)j * n + k];
+        if (!(d > 0.0))
+            return -1;
+        a[(size_t)j * n + j] = sqrt(d);
+        for (int i = j + 1; i < n; i++) {
+            double v = a[(size_t)i * n + j];
+            for (int k = 0; k < j; k++)
+                v -= a[(size_t)i * n + k] * a[(size_t)j * n + k];
+            a[(size_t)i * n + j] = v / a[(size_t)j * n + j];
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < i; k++)
+            b[i] -= a[(size_t)i * n + k] * b[k];
+        b[i] /= a[(size_t)i * n + i];
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        for (int k = i + 1; k < n; k++)
+            b[i] -= a[(size_t)k * n + i] * b[k];
+        b[i] /= a[(size_t)i * n + i];
+    }
+    return 0;
+}
+
+/* A A^T of the restricted Jacobian in residual space, block by block: pins p and q share only
+ * the columns of the bones above both (the pairs are grouped by column, pins ascending), and
+ * every pin the translating roots' columns. */
+static void residual_gram(Polish *pl)
+{
+    int m = pl->rows, n = pl->params, first_shift = 3 * pl->columns;
+    const double *a = pl->restricted;
+    double *g = pl->system;
+    memset(g, 0, (size_t)m * m * sizeof(double));
+    for (int x = 0; x < pl->pairs; x++) {
+        int i = pl->pair_column[x], p = pl->pair_pin[x];
+        for (int y = x; y < pl->pairs && pl->pair_column[y] == i; y++) {
+            int q = pl->pair_pin[y];
+            for (int r = 0; r < 12; r++)
+                for (int c = 0; c < 12; c++)
+                    g[(size_t)(12 * p + r) * m + 12 * q + c] +=
+                        dot3(a + (size_t)(12 * p + r) * n + 3 * i, a + (size_t)(12 * q + c) * n + 3 * i);
+        }
+    }
+    if (first_shift < n)
+        for (int r = 0; r < m; r++)
+            for (int c = r - r % 12; c < m; c++)
+                g[(size_t)r * m + c] +=
+                    dot_n(a + (size_t)r * n + first_shift, a + (size_t)c * n + first_shift, n - first_shift);
+    for (int r = 0; r < m; r++)
+        for (int c = r - r % 12 + 12; c < m; c++)
+            g[(size_t)c * m + r] = g[(size_t)r * m + c];
+}
+
+/* polish.damped_step on the restricted Jacobian, then polish._restricted_step's projection:
+ * pl->step; -1 when the system is not solvable. */
+static int damped_step(Polish *pl)
+{
+    int m = pl->rows, n = pl->params, params_space = n <= m, s = params_space ? n : m;
+    double *a = pl->restricted;
+    for (int r = 0; r < m; r++) {
+        const double *row = pl->jac + (size_t)r * n;
+        double *out = a + (size_t)r * n;
+        for (int i = 0; i < pl->columns; i++) {
+            const double *f = pl->free + 9 * i, *j = row + 3 * i;
+            for (int c = 0; c < 3; c++)
+                out[3 * i + c] = j[0] * f[c] + j[1] * f[3 + c] + j[2] * f[6 + c];
+        }
+        memcpy(out + 3 * pl->columns, row + 3 * pl->columns, (size_t)(n - 3 * pl->columns) * sizeof(double));
+    }
+    double trace = 0.0;
+    if (params_space) {
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j <= i; j++) {
+                double v = 0.0;
+                for (int r = 0; r < m; r++)
+                    v += a[(size_t)r * n + i] * a[(size_t)r * n + j];
+                pl->system[(size_t)i * s + j] = pl->system[(size_t)j * s + i] = v;
+            }
+    } else {
+        residual_gram(pl);
+    }
+    for (int i = 0; i < s; i++)
+        trace += pl->system[(size_t)i * s + i];
+    double mu = pl->damping * fmax(trace / s, 1e-300);
+    for (int i = 0; i < s; i++) {
+        pl->system[(size_t)i * s + i] += mu;
+        if (params_space) {
+            double v = 0.0;
+            for (int r = 0; r < m; r++)
+                v -= a[(size_t)r * n + i] * pl->residual[r];
+            pl->rhs[i] = v;
+        } else {
+            pl->rhs[i] = pl->residual[i];
+        }
+    }
+    if (cholesky_solve(pl->system, s, pl->rhs) != 0)
+        return -1;
+    for (int c = 0; c < n; c++) {
+        double v = 0.0;
+        if (params_space)
+            v = pl->rhs[c];
+        else
+            for (int r = 0; r < m; r++)
+                v -= a[(size_t)r * n + c] * pl->rhs[r];
+        pl->step[c] = pl->scale[c] * v;
+        if (!isfinite(pl->step[c]))
+            return -1;
+    }
+    for (int i = 0; i < pl->columns; i++)
+        matvec(pl->free + 9 * i, pl->step + 3 * i, pl->step + 3 * i);
+    return 0;
+}
+
+/* polish._restrict: whether any bone got a new blocked direction. */
+static int restrict_turns(Polish *pl)
+{
+    int any = 0;
+    for (int i = 0; i < pl->columns; i++) {
+        double direction[3], *f = pl->free + 9 * i;
+        matvec(f, pl->corrections + 3 * i, direction);
+        double size = sqrt(dot3(direction, direction));
+        if (!(size > pl->clamped))
+            continue;
+        any = 1;
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++)
+                f[3 * r + c] -= direction[r] * direction[c] / (size * size);
+    }
+    return any;
+}
+
+/* polish._apply: each bone's capped world turn about its head, limited (the clamp's correction
+ * kept in pl->corrections); translating roots moved. */
+static void polish_apply(State *st, Polish *pl, int iteration)
+{
+    const ewbik_problem *pb = st->pb;
+    for (int t = 0, i = 0; i < pl->columns; i++) {
+        int b = pb->solved[i];
+        double turn[3], local[3], delta[4], *rotation = pb->rotations + 4 * b;
+        memcpy(turn, pl->step + 3 * i, sizeof turn);
+        double angle = sqrt(dot3(turn, turn)), shrink = fmin(1.0, pl->cap[i] / (angle > 0.0 ? angle : 1.0));
+        for (int c = 0; c < 3; c++)
+            turn[c] *= shrink;
+        matvec_t(pl->frames + 9 * i, turn, local);
+        quat_exp(local, delta);
+        quat_multiply(delta, pl->saved + 7 * i, rotation);
+        memset(pl->corrections + 3 * i, 0, 3 * sizeof(double));
+        if (pb->limits && pb->limits->limited[b]) {
+            double wanted[4], inverse[4], correction[4], vector[3];
+            memcpy(wanted, rotation, sizeof wanted);
+            ewbik_constrain(pb->limits, b, rotation, iteration);
+            quat_normalize(rotation);
+            inverse[0] = wanted[0], inverse[1] = -wanted[1], inverse[2] = -wanted[2], inverse[3] = -wanted[3];
+            quat_multiply(rotation, inverse, correction);
+            quat_log(correction, vector);
+            matvec(pl->frames + 9 * i, vector, pl->corrections + 3 * i);
+        }
+        quat_normalize(rotation);
+        memcpy(pb->locations + 3 * b, pl->saved + 7 * i + 4, 3 * sizeof(double));
+        if (pl->translating[i]) {
+            double shift[3];
+            matvec_t(pl->frames + 9 * i, pl->step + 3 * pl->columns + 3 * t++, shift);
+            for (int c = 0; c < 3; c++)
+                pb->locations[3 * b + c] += shift[c];
+        }
+    }
+}
+
+static void polish_pose(const ewbik_problem *pb, const Polish *pl, double *out, int store)
+{
+    for (int i = 0; i < pl->columns; i++) {
+        int b = pb->solved[i];
+        if (store) {
+            memcpy(out + 7 * i, pb->rotations + 4 * b, 4 * sizeof(double));
+            memcpy(out + 7 * i + 4, pb->locations + 3 * b, 3 * sizeof(double));
+        } else {
+            memcpy(pb->rotations + 4 * b, out + 7 * i, 4 * sizeof(double));
+            memcpy(pb->locations + 3 * b, out + 7 * i + 4, 3 * sizeof(double));
+        }
+    }
+}
+
+/* One guarded polish step (polish.polish); returns the total, *kept says whether the pose changed. */
+static double polish_step(State *st, Polish *pl, int iteration, double total, int *reached, int *kept)
+{
+    const ewbik_problem *pb = st->pb;
+    polish_linearize(st, pl);
+    for (int i = 0; i < pl->columns; i++) {
+        parent_frame(st, pb->solved[i], pl->frames + 9 * i);
+        memcpy(pl->free + 9 * i, IDENTITY3, sizeof IDENTITY3);
+    }
+    polish_pose(pb, pl, pl->saved, 1);
+    double best = total;
+    int best_reached = 0;
+    *kept = 0;
+    for (int grown = 0, restricted = 0;;) {
+        if (damped_step(pl) != 0)
+            break;
+        polish_apply(st, pl, iteration);
+        forward(st);
+        int try_reached;
+        double new_total = total_errors(st, &try_reached);
+        if (new_total < best) {
+            best = new_total, best_reached = try_reached, *kept = 1;
+            polish_pose(pb, pl, pl->best, 1);
+        }
+        if (restricted < pb->polish_tries && restrict_turns(pl)) {
+            restricted++;
+            continue;
+        }
+        if (*kept || grown == pb->polish_tries)
+            break;
+        pl->damping = fmin(pl->damping * pb->polish_grow, pb->polish_lambda_max);
+        grown++;
+    }
+    if (!*kept) {
+        polish_pose(pb, pl, pl->saved, 0);
+        forward(st);
+        return total_errors(st, reached);
+    }
+    pl->damping = fmax(pl->damping / pb->polish_shrink, pb->polish_lambda_min);
+    polish_pose(pb, pl, pl->best, 0);
+    forward(st);
+    *reached = best_reached;
+    return best;
+}
+
+/* One EWBIK iteration (solve._sweep): every batch's bone steps, then an Anderson step if `accelerate`. */
+static double sweep(State *st, int iteration, int accelerate, int *reached)
+{
+    const ewbik_problem *pb = st->pb;
+    if (accelerate)
+        pose_vector(st, st->start);
+    for (int batch = 0; batch < pb->n_batches; batch++) {
+        int limited = batch_limited(pb, batch);
+        for (int row = pb->batch_start[batch]; row < pb->batch_start[batch + 1]; row++)
+            solve_bone_step(st, row, iteration, limited);
+    }
+    double total = total_errors(st, reached);
+    if (accelerate && !*reached)
+        return extrapolate(st, total, (double)(iteration + 1), reached);
+    forward(st);
+    return total;
+}
+
 /* Position error and orientation error over the weighted axes (_State.pin_errors). */
 static void report_errors(const State *st)
 {
@@ -840,7 +1241,11 @@ int ewbik_problem_layout(long long *offsets, int capacity)
         OFFSET(ewbik_problem, budget_seconds), OFFSET(ewbik_problem, stabilization), OFFSET(ewbik_problem, exact),
         OFFSET(ewbik_problem, relaxation), OFFSET(ewbik_problem, acceleration), OFFSET(ewbik_problem, analytic_limbs),
         OFFSET(ewbik_problem, guard_slack), OFFSET(ewbik_problem, guard_floor), OFFSET(ewbik_problem, stall),
-        OFFSET(ewbik_problem, prefer_small), OFFSET(ewbik_problem, adjugate_trust), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
+        OFFSET(ewbik_problem, prefer_small), OFFSET(ewbik_problem, polish_after),
+        OFFSET(ewbik_problem, polish_tries), OFFSET(ewbik_problem, polish_lambda_min),
+        OFFSET(ewbik_problem, polish_lambda_max), OFFSET(ewbik_problem, polish_grow),
+        OFFSET(ewbik_problem, polish_shrink), OFFSET(ewbik_problem, polish_clamped),
+        OFFSET(ewbik_problem, adjugate_trust), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),
         OFFSET(ewbik_problem, initial), OFFSET(ewbik_problem, position_errors),
         OFFSET(ewbik_problem, orientation_errors), OFFSET(ewbik_problem, iterations_done),
         OFFSET(ewbik_problem, converged),
@@ -872,25 +1277,32 @@ int ewbik_solve(const ewbik_problem *pb)
         for (int i = 0; i < pb->n_solved; i++)
             if (pb->limits->limited[pb->solved[i]])
                 ewbik_constrain(pb->limits, pb->solved[i], pb->rotations + 4 * pb->solved[i], 0);
+    Polish polish = {0};
+    int polishing = pb->polish_after >= 0 && pb->n_pins > 0;
+    if (polishing && polish_allocate(pb, &polish) != 0) {
+        free(st.world);
+        return -1;
+    }
     int iterations = 0, converged = 0, reached = 0;
     int finish = pb->analytic_limbs && pb->n_limbs > 0;
     double previous = INFINITY;
     forward(&st);
+    double total = total_errors(&st, &reached);
+    int polish_from = pb->polish_after, settled = 0, polished = 0;
     while (pb->n_pins > 0 && iterations < pb->iterations) {
-        if (pb->acceleration)
-            pose_vector(&st, st.start);
-        for (int batch = 0; batch < pb->n_batches; batch++) {
-            int limited = batch_limited(pb, batch);
-            for (int row = pb->batch_start[batch]; row < pb->batch_start[batch + 1]; row++)
-                solve_bone_step(&st, row, iterations, limited);
+        int kept = 0;
+        if (polishing && iterations >= polish_from && settled) {
+            total = polish_step(&st, &polish, iterations, total, &reached, &kept);
+            polished |= kept;
+            polish_from = kept ? iterations : iterations + 1 + pb->polish_after;
+        }
+        if (!kept) {
+            st.capped = 0;
+            total = sweep(&st, iterations, pb->acceleration && !polished, &reached);
+            settled = !st.capped;
         }
         iterations++;
-        double total = total_errors(&st, &reached);
-        if (pb->acceleration && !reached)
-            total = extrapolate(&st, total, (double)iterations, &reached);
-        else
-            forward(&st);
-        if (!reached && finish && others_reached(&st)) {
+        if (!reached && finish && !polishing && others_reached(&st)) {
             finish_limbs(&st, (double)iterations);
             total = total_errors(&st, &reached);
         }
@@ -914,6 +1326,8 @@ int ewbik_solve(const ewbik_problem *pb)
     }
     *pb->iterations_done = iterations;
     *pb->converged = converged;
+    if (polishing)
+        polish_free(&polish);
     free(st.world);
     return 0;
 }

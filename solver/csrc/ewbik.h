@@ -53,6 +53,13 @@ typedef struct {
     double guard_floor;            /* loop_constants.GUARD_FLOOR: its absolute floor */
     double stall;                  /* loop_constants.STALL: relative misfit change that counts as a stall */
     double prefer_small;           /* qcp.PREFER_SMALL: tie-break toward the smaller turn */
+    int polish_after;              /* sweeps before the polish takes over; < 0: no polish (falloff) */
+    int polish_tries;              /* loop_constants.POLISH_TRIES */
+    double polish_lambda_min;      /* loop_constants.POLISH_LAMBDA_MIN */
+    double polish_lambda_max;      /* loop_constants.POLISH_LAMBDA_MAX */
+    double polish_grow;            /* loop_constants.POLISH_GROW */
+    double polish_shrink;          /* loop_constants.POLISH_SHRINK */
+    double polish_clamped;         /* loop_constants.POLISH_CLAMPED */
     double adjugate_trust;         /* qcp.ADJUGATE_TRUST: where the closed-form eigenvector is used */
     /* pose, in and out */
     double *rotations;             /* (n, 4) w, x, y, z */
@@ -69,7 +76,7 @@ typedef struct {
 int ewbik_solve(const ewbik_problem *problem);
 
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 3
+#define EWBIK_ABI_VERSION 4
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */
