@@ -5,7 +5,7 @@ PY42 := $(VENV_DIR)/bpy-4.2/bin/python
 PY52 := $(VENV_DIR)/bpy-5.2/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venvs native test test-solver test-blender demo gallery bench build validate clean
+.PHONY: venvs native test test-solver test-blender fuzz demo gallery bench build validate clean
 
 venvs:
 	@bash tools/bootstrap.sh
@@ -20,6 +20,12 @@ test: native
 
 test-solver: native
 	$(PY52) -m pytest tests/solver $(PYTEST_ARGS)
+
+# The long fuzz run: FUZZ_DOCUMENTS generated scene documents through both loops and the CLI;
+# prints how many were refused (with a named field) and solved. `make test` runs a short one.
+FUZZ_DOCUMENTS ?= 100000
+fuzz: native
+	EWBIK_FUZZ_DOCUMENTS=$(FUZZ_DOCUMENTS) $(PY52) -m pytest tests/solver/test_fuzz.py -k long -s -q -p no:cacheprovider
 
 demo: native
 	$(PY52) tools/demo.py

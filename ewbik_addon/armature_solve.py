@@ -36,8 +36,8 @@ def solve_armature(obj, *, full=False, rescan=True):
     place_ik_controls(obj, rig)
     rotations, locations, locks = read_pose(obj, rig)
     track_underneath(rig, rotations, locations)
+    settings = solver_settings(obj, full)  # before the pins: a zero scale would make their targets infinitely far
     pins = read_pins(obj, rig)
-    settings = solver_settings(obj, full)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
     pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
@@ -70,8 +70,10 @@ def solver_settings(obj, full):
     props = obj.ewbik
     budget = props.time_budget_ms
     scale = armature_scale(obj)
-    if not scale > 1e-12:
-        raise RigError(f"'{obj.name}' has zero scale")
+    axes = [abs(s) for s in obj.matrix_world.to_scale()]
+    if not min(axes) > 1e-6 * max(max(axes), 1e-300):
+        raise RigError(f"'{obj.name}' has zero scale on an axis (scale {', '.join(f'{s:g}' for s in axes)}): "
+                       "give it a scale in every axis to solve")
     stored = {name: getattr(props, name) for name in STORED_SETTINGS}
     stored.update(time_budget_ms=None if full or budget <= 0.0 else budget, tolerance=props.tolerance / scale)
     try:

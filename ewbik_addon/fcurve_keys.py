@@ -137,6 +137,13 @@ def check_action(obj, bake_paths):
         raise RigError(f"Action '{action.name}' is linked from {source}; make it local to bake into it")
     if anim_data.use_tweak_mode:
         raise RigError(f"'{obj.name}' is in NLA tweak mode; leave tweak mode to bake into its action")
+    sharing = [] if LAYERED_ACTIONS else objects_animated_with(action, besides=obj)
+    if sharing:
+        raise RigError(
+            f"Action '{action.name}' also animates {', '.join(repr(o.name) for o in sharing[:3])}"
+            f"{' and more' if len(sharing) > 3 else ''}; baking '{obj.name}' into it would overwrite "
+            f"their keys. Give '{obj.name}' its own action (a copy) and bake again"
+        )
     fcurves = action_fcurves(anim_data) or ()
     for fcurve in fcurves:
         locked = fcurve.lock or (fcurve.group is not None and fcurve.group.lock)
@@ -145,6 +152,19 @@ def check_action(obj, bake_paths):
                 f"Channel {fcurve.data_path}[{fcurve.array_index}] of action '{action.name}' is locked; "
                 "unlock it to bake"
             )
+
+
+def objects_animated_with(action, besides):
+    """Other objects that play `action`, as their active action or in an NLA strip.
+
+    Without action slots (Blender before 4.4) every F-curve of an action drives every object
+    that plays it, so a bake into a shared action would rewrite the others' animation.
+    """
+    def plays(anim_data):
+        return anim_data is not None and (anim_data.action == action or any(
+            strip.action == action for track in anim_data.nla_tracks for strip in track.strips))
+
+    return [other for other in bpy.data.objects if other != besides and plays(other.animation_data)]
 
 
 class KeyWriter:

@@ -6,6 +6,7 @@ import mathutils
 import numpy as np
 
 from ..solver import Pin
+from ..solver.validation import MAX_COORDINATE
 from .armature_checks import RigError, armature_scale
 from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
 from .rig_cache import cached_rig, rig_for
@@ -102,9 +103,10 @@ def _target_frames(obj, rig, checked):
         frames[i, :4] = rotation
         frames[i, 4:] = location
     frames[frames[:, 0] < 0.0, :4] *= -1.0
-    bad = ~np.isfinite(frames).all(axis=1)
+    bad = ~(np.isfinite(frames).all(axis=1) & (np.abs(frames[:, 4:]) <= MAX_COORDINATE).all(axis=1))
     if np.any(bad):
-        raise RigError(f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity")
+        raise RigError(f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity, "
+                       f"or lies farther than {MAX_COORDINATE:g} armature units")
     return frames
 
 

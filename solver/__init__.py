@@ -16,6 +16,7 @@ from .settings import SolverSettings
 from .skeleton import Skeleton
 from .solve import SolveResult, solve
 from .two_bone import two_bone_ik
+from .validation import SceneError
 
 __all__ = [
     "FitError",
@@ -25,6 +26,7 @@ __all__ = [
     "Pin",
     "PresetError",
     "Scene",
+    "SceneError",
     "Skeleton",
     "SolveResult",
     "SolverSettings",

@@ -220,3 +220,14 @@ def test_library_override_is_posed_unless_it_is_a_system_override(library_rig):
     with pytest.raises(RigError, match="read-only library override"):
         solve_armature(override, full=True)
     assert_unchanged(override, before)
+
+
+def test_zero_scale_on_an_axis_is_named_and_nothing_is_written(metarig):
+    target = pinned(metarig, "hand.L")["hand.L"]
+    metarig.scale = (1.0, 0.0, 1.0)
+    update()
+    before = pose_state(metarig)
+    target.location.z += 0.05
+    update()
+    assert "zero scale" in metarig.ewbik.status, metarig.ewbik.status
+    assert_unchanged(metarig, before)

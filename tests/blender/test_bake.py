@@ -695,3 +695,34 @@ def test_panel_offers_the_range_the_options_and_the_button(rig, bake_engine):
 def test_panel_and_operator_need_an_armature(bake_engine):
     assert not addon_module("panels.bake").EWBIK_PT_bake.poll(bpy.context)
     assert not bpy.ops.ewbik.bake.poll()
+
+
+def test_an_action_another_armature_plays_keeps_its_keys(rig):
+    """Before action slots (4.2), baking into an action another armature plays is refused, naming it;
+    with slots the bake keys its own slot. Either way the other armature's keys stay as they were."""
+    other = rig.copy()
+    other.data = rig.data.copy()
+    other.name = "Other rig"
+    bpy.context.scene.collection.objects.link(other)
+    other.select_set(False)
+    for pose_bone in other.pose.bones:
+        pose_bone.ewbik.target = None  # only plays the action; not an armature to bake
+    hand = other.pose.bones["hand.L"]
+    hand.rotation_mode = "QUATERNION"
+    for frame, angle in ((1, 0.3), (5, 0.6), (10, 0.9)):
+        hand.rotation_quaternion = Quaternion((1.0, 0.0, 0.0), angle)
+        hand.keyframe_insert("rotation_quaternion", frame=frame)
+    action = other.animation_data.action
+    theirs = {(f.data_path, f.array_index): [tuple(k.co) for k in f.keyframe_points]
+              for f in fcurve_keys().action_fcurves(other.animation_data)}
+    rig.animation_data_create().action = action
+    if fcurve_keys().LAYERED_ACTIONS:
+        rig.animation_data.action_slot = None
+        assert bpy.ops.ewbik.bake(frame_start=1, frame_end=10) == {"FINISHED"}
+    else:
+        with pytest.raises(RuntimeError, match="also animates 'Other rig'"):
+            bpy.ops.ewbik.bake(frame_start=1, frame_end=10)
+        assert rig.animation_data.action == action
+    after = {(f.data_path, f.array_index): [tuple(k.co) for k in f.keyframe_points]
+             for f in fcurve_keys().action_fcurves(other.animation_data)}
+    assert after == theirs
