@@ -8,6 +8,7 @@ the loop, `solve` iterates in C (the same steps); elsewhere in numpy.
 
 from .fit_limits import FitError, fit_limits
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
+from .native import available as compiled_loop_available
 from .pins import Pin
 from .presets import PresetError, apply_limit_preset, available_presets, preset_limits, preset_stiffness
 from .qcp import kabsch_rotation, qcp_rotations
@@ -33,6 +34,7 @@ __all__ = [
     "TwistLimit",
     "apply_limit_preset",
     "available_presets",
+    "compiled_loop_available",
     "fit_limits",
     "kabsch_rotation",
     "parse_scene",
