@@ -5,7 +5,7 @@ PY42 := $(VENV_DIR)/bpy-4.2/bin/python
 PY52 := $(VENV_DIR)/bpy-5.2/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venvs native test test-solver test-blender fuzz demo gallery bench build validate clean
+.PHONY: venvs native lint test test-solver test-blender fuzz demo gallery bench build validate clean
 
 venvs:
 	@bash tools/bootstrap.sh
@@ -14,6 +14,11 @@ venvs:
 # machine's by the system compiler, the others by zig; without it the solver runs its numpy loop.
 native: venvs
 	@$(PY52) tools/build_native.py --cross >/dev/null
+
+# Ruff's rules (pyproject.toml) on the tree, mypy on the solver's public surface.
+lint: venvs
+	$(PY52) -m ruff check .
+	$(PY52) -m mypy -p solver
 
 test: native
 	@bash tools/run_tests.sh $(PYTEST_ARGS)
