@@ -86,7 +86,7 @@ def _solve_together(settings, entries):
     n = len(crowd.skeleton.names)
     all_rotations, all_locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), crowd.stiffness.copy()
     pins = []
-    for k, (obj, rig, rig_pins, rig_rotations, rig_locations, locks) in enumerate(entries):
+    for k, (_obj, _rig, rig_pins, rig_rotations, rig_locations, locks) in enumerate(entries):
         index = crowd.pose_index[k]
         all_rotations[index], all_locations[index] = rig_rotations, rig_locations
         stiffness[index[locks.fully_locked]] = 1.0

@@ -36,7 +36,7 @@ class Rig:
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     pins: tuple = ()  # (bone name, target object), pose.bones order
-    checked_pins: "CheckedPins" = None  # validated at the last scan; None: check again
+    checked_pins: object = None  # pin_reading.CheckedPins validated at the last scan; None: check again
     validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, its pin settings) -> a Pin with them
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose

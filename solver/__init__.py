@@ -11,7 +11,7 @@ from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from .native import available as compiled_loop_available
 from .pins import Pin
 from .presets import PresetError, apply_limit_preset, available_presets, preset_limits, preset_stiffness
-from .qcp import kabsch_rotation, qcp_rotations
+from .qcp import qcp_rotations
 from .scene import Scene, parse_scene, pose_document, solve_scene
 from .settings import SolverSettings
 from .skeleton import Skeleton
@@ -36,7 +36,6 @@ __all__ = [
     "available_presets",
     "compiled_loop_available",
     "fit_limits",
-    "kabsch_rotation",
     "parse_scene",
     "pose_document",
     "preset_limits",

@@ -14,7 +14,7 @@ regions answers every bone of a batch at once with no loop over bones or cones.
 """
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -139,7 +139,7 @@ class Kusudama:
     region as it can be. `comfort` (0..1, default 0) is a soft limit: see `JointLimits.constrain`.
     """
 
-    def __init__(self, cones: Sequence[LimitCone] = (), twist: Optional[TwistLimit] = None,
+    def __init__(self, cones: Sequence[LimitCone] = (), twist: TwistLimit | None = None,
                  comfort: float = 0.0):
         self.cones = tuple(cones)
         for i, cone in enumerate(self.cones):

@@ -85,10 +85,6 @@ class Skeleton:
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1 if n else 0)]
         self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
         self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
-        self.children = [[] for _ in range(n)]
-        for i, p in enumerate(self.parents):
-            if p >= 0:
-                self.children[p].append(i)
         self.plan_cache = {}
         self.unit = _length_unit(self)
         self._normalized = None

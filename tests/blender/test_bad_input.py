@@ -133,7 +133,7 @@ def test_limit_cone_without_direction_is_reported_until_fixed(metarig):
     metarig.update_tag()
     update()
     before = pose_state(metarig)
-    for step in range(2):
+    for _step in range(2):
         target.location.z += 0.02
         update()
         assert "forearm.L" in metarig.ewbik.status and "no direction" in metarig.ewbik.status

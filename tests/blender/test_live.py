@@ -235,7 +235,7 @@ def test_solves_cut_short_by_the_budget_continue_from_the_timer(metarig):
     first = distance_to_target(metarig, "hand.L")
     assert first > 1e-3
     assert bpy.app.timers.is_registered(live.refine_unconverged)
-    for tick in range(live.MAX_REFINEMENTS):
+    for _tick in range(live.MAX_REFINEMENTS):
         live.refine_unconverged()
         update()
     assert distance_to_target(metarig, "hand.L") < first / 10
@@ -255,7 +255,7 @@ def test_refinements_reuse_the_cached_bone_settings(metarig, monkeypatch):
 
     monkeypatch.setattr(pin_reading, "pinned_targets", recorded)
     before = distance_to_target(metarig, "hand.L")
-    for tick in range(5):
+    for _tick in range(5):
         live.refine_unconverged()
         update()
     assert rescans and not any(rescans)
@@ -280,7 +280,7 @@ def test_refinement_stops_for_unreachable_targets(metarig, counted_solves):
     target.location.x += 5.0
     update()
     counted_solves.clear()
-    for tick in range(2 * live.MAX_REFINEMENTS):
+    for _tick in range(2 * live.MAX_REFINEMENTS):
         live.refine_unconverged()
         update()
     assert len(counted_solves) <= live.MAX_REFINEMENTS
@@ -401,7 +401,7 @@ def test_a_quick_drag_keeps_refining_with_the_default_settings(metarig):
     update()
     dragged = {bone: distance_to_target(metarig, bone) for bone in HANDS_FEET_HEAD}
     assert bpy.app.timers.is_registered(live.refine_unconverged)
-    for tick in range(live.MAX_REFINEMENTS):
+    for _tick in range(live.MAX_REFINEMENTS):
         live.refine_unconverged()
         update()
         if not live.has_unconverged():
@@ -422,7 +422,7 @@ def test_a_new_live_error_is_reported_once_with_an_error_icon(metarig, capfd):
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
     metarig.pose.bones["forearm.L"].ewbik.stiffness = float("nan")
-    for step in range(3):
+    for _step in range(3):
         target.location.z += 0.01
         metarig.update_tag()
         update()
@@ -476,7 +476,7 @@ def test_a_target_driven_by_the_bone_it_pins_is_refused(metarig):
     variable.targets[0].transform_type = "LOC_X"
     driver.expression = f"{variable.name} + 0.3"
     start = bone_world(metarig, "hand.L").translation.copy()
-    for step in range(5):
+    for _step in range(5):
         target.location.y += 0.01
         update()
     assert "feedback loop" in metarig.ewbik.status and "'hand.L'" in metarig.ewbik.status

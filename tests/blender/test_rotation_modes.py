@@ -57,7 +57,7 @@ def test_every_rotation_mode_gives_the_same_evaluated_pose(mode):
     solved = evaluated_pose(rig)
     assert np.abs(solved - start).max() > 0.05
     assert np.abs(solved - evaluated_pose(reference)).max() < 1e-4
-    for bone, offset in MOVES.items():
+    for bone in MOVES:
         reached = (rig.matrix_world @ rig.pose.bones[bone].matrix).translation
         assert (reached - rig.pose.bones[bone].ewbik.target.matrix_world.translation).length < 1e-3
 

@@ -170,7 +170,7 @@ def test_antipodal_input_is_finite():
 def test_degenerate_cones_are_finite(cones):
     kusudama = Kusudama([LimitCone(d, r) for d, r in cones])
     assert_finite_and_allowed(kusudama, EDGE_DIRS)
-    for d, r in cones:
+    for d, _r in cones:
         assert kusudama.allows(np.array(d, dtype=float))
 
 
@@ -232,7 +232,7 @@ def quat_product(a, b):
 
 # ---------------------------------------------------------------- properties
 
-direction = st.tuples(*[st.floats(-1, 1)] * 3).filter(lambda v: 1e-3 < np.linalg.norm(v))
+direction = st.tuples(*[st.floats(-1, 1)] * 3).filter(lambda v: np.linalg.norm(v) > 1e-3)
 
 
 @st.composite
