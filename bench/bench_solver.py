@@ -11,8 +11,8 @@ humanoid limit preset when the solver has presets. Blender's IK constraints
 once per installed bpy version, in the same run, so the speed ratio compares
 numbers taken under the same machine load.
 
-The rig is scaled to 1.75 m (bench/mocap.py), so metres * 1000 are the issue's
-millimetres. Results go to stdout and into docs/BENCHMARKS.md between the
+The rig is scaled to 1.75 m (bench/mocap.py), so metres * 1000 are millimetres on
+a human-sized body. Results go to stdout and into docs/BENCHMARKS.md between the
 result markers.
 """
 

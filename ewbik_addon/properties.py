@@ -1,12 +1,12 @@
 """Settings stored in the .blend: per armature (`Object.ewbik`) and per pose bone (`PoseBone.ewbik`).
 
-Names follow the public surface in INTERFACE.md. Every change marks the armature
+Names follow the public interface (docs/INTERFACE.md). Every change marks the armature
 dirty so the live handler re-solves; values are plain RNA properties, so they are
 saved and undoable. Pin kind, planted, weight, orientation weights, falloff and the
 armature's influence are animatable (the solver reads them on every solve); stiffness
 and limits are not, because the live handler reads them only when the armature itself
 changes. Names shown in the UI speak an animator's words; the RNA identifiers are the
-public interface and stay as INTERFACE.md names them.
+public interface and stay as docs/INTERFACE.md names them.
 """
 
 import dataclasses

@@ -4,7 +4,7 @@ Everything is expressed in the bone's rest frame (Blender's pose-bone local spac
 direction of a local rotation Q is Q applied to +Y, so (0, 1, 0) is the rest direction, and the
 twist is the rotation about the bone's own axis relative to rest.
 
-Allowed swing region (ALGORITHM_NOTES section 5): inside any cone, or, for each consecutive pair
+Allowed swing region (the EWBIK paper's Kusudama with tangent cones): inside any cone, or, for each consecutive pair
 of cones, inside one of the two spherical triangles (A, T, B) spanned with the tangent cones but
 outside that tangent cone. Cones and tangent cones are treated alike as "regions" with a centre X,
 a radius r and a side: a cone allows the inside, a tangent cone allows the outside of its circle

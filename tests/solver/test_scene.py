@@ -50,7 +50,7 @@ def test_examples_match_their_generator():
 
 
 def test_solve_scene_is_exported_by_the_package():
-    """INTERFACE.md: `solver.solve_scene(scene: dict) -> dict`."""
+    """docs/INTERFACE.md: `solver.solve_scene(scene: dict) -> dict`."""
     assert solver.solve_scene is solve_scene
 
 
