@@ -5,7 +5,7 @@ PY42 := $(VENV_DIR)/bpy-4.2/bin/python
 PY52 := $(VENV_DIR)/bpy-5.2/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venvs native test test-solver test-blender demo gallery bench build validate clean
+.PHONY: venvs native lint test test-solver test-blender fuzz demo gallery bench build validate clean
 
 venvs:
 	@bash tools/bootstrap.sh
@@ -15,11 +15,22 @@ venvs:
 native: venvs
 	@$(PY52) tools/build_native.py --cross >/dev/null
 
+# Ruff's rules (pyproject.toml) on the tree, mypy on the solver's public surface.
+lint: venvs
+	$(PY52) -m ruff check .
+	$(PY52) -m mypy -p solver
+
 test: native
 	@bash tools/run_tests.sh $(PYTEST_ARGS)
 
 test-solver: native
 	$(PY52) -m pytest tests/solver $(PYTEST_ARGS)
+
+# The long fuzz run: FUZZ_DOCUMENTS generated scene documents through both loops and the CLI;
+# prints how many were refused (with a named field) and solved. `make test` runs a short one.
+FUZZ_DOCUMENTS ?= 100000
+fuzz: native
+	EWBIK_FUZZ_DOCUMENTS=$(FUZZ_DOCUMENTS) $(PY52) -m pytest tests/solver/test_fuzz.py -k long -s -q -p no:cacheprovider
 
 demo: native
 	$(PY52) tools/demo.py

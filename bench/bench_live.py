@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_solver import machine_line, markdown_table, solver_fingerprint, stats  # noqa: E402
 from blender_ik import rotation_angle_deg  # noqa: E402
-from tests.blender.blender_helpers import (  # noqa: E402
+from tests.support.blender_helpers import (  # noqa: E402
     addon_module,
     build_metarig,
     disable_extension,
@@ -240,12 +240,12 @@ def chain_length(pose_bone):
 
 
 def solve_recorder(samples):
-    """Wrap the installed bridge's solve_armature so each live solve's cost and iterations are kept.
+    """Wrap the installed extension's solve_armature so each live solve's cost and iterations are kept.
 
     Returns a function that undoes the wrap.
     """
-    bridge = addon_module("ewbik_addon.bridge")
-    original = bridge.solve_armature
+    armature_solve = addon_module("ewbik_addon.armature_solve")
+    original = armature_solve.solve_armature
 
     def recording(obj, **kwargs):
         cpu = time.process_time()
@@ -255,8 +255,8 @@ def solve_recorder(samples):
         samples.solve_iterations.append(result.iterations)
         return result
 
-    bridge.solve_armature = recording
-    return lambda: setattr(bridge, "solve_armature", original)
+    armature_solve.solve_armature = recording
+    return lambda: setattr(armature_solve, "solve_armature", original)
 
 
 def drag(config, path, samples):

@@ -40,7 +40,7 @@ from mathutils import Matrix, Quaternion, Vector  # noqa: E402
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_solver import machine_line, markdown_table, solver_fingerprint, stats  # noqa: E402
-from tests.blender.blender_helpers import (  # noqa: E402
+from tests.support.blender_helpers import (  # noqa: E402
     addon_module,
     build_metarig,
     extension_enabled,

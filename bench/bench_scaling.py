@@ -46,7 +46,7 @@ from mathutils import Vector  # noqa: E402
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_solver import machine_line, markdown_table, solver_fingerprint  # noqa: E402
-from tests.blender.blender_helpers import addon_module, load_build_tool, make_active, pin  # noqa: E402
+from tests.support.blender_helpers import addon_module, load_build_tool, make_active, pin  # noqa: E402
 
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
 BEGIN, END = "<!-- bench:scaling -->", "<!-- /bench:scaling -->"
@@ -195,20 +195,22 @@ class BridgeTimer:
     """Wall time of each bridge call the live handler makes, and the solve() time inside it."""
 
     def __init__(self):
-        self.bridge = addon_module("ewbik_addon.bridge")
-        self.wrapped = {name: getattr(self.bridge, name) for name in ("solve_armature", "solve_crowd")
-                        if hasattr(self.bridge, name)}
+        self.wrapped = {
+            (module, name): getattr(module, name)
+            for module, name in ((addon_module("ewbik_addon.armature_solve"), "solve_armature"),
+                                 (addon_module("ewbik_addon.crowd_solve"), "solve_crowd"))
+        }
         self.bridge_ms = 0.0
         self.solve_ms = 0.0
 
     def __enter__(self):
-        for name, original in self.wrapped.items():
-            setattr(self.bridge, name, self._timed(original))
+        for (module, name), original in self.wrapped.items():
+            setattr(module, name, self._timed(original))
         return self
 
     def __exit__(self, *exc):
-        for name, original in self.wrapped.items():
-            setattr(self.bridge, name, original)
+        for (module, name), original in self.wrapped.items():
+            setattr(module, name, original)
 
     def _timed(self, original):
         def timed(*args, **kwargs):

@@ -11,8 +11,8 @@ humanoid limit preset when the solver has presets. Blender's IK constraints
 once per installed bpy version, in the same run, so the speed ratio compares
 numbers taken under the same machine load.
 
-The rig is scaled to 1.75 m (bench/mocap.py), so metres * 1000 are the issue's
-millimetres. Results go to stdout and into docs/BENCHMARKS.md between the
+The rig is scaled to 1.75 m (bench/mocap.py), so metres * 1000 are millimetres on
+a human-sized body. Results go to stdout and into docs/BENCHMARKS.md between the
 result markers.
 """
 
@@ -363,12 +363,9 @@ def markdown_table(header, rows):
 
 def per_pin_table(runs):
     header = ["run"] + [f"{e} p95 mm / deg" for e in EFFECTORS]
-    rows = []
-    for run in runs:
-        cells = [run.label]
-        for k in range(len(EFFECTORS)):
-            cells.append(f"{np.percentile(run.position_mm[:, k], 95):.3f} / {np.percentile(run.orientation_deg[:, k], 95):.3f}")
-        rows.append(cells)
+    rows = [[run.label] + [
+        f"{np.percentile(run.position_mm[:, k], 95):.3f} / {np.percentile(run.orientation_deg[:, k], 95):.3f}"
+        for k in range(len(EFFECTORS))] for run in runs]
     return markdown_table(header, rows)
 
 
@@ -428,7 +425,7 @@ def machine_line(fingerprint):
     except OSError:
         commit = "?"
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (f"{now}; {model}, {os.cpu_count()} cores, load average {load}; Python {platform.python_version()}, "
             f"numpy {np.__version__}; commit {commit}, solver sha1 {fingerprint}; "
             f"solver loop: {'compiled (solver/csrc)' if native.available() else 'numpy (library not built)'}")
@@ -656,7 +653,7 @@ def main(argv=None):
     table_runs = [warm] + ([numpy_warm] if numpy_warm is not None else []) + [rest] + (
         [limited] if limited is not None else [])
     rows = [row_cells(r, baseline) for r in table_runs]
-    for (venv, mode), run in sorted(blender.items(), key=lambda kv: (kv[0][0] != "bpy-5.2", kv[0])):
+    for (_venv, mode), run in sorted(blender.items(), key=lambda kv: (kv[0][0] != "bpy-5.2", kv[0])):
         if mode == "muted":
             run.label = f"{run.label.rsplit(' ', 2)[0]} constraints muted (depsgraph cost without IK)"
         elif mode == "rest":

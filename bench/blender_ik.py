@@ -24,6 +24,7 @@ Prints nothing but a JSON document to --out.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -48,16 +49,58 @@ def _parse_args(argv):
     return parser.parse_args(argv)
 
 
+@dataclasses.dataclass
+class _Scene:
+    """The imported clip's armature with IK constraints, and what was captured at each frame."""
+
+    rig: object
+    effectors: list
+    joints: list
+    targets: list  # per frame: each effector's captured pose matrix
+    tails: list  # per frame: each effector's captured tail
+    hips_basis: list  # per frame: the hips' captured matrix_basis
+    captured_heads: list  # per frame: each recorded joint's head
+    chains: dict = None  # effector -> the bones its IK constraint turns
+    constraints: list = None
+    empties: list = None
+    chain_bones: list = None  # every chain bone, parents first
+
+
 def main(argv=None):
     args = _parse_args(argv)
     os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="ewbik-bench-")
     import bpy
     import numpy as np
-    from mathutils import Matrix
 
     frames = [int(f) for f in args.frames.split(",")]
-    effectors = args.effectors.split(",")
-    joints = [j for j in args.joints.split(",") if j]
+    scene = _capture(bpy, args, frames)
+    _add_ik_constraints(bpy, scene, args.iterations)
+    bpy.context.view_layer.update()
+    result = {
+        "blender": bpy.app.version_string,
+        "python": sys.version.split()[0],
+        "effectors": scene.effectors,
+        "chains": scene.chains,
+        "iterations": args.iterations,
+        "frames": frames,
+        "joints": scene.joints,
+        "captured_heads": scene.captured_heads,
+        "modes": {},
+    }
+    for mode in args.modes.split(","):
+        passes = [_run(bpy, scene, mode) for _ in range(max(1, args.repeats))]
+        ms = np.median(np.array([p[0] for p in passes]), axis=0)
+        result["modes"][mode] = {"ms": ms[:, 0].tolist(), "cpu_ms": ms[:, 1].tolist(),
+                                 "position_error": passes[0][1], "orientation_error_deg": passes[0][2],
+                                 "heads": passes[0][3]}
+    with open(args.out, "w") as f:
+        json.dump(result, f)
+
+
+def _capture(bpy, args, frames):
+    """Import the clip and record the effectors, the hips and the joints at each frame."""
+    import numpy as np
+    from mathutils import Matrix
 
     bpy.ops.wm.read_homefile(use_empty=True)
     bpy.ops.import_anim.bvh(
@@ -67,114 +110,110 @@ def main(argv=None):
         axis_forward="-Z",
         axis_up="Y",
     )
-    scene = bpy.context.scene
-    view_layer = bpy.context.view_layer
     rig = bpy.context.object
     bones = rig.pose.bones
     first_frame = int(rig.animation_data.action.frame_range[0])
-
-    targets, tails, hips_basis, captured_heads = [], [], [], []
+    scene = _Scene(rig, args.effectors.split(","), [j for j in args.joints.split(",") if j], [], [], [], [])
     for f in frames:
-        scene.frame_set(first_frame + f)
-        captured_heads.append([list(bones[j].head) for j in joints])
-        targets.append([np.array(bones[e].matrix) for e in effectors])
-        tails.append([np.array(bones[e].tail) for e in effectors])
-        hips_basis.append(Matrix(bones[HIPS].matrix_basis))
+        bpy.context.scene.frame_set(first_frame + f)
+        scene.captured_heads.append([list(bones[j].head) for j in scene.joints])
+        scene.targets.append([np.array(bones[e].matrix) for e in scene.effectors])
+        scene.tails.append([np.array(bones[e].tail) for e in scene.effectors])
+        scene.hips_basis.append(Matrix(bones[HIPS].matrix_basis))
+    return scene
 
+
+def _add_ik_constraints(bpy, scene, iterations):
+    """Drop the action, rest every bone, and pull each effector to an empty with an IK constraint."""
+    rig = scene.rig
+    bones = rig.pose.bones
     rig.animation_data_clear()
     for pb in bones:
         pb.matrix_basis.identity()
         if pb.name != HIPS:
             pb.rotation_mode = "QUATERNION"
     rig.pose.ik_solver = "LEGACY"
-    chains, constraints, empties = {}, [], []
-    for name in effectors:
+    scene.chains, scene.constraints, scene.empties = {}, [], []
+    for name in scene.effectors:
         empty = bpy.data.objects.new(f"target_{name}", None)
-        scene.collection.objects.link(empty)
-        empties.append(empty)
+        bpy.context.scene.collection.objects.link(empty)
+        scene.empties.append(empty)
         constraint = bones[name].constraints.new("IK")
         constraint.target = empty
         constraint.use_tail = True
         constraint.use_rotation = True
         constraint.use_stretch = False
-        constraint.iterations = args.iterations
+        constraint.iterations = iterations
         chain, bone = [], bones[name]
         while bone.name != HIPS:
             chain.append(bone.name)
             bone = bone.parent
         constraint.chain_count = len(chain)
-        chains[name] = chain
-        constraints.append(constraint)
-    chain_bones = sorted({b for chain in chains.values() for b in chain}, key=lambda n: _depth(bones[n]))
-    view_layer.update()
+        scene.chains[name] = chain
+        scene.constraints.append(constraint)
+    scene.chain_bones = sorted({b for chain in scene.chains.values() for b in chain}, key=lambda n: _depth(bones[n]))
 
-    def place(i):
-        bones[HIPS].matrix_basis = hips_basis[i]
-        for k, empty in enumerate(empties):
-            m = targets[i][k].copy()
-            m[:3, 3] = tails[i][k]
-            empty.matrix_world = Matrix(m.tolist())
 
-    def errors(i):
-        pos, ang = [], []
-        for k, name in enumerate(effectors):
-            m = np.array(bones[name].matrix)
-            t = targets[i][k]
-            pos.append(float(np.linalg.norm(m[:3, 3] - t[:3, 3])))
-            ang.append(rotation_angle_deg(t[:3, :3], m[:3, :3]))
-        return pos, ang
+def _place(scene, i):
+    """The hips and the effectors' empties as captured at frame i."""
+    from mathutils import Matrix
 
-    def solved_rotations():
-        return {
-            n: rig.convert_space(pose_bone=bones[n], matrix=bones[n].matrix, from_space="POSE", to_space="LOCAL")
-            .to_quaternion()
-            .normalized()
-            for n in chain_bones
-        }
+    scene.rig.pose.bones[HIPS].matrix_basis = scene.hips_basis[i]
+    for k, empty in enumerate(scene.empties):
+        m = scene.targets[i][k].copy()
+        m[:3, 3] = scene.tails[i][k]
+        empty.matrix_world = Matrix(m.tolist())
 
-    def run(mode):
-        for c in constraints:
-            c.enabled = mode != "muted"
-        for pb in bones:
-            pb.matrix_basis.identity()
-        view_layer.update()
-        ms, pos, ang, heads = [], [], [], []
-        for i in range(len(frames)):
-            if mode != "warm" or i == 0:
-                for n in chain_bones:
-                    bones[n].matrix_basis.identity()
-            place(i)
-            start, start_cpu = time.perf_counter(), time.process_time()
-            view_layer.update()
-            ms.append(((time.perf_counter() - start) * 1e3, (time.process_time() - start_cpu) * 1e3))
-            p, a = errors(i)
-            pos.append(p)
-            ang.append(a)
-            heads.append([list(bones[j].head) for j in joints])
-            if mode == "warm":
-                for n, rotation in solved_rotations().items():
-                    bones[n].rotation_quaternion = rotation
-        return ms, pos, ang, heads
 
-    result = {
-        "blender": bpy.app.version_string,
-        "python": sys.version.split()[0],
-        "effectors": effectors,
-        "chains": chains,
-        "iterations": args.iterations,
-        "frames": frames,
-        "joints": joints,
-        "captured_heads": captured_heads,
-        "modes": {},
+def _errors(scene, i):
+    """(position errors, orientation errors in degrees) of the effectors against frame i's capture."""
+    import numpy as np
+
+    pos, ang = [], []
+    for k, name in enumerate(scene.effectors):
+        m = np.array(scene.rig.pose.bones[name].matrix)
+        t = scene.targets[i][k]
+        pos.append(float(np.linalg.norm(m[:3, 3] - t[:3, 3])))
+        ang.append(rotation_angle_deg(t[:3, :3], m[:3, :3]))
+    return pos, ang
+
+
+def _solved_rotations(scene):
+    bones = scene.rig.pose.bones
+    return {
+        n: scene.rig.convert_space(pose_bone=bones[n], matrix=bones[n].matrix, from_space="POSE", to_space="LOCAL")
+        .to_quaternion()
+        .normalized()
+        for n in scene.chain_bones
     }
-    for mode in args.modes.split(","):
-        passes = [run(mode) for _ in range(max(1, args.repeats))]
-        ms = np.median(np.array([p[0] for p in passes]), axis=0)
-        result["modes"][mode] = {"ms": ms[:, 0].tolist(), "cpu_ms": ms[:, 1].tolist(),
-                                 "position_error": passes[0][1], "orientation_error_deg": passes[0][2],
-                                 "heads": passes[0][3]}
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+
+
+def _run(bpy, scene, mode):
+    """One timed pass over the frames: (ms and CPU ms, position errors, angle errors, joint heads)."""
+    view_layer = bpy.context.view_layer
+    bones = scene.rig.pose.bones
+    for c in scene.constraints:
+        c.enabled = mode != "muted"
+    for pb in bones:
+        pb.matrix_basis.identity()
+    view_layer.update()
+    ms, pos, ang, heads = [], [], [], []
+    for i in range(len(scene.targets)):
+        if mode != "warm" or i == 0:
+            for n in scene.chain_bones:
+                bones[n].matrix_basis.identity()
+        _place(scene, i)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        view_layer.update()
+        ms.append(((time.perf_counter() - start) * 1e3, (time.process_time() - start_cpu) * 1e3))
+        p, a = _errors(scene, i)
+        pos.append(p)
+        ang.append(a)
+        heads.append([list(bones[j].head) for j in scene.joints])
+        if mode == "warm":
+            for n, rotation in _solved_rotations(scene).items():
+                bones[n].rotation_quaternion = rotation
+    return ms, pos, ang, heads
 
 
 def rotation_angle_deg(a, b):

@@ -1,4 +1,4 @@
-"""Blender glue: stored settings, the armature <-> solver bridge, the live handler, the overlay,
+"""Blender glue: stored settings, the armature <-> solver modules, the live handler, the overlay,
 the limit handles, menu entries and shortcuts."""
 
 import bpy

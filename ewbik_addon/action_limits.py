@@ -11,7 +11,7 @@ import numpy as np
 
 from ..solver import FitError, fit_limits, quat
 from . import live
-from .bridge import RigError
+from .armature_checks import RigError
 from .limit_settings import scene_bones, set_limits
 from .rotation_channels import channels_to_quaternions
 

@@ -6,7 +6,7 @@ store limits and stiffness the same way.
 
 from ..solver import presets
 from . import production_rigs
-from .bridge import fixed_bones
+from .production_checks import fixed_bones
 from .limit_settings import scene_bones, set_limits
 from .messages import count
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..solver.kusudama import Kusudama, LimitCone, TwistLimit
 
-_MIN_DIRECTION = 1e-9
+MIN_DIRECTION = 1e-9  # shorter cone directions have none: refused by the solve, skipped by the overlay
 
 
 def scene_bones(obj):
@@ -81,7 +81,7 @@ def kusudama_from_key(key):
     for *direction, radius in cone_rows:
         direction = np.asarray(direction, dtype=float)
         length = float(np.linalg.norm(direction))
-        if np.isfinite(length) and length > _MIN_DIRECTION and np.isfinite(radius):
+        if np.isfinite(length) and length > MIN_DIRECTION and np.isfinite(radius):
             cones.append(LimitCone(tuple(direction / length), max(0.0, float(radius))))
     twist = None
     if twist_range is not None and twist_range[0] <= twist_range[1]:

@@ -26,7 +26,7 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import bridge, messages, targets
+from . import armature_checks, armature_solve, crowd_solve, messages, pin_reading, rig_cache, targets
 
 MAX_REFINEMENTS = 50
 MIN_PROGRESS = 0.002  # a refinement gains when it shrinks the best summed pin distance by this fraction
@@ -90,7 +90,7 @@ def on_frame_change(scene, depsgraph):
 
 def _solve_live(view_layer, changed, moved):
     """Solve each live armature of the view layer that the change concerns (all when changed is None);
-    several of them in one solver call (bridge.solve_crowd)."""
+    several of them in one solver call (crowd_solve.solve_crowd)."""
     _state["busy"] = True
     try:
         due = {}
@@ -121,10 +121,10 @@ def _is_due(obj, changed, moved):
         if obj.mode == "EDIT":
             _report_edit_mode(obj)
             return None
-        pinned = bridge.pinned_targets(obj, rescan=rescan)
+        pinned = pin_reading.pinned_targets(obj, rescan=rescan)
         unpinned = targets.unpin_deleted(obj, pinned)
         if unpinned:
-            pinned = bridge.pinned_targets(obj, rescan=True)
+            pinned = pin_reading.pinned_targets(obj, rescan=True)
         if rescan:
             targets.follow_bone_renames(obj, pinned)
         if not pinned:
@@ -133,7 +133,7 @@ def _is_due(obj, changed, moved):
         if changed is not None and not (rescan or refining or unpinned or _any_moved(pinned, moved | changed)):
             return None
         return unpinned
-    except bridge.RigError as error:
+    except armature_checks.RigError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
         _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}", error=True)
@@ -142,8 +142,8 @@ def _is_due(obj, changed, moved):
 
 def _solve_one(obj, unpinned):
     try:
-        result = bridge.solve_armature(obj, rescan=False)
-    except bridge.RigError as error:
+        result = armature_solve.solve_armature(obj, rescan=False)
+    except armature_checks.RigError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
         _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}", error=True)
@@ -154,11 +154,11 @@ def _solve_one(obj, unpinned):
 def _solve_crowd(due):
     """due: {armature: message about pins it just lost}."""
     try:
-        outcomes = bridge.solve_crowd(list(due))
+        outcomes = crowd_solve.solve_crowd(list(due))
     except Exception as error:  # a handler must never raise: report on the armatures instead
         outcomes = {obj: error for obj in due}
     for obj, outcome in outcomes.items():
-        if isinstance(outcome, bridge.RigError):
+        if isinstance(outcome, armature_checks.RigError):
             _set_status(obj, str(outcome), error=True)
         elif isinstance(outcome, Exception):
             _set_status(obj, f"Live solve failed: {type(outcome).__name__}: {outcome}", error=True)
@@ -174,7 +174,7 @@ def _report(obj, result, unpinned):
 def _report_edit_mode(obj):
     """A pinned armature in Edit Mode is not solved (bones may be renamed or gone): say so."""
     if any(pose_bone.ewbik.target is not None for pose_bone in obj.pose.bones):
-        bridge.solve_armature(obj, rescan=False)  # raises the bridge's Edit Mode RigError
+        armature_solve.solve_armature(obj, rescan=False)  # raises the Edit Mode RigError
     else:
         _set_status(obj, "")
 
@@ -252,7 +252,7 @@ def _any_moved(pinned, moved):
 
 def _summary(obj, result):
     """'2 pins reached, largest distance 0.02 mm' in the scene's length unit."""
-    worst = _worst_error(result) * bridge.armature_scale(obj)
+    worst = _worst_error(result) * armature_checks.armature_scale(obj)
     state = "reached" if result.converged else "reaching"
     pins = messages.count(len(result.position_errors), "pin")
     return f"{pins} {state}, largest distance {messages.distance(bpy.context.scene, worst)}"
@@ -289,7 +289,7 @@ def _forget_deleted_armatures():
     _state["object_count"] = count
     if not shrunk:
         return
-    alive = bridge.forget_deleted_rigs()
+    alive = rig_cache.forget_deleted_rigs()
     for per_armature in ("refinements_left", "progress", "reported"):
         for uid in set(_state[per_armature]) - alive:
             del _state[per_armature][uid]
@@ -305,7 +305,7 @@ def on_load(_file_path):
 def _forget_everything():
     for pending in ("unconverged", "tagged", "refinements_left", "progress", "reported", "reports"):
         _state[pending].clear()
-    bridge.clear_cache()
+    rig_cache.clear_cache()
 
 
 _HANDLERS = (
@@ -316,7 +316,7 @@ _HANDLERS = (
 
 
 def register():
-    bridge.clear_cache()
+    rig_cache.clear_cache()
     for handlers, handler in _HANDLERS:
         if handler not in handlers:
             handlers.append(handler)

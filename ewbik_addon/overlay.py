@@ -1,6 +1,6 @@
 """Joint limits in the 3D viewport: each shown bone's Kusudama as a shaded sphere.
 
-Limits live in a bone's rest frame as placed by its parent's current pose (INTERFACE.md), so
+Limits live in a bone's rest frame as placed by its parent's current pose (docs/INTERFACE.md), so
 that frame is where they are drawn: on a sphere around the bone's head whose radius is the
 bone's length, i.e. exactly where the bone's tail may go. The allowed region (cones and the
 bridges between them) is filled translucent, the forbidden rest dimmed, the boundary outlined

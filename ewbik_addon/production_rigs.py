@@ -5,7 +5,7 @@ Generated rigs (Rigify, Auto-Rig Pro) pose their deform bones from control bones
 constraints, so animators pin the controls. A control and the deform bone it moves share a
 body role (`solver.presets.bone_roles`: 'hand_fk.L' and 'DEF-hand.L' are both hand.L) and a
 place in the rest pose; that is how a deform bone finds its control, and a control its deform
-bone. Which bones constraints and drivers pose is the bridge's `fixed_bones`; callers pass it in.
+bone. Which bones constraints and drivers pose is `production_checks.fixed_bones`; callers pass it in.
 """
 
 import bpy

@@ -1,14 +1,15 @@
 """Settings stored in the .blend: per armature (`Object.ewbik`) and per pose bone (`PoseBone.ewbik`).
 
-Names follow the public surface in INTERFACE.md. Every change marks the armature
+Names follow the public interface (docs/INTERFACE.md). Every change marks the armature
 dirty so the live handler re-solves; values are plain RNA properties, so they are
 saved and undoable. Pin kind, planted, weight, orientation weights, falloff and the
 armature's influence are animatable (the solver reads them on every solve); stiffness
 and limits are not, because the live handler reads them only when the armature itself
 changes. Names shown in the UI speak an animator's words; the RNA identifiers are the
-public interface and stay as INTERFACE.md names them.
+public interface and stay as docs/INTERFACE.md names them.
 """
 
+import dataclasses
 import math
 
 import bpy
@@ -26,8 +27,9 @@ from mathutils import Vector
 
 from . import body_angles
 
-from ..solver import presets
+from ..solver import SolverSettings, presets
 from . import production_rigs
+from .limit_settings import MIN_DIRECTION
 
 
 def _changed(self, context):
@@ -39,7 +41,7 @@ def _changed(self, context):
 
 def _angle_getter(which):
     def get(cone):
-        if Vector(cone.direction).length < 1e-9:
+        if Vector(cone.direction).length < MIN_DIRECTION:
             return 0.0
         return body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
 
@@ -49,7 +51,7 @@ def _angle_getter(which):
 def _angle_setter(which):
     def set_angle(cone, value):
         bone = body_angles.cone_bone(cone)
-        angles = list(body_angles.flex_abduct(bone, cone.direction)) if Vector(cone.direction).length > 1e-9 else [0.0, 0.0]
+        angles = list(body_angles.flex_abduct(bone, cone.direction)) if Vector(cone.direction).length > MIN_DIRECTION else [0.0, 0.0]
         angles[which] = value
         cone.direction = body_angles.direction_from(bone, *angles)
 
@@ -57,6 +59,7 @@ def _angle_setter(which):
 
 
 REST_DIRECTION = (0.0, 1.0, 0.0)
+_SOLVER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SolverSettings)}
 
 
 def _direction_changed(self, context):
@@ -291,7 +294,7 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         min=1,
         soft_max=200,
         max=10000,
-        default=15,
+        default=_SOLVER_DEFAULTS["iterations"],
         update=_changed,
     )
     time_budget_ms: FloatProperty(
@@ -310,7 +313,7 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         subtype="DISTANCE",
         unit="LENGTH",
         min=0.0,
-        default=1e-5,
+        default=_SOLVER_DEFAULTS["tolerance"],
         precision=6,
         update=_changed,
     )
@@ -321,7 +324,7 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         subtype="ANGLE",
         min=math.radians(0.1),
         max=math.pi,
-        default=0.0873,
+        default=_SOLVER_DEFAULTS["dampening"],
         update=_changed,
     )
     stabilization_passes: IntProperty(
@@ -330,13 +333,13 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         "jitter (0 = off)",
         min=0,
         max=4,
-        default=1,
+        default=_SOLVER_DEFAULTS["stabilization_passes"],
         update=_changed,
     )
     translate_root: BoolProperty(
         name="Move Root",
         description="Let the solver move the root bone (hips) as well as rotate it",
-        default=False,
+        default=_SOLVER_DEFAULTS["translate_root"],
         update=_changed,
     )
     show_limits: BoolProperty(
@@ -398,6 +401,11 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     status: StringProperty(name="Status", description="Outcome of the last solve")
     status_is_error: BoolProperty(name="Status Is an Error", description="The last solve failed")
 
+
+# The SolverSettings fields an armature stores (as EWBIK_PG_armature properties of the same name).
+STORED_SETTINGS = tuple(
+    field.name for field in dataclasses.fields(SolverSettings) if field.name in EWBIK_PG_armature.__annotations__
+)
 
 CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)
 

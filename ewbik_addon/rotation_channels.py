@@ -1,12 +1,20 @@
-"""Pose-bone rotation channels (quaternion, Euler in any order, axis-angle) as quaternions.
+"""Pose-bone rotation channels (quaternion, Euler in any order, axis-angle): which one a bone uses,
+and all of them as quaternions.
 
-One vectorized conversion for everything that reads a pose: the bridge (live solving, bake)
+One vectorized conversion for everything that reads a pose: the pose reader (live solving, bake)
 and Limits from Action (a whole frame range at once).
 """
 
 import numpy as np
 
 from ..solver import quat
+
+
+def rotation_channel(rotation_mode):
+    """The pose-bone property a bone in this rotation mode is set and keyed on."""
+    return {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(
+        rotation_mode, "rotation_euler"
+    )
 
 
 def channels_to_quaternions(modes, quaternion, euler, axis_angle):

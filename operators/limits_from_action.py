@@ -5,7 +5,7 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..ewbik_addon.action_limits import fit_action_limits
 from ..ewbik_addon.active import armature_to_step_through, is_selected
-from ..ewbik_addon.bridge import RigError
+from ..ewbik_addon.armature_checks import RigError
 from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
 from ..solver.fit_limits import DEFAULT_MAX_CONES
 

@@ -1,10 +1,9 @@
 """`ewbik.pin` / `ewbik.unpin`: give selected pose bones a target empty to drag, or take it away."""
 
 import bpy
-import mathutils
 from bpy.props import StringProperty
 
-from ..ewbik_addon import bridge, limit_presets, live, production_rigs
+from ..ewbik_addon import armature_checks, limit_presets, live, pin_reading, production_checks, production_rigs
 from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
 from ..ewbik_addon.messages import count
 from ..ewbik_addon.targets import TARGET_MARK, TargetFollowError, check_follow, is_deleted, new_target
@@ -33,7 +32,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
             self.report({"ERROR"}, f"Nothing pinned: {error}")
             return {"CANCELLED"}
         names, remarks = production_rigs.bones_to_pin(obj, [pose_bone.name for pose_bone in bones],
-                                                      bridge.fixed_bones(obj))
+                                                      production_checks.fixed_bones(obj))
         with live.suspended():
             switched = production_rigs.switch_to_fk(obj, names)
         if switched:
@@ -79,8 +78,8 @@ class EWBIK_OT_unpin(bpy.types.Operator):
         for pose_bone in bones:
             pose_bone.ewbik.target = None
         try:
-            bridge.pinned_targets(obj, rescan=True)  # the cached pins forget these before their empties go
-        except bridge.RigError:
+            pin_reading.pinned_targets(obj, rescan=True)  # the cached pins forget these before their empties go
+        except armature_checks.RigError:
             pass  # the live status reports what else is wrong with the rig
         removed, kept = _remove_unused_targets(targets)
         message = f"Unpinned {count(len(bones), 'bone')}, removed {count(removed, 'target')}"

@@ -3,7 +3,7 @@
 import bpy
 
 from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
-from ..ewbik_addon.bridge import follows_pinned_bone
+from ..ewbik_addon.pin_reading import follows_pinned_bone
 
 
 class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):

@@ -19,7 +19,7 @@ import time
 import bpy
 from bpy.props import StringProperty
 
-from ..ewbik_addon import bridge, live, targets
+from ..ewbik_addon import armature_checks, armature_solve, live, pin_reading, production_checks, targets
 from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.messages import count, degrees, distance
 
@@ -28,15 +28,15 @@ TIME_LIMIT_S = 2.0
 
 
 def solve_to_convergence(obj):
-    """(last SolveResult, iterations in all, milliseconds in all); raises bridge.RigError."""
+    """(last SolveResult, iterations in all, milliseconds in all); raises armature_checks.RigError."""
     started = time.perf_counter()
-    result = bridge.solve_armature(obj, full=True)
+    result = armature_solve.solve_armature(obj, full=True)
     progress = live.Progress(result)
     iterations = result.iterations
     while not result.converged and result.iterations and iterations < MAX_ITERATIONS:
         if time.perf_counter() - started >= TIME_LIMIT_S:
             break
-        result = bridge.solve_armature(obj, full=True, rescan=False)
+        result = armature_solve.solve_armature(obj, full=True, rescan=False)
         iterations += result.iterations
         if not progress.gaining(result):
             break
@@ -64,18 +64,18 @@ class EWBIK_OT_solve(bpy.types.Operator):
     def execute(self, context):
         obj = active_armature(context)
         try:
-            unpinned = targets.unpin_deleted(obj, bridge.pinned_targets(obj))
+            unpinned = targets.unpin_deleted(obj, pin_reading.pinned_targets(obj))
             result, iterations, ms = solve_to_convergence(obj)
-        except bridge.RigError as error:
+        except armature_checks.RigError as error:
             obj.ewbik.status = str(error)
             obj.ewbik.status_is_error = True
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         context.view_layer.update()
-        elsewhere = bridge.pins_elsewhere(obj, result)
+        elsewhere = pin_reading.pins_elsewhere(obj, result)
         details = ", ".join(
             f"{bone} {distance(context.scene, position)} ({degrees(math.radians(orientation))})"
-            for bone, (position, orientation) in bridge.evaluated_pin_errors(obj).items()
+            for bone, (position, orientation) in production_checks.evaluated_pin_errors(obj).items()
         )
         state = "converged" if result.converged and not elsewhere else "stopped"
         summary = f"{state} after {count(iterations, 'iteration')}, {ms:.1f} ms: {details}"

@@ -6,7 +6,7 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
-from ..ewbik_addon import bridge, production_rigs
+from ..ewbik_addon import production_checks, production_rigs
 from ..ewbik_addon.active import (
     active_armature,
     active_limit_bone,
@@ -16,7 +16,7 @@ from ..ewbik_addon.active import (
 )
 from ..ewbik_addon.limit_status import limit_status
 from ..ewbik_addon.messages import count
-from ..solver import native, presets
+from ..solver import available_presets, compiled_loop_available
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
 
@@ -46,13 +46,13 @@ class EWBIK_MT_limit_presets(bpy.types.Menu):
     def draw(self, context):
         layout = self.layout
         layout.label(text="All Bones")
-        for preset_id, label, _description in presets.available_presets():
+        for preset_id, label, _description in available_presets():
             op = layout.operator("ewbik.apply_limit_preset", text=label)
             op.preset = preset_id
             op.only_selected = False
         layout.separator()
         layout.label(text="Selected Bones")
-        for preset_id, label, _description in presets.available_presets():
+        for preset_id, label, _description in available_presets():
             op = layout.operator("ewbik.apply_limit_preset", text=label)
             op.preset = preset_id
             op.only_selected = True
@@ -139,7 +139,7 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         layout.operator("ewbik.solve", icon="PLAY")
         if settings.status:
             layout.label(text=settings.status, icon="ERROR" if settings.status_is_error else "INFO")
-        if not native.available():
+        if not compiled_loop_available():
             layout.label(text=NUMPY_LOOP_NOTE, icon="ERROR")
         row = layout.row(align=True)
         row.operator("ewbik.export_scene", text="Export Scene", icon="EXPORT")
@@ -221,7 +221,7 @@ class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
     def draw(self, context):
         obj = posed_armature(context)
         layout = self.layout
-        fixed = bridge.fixed_bones(obj)
+        fixed = production_checks.fixed_bones(obj)
         layout.label(text=f"{len(fixed)} bones posed by constraints or drivers", icon="CONSTRAINT_BONE")
         pose_bone = context.active_pose_bone
         if pose_bone is not None and pose_bone.name in fixed:

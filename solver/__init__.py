@@ -8,14 +8,16 @@ the loop, `solve` iterates in C (the same steps); elsewhere in numpy.
 
 from .fit_limits import FitError, fit_limits
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
+from .native import available as compiled_loop_available
 from .pins import Pin
 from .presets import PresetError, apply_limit_preset, available_presets, preset_limits, preset_stiffness
-from .qcp import kabsch_rotation, qcp_rotations
+from .qcp import qcp_rotations
 from .scene import Scene, parse_scene, pose_document, solve_scene
 from .settings import SolverSettings
 from .skeleton import Skeleton
 from .solve import SolveResult, solve
 from .two_bone import two_bone_ik
+from .validation import SceneError
 
 __all__ = [
     "FitError",
@@ -25,14 +27,15 @@ __all__ = [
     "Pin",
     "PresetError",
     "Scene",
+    "SceneError",
     "Skeleton",
     "SolveResult",
     "SolverSettings",
     "TwistLimit",
     "apply_limit_preset",
     "available_presets",
+    "compiled_loop_available",
     "fit_limits",
-    "kabsch_rotation",
     "parse_scene",
     "pose_document",
     "preset_limits",

@@ -4,7 +4,7 @@ Everything is expressed in the bone's rest frame (Blender's pose-bone local spac
 direction of a local rotation Q is Q applied to +Y, so (0, 1, 0) is the rest direction, and the
 twist is the rotation about the bone's own axis relative to rest.
 
-Allowed swing region (ALGORITHM_NOTES section 5): inside any cone, or, for each consecutive pair
+Allowed swing region (the EWBIK paper's Kusudama with tangent cones): inside any cone, or, for each consecutive pair
 of cones, inside one of the two spherical triangles (A, T, B) spanned with the tangent cones but
 outside that tangent cone. Cones and tangent cones are treated alike as "regions" with a centre X,
 a radius r and a side: a cone allows the inside, a tangent cone allows the outside of its circle
@@ -14,11 +14,12 @@ regions answers every bone of a batch at once with no loop over bones or cones.
 """
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from . import quat
+from .validation import MAX_ANGLE, SceneError, mapping, number, vector
 
 _Y = np.array([0.0, 1.0, 0.0])
 _UNIT_TOLERANCE = 1e-4
@@ -93,12 +94,8 @@ class LimitCone:
     radius: float
 
     def __post_init__(self):
-        direction = _check_direction(self.direction, "direction")
-        radius = _check_number(self.radius, "radius")
-        if radius < 0.0:
-            raise ValueError(f"radius is negative ({radius})")
-        object.__setattr__(self, "direction", direction)
-        object.__setattr__(self, "radius", radius)
+        object.__setattr__(self, "direction", _unit_direction(self.direction, "direction"))
+        object.__setattr__(self, "radius", number(self.radius, "radius", 0.0, MAX_ANGLE))
 
 
 @dataclass(frozen=True)
@@ -109,10 +106,10 @@ class TwistLimit:
     max: float
 
     def __post_init__(self):
-        low = _check_number(self.min, "min")
-        high = _check_number(self.max, "max")
+        low = number(self.min, "min", -MAX_ANGLE, MAX_ANGLE)
+        high = number(self.max, "max", -MAX_ANGLE, MAX_ANGLE)
         if low > high:
-            raise ValueError(f"min ({low}) is greater than max ({high})")
+            raise SceneError("min", f"{low:g} is greater than max ({high:g})")
         object.__setattr__(self, "min", low)
         object.__setattr__(self, "max", high)
 
@@ -121,29 +118,14 @@ class TwistLimit:
         return self.max - self.min >= 2.0 * np.pi
 
 
-def _check_number(value, field):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{field} is not a number ({value!r})")
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{field} is not finite ({value})")
-    return value
-
-
-def _check_direction(value, field):
-    try:
-        v = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{field} is not a 3-vector ({value!r})") from None
-    if v.shape != (3,):
-        raise ValueError(f"{field} is not a 3-vector ({value!r})")
-    if not np.all(np.isfinite(v)):
-        raise ValueError(f"{field} is not finite ({value!r})")
+def _unit_direction(value, field):
+    """A unit 3-vector of real numbers (text and booleans are refused), normalized exactly."""
+    v = vector(value, 3, field)
     n = float(np.linalg.norm(v))
     if n < 1e-9:
-        raise ValueError(f"{field} is a zero vector")
+        raise SceneError(field, "is a zero vector")
     if abs(n - 1.0) > _UNIT_TOLERANCE:
-        raise ValueError(f"{field} is not a unit vector (length {n:.6g})")
+        raise SceneError(field, f"is not a unit vector (length {n:.6g})")
     return tuple(float(c) for c in v / n)
 
 
@@ -157,17 +139,16 @@ class Kusudama:
     region as it can be. `comfort` (0..1, default 0) is a soft limit: see `JointLimits.constrain`.
     """
 
-    def __init__(self, cones: Sequence[LimitCone] = (), twist: Optional[TwistLimit] = None,
+    def __init__(self, cones: Sequence[LimitCone] = (), twist: TwistLimit | None = None,
                  comfort: float = 0.0):
         self.cones = tuple(cones)
-        for cone in self.cones:
+        for i, cone in enumerate(self.cones):
             if not isinstance(cone, LimitCone):
-                raise ValueError(f"cones must be LimitCone objects, got {cone!r}")
+                raise SceneError(f"cones[{i}]", f"must be a LimitCone, got {cone!r}")
+        if twist is not None and not isinstance(twist, TwistLimit):
+            raise SceneError("twist", f"must be a TwistLimit or None, got {twist!r}")
         self.twist = twist
-        comfort = _check_number(comfort, "comfort")
-        if not 0.0 <= comfort <= 1.0:
-            raise ValueError(f"comfort must lie in [0, 1] ({comfort})")
-        self.comfort = comfort
+        self.comfort = number(comfort, "comfort", 0.0, 1.0)
         self._pack = _Packed([self], 1)
 
     def __repr__(self):
@@ -178,57 +159,44 @@ class Kusudama:
                 and self.twist == other.twist and self.comfort == other.comfort)
 
     @classmethod
-    def from_dict(cls, d, bone="?"):
-        """Build from a scene document's `limits` field; bad input names the bone and field."""
+    def from_dict(cls, d, bone="?", field="limits"):
+        """Build from a scene document's `limits` field.
 
-        def fail(field, why):
-            raise ValueError(f"bone {bone!r}: limits{field} {why}")
+        Bad input raises SceneError whose field is the path below `field`
+        (`limits.cones[0].direction`) and whose reason names the bone.
+        """
+        try:
+            return cls._parse(d)
+        except SceneError as error:
+            raise SceneError(error.within(field).field, f"{error.reason} (bone '{bone}')") from None
 
-        if not isinstance(d, Mapping):
-            fail("", f"is not an object ({d!r})")
-        unknown = set(d) - {"cones", "twist", "comfort"}
-        if unknown:
-            fail("", f"has unknown fields {sorted(unknown)}")
+    @classmethod
+    def _parse(cls, d):
+        mapping(d, "", {"cones", "twist", "comfort"})
         cones_raw = d.get("cones", [])
         if not isinstance(cones_raw, (list, tuple)):
-            fail(".cones", "is not a list")
+            raise SceneError("cones", "must be a list of cones")
         cones = []
-        for i, c in enumerate(cones_raw):
-            where = f".cones[{i}]"
-            if not isinstance(c, Mapping) or "direction" not in c or "radius" not in c:
-                fail(where, "needs 'direction' and 'radius'")
+        for i, raw in enumerate(cones_raw):
+            mapping(raw, f"cones[{i}]", {"direction", "radius"})
+            for key in ("direction", "radius"):
+                if key not in raw:
+                    raise SceneError(f"cones[{i}].{key}", "is missing")
             try:
-                direction = _check_direction(c["direction"], "direction")
-            except ValueError as err:
-                fail(where + ".direction", str(err)[len("direction "):])
-            try:
-                radius = _check_number(c["radius"], "radius")
-            except ValueError as err:
-                fail(where + ".radius", str(err)[len("radius "):])
-            if radius < 0.0:
-                fail(where + ".radius", f"is negative ({radius})")
-            cones.append(LimitCone(direction, radius))
+                cones.append(LimitCone(raw["direction"], raw["radius"]))
+            except SceneError as error:
+                raise error.within(f"cones[{i}]") from None
         twist = None
         if d.get("twist") is not None:
-            t = d["twist"]
-            if not isinstance(t, Mapping) or "min" not in t or "max" not in t:
-                fail(".twist", "needs 'min' and 'max'")
+            raw = mapping(d["twist"], "twist", {"min", "max"})
             for key in ("min", "max"):
-                try:
-                    _check_number(t[key], key)
-                except ValueError as err:
-                    fail(f".twist.{key}", str(err)[len(key) + 1:])
-            if float(t["min"]) > float(t["max"]):
-                fail(".twist.min", f"({t['min']}) is greater than limits.twist.max ({t['max']})")
-            twist = TwistLimit(float(t["min"]), float(t["max"]))
-        comfort = d.get("comfort", 0.0)
-        try:
-            comfort = _check_number(comfort, "comfort")
-        except ValueError as err:
-            fail(".comfort", str(err)[len("comfort "):])
-        if not 0.0 <= comfort <= 1.0:
-            fail(".comfort", f"must lie in [0, 1] ({comfort})")
-        return cls(cones, twist, comfort)
+                if key not in raw:
+                    raise SceneError(f"twist.{key}", "is missing")
+            try:
+                twist = TwistLimit(raw["min"], raw["max"])
+            except SceneError as error:
+                raise error.within("twist") from None
+        return cls(cones, twist, d.get("comfort", 0.0))
 
     def to_dict(self):
         d = {"cones": [{"direction": list(c.direction), "radius": c.radius} for c in self.cones]}
@@ -487,9 +455,9 @@ class JointLimits:
         n_bones = int(n_bones)
         for index, kusudama in kusudamas.items():
             if not 0 <= int(index) < n_bones:
-                raise ValueError(f"bone index {index} is out of range (0..{n_bones - 1})")
+                raise SceneError("limits", f"bone index {index} is out of range (0..{n_bones - 1})")
             if not isinstance(kusudama, Kusudama):
-                raise ValueError(f"bone {index}: limits must be a Kusudama, got {kusudama!r}")
+                raise SceneError(f"limits[{index}]", f"must be a Kusudama, got {kusudama!r}")
         self.kusudamas = {int(i): k for i, k in kusudamas.items()}
         self.n_bones = n_bones
         order = sorted(self.kusudamas)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .skeleton import rigid_frame
+from .validation import MAX_WEIGHT, SceneError, name, number, vector, weight
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,7 @@ class Pin:
     `orientation_weights` weigh the bone's X, Y, Z axes against the target's;
     all zero makes a position-only pin. `falloff` says how much bones above this
     pinned bone still feel pins further down the hierarchy (0 = not at all).
+    Bad values raise `SceneError` with the field relative to the pin (`weight`, `target[0][3]`).
     """
 
     bone: str
@@ -26,22 +28,21 @@ class Pin:
     target_position: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        name = f"pin '{self.bone}'"
-        rotation, position = rigid_frame(self.target, f"{name}: target")
+        bone = name(self.bone, "bone")
+        try:
+            self._check()
+        except SceneError as error:
+            raise SceneError(error.field, f"{error.reason} (pin '{bone}')") from None
+
+    def _check(self):
+        rotation, position = rigid_frame(self.target, "target")
         object.__setattr__(self, "target_rotation", rotation)
         object.__setattr__(self, "target_position", position)
-        weight = float(self.weight)
-        if not np.isfinite(weight) or weight < 0:
-            raise ValueError(f"{name}: weight must be a finite number >= 0, got {self.weight}")
-        ow = np.asarray(self.orientation_weights, dtype=float)
-        if ow.shape != (3,) or not np.all(np.isfinite(ow)) or np.any(ow < 0):
-            raise ValueError(f"{name}: orientation_weights must be 3 finite numbers >= 0")
-        falloff = float(self.falloff)
-        if not 0.0 <= falloff <= 1.0:
-            raise ValueError(f"{name}: falloff must lie in [0, 1], got {self.falloff}")
-        object.__setattr__(self, "weight", weight)
-        object.__setattr__(self, "orientation_weights", tuple(ow))
-        object.__setattr__(self, "falloff", falloff)
+        object.__setattr__(self, "weight", weight(self.weight, "weight"))
+        axes = vector(self.orientation_weights, 3, "orientation_weights", MAX_WEIGHT)
+        object.__setattr__(self, "orientation_weights",
+                           tuple(weight(w, f"orientation_weights[{k}]") for k, w in enumerate(axes)))
+        object.__setattr__(self, "falloff", number(self.falloff, "falloff", 0.0, 1.0))
 
     def moved_to(self, target, rotation, position):
         """This pin with a new target that the caller built rigid: `target` (4, 4) with unit

@@ -78,9 +78,9 @@ def _split(name):
                 side, base = match.group(1)[0].upper(), match.group(2)
                 break
     core = re.sub(r"[^a-z0-9]", "", base.lower())
-    if side is None and core not in _NAMES["centre"] and core[:1] in ("l", "r"):
-        if core[1:] in _NAMES["sided"] or _FINGER.match(core[1:]):
-            side, core = core[0].upper(), core[1:]
+    if (side is None and core not in _NAMES["centre"] and core[:1] in ("l", "r")
+            and (core[1:] in _NAMES["sided"] or _FINGER.match(core[1:]))):
+        side, core = core[0].upper(), core[1:]
     return core, side, segment
 
 

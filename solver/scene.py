@@ -1,35 +1,38 @@
 """Scene and pose documents (version 1): the solver's file format and batch interface.
 
-Parsing validates everything up front and names the offending bone, pin or
-field, so a bad document never reaches the solver and never yields NaN.
+Parsing validates everything up front and raises `SceneError` with the path of the offending
+field (`bones[3].limits.cones[0].direction`), so a bad document never reaches the solver and
+never yields NaN.
 """
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .kusudama import JointLimits, Kusudama
 from .pins import Pin
-from .settings import SolverSettings
+from .settings import FIELDS, SolverSettings
 from .skeleton import Skeleton
 from .solve import solve
+from .validation import SceneError, flag, mapping, name, number, vector, whole
 
 _TOP_KEYS = {"format", "version", "bones", "pins", "settings"}
-_BONE_KEYS = {"name", "parent", "rest", "length", "rotation", "location", "stiffness", "limits"}
+_BONE_KEYS = {"name", "parent", "rest", "length", "rotation", "location", "stiffness", "limits", "blender"}
 _PIN_KEYS = {"bone", "target", "weight", "orientation_weights", "falloff"}
-_SETTING_KEYS = {
-    "iterations",
-    "time_budget_ms",
-    "tolerance",
-    "dampening",
-    "stabilization_passes",
-    "translate_root",
-    "exact",
-    "relaxation",
-    "acceleration",
-    "analytic_limbs",
+SETTINGS_FIELDS = tuple(field for field in FIELDS if field != "backend")
+"""The settings a scene document carries: every `SolverSettings` field but the choice of loop."""
+ROTATION_MODES = ("QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
+_BLENDER_KEYS = {
+    "rotation_mode": lambda v, f: _choice(v, f, ROTATION_MODES),
+    "lock_rotation": lambda v, f: _flags(v, 3, f),
+    "lock_rotation_w": flag,
+    "lock_rotations_4d": flag,
+    "lock_location": lambda v, f: _flags(v, 3, f),
+    "connected": flag,
+    "collections": lambda v, f: [name(c, f"{f}[{k}]") for k, c in enumerate(_list(v, f))],
 }
+"""A bone's `blender` field: what Blender needs to rebuild and pose the rig as exported (the solver
+ignores it): rotation mode, rotation and location locks, the connect flag, bone collection names."""
 
 
 @dataclass
@@ -46,84 +49,79 @@ class Scene:
 
 
 def parse_scene(doc):
-    """Validate a scene document and build the solver objects."""
-    if not isinstance(doc, dict):
-        raise ValueError("scene: the document must be a JSON object")
+    """Validate a scene document and build the solver objects; bad input raises SceneError."""
+    mapping(doc, "", _TOP_KEYS)
     if doc.get("format") != "ewbik-scene":
-        raise ValueError(f"format: expected 'ewbik-scene', got {doc.get('format')!r}")
-    if doc.get("version") != 1:
-        raise ValueError(f"version: expected 1, got {doc.get('version')!r}")
-    _no_unknown_keys(doc, _TOP_KEYS, "scene")
+        raise SceneError("format", "expected 'ewbik-scene'")
+    whole(doc.get("version"), "version", 1, 1)
     bones = doc.get("bones")
     if not isinstance(bones, list) or not bones:
-        raise ValueError("bones: expected a non-empty list of bones")
-    names, parents, rests, lengths = [], [], [], []
-    for i, bone in enumerate(bones):
-        if not isinstance(bone, dict):
-            raise ValueError(f"bones[{i}]: expected an object")
-        name = bone.get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"bones[{i}].name: expected a non-empty string")
-        _no_unknown_keys(bone, _BONE_KEYS, f"bone '{name}'")
-        parent = bone.get("parent")
-        if parent is not None and not isinstance(parent, str):
-            raise ValueError(f"bone '{name}': parent must be a bone name or null")
-        if "rest" not in bone:
-            raise ValueError(f"bone '{name}': rest is missing")
-        names.append(name)
-        parents.append(parent)
-        rests.append(_matrix(bone["rest"], f"bone '{name}': rest"))
-        lengths.append(_number(bone.get("length"), f"bone '{name}': length"))
-    skeleton = Skeleton(names, parents, rests, lengths)
+        raise SceneError("bones", "expected a non-empty list of bones")
+    skeleton = _skeleton(bones)
+    rotations, locations, stiffness, limits = _pose(bones, skeleton)
+    pins = _pins(doc.get("pins", []), skeleton)
+    return Scene(skeleton, pins, rotations, locations, stiffness, limits, _settings(doc.get("settings", {})))
 
+
+def _skeleton(bones):
+    for i, bone in enumerate(bones):
+        mapping(bone, f"bones[{i}]", _BONE_KEYS)
+        name(bone.get("name"), f"bones[{i}].name")
+        for key in ("rest", "length"):
+            if key not in bone:
+                raise SceneError(f"bones[{i}].{key}", f"is missing (bone '{bone['name']}')")
+        if bone.get("blender") is not None:
+            _blender_fields(bone["blender"], f"bones[{i}].blender")
+    return Skeleton([b["name"] for b in bones], [b.get("parent") for b in bones],
+                    [b["rest"] for b in bones], [b["length"] for b in bones])
+
+
+def _pose(bones, skeleton):
+    """(rotations, locations, stiffness, limits) of the document's bones, in skeleton order."""
     n = len(skeleton)
     rotations = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
     locations = np.zeros((n, 3))
     stiffness = np.zeros(n)
     kusudamas = {}
-    for bone in bones:
-        name = bone["name"]
-        i = skeleton.index[name]
+    for k, bone in enumerate(bones):
+        i = skeleton.index[bone["name"]]
+        where = f"bones[{k}]"
         if "rotation" in bone:
-            q = _vector(bone["rotation"], 4, f"bone '{name}': rotation")
-            if np.linalg.norm(q) < 1e-9:
-                raise ValueError(f"bone '{name}': rotation is a zero quaternion")
-            rotations[i] = q / np.linalg.norm(q)
+            q = vector(bone["rotation"], 4, f"{where}.rotation")
+            norm = np.linalg.norm(q)
+            if norm < 1e-9:
+                raise SceneError(f"{where}.rotation", f"is a zero quaternion (bone '{bone['name']}')")
+            rotations[i] = q / norm
         if "location" in bone:
-            locations[i] = _vector(bone["location"], 3, f"bone '{name}': location")
+            locations[i] = vector(bone["location"], 3, f"{where}.location")
         if "stiffness" in bone:
-            stiffness[i] = _number(bone["stiffness"], f"bone '{name}': stiffness")
-            if not 0.0 <= stiffness[i] <= 1.0:
-                raise ValueError(f"bone '{name}': stiffness must lie in [0, 1], got {stiffness[i]}")
+            stiffness[i] = number(bone["stiffness"], f"{where}.stiffness", 0.0, 1.0)
         if bone.get("limits") is not None:
-            kusudamas[i] = Kusudama.from_dict(bone["limits"], bone=name)
-    limits = JointLimits(kusudamas, n) if kusudamas else None
+            kusudamas[i] = Kusudama.from_dict(bone["limits"], bone=bone["name"], field=f"{where}.limits")
+    return rotations, locations, stiffness, JointLimits(kusudamas, n) if kusudamas else None
 
-    pins = []
-    raw_pins = doc.get("pins", [])
+
+def _pins(raw_pins, skeleton):
     if not isinstance(raw_pins, list):
-        raise ValueError("pins: expected a list")
-    for i, raw in enumerate(raw_pins):
-        if not isinstance(raw, dict) or not isinstance(raw.get("bone"), str):
-            raise ValueError(f"pins[{i}].bone: expected a bone name")
-        label = f"pin '{raw['bone']}'"
-        _no_unknown_keys(raw, _PIN_KEYS, label)
-        if raw["bone"] not in skeleton.index:
-            raise ValueError(f"{label}: bone '{raw['bone']}' is not in the scene")
+        raise SceneError("pins", "expected a list")
+    pins, pinned = [], set()
+    for k, raw in enumerate(raw_pins):
+        where = f"pins[{k}]"
+        mapping(raw, where, _PIN_KEYS)
+        bone = name(raw.get("bone"), f"{where}.bone")
+        if bone not in skeleton.index:
+            raise SceneError(f"{where}.bone", f"'{bone}' is not a bone of the scene")
+        if bone in pinned:
+            raise SceneError(f"{where}.bone", f"'{bone}' is pinned twice")
+        pinned.add(bone)
         if "target" not in raw:
-            raise ValueError(f"{label}: target is missing")
-        pins.append(
-            Pin(
-                bone=raw["bone"],
-                target=_matrix(raw["target"], f"{label}: target"),
-                weight=_number(raw.get("weight", 1.0), f"{label}: weight"),
-                orientation_weights=tuple(
-                    _vector(raw.get("orientation_weights", [1.0, 1.0, 1.0]), 3, f"{label}: orientation_weights")
-                ),
-                falloff=_number(raw.get("falloff", 0.0), f"{label}: falloff"),
-            )
-        )
-    return Scene(skeleton, pins, rotations, locations, stiffness, limits, _settings(doc.get("settings", {})))
+            raise SceneError(f"{where}.target", f"is missing (pin '{bone}')")
+        try:
+            pins.append(Pin(bone, raw["target"], raw.get("weight", 1.0),
+                            raw.get("orientation_weights", (1.0, 1.0, 1.0)), raw.get("falloff", 0.0)))
+        except SceneError as error:
+            raise error.within(where) from None
+    return pins
 
 
 def solve_scene(doc):
@@ -167,48 +165,30 @@ def pose_document(scene, result):
 
 
 def _settings(raw):
-    if not isinstance(raw, dict):
-        raise ValueError("settings: expected an object")
-    _no_unknown_keys(raw, _SETTING_KEYS, "settings")
-    values = {}
-    for key in ("iterations", "stabilization_passes", "acceleration"):
+    mapping(raw, "settings", SETTINGS_FIELDS)
+    return SolverSettings(**raw)
+
+
+def _blender_fields(raw, field):
+    mapping(raw, field, _BLENDER_KEYS)
+    for key, check in _BLENDER_KEYS.items():
         if key in raw:
-            v = raw[key]
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"settings: {key} must be a whole number, got {v!r}")
-            values[key] = v
-    for key in ("tolerance", "dampening", "relaxation"):
-        if key in raw:
-            values[key] = _number(raw[key], f"settings: {key}")
-    if raw.get("time_budget_ms") is not None:
-        values["time_budget_ms"] = _number(raw["time_budget_ms"], "settings: time_budget_ms")
-    for key in ("translate_root", "exact", "analytic_limbs"):
-        if key in raw:
-            if not isinstance(raw[key], bool):
-                raise ValueError(f"settings: {key} must be true or false, got {raw[key]!r}")
-            values[key] = raw[key]
-    return SolverSettings(**values)
+            check(raw[key], f"{field}.{key}")
 
 
-def _no_unknown_keys(obj, allowed, label):
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise ValueError(f"{label}: unknown field '{unknown[0]}'")
+def _list(value, field):
+    if not isinstance(value, list):
+        raise SceneError(field, "must be a list")
+    return value
 
 
-def _number(value, field):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{field} must be a finite number, got {value!r}")
-    return float(value)
+def _flags(value, size, field):
+    if not isinstance(value, list) or len(value) != size:
+        raise SceneError(field, f"must be a list of {size} true/false values")
+    return [flag(v, f"{field}[{k}]") for k, v in enumerate(value)]
 
 
-def _vector(value, size, field):
-    if not isinstance(value, (list, tuple)) or len(value) != size:
-        raise ValueError(f"{field} must be a list of {size} numbers")
-    return np.array([_number(v, field) for v in value])
-
-
-def _matrix(value, field):
-    if not isinstance(value, (list, tuple)) or len(value) != 4:
-        raise ValueError(f"{field} must be a 4x4 matrix (4 rows of 4 numbers)")
-    return np.array([_vector(row, 4, field) for row in value])
+def _choice(value, field, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise SceneError(field, f"must be one of {', '.join(choices)}")
+    return value

@@ -1,10 +1,22 @@
 """Solver settings: stopping rules and step shaping, validated once."""
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
+from .validation import (
+    MAX_COORDINATE,
+    MAX_TIME_BUDGET_MS,
+    SceneError,
+    flag,
+    number,
+    whole,
+)
+
 MAX_ITERATIONS = 1_000_000
 MAX_ACCELERATION = 50
+MAX_STABILIZATION_PASSES = 1000
+BACKENDS = ("auto", "native", "numpy")
 
 
 @dataclass(frozen=True)
@@ -37,21 +49,30 @@ class SolverSettings:
     backend: str = "auto"
 
     def __post_init__(self):
-        if int(self.iterations) != self.iterations or not 1 <= self.iterations <= MAX_ITERATIONS:
-            raise ValueError(f"settings: iterations must be a whole number in [1, {MAX_ITERATIONS}], "
-                             f"got {self.iterations}")
-        if self.time_budget_ms is not None and not (self.time_budget_ms >= 0 and math.isfinite(self.time_budget_ms)):
-            raise ValueError(f"settings: time_budget_ms must be >= 0 or null, got {self.time_budget_ms}")
-        if not (self.tolerance >= 0 and math.isfinite(self.tolerance)):
-            raise ValueError(f"settings: tolerance must be a finite number >= 0, got {self.tolerance}")
-        if not (0 < self.dampening <= math.pi):
-            raise ValueError(f"settings: dampening must lie in (0, pi], got {self.dampening}")
-        if not (0 < self.relaxation < 2):
-            raise ValueError(f"settings: relaxation must lie in (0, 2), got {self.relaxation}")
-        if int(self.acceleration) != self.acceleration or not 0 <= self.acceleration <= MAX_ACCELERATION:
-            raise ValueError(f"settings: acceleration must be a whole number in [0, {MAX_ACCELERATION}], "
-                             f"got {self.acceleration}")
-        if self.backend not in ("auto", "native", "numpy"):
-            raise ValueError(f"settings: backend must be 'auto', 'native' or 'numpy', got {self.backend!r}")
-        if int(self.stabilization_passes) != self.stabilization_passes or self.stabilization_passes < 0:
-            raise ValueError("settings: stabilization_passes must be a whole number >= 0")
+        for field in FIELDS:
+            object.__setattr__(self, field, _CHECKS[field](getattr(self, field), f"settings.{field}"))
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(SolverSettings))
+"""Every settings field, in declaration order: the one list scene documents and Blender derive theirs from."""
+
+
+def _backend(value, field):
+    if not isinstance(value, str) or value not in BACKENDS:
+        raise SceneError(field, f"must be 'auto', 'native' or 'numpy', got {value!r}")
+    return value
+
+
+_CHECKS = {
+    "iterations": lambda v, f: whole(v, f, 1, MAX_ITERATIONS),
+    "time_budget_ms": lambda v, f: None if v is None else number(v, f, 0.0, MAX_TIME_BUDGET_MS),
+    "tolerance": lambda v, f: number(v, f, 0.0, MAX_COORDINATE),
+    "dampening": lambda v, f: number(v, f, 0.0, math.pi, open_low=True),
+    "stabilization_passes": lambda v, f: whole(v, f, 0, MAX_STABILIZATION_PASSES),
+    "translate_root": flag,
+    "exact": flag,
+    "relaxation": lambda v, f: number(v, f, 0.0, 2.0, open_low=True, open_high=True),
+    "acceleration": lambda v, f: whole(v, f, 0, MAX_ACCELERATION),
+    "analytic_limbs": flag,
+    "backend": _backend,
+}

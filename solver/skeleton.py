@@ -4,31 +4,30 @@ Bones are stored parents-first so that one pass over depth levels computes
 every world frame; each level is a single batch of numpy operations.
 """
 
+import copy
+
 import numpy as np
 
 from . import quat
+from .validation import MAX_COORDINATE, MIN_LENGTH, SceneError, matrix, name, number
 
 _ORTHONORMAL_TOL = 1e-3
 
 
-def rigid_frame(matrix, field):
+def rigid_frame(value, field):
     """(rotation quaternion, translation) of a 4x4 matrix; scale is removed.
 
-    Raises ValueError naming `field` for non-finite or degenerate matrices.
+    Raises SceneError naming `field` for non-finite, out-of-range or degenerate matrices.
     """
-    m = np.asarray(matrix, dtype=float)
-    if m.shape != (4, 4):
-        raise ValueError(f"{field} must be a 4x4 matrix, got shape {m.shape}")
-    if not np.isfinite(m).all():
-        raise ValueError(f"{field} contains NaN or infinity")
+    m = matrix(value, field)
     basis = m[:3, :3]
     scale = np.sqrt((basis * basis).sum(0))
     det = np.linalg.det(basis)
     if scale.min() < 1e-9 or abs(det) < 1e-12:
-        raise ValueError(f"{field} has a degenerate (zero-scale) basis")
+        raise SceneError(field, "has a degenerate (zero-scale) basis")
     basis = basis / scale
     if det < 0 or np.abs(basis.T @ basis - np.eye(3)).max() > _ORTHONORMAL_TOL:
-        raise ValueError(f"{field} is not a rotation (sheared or mirrored basis)")
+        raise SceneError(field, "is not a rotation (sheared or mirrored basis)")
     return quat.from_matrix(basis), m[:3, 3].copy()
 
 
@@ -36,21 +35,25 @@ class Skeleton:
     """Names, parents, armature-space rest frames and lengths of an armature's bones."""
 
     def __init__(self, names, parents, rest, lengths):
-        names = [str(n) for n in names]
-        if len(set(names)) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
-            raise ValueError(f"bone '{dup}': name is used twice")
+        """Bad input raises SceneError naming `bones[i].<field>`, i the bone's place in `names`."""
+        names = [name(n, f"bones[{i}].name") for i, n in enumerate(names)]
+        if not names:
+            raise SceneError("bones", "a skeleton needs at least one bone")
         if not (len(parents) == len(rest) == len(lengths) == len(names)):
-            raise ValueError("bones: names, parents, rest and lengths differ in count")
-        given = {n: i for i, n in enumerate(names)}
+            raise SceneError("bones", "names, parents, rest and lengths differ in count")
+        given = {}
+        for i, bone in enumerate(names):
+            if bone in given:
+                raise SceneError(f"bones[{i}].name", f"'{bone}' is used twice")
+            given[bone] = i
         parent_of = {}
-        for name, parent in zip(names, parents):
-            if parent is not None and parent not in given:
-                raise ValueError(f"bone '{name}': parent '{parent}' is not a bone")
-            if parent == name:
-                raise ValueError(f"bone '{name}': parent is the bone itself")
-            parent_of[name] = parent
-        order = _parents_first(names, parent_of)
+        for i, (bone, parent) in enumerate(zip(names, parents)):
+            if parent is not None and (not isinstance(parent, str) or parent not in given):
+                raise SceneError(f"bones[{i}].parent", f"{parent!r} is not a bone (bone '{bone}')")
+            if parent == bone:
+                raise SceneError(f"bones[{i}].parent", f"is the bone itself (bone '{bone}')")
+            parent_of[bone] = parent
+        order = _parents_first(names, parent_of, given)
         self.names = tuple(order)
         self.index = {n: i for i, n in enumerate(order)}
         n = len(order)
@@ -61,20 +64,19 @@ class Skeleton:
         self.rest = np.empty((n, 4, 4))
         self.rest_rotation = np.empty((n, 4))
         self.rest_head = np.empty((n, 3))
-        for i, name in enumerate(order):
-            src = given[name]
-            length = float(lengths[src])
-            if not np.isfinite(length) or length <= 1e-9:
-                raise ValueError(f"bone '{name}': length must be positive, got {lengths[src]}")
-            self.lengths[i] = length
-            self.rest_rotation[i], self.rest_head[i] = rigid_frame(rest[src], f"bone '{name}': rest")
+        for i, bone in enumerate(order):
+            src = given[bone]
+            try:
+                self.lengths[i] = number(lengths[src], f"bones[{src}].length", MIN_LENGTH, MAX_COORDINATE)
+                self.rest_rotation[i], self.rest_head[i] = rigid_frame(rest[src], f"bones[{src}].rest")
+            except SceneError as error:
+                raise SceneError(error.field, f"{error.reason} (bone '{bone}')") from None
             self.rest[i] = np.eye(4)
             self.rest[i, :3, :3] = quat.to_matrix(self.rest_rotation[i])
             self.rest[i, :3, 3] = self.rest_head[i]
         parent_rot = np.where(self.parents[:, None] >= 0, self.rest_rotation[self.parents], quat.IDENTITY)
-        parent_head = np.where(self.parents[:, None] >= 0, self.rest_head[self.parents], 0.0)
         self.local_rest_rotation = quat.multiply(quat.conjugate(parent_rot), self.rest_rotation)
-        self.local_offset = quat.rotate(quat.conjugate(parent_rot), self.rest_head - parent_head)
+        self.local_offset = self._local_offsets()
         depth = np.zeros(n, dtype=int)
         for i in range(n):
             if self.parents[i] >= 0:
@@ -83,10 +85,6 @@ class Skeleton:
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1 if n else 0)]
         self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
         self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
-        self.children = [[] for _ in range(n)]
-        for i, p in enumerate(self.parents):
-            if p >= 0:
-                self.children[p].append(i)
         self.plan_cache = {}
         self.unit = _length_unit(self)
         self._normalized = None
@@ -101,12 +99,22 @@ class Skeleton:
         if self.unit == 1.0:
             return self
         if self._normalized is None:
-            rest = self.rest.copy()
-            rest[:, :3, 3] /= self.unit
-            parents = [None if p < 0 else self.names[p] for p in self.parents]
-            self._normalized = Skeleton(self.names, parents, rest, self.lengths / self.unit)
-            self._normalized.unit = 1.0
+            scaled = copy.copy(self)
+            scaled.rest = self.rest.copy()
+            scaled.rest[:, :3, 3] /= self.unit
+            scaled.rest_head = self.rest_head / self.unit
+            scaled.lengths = self.lengths / self.unit
+            scaled.local_offset = scaled._local_offsets()
+            scaled.plan_cache = {}
+            scaled.unit = 1.0
+            self._normalized = scaled
         return self._normalized
+
+    def _local_offsets(self):
+        """Each rest head in its parent's rest frame (armature space for roots)."""
+        parent_rot = np.where(self.parents[:, None] >= 0, self.rest_rotation[self.parents], quat.IDENTITY)
+        parent_head = np.where(self.parents[:, None] >= 0, self.rest_head[self.parents], 0.0)
+        return quat.rotate(quat.conjugate(parent_rot), self.rest_head - parent_head)
 
     def __len__(self):
         return len(self.names)
@@ -183,7 +191,7 @@ def _length_unit(skeleton):
     return float(reach) if reach > 0.0 else 1.0
 
 
-def _parents_first(names, parent_of):
+def _parents_first(names, parent_of, given):
     order, state = [], {}
     for start in names:
         path = []
@@ -193,7 +201,7 @@ def _parents_first(names, parent_of):
             path.append(node)
             node = parent_of[node]
         if node is not None and state[node] == "visiting":
-            raise ValueError(f"bone '{node}': parent chain forms a cycle")
+            raise SceneError(f"bones[{given[node]}].parent", f"the parent chain of bone '{node}' forms a cycle")
         for b in reversed(path):
             state[b] = "done"
             order.append(b)

@@ -28,11 +28,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, quat
-from .loop_constants import BEND_TILT, GUARD_FLOOR, GUARD_SLACK, POLISH_AFTER, POLISH_SLOW, STALL, STRAIGHT_REACH, STRAIGHT_SINE
+from .kusudama import JointLimits
+from .loop_constants import (
+    BEND_TILT,
+    GUARD_FLOOR,
+    GUARD_SLACK,
+    POLISH_AFTER,
+    POLISH_SLOW,
+    STALL,
+    STRAIGHT_REACH,
+    STRAIGHT_SINE,
+)
+from .pins import Pin
 from .polish import Polisher, polish, polish_plan
 from .polish import rotation_vectors as _log
 from .qcp import rotations_from_covariance
+from .settings import SolverSettings
+from .skeleton import Skeleton
 from .two_bone import two_bone_ik
+from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
 
@@ -152,29 +166,14 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     not modified.
     """
     start = time.perf_counter()
-    n = len(skeleton)
-    rotations = _checked_rotations(skeleton, rotations)
-    locations = _checked_array(skeleton, locations, (n, 3), "location")
-    stiffness = np.zeros(n) if stiffness is None else _checked_array(skeleton, stiffness, (n,), "stiffness")
-    if np.any((stiffness < 0) | (stiffness > 1)):
-        bad = skeleton.names[int(np.flatnonzero((stiffness < 0) | (stiffness > 1))[0])]
-        raise ValueError(f"bone '{bad}': stiffness must lie in [0, 1]")
-    if limits is not None and limits.n_bones != n:
-        raise ValueError(f"limits: made for {limits.n_bones} bones, the skeleton has {n}")
-    pin_bones = []
-    for pin in pins:
-        if pin.bone not in skeleton.index:
-            raise ValueError(f"pin '{pin.bone}': bone '{pin.bone}' is not in the skeleton")
-        b = skeleton.index[pin.bone]
-        if b in pin_bones:
-            raise ValueError(f"pin '{pin.bone}': the bone is pinned twice")
-        pin_bones.append(b)
+    pin_bones, rotations, locations, stiffness = _checked_input(skeleton, pins, rotations, locations, settings,
+                                                                limits, stiffness)
     frozen = stiffness >= 1.0
     unit = skeleton.unit
     work = skeleton.normalized()
     plan = plan_solve(work, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
     if unit != 1.0:
-        settings = dataclasses.replace(settings, tolerance=settings.tolerance / unit)
+        settings = dataclasses.replace(settings, tolerance=min(settings.tolerance / unit, MAX_COORDINATE))
     max_step = (1.0 - stiffness) * settings.dampening
     deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
     scaled_locations = locations / unit
@@ -283,7 +282,7 @@ def _use_native(settings):
     if settings.backend == "numpy":
         return False
     if settings.backend == "native" and not native.available():
-        raise ValueError("settings: backend 'native' asked for, but the compiled solver is not built here")
+        raise SceneError("settings.backend", "'native' asked for, but the compiled solver is not built here")
     return native.available()
 
 
@@ -300,6 +299,7 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
 
     iterations, converged = 0, False
+    deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
     previous = np.inf
     finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
     polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
@@ -312,7 +312,7 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
     while pins and iterations < settings.iterations:
         # The polish takes over once the sweeps have found the basin: no bone step capped by
         # its dampening in the last sweep (far from the targets Gauss-Newton steps mislead).
-        kept = False
+        kept, out_of_time = False, False
         if polisher is not None and iterations >= polish_from and settled:
             before = total
             total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
@@ -329,8 +329,8 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
                 kept |= total < stalled
         if not kept:
             state.capped = False
-            total, reached = _sweep(state, plan, constants, settings, limits, iterations,
-                                    None if polishing else accelerator, initial, max_step)
+            total, reached, out_of_time = _sweep(state, plan, constants, settings, limits, iterations,
+                                                 None if polishing else accelerator, initial, max_step, deadline)
             settled = not state.capped
         iterations += 1
         if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
@@ -343,7 +343,7 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
         if np.isfinite(previous) and abs(previous - total) <= STALL * previous:
             break
         previous = total
-        if settings.time_budget_ms is not None and (time.perf_counter() - start) * 1e3 >= settings.time_budget_ms:
+        if out_of_time or (deadline is not None and time.perf_counter() >= deadline):
             break
     if finish and not converged and iterations:
         _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
@@ -397,19 +397,25 @@ def _allowed_bends(state, limbs, limits):
     return np.where(tilted, -tilt, upper)
 
 
-def _sweep(state, plan, constants, settings, limits, iteration, accelerator, initial, max_step):
+def _sweep(state, plan, constants, settings, limits, iteration, accelerator, initial, max_step, deadline):
     """One EWBIK iteration: every batch's bone step, leaves first, then (with an accelerator)
-    an Anderson step over the sweeps so far. Returns (total misfit, every pin reached)."""
+    an Anderson step over the sweeps so far. The clock is read between batches (a sweep over
+    thousands of bones can outlast the whole budget): past `deadline` the sweep stops there,
+    without the Anderson step. Returns (total misfit, every pin reached, out of time)."""
     if accelerator is not None:
         accelerator.remember_start(state)
+    out_of_time = False
     for batch, const in zip(plan.batches, constants):
         _solve_batch(state, batch, const, settings, limits, iteration)
+        if deadline is not None and time.perf_counter() >= deadline:
+            out_of_time = True
+            break
     total, reached = state.errors(settings.tolerance)
-    if accelerator is not None and not reached:
+    if accelerator is not None and not reached and not out_of_time:
         allowance = (iteration + 1) * max_step[accelerator.bones]
-        return accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance)
+        return (*accelerator.extrapolate(state, total, limits, settings.tolerance, initial, allowance), False)
     state.forward()
-    return total, reached
+    return total, reached, out_of_time
 
 
 class _State:
@@ -734,19 +740,55 @@ def _finish_limbs(state, limbs, frozen, limits, initial, allowance, bend=None):
         state.forward()
 
 
-def _checked_array(skeleton, values, shape, field):
-    arr = np.array(values, dtype=float, order="C")
+def _checked_input(skeleton, pins, rotations, locations, settings, limits, stiffness):
+    """(pinned bone indices, rotations, locations, stiffness) of valid arguments; SceneError otherwise."""
+    if not isinstance(skeleton, Skeleton):
+        raise SceneError("skeleton", f"must be a Skeleton, got {type(skeleton).__name__}")
+    if not isinstance(settings, SolverSettings):
+        raise SceneError("settings", f"must be SolverSettings, got {type(settings).__name__}")
+    if limits is not None and not isinstance(limits, JointLimits):
+        raise SceneError("limits", f"must be JointLimits or None, got {type(limits).__name__}")
+    n = len(skeleton)
+    if limits is not None and limits.n_bones != n:
+        raise SceneError("limits", f"made for {limits.n_bones} bones, the skeleton has {n}")
+    rotations = _checked_rotations(skeleton, rotations)
+    locations = _checked_array(skeleton, locations, (n, 3), "location", MAX_COORDINATE)
+    stiffness = np.zeros(n) if stiffness is None else _checked_array(skeleton, stiffness, (n,), "stiffness", 1.0)
+    if np.any(stiffness < 0):
+        raise SceneError(f"bones[{int(np.flatnonzero(stiffness < 0)[0])}].stiffness", "must lie in [0, 1]")
+    pin_bones = []
+    for k, pin in enumerate(pins):
+        if not isinstance(pin, Pin):
+            raise SceneError(f"pins[{k}]", f"must be a Pin, got {type(pin).__name__}")
+        if pin.bone not in skeleton.index:
+            raise SceneError(f"pins[{k}].bone", f"'{pin.bone}' is not in the skeleton")
+        b = skeleton.index[pin.bone]
+        if b in pin_bones:
+            raise SceneError(f"pins[{k}].bone", f"'{pin.bone}' is pinned twice")
+        pin_bones.append(b)
+    return pin_bones, rotations, locations, stiffness
+
+
+def _checked_array(skeleton, values, shape, field, bound):
+    """Finite values within [-bound, bound]; fields name the bone in skeleton order (`bones[i].location`)."""
+    try:
+        arr = np.array(values, dtype=float, order="C")
+    except (TypeError, ValueError, OverflowError):
+        raise SceneError(field, f"must be an array of numbers of shape {shape}") from None
     if arr.shape != shape:
-        raise ValueError(f"{field}: expected shape {shape}, got {arr.shape}")
-    bad = ~np.isfinite(arr.reshape(shape[0], -1)).all(-1)
+        raise SceneError(field, f"expected shape {shape}, got {arr.shape}")
+    bad = ~(np.isfinite(arr) & (np.abs(arr) <= bound)).reshape(shape[0], -1).all(-1)
     if np.any(bad):
-        raise ValueError(f"bone '{skeleton.names[int(np.flatnonzero(bad)[0])]}': {field} contains NaN or infinity")
+        i = int(np.flatnonzero(bad)[0])
+        raise SceneError(f"bones[{i}].{field}",
+                         f"contains NaN, infinity or a value beyond {bound:g} (bone '{skeleton.names[i]}')")
     return arr
 
 
 def _checked_rotations(skeleton, rotations):
-    arr = _checked_array(skeleton, rotations, (len(skeleton), 4), "rotation")
+    arr = _checked_array(skeleton, rotations, (len(skeleton), 4), "rotation", MAX_COORDINATE)
     norm = np.linalg.norm(arr, axis=-1)
     if np.any(norm < 1e-9):
-        raise ValueError(f"bone '{skeleton.names[int(np.flatnonzero(norm < 1e-9)[0])]}': rotation is a zero quaternion")
+        i = int(np.flatnonzero(norm < 1e-9)[0])
+        raise SceneError(f"bones[{i}].rotation", f"is a zero quaternion (bone '{skeleton.names[i]}')")
     return arr / norm[:, None]

@@ -62,4 +62,4 @@ apt_install "the windows-x64 library's golden cases" wine64
 
 make_venv bpy-4.2 3.11 "bpy==4.2.23"
 make_venv bpy-4.5 3.11 "bpy==4.5.15"
-make_venv bpy-5.2 3.13 "bpy==5.2.3" ziglang  # zig cc cross-builds the native loop
+make_venv bpy-5.2 3.13 "bpy==5.2.3" ziglang ruff mypy  # zig cc cross-builds the native loop; ruff and mypy lint

@@ -3,7 +3,7 @@
 The scenes are built from head/tail positions like an armature in Blender's edit mode, so they
 stay readable and reproducible; tests/solver/test_scene.py checks the files match this script.
 
-- whole_chain_reference.json: the ALGORITHM_NOTES whole-chain reference (root + b1..b3 along +Y,
+- whole_chain_reference.json: the whole-chain reference case (root + b1..b3 along +Y,
   root pinned in place, b3 pinned at (1.2, 2.5, 0.7), 5 degrees dampening, 15 iterations).
 - humanoid_reach.json: a 21-bone humanoid (Blender axes: Z up, facing -Y), hands and feet pinned
   where they rest, the left hand's target moved forward and up.

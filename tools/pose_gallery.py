@@ -2,7 +2,7 @@
 
 For the Rigify human metarig and the CMU 131_01 BVH rig (frame 1), pins hands, feet and head
 with `ewbik.pin`, drags targets through four moves (crouch, knee lift, reach, hand to mouth;
-defined once in tests/blender/moves.py, shared with tests/blender/test_natural_moves.py), each
+defined once in tests/support/moves.py, shared with tests/blender/test_natural_moves.py), each
 without limits and with Presets > Humanoid. Prints a table (pin errors, planted-foot slide,
 elbow and knee bends and whether they bend the anatomical way), writes it to
 docs/gallery/measurements.md, renders one Workbench picture per (rig, move, config) from a
@@ -28,7 +28,7 @@ import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 from mathutils import Matrix, Vector  # noqa: E402
 
-from tests.blender import moves  # noqa: E402
+from tests.support import moves  # noqa: E402
 
 BODY_COLOUR = (0.72, 0.74, 0.78, 1.0)
 PINNED_COLOUR = (0.85, 0.55, 0.25, 1.0)

@@ -279,10 +279,11 @@ static int pin_reached(const State *st, int p, double tolerance)
     if (pb->weight[p] <= 0.0)
         return 1;
     double axis2[3], tol2 = tolerance * tolerance;
-    if (squared_errors(st, p, axis2) > tol2)
+    /* Written as !(x <= tol2) so that a NaN error never counts as reached. */
+    if (!(squared_errors(st, p, axis2) <= tol2))
         return 0;
     for (int a = 0; a < 3; a++)
-        if (axis2[a] > tol2 && pb->axis_weight[3 * p + a] > 0.0)
+        if (!(axis2[a] <= tol2) && pb->axis_weight[3 * p + a] > 0.0)
             return 0;
     return 1;
 }

@@ -7,6 +7,7 @@ properties. Every test starts from an empty file (`wm.read_homefile`), which kee
 add-ons enabled.
 """
 
+import json
 import os
 import shutil
 import tempfile
@@ -18,7 +19,7 @@ import bpy  # noqa: E402  (first: it makes addon_utils importable)
 import addon_utils  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.blender.blender_helpers import (  # noqa: E402
+from tests.support.blender_helpers import (  # noqa: E402
     MOCAP_CLIP,
     PACKAGE,
     build_metarig,
@@ -91,3 +92,18 @@ _session_status = [0]
 
 def pytest_sessionfinish(session, exitstatus):
     _session_status[0] = int(exitstatus)
+
+
+@pytest.fixture
+def straight_rig(tmp_path):
+    """The CMU clip's skeleton rebuilt with a straight-line rest (as LAFAN-style exports), imported
+    through ewbik.import_scene standing in the clip's first frame; returns (armature, document)."""
+    if not MOCAP_CLIP.is_file():
+        pytest.skip(f"{MOCAP_CLIP} is missing")
+    from bench.mocap import load_bvh, scene_document, straight_line_rest
+
+    document = scene_document(straight_line_rest(load_bvh(str(MOCAP_CLIP))), frame=0)
+    path = tmp_path / "straight.json"
+    path.write_text(json.dumps(document))
+    assert bpy.ops.ewbik.import_scene(filepath=str(path)) == {"FINISHED"}
+    return bpy.context.object, document

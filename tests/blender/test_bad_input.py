@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import addon_module, bone_world, make_active, pin, update
+from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, update
 
 
 def pose_state(obj):
@@ -33,10 +33,11 @@ def pinned(metarig, *bones):
 
 
 def test_solving_a_mesh_is_refused():
-    bridge = addon_module("ewbik_addon.bridge")
+    RigError = addon_module("ewbik_addon.armature_checks").RigError
+    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
     bpy.ops.mesh.primitive_cube_add()
-    with pytest.raises(bridge.RigError, match="mesh object, not an armature"):
-        bridge.solve_armature(bpy.context.object)
+    with pytest.raises(RigError, match="mesh object, not an armature"):
+        solve_armature(bpy.context.object)
 
 
 def test_deleted_target_is_reported_once_and_the_rest_keeps_working(metarig):
@@ -132,7 +133,7 @@ def test_limit_cone_without_direction_is_reported_until_fixed(metarig):
     metarig.update_tag()
     update()
     before = pose_state(metarig)
-    for step in range(2):
+    for _step in range(2):
         target.location.z += 0.02
         update()
         assert "forearm.L" in metarig.ewbik.status and "no direction" in metarig.ewbik.status
@@ -193,11 +194,12 @@ def library_rig(metarig, tmp_path):
 
 
 def test_linked_rig_cannot_be_posed(library_rig):
-    bridge = addon_module("ewbik_addon.bridge")
+    RigError = addon_module("ewbik_addon.armature_checks").RigError
+    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
     assert library_rig.library is not None
     before = pose_state(library_rig)
-    with pytest.raises(bridge.RigError, match="linked from"):
-        bridge.solve_armature(library_rig)
+    with pytest.raises(RigError, match="linked from"):
+        solve_armature(library_rig)
     make_active(library_rig)
     with pytest.raises(RuntimeError, match="library override"):
         bpy.ops.ewbik.solve()
@@ -207,13 +209,25 @@ def test_linked_rig_cannot_be_posed(library_rig):
 
 
 def test_library_override_is_posed_unless_it_is_a_system_override(library_rig):
-    bridge = addon_module("ewbik_addon.bridge")
+    RigError = addon_module("ewbik_addon.armature_checks").RigError
+    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
     override = library_rig.override_create(remap_local_usages=True)
     override.pose.bones["hand.L"].ewbik.target.location.z += 0.01
-    result = bridge.solve_armature(override, full=True)
+    result = solve_armature(override, full=True)
     assert result.moved.any()
     override.override_library.is_system_override = True
     before = pose_state(override)
-    with pytest.raises(bridge.RigError, match="read-only library override"):
-        bridge.solve_armature(override, full=True)
+    with pytest.raises(RigError, match="read-only library override"):
+        solve_armature(override, full=True)
     assert_unchanged(override, before)
+
+
+def test_zero_scale_on_an_axis_is_named_and_nothing_is_written(metarig):
+    target = pinned(metarig, "hand.L")["hand.L"]
+    metarig.scale = (1.0, 0.0, 1.0)
+    update()
+    before = pose_state(metarig)
+    target.location.z += 0.05
+    update()
+    assert "zero scale" in metarig.ewbik.status, metarig.ewbik.status
+    assert_unchanged(metarig, before)

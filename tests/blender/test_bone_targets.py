@@ -6,8 +6,8 @@ import bpy
 import pytest
 from mathutils import Quaternion
 
-from tests.blender.blender_helpers import build_metarig, make_active, select_pose_bones, update
-from tests.blender.test_sidebar import RecordingLayout
+from tests.support.blender_helpers import build_metarig, make_active, select_pose_bones, update
+from tests.support.ui_layout import RecordingLayout
 
 CONTROL = "hand_control.L"
 
@@ -134,19 +134,6 @@ def test_importing_a_scene_never_moves_the_rig_a_pin_follows(metarig, tmp_path):
     assert distance < 1e-5  # the new empty sits where the followed bone was
 
 
-class SearchRecordingLayout(RecordingLayout):
-    """The sidebar tests' recording layout, plus prop_search (the Target Bone field)."""
-
-    def _child(self, *args, **kwargs):
-        return SearchRecordingLayout(self.log)
-
-    row = column = box = split = column_flow = grid_flow = _child
-
-    def prop_search(self, data, name, search_data, search_name, **kwargs):
-        assert name in data.bl_rna.properties and search_name in search_data.bl_rna.properties
-        self.log.append(("search", name))
-
-
 def test_the_pins_panel_shows_kind_planted_and_the_target_bone(metarig):
     driver = build_metarig(location=(2.0, 0.0, 0.0))
     make_active(metarig)
@@ -155,10 +142,10 @@ def test_the_pins_panel_shows_kind_planted_and_the_target_bone(metarig):
     settings.target = bpy.data.objects.new("plain empty", None)
     select_pose_bones(metarig, ["hand.L"])
     log = []
-    bpy.types.EWBIK_PT_pins.draw(type("FakePanel", (), {"layout": SearchRecordingLayout(log)})(), bpy.context)
+    bpy.types.EWBIK_PT_pins.draw(type("FakePanel", (), {"layout": RecordingLayout(log)})(), bpy.context)
     assert {("prop", "pin_kind"), ("prop", "planted"), ("operator", "ewbik.jump_to_target")} <= set(log)
     assert ("search", "target_bone") not in log
     settings.target, settings.target_bone = driver, "hand.L"
     log.clear()
-    bpy.types.EWBIK_PT_pins.draw(type("FakePanel", (), {"layout": SearchRecordingLayout(log)})(), bpy.context)
+    bpy.types.EWBIK_PT_pins.draw(type("FakePanel", (), {"layout": RecordingLayout(log)})(), bpy.context)
     assert ("search", "target_bone") in log

@@ -9,8 +9,9 @@ import bpy
 import pytest
 from mathutils import Matrix, Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
+    build_armature,
     make_active,
     pin,
     select_pose_bones,
@@ -57,19 +58,9 @@ def mixamo_bones():
 
 @pytest.fixture
 def character():
-    data = bpy.data.armatures.new("Armature")
-    obj = bpy.data.objects.new("Armature", data)
-    bpy.context.scene.collection.objects.link(obj)
-    make_active(obj)
-    bpy.ops.object.mode_set(mode="EDIT")
-    for name, (parent, head, tail) in mixamo_bones().items():
-        bone = data.edit_bones.new(name)
-        bone.head, bone.tail = TO_ARMATURE @ Vector(head), TO_ARMATURE @ Vector(tail)
-        bone.roll = 0.0
-        if parent is not None:
-            bone.parent = data.edit_bones[parent]
-            bone.use_connect = (bone.parent.tail - bone.head).length < 1e-4
-    bpy.ops.object.mode_set(mode="OBJECT")
+    bones = [(name, parent, TO_ARMATURE @ Vector(head), TO_ARMATURE @ Vector(tail), 0.0)
+             for name, (parent, head, tail) in mixamo_bones().items()]
+    obj = build_armature("Armature", bones, connect_touching=True)
     obj.rotation_euler = (math.pi / 2, 0.0, 0.0)
     obj.scale = (0.01, 0.01, 0.01)
     obj.ewbik.time_budget_ms = 0.0
@@ -124,8 +115,8 @@ def test_bake_keys_the_rotations_that_play_back_the_solved_feet(character):
     scene.frame_set(1)
     make_active(character)
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    bake = addon_module("operators.bake")
-    keyed = {fcurve.data_path for fcurve in bake.action_fcurves(character.animation_data)}
+    fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
+    keyed = {fcurve.data_path for fcurve in fcurve_keys.action_fcurves(character.animation_data)}
     assert 'pose.bones["mixamorig:LeftUpLeg"].rotation_quaternion' in keyed
     assert 'pose.bones["mixamorig:LeftLeg"].rotation_quaternion' in keyed
     assert not [path for path in keyed if path.endswith("location") or "_End" in path]

@@ -4,8 +4,8 @@ import bpy
 import numpy as np
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, pin
-from tests.blender.test_sidebar import RecordingLayout
+from tests.support.blender_helpers import addon_module, pin
+from tests.support.ui_layout import RecordingLayout
 
 def pose_quaternions(obj):
     values = np.empty(len(obj.pose.bones) * 4, np.float32)
@@ -72,10 +72,10 @@ def test_at_zero_the_keyed_animation_plays_untouched(metarig):
 
 def test_half_influence_is_halfway_between_animation_and_solve(metarig):
     """The solved pose of a redundant chain is one of many, so the blend is measured against the solve
-    the bridge actually blended (its cached solver pose), with the geodesic midpoint as the oracle."""
+    the solve actually blended (its cached solver pose), with the geodesic midpoint as the oracle."""
     keyed_arm_with_pinned_hand(metarig, influence=0.5)
     animation = action_quaternions(metarig, 5)
-    solved = addon_module("ewbik_addon.bridge")._rigs[metarig.session_uid].solved[0]
+    solved = addon_module("ewbik_addon.rig_cache").cached_rig(metarig).solved[0]
     blended = pose_quaternions(metarig)
     animation /= np.linalg.norm(animation, axis=1, keepdims=True)  # F-curves interpolate off the unit sphere
     whole = angles_between(animation, solved)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from mathutils import Matrix, Quaternion
 
-from tests.blender.blender_helpers import addon_module, make_active, select_pose_bones
-from tests.blender.limit_rigs import build_mixamo_rig, set_cones
+from tests.support.blender_helpers import addon_module, make_active, select_pose_bones
+from tests.support.limit_rigs import build_mixamo_rig, set_cones
 
 LIMITS = (((0.3, 0.9, 0.2), math.radians(35.0)), ((0.9, 0.1, -0.4), math.radians(20.0)))
 TWIST = (math.radians(-25.0), math.radians(60.0))

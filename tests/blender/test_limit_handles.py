@@ -8,14 +8,16 @@ import bpy
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
     disable_extension,
     enable_extension,
     make_active,
     select_pose_bones,
 )
-from tests.blender.limit_rigs import Y, pose_rotation, rest_under_parent, set_cones
+from tests.support.keymaps import default_pose_mode_bindings
+from tests.support.limit_rigs import Y, pose_rotation, rest_under_parent, set_cones
+from tests.support.ui_layout import draw
 
 BONE = "forearm.L"
 
@@ -212,8 +214,6 @@ def test_gizmo_handlers_drag_show_the_value_and_cancel_or_keep(gizmos, rig, monk
 
 
 def test_limits_panel_shows_body_angles_sharing_viewport_options_and_bones_at_limits(rig):
-    from tests.blender.test_sidebar import draw
-
     log = set(draw("EWBIK_PT_limits"))
     assert {("prop", "flex"), ("prop", "abduct"), ("prop", "limits_scope"), ("prop", "limits_see_through")} <= log
     assert {("operator", "ewbik.mirror_limits"), ("operator", "ewbik.copy_limits")} <= log
@@ -269,8 +269,6 @@ def test_gizmo_group_keeps_one_gizmo_per_handle_on_its_point(gizmos, rig):
 
 
 def test_ctrl_click_keys_are_free_in_pose_mode_and_go_away_on_disable():
-    from tests.blender.test_menus_keymaps import default_pose_mode_bindings
-
     handles = addon_module("operators.limit_handles")
     bindings = default_pose_mode_bindings()
     keymap = bpy.context.window_manager.keyconfigs.addon.keymaps[handles.KEYMAP[0]]

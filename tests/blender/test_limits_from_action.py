@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from mathutils import Matrix, Vector
 
-from tests.blender.blender_helpers import addon_module, bone_world, make_active, pin, select_pose_bones, update
-from tests.blender.test_sidebar import draw
+from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, select_pose_bones, update
+from tests.support.ui_layout import draw
 
 FIRST, LAST = 1, 240
 INSIDE = 1e-5

@@ -1,14 +1,12 @@
 """Joint-limit operators on the Rigify metarig: presets, the cone list of the active bone, reset."""
 
-import json
 import math
-import pathlib
 
 import bpy
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, make_active, pin, select_pose_bones
+from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones
 
 LIMBS = ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R", "thigh.L", "shin.L", "thigh.R", "shin.R")
 
@@ -173,24 +171,6 @@ def test_reset_limits_clears_only_the_selected_bones(metarig):
         assert len(settings.cones) == 0 and not settings.use_twist_limit and settings.comfort == 0.0
     assert is_limited(metarig.pose.bones["forearm.R"])
     assert is_limited(metarig.pose.bones["shin.L"])
-
-
-MOCAP_CLIP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
-
-
-@pytest.fixture
-def straight_rig(tmp_path):
-    """The CMU clip's skeleton rebuilt with a straight-line rest (as LAFAN-style exports), imported
-    through ewbik.import_scene standing in the clip's first frame; returns (armature, document)."""
-    if not MOCAP_CLIP.is_file():
-        pytest.skip(f"{MOCAP_CLIP} is missing")
-    from bench.mocap import load_bvh, scene_document, straight_line_rest
-
-    document = scene_document(straight_line_rest(load_bvh(str(MOCAP_CLIP))), frame=0)
-    path = tmp_path / "straight.json"
-    path.write_text(json.dumps(document))
-    assert bpy.ops.ewbik.import_scene(filepath=str(path)) == {"FINISHED"}
-    return bpy.context.object, document
 
 
 def test_preset_reads_the_body_from_the_current_pose_when_the_rest_is_a_line(straight_rig, capfd):

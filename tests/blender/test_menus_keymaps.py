@@ -1,54 +1,31 @@
 """EWBIK where animators look: the Pose menu, the bone right-click menu, Pose Mode shortcuts, jumping
 between a pinned bone and its target."""
 
-import os
-import sys
-
 import addon_utils
 import bpy
 import pytest
 
-from tests.blender.blender_helpers import PACKAGE, addon_module, build_metarig, make_active, pin, select_pose_bones
+from tests.support.blender_helpers import PACKAGE, addon_module, build_metarig, make_active, pin, select_pose_bones
+from tests.support.keymaps import default_pose_mode_bindings
+from tests.support.ui_layout import RecordingLayout
 
 
-def default_pose_mode_bindings():
-    """(key, shift, ctrl, alt) of every press in Blender's default keymaps that are active in Pose Mode.
-
-    Read from Blender's own keymap data (the headless module has no window, so its live key
-    configurations are nearly empty).
-    """
-    sys.path.append(os.path.join(bpy.utils.system_resource("SCRIPTS"), "presets", "keyconfig", "keymap_data"))
-    import blender_default
-
-    active = {"Pose", "3D View", "3D View Generic", "Object Non-modal", "Window", "Screen", "Frames"}
-    bindings = set()
-    for name, _args, data in blender_default.generate_keymaps(blender_default.Params()):
-        if name in active:
-            for _idname, event, _props in data["items"]:
-                if event.get("value") in {"PRESS", "CLICK"}:
-                    modifiers = [bool(event.get(key)) or bool(event.get("any")) for key in ("shift", "ctrl", "alt")]
-                    bindings.add((event["type"], *modifiers))
-    return bindings
-
-
-class RecordingLayout:
-    """Stands in for a menu's UILayout: records the operators and submenus it is asked to draw."""
+class MenuLayout(RecordingLayout):
+    """The recording layout, also noting the text each operator entry shows."""
 
     def __init__(self):
-        self.operators, self.menus = [], []
+        super().__init__([])
 
-    def operator(self, idname, text="", icon="NONE"):
-        self.operators.append((idname, text))
+    def operator(self, idname, text="", **kwargs):
+        self.log.append(("operator text", text))
+        return super().operator(idname, **kwargs)
 
-    def menu(self, idname, text="", icon="NONE"):
-        self.menus.append(idname)
-
-    def separator(self):
-        pass
+    def logged(self, kind):
+        return [value for entry_kind, value in self.log if entry_kind == kind]
 
 
 def drawn_by(draw_functions):
-    layout = RecordingLayout()
+    layout = MenuLayout()
     host = type("Host", (), {"layout": layout})()
     for draw in draw_functions:
         draw(host, bpy.context)
@@ -59,14 +36,14 @@ def drawn_by(draw_functions):
 def test_pose_menus_offer_the_ewbik_submenu(host):
     appended = getattr(bpy.types, host).draw._draw_funcs
     layout = drawn_by([draw for draw in appended if draw.__module__.startswith(PACKAGE)])
-    assert layout.menus == ["EWBIK_MT_pose"]
+    assert layout.logged("menu") == ["EWBIK_MT_pose"]
 
 
 def test_the_submenu_lists_registered_operators_with_distinct_readable_names():
     layout = drawn_by([bpy.types.EWBIK_MT_pose.draw])
-    idnames = [idname for idname, _ in layout.operators]
+    idnames = layout.logged("operator")
     assert {"ewbik.pin", "ewbik.unpin", "ewbik.pin_to_active_bone", "ewbik.jump_to_target"} <= set(idnames)
-    labels = [text for _, text in layout.operators]
+    labels = layout.logged("operator text")
     assert len(set(labels)) == len(labels) and all(len(text.split()) >= 2 for text in labels)
     for idname in idnames:
         category, name = idname.split(".")
@@ -98,17 +75,9 @@ def test_preferences_list_the_shortcuts():
     preferences = bpy.context.preferences.addons[PACKAGE].preferences
     assert type(preferences).__name__ == "EWBIK_AP_preferences"
 
-    class Layout(RecordingLayout):
-        def __init__(self):
-            super().__init__()
-            self.labels = []
-
-        def label(self, text="", icon="NONE"):
-            self.labels.append(text)
-
-    layout = Layout()
+    layout = MenuLayout()
     type(preferences).draw(type("Host", (), {"layout": layout})(), bpy.context)
-    assert "Toggle Pin: Shift Ctrl P" in layout.labels  # no user keyconfig headless: listed as text
+    assert "Toggle Pin: Shift Ctrl P" in layout.logged("label")  # no user keyconfig headless: listed as text
 
 
 def test_toggle_pin_pins_then_unpins_the_selection(metarig):

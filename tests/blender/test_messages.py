@@ -5,7 +5,7 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import addon_module, pin, update
+from tests.support.blender_helpers import addon_module, pin, update
 
 
 @pytest.fixture

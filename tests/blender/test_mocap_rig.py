@@ -3,7 +3,7 @@
 import bpy
 from mathutils import Vector
 
-from tests.blender.blender_helpers import bone_world, pin, update
+from tests.support.blender_helpers import bone_world, pin, update
 
 PINNED = ("LeftWrist", "RightWrist", "LeftAnkle", "RightAnkle", "Head")
 

@@ -1,4 +1,4 @@
-"""The moves animators make (tests/blender/moves.py), through the operators, with Presets > Humanoid.
+"""The moves animators make (tests/support/moves.py), through the operators, with Presets > Humanoid.
 
 What an animator expects after dragging and pressing Solve: every pin on its target, planted
 feet where they were, knees bending forward, elbows bending the anatomical way, no NaN. The
@@ -20,8 +20,8 @@ import bpy
 import pytest
 from mathutils import Matrix
 
-from tests.blender import moves
-from tests.blender.blender_helpers import MOCAP_CLIP
+from tests.support import moves
+from tests.support.blender_helpers import MOCAP_CLIP
 
 PIN_TOLERANCE_MM = 2.0
 EDGE_OF_REACH_FRACTION = 0.01

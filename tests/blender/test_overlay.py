@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
     disable_extension,
     enable_extension,
     make_active,
     select_pose_bones,
 )
-from tests.blender.limit_rigs import (
+from tests.support.limit_rigs import (
     Y,
     build_mixamo_rig,
     fibonacci_directions,

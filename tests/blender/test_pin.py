@@ -4,8 +4,7 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import addon_module, bone_world, make_active, pin, select_pose_bones, update
-from tests.blender.test_limits_ops import straight_rig  # noqa: F401  (fixture)
+from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, select_pose_bones, update
 
 HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 

@@ -5,7 +5,7 @@ import math
 import bpy
 from mathutils import Euler, Vector
 
-from tests.blender.blender_helpers import addon_module, bone_world, build_metarig, pin, update
+from tests.support.blender_helpers import addon_module, bone_world, build_metarig, pin, update
 
 HANDS_FEET = ("hand.L", "hand.R", "foot.L", "foot.R")
 
@@ -67,11 +67,11 @@ def test_pin_kind_is_animatable(metarig):
     metarig.keyframe_insert(path, frame=1)
     settings.pin_kind = "BOTH"
     metarig.keyframe_insert(path, frame=10)
-    bridge = addon_module("ewbik_addon.bridge")
+    scene_export = addon_module("ewbik_addon.scene_export")
     for frame, kind, axis_weights in ((1, "POSITION", [0.0] * 3), (10, "BOTH", [1.0] * 3)):
         bpy.context.scene.frame_set(frame)
         assert settings.pin_kind == kind
-        pins = {pin["bone"]: pin for pin in bridge.scene_document(metarig)["pins"]}
+        pins = {pin["bone"]: pin for pin in scene_export.scene_document(metarig)["pins"]}
         assert pins["hand.L"]["orientation_weights"] == axis_weights
     assert orientation_error_deg(metarig, "hand.L") < 0.5
 

@@ -3,9 +3,9 @@
 import bpy
 import pytest
 
-from tests.blender.blender_helpers import addon_module
+from tests.support.blender_helpers import addon_module
 
-PUBLIC_IDENTIFIERS = {  # INTERFACE.md names these; the UI may rename them, the RNA identifiers stay
+PUBLIC_IDENTIFIERS = {  # docs/INTERFACE.md names these; the UI may rename them, the RNA identifiers stay
     "armature": ("live", "iterations", "time_budget_ms", "dampening", "translate_root", "tolerance",
                           "stabilization_passes"),
     "bone": ("target", "weight", "orientation_weights", "falloff", "stiffness", "cones",

@@ -11,13 +11,13 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import (
+from tests.support.blender_helpers import (
     addon_module,
     make_active,
     select_pose_bones,
     update,
 )
-from tests.blender.test_sidebar import draw
+from tests.support.ui_layout import draw
 
 DEFORM = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")
 CONTROLS = ("hand_fk.L", "hand_fk.R", "foot_ik.L", "foot_ik.R", "head")
@@ -138,7 +138,7 @@ def test_preset_limits_hold_the_solved_controls(rig):
     drag(targets)
     bpy.ops.object.mode_set(mode="POSE")
     assert bpy.ops.ewbik.solve() == {"FINISHED"}, rig.ewbik.status
-    document = addon_module("ewbik_addon.bridge").scene_document(rig)
+    document = addon_module("ewbik_addon.scene_export").scene_document(rig)
     from_document = addon_module("solver.scene").parse_scene(document)
     violation = from_document.limits.violation(from_document.rotations)
     assert float(violation.max()) < 1e-4
@@ -156,10 +156,10 @@ def test_bake_keys_the_fk_controls_channels(rig):
     scene.frame_start, scene.frame_end = 1, 5
     scene.frame_set(1)
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    bake = addon_module("operators.bake")
-    keyed = {fcurve.data_path.split('"')[1] for fcurve in bake.action_fcurves(rig.animation_data)}
+    fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
+    keyed = {fcurve.data_path.split('"')[1] for fcurve in fcurve_keys.action_fcurves(rig.animation_data)}
     assert {"hand_fk.L", "forearm_fk.L", "upper_arm_fk.L", "foot_ik.L"} <= keyed
-    assert 'pose.bones["foot_ik.L"].location' in {fcurve.data_path for fcurve in bake.action_fcurves(rig.animation_data)}
+    assert 'pose.bones["foot_ik.L"].location' in {fcurve.data_path for fcurve in fcurve_keys.action_fcurves(rig.animation_data)}
     assert not [name for name in keyed if name.startswith(MECHANISM)]
     rig.ewbik.live = False
     for frame in (1, 3, 5):

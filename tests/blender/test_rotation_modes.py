@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mathutils import Euler, Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, build_metarig, pin, update
+from tests.support.blender_helpers import addon_module, build_metarig, pin, update
 
 MODES = ("QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE")
 START_POSE = {
@@ -57,7 +57,7 @@ def test_every_rotation_mode_gives_the_same_evaluated_pose(mode):
     solved = evaluated_pose(rig)
     assert np.abs(solved - start).max() > 0.05
     assert np.abs(solved - evaluated_pose(reference)).max() < 1e-4
-    for bone, offset in MOVES.items():
+    for bone in MOVES:
         reached = (rig.matrix_world @ rig.pose.bones[bone].matrix).translation
         assert (reached - rig.pose.bones[bone].ewbik.target.matrix_world.translation).length < 1e-3
 
@@ -172,7 +172,7 @@ def test_other_bones_make_up_for_partly_locked_channels(budget_ms):
 
 
 def test_channel_conversion_matches_mathutils_in_every_mode():
-    """The vectorized reader (bridge, Limits from Action) against Blender's own conversions."""
+    """The vectorized reader (live solving, Limits from Action) against Blender's own conversions."""
     channels = addon_module("ewbik_addon.rotation_channels")
     rng = np.random.default_rng(3)
     modes = ["QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]

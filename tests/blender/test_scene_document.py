@@ -6,7 +6,7 @@ import bpy
 import numpy as np
 from mathutils import Quaternion, Vector
 
-from tests.blender.blender_helpers import addon_module, pin, update
+from tests.support.blender_helpers import addon_module, pin, update
 
 
 def prepared_rig(metarig):
@@ -30,9 +30,9 @@ def prepared_rig(metarig):
 
 
 def test_scene_document_describes_the_rig(metarig):
-    bridge = addon_module("ewbik_addon.bridge")
+    scene_export = addon_module("ewbik_addon.scene_export")
     prepared_rig(metarig)
-    doc = json.loads(json.dumps(bridge.scene_document(metarig)))
+    doc = json.loads(json.dumps(scene_export.scene_document(metarig)))
     assert doc["format"] == "ewbik-scene" and doc["version"] == 1
     bones = {bone["name"]: bone for bone in doc["bones"]}
     assert len(bones) == 159
@@ -52,10 +52,10 @@ def test_scene_document_describes_the_rig(metarig):
 
 
 def test_standalone_solver_reaches_the_same_pose_as_blender(metarig):
-    bridge = addon_module("ewbik_addon.bridge")
+    scene_export = addon_module("ewbik_addon.scene_export")
     solver = addon_module("solver")
     prepared_rig(metarig)
-    pose = solver.solve_scene(bridge.scene_document(metarig))
+    pose = solver.solve_scene(scene_export.scene_document(metarig))
     assert bpy.ops.ewbik.solve() == {"FINISHED"}
     for name, values in pose["bones"].items():
         pose_bone = metarig.pose.bones[name]

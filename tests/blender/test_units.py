@@ -7,7 +7,7 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.blender.blender_helpers import bone_world, build_metarig, pin, update
+from tests.support.blender_helpers import bone_world, build_metarig, pin, update
 
 PINNED = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 LIFTED = "foot.L"

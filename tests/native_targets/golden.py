@@ -11,6 +11,7 @@ reads back (`rotations`, `locations`, `position_errors`), so the loop may change
 
 import ctypes
 import dataclasses
+import pathlib
 import struct
 import sys
 
@@ -42,7 +43,7 @@ class Case:
 
     def read_result(self, path):
         """(ABI version, problem size, limits size, status, {field: array}) from the runner's output."""
-        data = open(path, "rb").read()
+        data = pathlib.Path(path).read_bytes()
         abi, problem_size, limits_size, status = struct.unpack_from("<4i", data)
         position, blocks = 16, []
         while position < len(data):

@@ -11,7 +11,8 @@ import pytest
 
 from solver import quat
 from solver.native_library import load_library
-from solver.qcp import ADJUGATE_TRUST, closed_form_eigenvectors, key_matrix, top_eigenvectors
+from solver.qcp import ADJUGATE_TRUST, closed_form_eigenvectors, top_eigenvectors
+from tests.support.qcp_oracles import key_matrix
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ fitted limits is measured with `JointLimits.violation`, i.e. what the solver enf
 """
 
 import math
-import os
 import pathlib
 
 import numpy as np

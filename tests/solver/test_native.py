@@ -39,13 +39,13 @@ from solver import (
     solve,
 )
 from solver.loop_constants import POLISH_AFTER
-from tests.solver.conftest import EXPLICIT_IN_CI, REPO, pose_matrices, translation
+from tests.solver.conftest import EXPLICIT_UNLESS_EXPLORING, REPO, pose_matrices, translation
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import random_problem
 
 pytestmark = pytest.mark.compares_backends
 
-AGREE = settings(max_examples=40, deadline=None, phases=EXPLICIT_IN_CI, suppress_health_check=[HealthCheck.too_slow])
+AGREE = settings(max_examples=40, deadline=None, phases=EXPLICIT_UNLESS_EXPLORING, suppress_health_check=[HealthCheck.too_slow])
 SEEDED_CASES = 40
 ERROR_ATOL = 1e-9  # metres (or the rigs' units) and radians: both loops reach the same accuracy
 MISFIT_RTOL = 1e-8

@@ -31,7 +31,7 @@ import math
 import bpy
 from mathutils import Matrix, Vector
 
-from tests.blender.blender_helpers import build_metarig, import_mocap_rig, pin
+from tests.support.blender_helpers import build_metarig, import_mocap_rig, pin
 
 UP = Vector((0.0, 0.0, 1.0))
 DRAG_STEPS = 6

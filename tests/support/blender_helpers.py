@@ -25,7 +25,7 @@ def load_build_tool():
 
 
 def addon_module(name):
-    """A submodule of the installed extension, e.g. addon_module("ewbik_addon.bridge")."""
+    """A submodule of the installed extension, e.g. addon_module("ewbik_addon.armature_solve")."""
     return importlib.import_module(f"{PACKAGE}.{name}")
 
 
@@ -61,6 +61,25 @@ def make_active(obj):
         other.select_set(False)
     obj.select_set(True)
     view_layer.objects.active = obj
+
+
+def build_armature(name, bones, *, connect_touching=False):
+    """A new armature object, linked to the scene, active and in Object Mode, with bones from
+    (name, parent name or None, head, tail, roll); connect_touching connects a bone whose head
+    is on its parent's tail."""
+    data = bpy.data.armatures.new(name)
+    obj = bpy.data.objects.new(name, data)
+    bpy.context.scene.collection.objects.link(obj)
+    make_active(obj)
+    bpy.ops.object.mode_set(mode="EDIT")
+    for bone_name, parent, head, tail, roll in bones:
+        bone = data.edit_bones.new(bone_name)
+        bone.head, bone.tail, bone.roll = head, tail, roll
+        if parent is not None:
+            bone.parent = data.edit_bones[parent]
+            bone.use_connect = connect_touching and (bone.parent.tail - bone.head).length < 1e-4
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return obj
 
 
 def pin(obj, *names):

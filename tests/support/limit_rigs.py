@@ -5,7 +5,7 @@ import math
 import bpy
 from mathutils import Matrix, Quaternion, Vector
 
-from tests.blender.blender_helpers import make_active
+from tests.support.blender_helpers import build_armature
 
 Y = Vector((0.0, 1.0, 0.0))
 MIXAMO_BONES = (
@@ -20,17 +20,8 @@ MIXAMO_BONES = (
 
 def build_mixamo_rig():
     """A small armature named as Mixamo names bones, left and right mirror images (rolls too)."""
-    data = bpy.data.armatures.new("mixamo")
-    obj = bpy.data.objects.new("mixamo", data)
-    bpy.context.scene.collection.objects.link(obj)
-    make_active(obj)
-    bpy.ops.object.mode_set(mode="EDIT")
-    for name, parent, head, tail in MIXAMO_BONES:
-        bone = data.edit_bones.new(name)
-        bone.head, bone.tail = head, tail
-        bone.roll = 0.3 if "Left" in name else -0.3
-        if parent is not None:
-            bone.parent = data.edit_bones[parent]
+    bones = [(name, parent, head, tail, 0.3 if "Left" in name else -0.3) for name, parent, head, tail in MIXAMO_BONES]
+    obj = build_armature("mixamo", bones)
     bpy.ops.object.mode_set(mode="POSE")
     return obj
 

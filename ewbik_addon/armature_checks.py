@@ -1,0 +1,48 @@
+"""Checks on the armature object itself, shared by everything that reads or poses it."""
+
+import bpy
+
+
+class RigError(Exception):
+    """A problem with the user's rig or pins; the message is shown to the user as is."""
+
+
+MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
+
+
+def check_armature(obj):
+    """RigError unless obj is a live armature object with bones."""
+    if obj is None:
+        raise RigError("no armature: select an armature object")
+    try:
+        kind = obj.type
+    except ReferenceError:
+        raise RigError("the armature was deleted") from None
+    if kind != "ARMATURE":
+        raise RigError(f"'{obj.name}' is a {kind.lower()} object, not an armature")
+    if obj.pose is None or len(obj.pose.bones) == 0:
+        raise RigError(f"'{obj.name}' has no bones")
+
+
+def check_writable(obj):
+    """RigError unless the armature's pose may be written: local or an editable override, not in Edit Mode."""
+    check_armature(obj)
+    if obj.library is not None:
+        raise RigError(
+            f"'{obj.name}' is linked from '{obj.library.filepath}' and cannot be posed: make a library override"
+        )
+    override = obj.override_library
+    if (override is not None and override.is_system_override) or not obj.is_editable:
+        raise RigError(f"'{obj.name}' is a read-only library override: make it editable to pose it")
+    if obj.mode == "EDIT":
+        raise RigError(f"'{obj.name}' is in Edit Mode: leave it to solve")
+
+
+def armature_scale(obj):
+    """Scene lengths per armature unit: the object's mean scale (a centimetre rig at 0.01)."""
+    return sum(abs(s) for s in obj.matrix_world.to_scale()) / 3.0
+
+
+def scene_of(obj):
+    """The scene whose units the armature's messages speak."""
+    return obj.users_scene[0] if obj.users_scene else bpy.context.scene

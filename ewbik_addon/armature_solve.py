@@ -1,0 +1,214 @@
+"""Solve one armature: read its pose and pins, solve, blend by the influence, write the pose back.
+
+Fully locked bones are handed to the solver as stiffness 1 so they never absorb motion that
+would be thrown away. Arrays in the returned SolveResult follow `obj.pose.bones` order.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+
+from ..solver import Pin, SolverSettings, solve
+from .armature_checks import RigError, armature_scale, check_writable
+from .pin_reading import read_pins
+from .pose_io import read_pose, write_pose
+from .production_checks import check_pins_movable, place_ik_controls
+from .properties import STORED_SETTINGS
+from .rig_cache import rig_for
+
+
+def solve_armature(obj, *, full=False, rescan=True):
+    """Read the armature's pose and pins, solve, write the moved bones back.
+
+    full: ignore the time budget (the Solve operator, baking).
+    rescan: re-read per-bone settings (pins, stiffness, limits). The live handler
+    passes False when only pin targets moved since the last solve.
+    Raises RigError for anything the user must fix; the pose is then unchanged (unless the
+    second solve for partly locked bones fails: the first solve's pose stays).
+    """
+    started = time.perf_counter()
+    check_writable(obj)
+    rig = rig_for(obj, rescan)
+    if not rig.pins:
+        raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+    check_pins_movable(obj, rig)
+    place_ik_controls(obj, rig)
+    rotations, locations, locks = read_pose(obj, rig)
+    track_underneath(rig, rotations, locations)
+    settings = solver_settings(obj, full)  # before the pins: a zero scale would make their targets infinitely far
+    pins = read_pins(obj, rig)
+    stiffness = rig.stiffness.copy()
+    stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
+    pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
+    result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
+    # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
+    # the written pose misses the targets by what those channels contributed. A second solve
+    # from that pose, with those bones held, lets the other bones make up for it.
+    turned = np.abs(np.einsum("ij,ij->i", result.rotations, solved)) < 1.0 - 1e-12
+    held = result.moved & locks.any_rotation & ~locks.fully_locked & turned
+    if not np.any(held):
+        return result
+    if settings.time_budget_ms is not None:
+        left = settings.time_budget_ms - (time.perf_counter() - started) * 1e3
+        if left <= 0.0:
+            return result
+        settings = dataclasses.replace(settings, time_budget_ms=left)
+    rotations, locations, locks = read_pose(obj, rig)
+    stiffness[rig.to_solver[held]] = 1.0
+    second, _ = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
+    return dataclasses.replace(
+        second,
+        iterations=result.iterations + second.iterations,
+        ms=result.ms + second.ms,
+        moved=result.moved | second.moved,
+    )
+
+
+def solver_settings(obj, full):
+    """The solver's settings; the tolerance is a scene distance, turned into armature units."""
+    props = obj.ewbik
+    budget = props.time_budget_ms
+    scale = armature_scale(obj)
+    axes = [abs(s) for s in obj.matrix_world.to_scale()]
+    if not min(axes) > 1e-6 * max(max(axes), 1e-300):
+        raise RigError(f"'{obj.name}' has zero scale on an axis (scale {', '.join(f'{s:g}' for s in axes)}): "
+                       "give it a scale in every axis to solve")
+    stored = {name: getattr(props, name) for name in STORED_SETTINGS}
+    stored.update(time_budget_ms=None if full or budget <= 0.0 else budget, tolerance=props.tolerance / scale)
+    try:
+        return SolverSettings(**stored)
+    except ValueError as error:
+        raise RigError(f"'{obj.name}' {error}") from None
+
+
+def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations):
+    """(pins, settings): each rotation-only pin's position set where the rest of the body puts its bone.
+
+    The solver's pins always hold a position, so a rotation-only pin gets, as its position, the
+    bone's head in a solve of the other pins (or in the current pose when there are none): the
+    body goes where the other pins take it, and the pin only turns its bone. That costs a second
+    solve, only while some pin is rotation-only; the two share the live time budget, so the returned
+    settings give the main solve its half.
+    """
+    kinds = [obj.pose.bones[pin.bone].ewbik.pin_kind for pin in pins]
+    if "ROTATION" not in kinds:
+        return pins, settings
+    solver_rotations = np.empty_like(rotations)
+    solver_rotations[rig.to_solver] = rotations
+    solver_locations = np.empty_like(locations)
+    solver_locations[rig.to_solver] = locations
+    others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
+    if others and settings.time_budget_ms is not None:
+        settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
+    if others:
+        try:
+            placed = solve(rig.skeleton, others, solver_rotations, solver_locations, settings, rig.limits, stiffness)
+        except ValueError as error:
+            raise RigError(str(error)) from None
+        solver_rotations, solver_locations = placed.rotations, placed.locations
+    _, heads = rig.skeleton.forward(solver_rotations, solver_locations)
+    placed_pins = []
+    for pin, kind in zip(pins, kinds):
+        if kind == "ROTATION":
+            matrix = pin.target.copy()
+            matrix[:3, 3] = heads[rig.skeleton.index[pin.bone]]
+            pin = Pin(pin.bone, matrix, pin.weight, pin.orientation_weights, pin.falloff)
+        placed_pins.append(pin)
+    return placed_pins, settings
+
+
+def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
+    """Solve from a pose (pose.bones order) and write the moved bones.
+
+    Returns (the result with the rotations as written, the rotations meant to be written: the solver's
+    own, blended by the influence), both in pose.bones order.
+    """
+    to_solver = rig.to_solver
+    start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
+    solver_rotations = np.empty_like(rotations)
+    solver_rotations[to_solver] = start_rotations
+    solver_locations = np.empty_like(locations)
+    solver_locations[to_solver] = start_locations
+    try:
+        result = solve(rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness)
+    except ValueError as error:
+        raise RigError(str(error)) from None
+    return write_solved(obj, rig, result, result.rotations[to_solver], result.locations[to_solver],
+                         result.moved[to_solver], (rotations, locations, locks), settings)
+
+
+def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):
+    """Blend a solved pose (pose.bones order) over the pose underneath, write it and remember it;
+    `before` is the (rotations, locations, locks) read before the solve. Returns what
+    `_solve_and_write` returns."""
+    rotations, locations, locks = before
+    if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
+        raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
+    moved = moved | rig.placed
+    rig.solved = (solved_rotations, solved_locations)
+    shown_rotations, shown_locations, changes = _blend_over_underneath(
+        obj, rig, solved_rotations, solved_locations, rotations, locations, moved
+    )
+    written_rotations = write_pose(obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root)
+    rig.written = (np.where(changes[:, None], written_rotations, rotations),
+                   np.where(changes[:, None], shown_locations, locations) if settings.translate_root else locations)
+    written = dataclasses.replace(result, rotations=written_rotations, locations=shown_locations, moved=moved)
+    return written, shown_rotations
+
+
+def track_underneath(rig, rotations, locations):
+    """Keep the pose the solver blends over: the channels as last set by anyone but the solver.
+
+    A channel that differs from what the last solve wrote was set by the animation (frame change)
+    or by the user, and becomes the pose underneath; one that still holds the solver's value keeps
+    the earlier pose underneath, so repeated live solves at a partial influence do not compound.
+    """
+    if rig.underneath is None or rig.written is None or len(rig.underneath[0]) != len(rotations):
+        rig.underneath = (rotations.copy(), locations.copy())
+        rig.holding = np.zeros(len(rotations), bool)
+        return
+    written_rotations, written_locations = rig.written
+    changed = (1.0 - np.abs(np.einsum("ij,ij->i", rotations, written_rotations)) > 1e-10) | np.any(
+        np.abs(locations - written_locations) > 1e-5, axis=1
+    )
+    rig.underneath[0][changed] = rotations[changed]
+    rig.underneath[1][changed] = locations[changed]
+    rig.holding = ~changed
+
+
+def _solver_start(obj, rig, rotations, locations):
+    """The pose a solve starts from: below full influence, bones that still show the blend continue from
+    the solver's own last pose, so a redundant chain does not wander to another solution each update."""
+    if obj.ewbik.influence >= 1.0 or rig.solved is None or rig.holding is None or len(rig.holding) != len(rotations):
+        return rotations, locations
+    holding = rig.holding[:, None]
+    return np.where(holding, rig.solved[0], rotations), np.where(holding, rig.solved[1], locations)
+
+
+def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):
+    """The solved pose blended over the pose underneath by the armature's Influence (pose.bones order).
+
+    Like a constraint's Influence: 1 shows the solve, 0 the animation (or hand pose) underneath. Bones
+    whose blended pose equals what they hold already are not written, so at 0 keyed channels are left
+    exactly as the animation set them. Returns (rotations, locations, bones to write).
+    """
+    influence = float(obj.ewbik.influence)
+    if influence >= 1.0:
+        return solved_rotations, solved_locations, moved
+    base_rotations, base_locations = rig.underneath
+    dots = np.einsum("ij,ij->i", base_rotations, solved_rotations)
+    solved_near = np.where(dots[:, None] < 0.0, -solved_rotations, solved_rotations)
+    angle = np.arccos(np.clip(np.abs(dots), 0.0, 1.0))
+    sine = np.sin(angle)
+    small = sine < 1e-9
+    safe = np.where(small, 1.0, sine)
+    w_base = np.where(small, 1.0 - influence, np.sin((1.0 - influence) * angle) / safe)
+    w_solved = np.where(small, influence, np.sin(influence * angle) / safe)
+    blended = w_base[:, None] * base_rotations + w_solved[:, None] * solved_near
+    blended /= np.linalg.norm(blended, axis=1, keepdims=True)
+    blended_locations = base_locations + influence * (solved_locations - base_locations)
+    unchanged = (1.0 - np.abs(np.einsum("ij,ij->i", blended, rotations)) <= 1e-12) & np.all(
+        np.abs(blended_locations - locations) <= 1e-7, axis=1
+    )
+    return blended, blended_locations, moved & ~unchanged

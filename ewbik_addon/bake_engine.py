@@ -1,0 +1,385 @@
+"""The bake: solve every frame of a range and turn the solved pose into plain rotation keys.
+
+Animators pin hands and feet, animate the targets, and then need ordinary keys for export, game
+engines and hand editing. The work lives in `PoseBake`, plain Python advanced one frame at a
+time, so scripts, the modal operator and the tests (Blender's timers never fire headless) all run
+the same code.
+
+Each frame is solved warm-started from the previous frame's solution, so the keys are continuous.
+Keys are written once, after the last frame, a whole F-curve at a time with foreach_set. Nothing
+in the action changes before that, and every F-curve the write touches is snapshotted first, so a
+cancel or a failure leaves the action exactly as it was.
+"""
+
+import dataclasses
+import time
+
+import bpy
+import numpy as np
+
+from . import armature_solve, crowd_solve, live, pin_reading, production_checks
+from .active import is_selected
+from .armature_checks import RigError
+from .fcurve_keys import (
+    KeyWriter,
+    check_action,
+    continuous_axis_angles,
+    continuous_eulers,
+    continuous_quaternions,
+    locked_rotation_components,
+)
+from .pose_channels import read_pose_channels, write_pose_channels
+from .pose_io import PoseBuffers, read_locks
+from .rig_cache import pinned_chains
+from .rotation_channels import rotation_channel
+
+
+@dataclasses.dataclass(frozen=True)
+class BakeOptions:
+    """What to bake; the operator's properties, or a script's arguments, passed to `PoseBake`."""
+
+    frame_start: int
+    frame_end: int
+    step: int = 1
+    only_selected: bool = False
+    replace_range: bool = True
+    disable_live: bool = True
+
+    def frames(self):
+        """The frames to solve: every `step`-th frame from the start, and always the end frame."""
+        if self.step < 1:
+            raise RigError(f"Step must be at least 1 frame, not {self.step}")
+        if self.frame_start > self.frame_end:
+            raise RigError(f"Nothing to bake: start frame {self.frame_start} is after end frame {self.frame_end}")
+        return np.unique(np.append(np.arange(self.frame_start, self.frame_end + 1, self.step), self.frame_end))
+
+
+@dataclasses.dataclass(frozen=True)
+class BakeSummary:
+    """What a finished bake keyed, for the operator's report."""
+
+    frame_start: int
+    frame_end: int
+    frames: int
+    bones: int
+    fcurves: int
+
+    def __str__(self):
+        return (
+            f"Baked {self.frames} frames ({self.frame_start}-{self.frame_end}) "
+            f"into {self.fcurves} F-curves on {self.bones} bones"
+        )
+
+
+class PoseBake:
+    """One bake in progress: solve frame after frame, then key the solved channels.
+
+    `solve_next` handles one frame, so the modal operator can interleave progress and Esc.
+    Until `finish` writes the keys only the pose and the current frame change, and `cancel`
+    puts them back; any failure inside `solve_next` or `finish` cancels before it propagates.
+    """
+
+    def __init__(self, context, obj, options):
+        if obj is None or obj.type != "ARMATURE":
+            raise RigError("The active object is not an armature")
+        if not obj.is_editable:
+            raise RigError(f"Armature '{obj.name}' is linked; add a library override to bake it")
+        scene = context.scene
+        self.scene = scene
+        self.view_layer = context.view_layer
+        self.obj = obj
+        self.options = options
+        self.frames = options.frames()
+        pose_bones = obj.pose.bones
+        pinned = [pose_bone for pose_bone in pose_bones if pose_bone.ewbik.target is not None]
+        if not pinned:
+            raise RigError(f"No bone of '{obj.name}' is pinned; pin the bones to bake first")
+        self.pins = [(pose_bone.name, pose_bone.ewbik.target) for pose_bone in pinned]
+        index = {pose_bone.name: i for i, pose_bone in enumerate(pose_bones)}
+        parents = [pose_bone.parent.name if pose_bone.parent else None for pose_bone in pose_bones]
+        self.may_move = pinned_chains(index, parents, [bone for bone, _ in self.pins])
+        self.allowed = np.ones(len(pose_bones), dtype=bool)
+        if options.only_selected:
+            self.allowed = np.array([is_selected(pose_bone) for pose_bone in pose_bones])
+            if not (self.allowed & self.may_move).any():
+                raise RigError("None of the selected bones is in a pinned chain; nothing to bake")
+        self.rotation_modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
+        self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
+        self.rotation_locked = read_locks(pose_bones, PoseBuffers.empty(len(pose_bones))).any_rotation
+        is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
+        self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
+        check_action(obj, {
+            pose_bones[i].path_from_id(name)
+            for i in np.flatnonzero(self.may_move & self.allowed)
+            for name in self.keyed_properties(i)
+        })
+        preferences = context.preferences.edit
+        keyframe = bpy.types.Keyframe.bl_rna.properties
+        self.interpolation = keyframe["interpolation"].enum_items[preferences.keyframe_new_interpolation_type].value
+        self.handle_type = keyframe["handle_left_type"].enum_items[preferences.keyframe_new_handle_type].value
+        self.start_frame = (scene.frame_current, scene.frame_subframe)
+        self.start_pose = read_pose_channels(pose_bones)
+        self.poses = {
+            name: np.empty((len(self.frames), *values.shape), dtype=np.float32)
+            for name, values in self.start_pose.items()
+        }
+        self.moved = np.zeros(len(pose_bones), dtype=bool)
+        self.solved = 0
+
+    @property
+    def done(self):
+        return self.solved == len(self.frames)
+
+    @property
+    def frame(self):
+        """The frame `solve_next` solves (the last one once done)."""
+        return int(self.frames[min(self.solved, len(self.frames) - 1)])
+
+    def solve_next(self):
+        """Move to the next frame, start from the previous frame's solution, solve, record.
+
+        The solve is the one live solving runs on a frame change: within the armature's time
+        budget, bone settings read once. So a baked frame costs no more than a live solve of it,
+        and the keys hold what live playback showed; a budget of 0 bakes fully converged frames.
+        """
+        try:
+            self._solve(self.frame)
+        except BaseException:
+            self.cancel()
+            raise
+
+    def solve_for(self, seconds):
+        """Solve frames until `seconds` have passed (at least one frame) or all are done."""
+        deadline = time.perf_counter() + seconds
+        self.solve_next()
+        while not self.done and time.perf_counter() < deadline:
+            self.solve_next()
+
+    def _solve(self, frame):
+        with live.suspended():
+            self.scene.frame_set(frame)
+        self.solve_current_frame()
+
+    def solve_current_frame(self):
+        """Solve the scene's current frame (the one `frame` names) and record it."""
+        with live.suspended():
+            self.warm_start()
+            try:
+                result = armature_solve.solve_armature(self.obj, rescan=not self.solved)
+            except RigError as error:
+                raise RigError(f"Frame {self.frame}: {error}") from error
+            self.record(result)
+
+    def warm_start(self):
+        """The previous frame's solution replaces what the old keys say, but never on locked
+        rotation channels or unkeyed locations, which keep their animation. Below full influence
+        the keys are the pose underneath the blend, so they stay."""
+        if not (self.solved and self.obj.animation_data is not None and self.obj.ewbik.influence >= 1.0):
+            return
+        pose_bones = self.obj.pose.bones
+        pose = read_pose_channels(pose_bones)
+        for name, values in pose.items():
+            carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
+            values[carry] = self.poses[name][self.solved - 1][carry]
+        write_pose_channels(pose_bones, pose)
+
+    def record(self, result):
+        """Keep the solved frame's channels (after checking Blender moved the targets)."""
+        try:
+            self._check_targets_evaluated()
+        except RigError as error:
+            raise RigError(f"Frame {self.frame}: {error}") from error
+        self.moved |= result.moved
+        for name, values in read_pose_channels(self.obj.pose.bones).items():
+            self.poses[name][self.solved] = values
+        self.solved += 1
+
+    def _check_targets_evaluated(self):
+        """Blender does not evaluate a disabled or excluded target: its animation stops moving it."""
+        depsgraph = self.view_layer.depsgraph
+        for bone, target in self.pins:
+            evaluated = target.evaluated_get(depsgraph)
+            if not evaluated.is_evaluated or evaluated.hide_viewport:
+                raise RigError(
+                    f"pin '{bone}': target '{target.name}' is disabled in viewports or excluded from the view "
+                    "layer, so Blender does not move it; enable it to bake"
+                )
+
+    def keyed_properties(self, i):
+        """The pose-bone properties keyed on bone `i`: its rotation, and the root's location when
+        the solver may move the root."""
+        rotation = rotation_channel(self.rotation_modes[i])
+        return (rotation, "location") if self.keys_location[i] else (rotation,)
+
+    def keyed_channels(self):
+        """(pose-bone index, property, (F, size) values) of every channel to key, made continuous."""
+        for i in np.flatnonzero(self.moved & self.allowed):
+            for name in self.keyed_properties(i):
+                values = self.poses[name][:, i].astype(np.float64)
+                if name == "rotation_quaternion":
+                    values = continuous_quaternions(values)
+                elif name == "rotation_axis_angle":
+                    values = continuous_axis_angles(values)
+                elif name == "rotation_euler":
+                    values = continuous_eulers(values, self.rotation_modes[i])
+                yield i, name, values
+
+    def finish(self):
+        """Key every solved frame, go back to the starting frame, and say what was keyed."""
+        try:
+            return self._finish()
+        except BaseException:
+            self.cancel()
+            raise
+
+    def _finish(self):
+        if not (self.moved & self.allowed).any():
+            raise RigError("The solver moved none of the bones to bake; nothing keyed")
+        frames = self.frames.astype(np.float32)
+        pose_bones = self.obj.pose.bones
+        writer = KeyWriter(self.obj)
+        fcurve_count = 0
+        try:
+            for i, name, values in self.keyed_channels():
+                pose_bone = pose_bones[i]
+                data_path = pose_bone.path_from_id(name)
+                fcurve_count += values.shape[1]
+                skipped = self.locked_components[i] if name != "location" else ()
+                for index in (k for k in range(values.shape[1]) if k not in skipped):
+                    writer.write(
+                        data_path, index, pose_bone.name, frames, values[:, index],
+                        replace_range=self.options.replace_range, interpolation=self.interpolation,
+                        handle_type=self.handle_type,
+                    )
+        except BaseException:
+            writer.restore()
+            raise
+        keyed = self.moved & self.allowed
+        self._return_to_start(from_action=keyed)
+        if self.options.disable_live:
+            self.obj.ewbik.live = False
+        return BakeSummary(
+            frame_start=int(self.frames[0]), frame_end=int(self.frames[-1]), frames=len(self.frames),
+            bones=int(keyed.sum()), fcurves=fcurve_count,
+        )
+
+    def cancel(self):
+        """Put the pose and the current frame back as they were before the bake."""
+        self._return_to_start(from_action=np.zeros_like(self.moved))
+
+    def _return_to_start(self, from_action):
+        """Back to the starting frame with the starting pose, except bones `from_action` now plays.
+
+        Evaluated while live solving is paused: the restored pose is the one the user left, not a
+        fresh solve of it.
+        """
+        pose_bones = self.obj.pose.bones
+        frame, subframe = self.start_frame
+        with live.suspended():
+            self.scene.frame_set(frame, subframe=subframe)
+            pose = {name: values.copy() for name, values in self.start_pose.items()}
+            for name, values in read_pose_channels(pose_bones).items():
+                pose[name][from_action] = values[from_action]
+            write_pose_channels(pose_bones, pose)
+            self.obj.update_tag()
+            self.view_layer.update()
+
+
+def armatures_to_bake(context):
+    """The context's armature, then every other selected armature with a pinned bone."""
+    first = context.object
+    others = [
+        obj for obj in context.selected_objects
+        if obj != first and obj.type == "ARMATURE" and any(b.ewbik.target is not None for b in obj.pose.bones)
+    ]
+    return [first, *sorted(others, key=lambda obj: obj.name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class CrowdSummary:
+    """What a bake of several armatures keyed."""
+
+    summaries: tuple
+
+    def __str__(self):
+        if len(self.summaries) == 1:
+            return str(self.summaries[0])
+        first = self.summaries[0]
+        return (
+            f"Baked {first.frames} frames ({first.frame_start}-{first.frame_end}) of {len(self.summaries)} "
+            f"armatures into {sum(s.fcurves for s in self.summaries)} F-curves on "
+            f"{sum(s.bones for s in self.summaries)} bones"
+        )
+
+
+class CrowdBake:
+    """Several armatures baked in one pass over the frames: each frame is set (and the scene
+    evaluated) once, then every armature solves it. Same interface as PoseBake; a failure in
+    any armature cancels all of them."""
+
+    def __init__(self, context, objects, options):
+        self.bakes = [PoseBake(context, obj, options) for obj in objects]
+        self.scene = context.scene
+        self.frames = self.bakes[0].frames
+
+    @property
+    def solved(self):
+        return self.bakes[0].solved
+
+    @property
+    def done(self):
+        return self.bakes[0].done
+
+    @property
+    def frame(self):
+        return self.bakes[0].frame
+
+    def solve_next(self):
+        try:
+            with live.suspended():
+                self.scene.frame_set(self.frame)
+                if len(self.bakes) == 1:
+                    self.bakes[0].solve_current_frame()
+                else:
+                    self._solve_together()
+        except BaseException:
+            self.cancel()
+            raise
+
+    def _solve_together(self):
+        """Every armature's frame in one solver call (crowd_solve.solve_crowd)."""
+        for bake in self.bakes:
+            bake.warm_start()
+            try:
+                pin_reading.pinned_targets(bake.obj, rescan=not bake.solved)
+            except RigError as error:
+                raise RigError(f"Frame {bake.frame}: {error}") from error
+        outcomes = crowd_solve.solve_crowd([bake.obj for bake in self.bakes])
+        for bake in self.bakes:
+            outcome = outcomes[bake.obj]
+            if isinstance(outcome, RigError):
+                raise RigError(f"Frame {bake.frame}: {outcome}") from outcome
+            bake.record(outcome)
+
+    def solve_for(self, seconds):
+        """Solve frames until `seconds` have passed (at least one frame) or all are done."""
+        deadline = time.perf_counter() + seconds
+        self.solve_next()
+        while not self.done and time.perf_counter() < deadline:
+            self.solve_next()
+
+    def finish(self):
+        """Key every armature; if one fails, the ones not yet keyed are put back too."""
+        summaries = []
+        for i, bake in enumerate(self.bakes):
+            try:
+                summaries.append(bake.finish())
+            except BaseException:
+                for later in self.bakes[i + 1:]:
+                    later.cancel()
+                raise
+        return CrowdSummary(tuple(summaries))
+
+    def cancel(self):
+        for bake in reversed(self.bakes):
+            bake.cancel()

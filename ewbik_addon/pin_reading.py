@@ -1,0 +1,239 @@
+"""Pins: each pinned bone's target read as an armature-space frame and checked against the rig."""
+
+import dataclasses
+
+import mathutils
+import numpy as np
+
+from ..solver import Pin
+from ..solver.validation import MAX_COORDINATE
+from .armature_checks import RigError, armature_scale
+from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
+from .rig_cache import cached_rig, rig_for
+
+
+PLANTED_WEIGHT = 1000.0  # a planted pin's weight is multiplied by this, so ordinary pins give way to it
+
+
+_POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
+
+
+@dataclasses.dataclass
+class CheckedPins:
+    """The pins as last validated against the rig and the scene (bone exists, target alive and in
+    the armature's scene, weights valid); until the next scan of the bone settings an update
+    only reads the targets and moves the pins whose target moved."""
+
+    bones: tuple
+    targets: tuple
+    target_bones: tuple  # per pin: the followed bone of an armature target, else None
+    pins: list
+    frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
+    keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
+
+
+def read_pins(obj, rig):
+    """Pins with armature-space target matrices (scale removed); raises RigError for bad targets."""
+    checked = rig.checked_pins
+    if checked is None:
+        checked = rig.checked_pins = _check_pins(obj, rig)
+    _check_feedback(obj, rig, checked)
+    frames = _target_frames(obj, rig, checked)
+    for i in np.flatnonzero((frames != checked.frames).any(axis=1)):
+        rotation, position = frames[i, :4].copy(), frames[i, 4:].copy()
+        matrix = np.array(mathutils.Matrix.LocRotScale(position, mathutils.Quaternion(rotation), None))
+        checked.pins[i] = checked.pins[i].moved_to(matrix, rotation, position)
+    checked.frames = frames
+    return list(checked.pins)
+
+
+def _check_pins(obj, rig):
+    """Validate every pin of the last scan and build its Pin at the target's current frame; a pin
+    whose settings are unchanged since the last check is moved, not validated again."""
+    bones = tuple(bone for bone, _ in rig.pins)
+    targets = tuple(target for _, target in rig.pins)
+    target_bones = tuple(_pin_target_bone(obj, bone, target) for bone, target in rig.pins)
+    checked = CheckedPins(bones, targets, target_bones, [], np.full((len(bones), 7), np.nan))
+    frames = _target_frames(obj, rig, checked)
+    for (bone, target), frame in zip(rig.pins, frames):
+        if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
+            raise RigError(f"pin '{bone}': target '{target.name}' is not in the armature's scene")
+        props = obj.pose.bones[bone].ewbik
+        key = (bone, props.weight, tuple(props.orientation_weights), props.falloff, props.pin_kind, props.planted)
+        known = rig.validated_pins.get(key)
+        if known is None:
+            pin = _make_pin(bone, mathutils.Vector(frame[4:]), mathutils.Quaternion(frame[:4]), props)
+        else:
+            matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
+            pin = known.moved_to(matrix, frame[:4].copy(), frame[4:].copy())
+        checked.pins.append(pin)
+        checked.keys.append(key)
+    checked.frames = frames
+    rig.validated_pins = dict(zip(checked.keys, checked.pins))
+    return checked
+
+
+def _pin_target_bone(obj, bone, target):
+    """The bone an armature target's pin follows (None for other targets); checks the pin's bone."""
+    pose_bone = obj.pose.bones.get(bone)
+    try:
+        kind = target.type
+    except ReferenceError:
+        raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+    if pose_bone is None:
+        raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
+    return pose_bone.ewbik.target_bone if kind == "ARMATURE" else None
+
+
+def _target_frames(obj, rig, checked):
+    """(P, 7) armature-space frames (unit quaternion with w >= 0, position) of the pins' targets
+    (an armature target: its bone), read in one pass; a deleted or non-finite target raises
+    RigError naming its pin."""
+    to_armature = obj.matrix_world.inverted_safe()
+    frames = np.empty((len(checked.targets), 7))
+    for i, (bone, target, target_bone) in enumerate(zip(checked.bones, checked.targets, checked.target_bones)):
+        try:
+            if target_bone is None:
+                matrix = target.matrix_world
+            else:
+                matrix = _target_bone_matrix(obj, rig, bone, target, target_bone)
+        except ReferenceError:
+            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+        location, rotation, _ = (to_armature @ matrix).decompose()
+        frames[i, :4] = rotation
+        frames[i, 4:] = location
+    frames[frames[:, 0] < 0.0, :4] *= -1.0
+    bad = ~(np.isfinite(frames).all(axis=1) & (np.abs(frames[:, 4:]) <= MAX_COORDINATE).all(axis=1))
+    if np.any(bad):
+        raise RigError(f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity, "
+                       f"or lies farther than {MAX_COORDINATE:g} armature units")
+    return frames
+
+
+def _check_feedback(obj, rig, checked):
+    """Refuse a target that follows a bone the solver moves (it would chase itself)."""
+    for bone, target in zip(checked.bones, checked.targets):
+        try:
+            loop_bone = _feedback_bone(obj, target)
+        except ReferenceError:
+            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+        if loop_bone is not None and rig.driven[rig.index[loop_bone]]:
+            raise RigError(
+                f"pin '{bone}': target '{target.name}' follows bone '{loop_bone}', which the solver moves "
+                "(feedback loop): parent the target elsewhere"
+            )
+
+
+def _make_pin(bone, location, rotation, props):
+    """The solver's pin for one bone: its kind picks the weighed axes, planted multiplies the weight."""
+    matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
+    axes = _POSITION_ONLY_AXES if props.pin_kind == "POSITION" else tuple(props.orientation_weights)
+    weight = props.weight * (PLANTED_WEIGHT if props.planted else 1.0)
+    try:
+        return Pin(bone, matrix, weight, axes, props.falloff)
+    except ValueError as error:
+        raise RigError(str(error)) from None
+
+
+def _target_bone_matrix(obj, rig, bone, target, target_bone):
+    """World matrix of the bone a pin follows (a bone of another armature, or a control bone of obj).
+
+    A bone of obj that the pinned bone's own pose moves (itself or a descendant), or that the solver
+    moves, would make the pin chase itself: refused with a message.
+    """
+    other = target.pose.bones.get(target_bone) if target.pose is not None else None
+    if other is None:
+        what = "choose its Target Bone" if not target_bone else f"it has no bone '{target_bone}'"
+        raise RigError(f"pin '{bone}': target '{target.name}' is an armature: {what}")
+    if target == obj:
+        follower = follows_pinned_bone(obj, target_bone, bone)
+        if follower:
+            raise RigError(f"pin '{bone}': target bone '{target_bone}' {follower}, so it cannot be its target")
+        if rig.driven[rig.index[target_bone]]:
+            raise RigError(
+                f"pin '{bone}': target bone '{target_bone}' is moved by the solver (feedback loop): "
+                "use a control bone outside the pinned chains"
+            )
+    return target.matrix_world @ other.matrix
+
+
+def follows_pinned_bone(obj, target_bone, pinned):
+    """Why bone `target_bone` of obj moves with bone `pinned` ("is the pinned bone itself" or "follows
+    the pinned bone"), else "": such a bone cannot be that pin's target."""
+    if target_bone == pinned:
+        return "is the pinned bone itself"
+    bone = obj.data.bones[target_bone].parent
+    while bone is not None:
+        if bone.name == pinned:
+            return "follows the pinned bone"
+        bone = bone.parent
+    return ""
+
+
+def _feedback_bone(obj, target):
+    """The bone of obj that target follows through parenting, a constraint or a driver, if any."""
+    node = target
+    seen = set()
+    while node is not None and node.name not in seen:
+        seen.add(node.name)
+        if node.parent == obj and node.parent_type == "BONE" and node.parent_bone in obj.pose.bones:
+            return node.parent_bone
+        for constraint in node.constraints:
+            subtarget = getattr(constraint, "subtarget", "")
+            if (constraint.enabled and getattr(constraint, "target", None) == obj
+                    and subtarget in obj.pose.bones):
+                return subtarget
+        driven_by = _driver_bone(obj, node)
+        if driven_by is not None:
+            return driven_by
+        node = node.parent
+    return None
+
+
+def _driver_bone(obj, node):
+    """A bone of obj that one of node's drivers reads (a bone transform, or a pose.bones path)."""
+    animation = node.animation_data
+    if animation is None:
+        return None
+    for fcurve in animation.drivers:
+        if fcurve.mute:
+            continue
+        for variable in fcurve.driver.variables:
+            for driver_target in variable.targets:
+                if driver_target.id != obj:
+                    continue
+                path = driver_target.data_path
+                bone = driver_target.bone_target if variable.type != "SINGLE_PROP" else (
+                    path.split('"')[1] if path.startswith('pose.bones["') and path.count('"') >= 2 else "")
+                if bone in obj.pose.bones:
+                    return bone
+    return None
+
+
+def pin_errors(obj, result):
+    """{pinned bone: (position error in armature units, orientation error in degrees)} of a solve."""
+    rig = cached_rig(obj)
+    bones = [bone for bone, _ in rig.pins] if rig is not None else []
+    return {
+        bone: (float(position), float(orientation))
+        for bone, position, orientation in zip(bones, result.position_errors, result.orientation_errors_deg)
+    }
+
+
+def pinned_targets(obj, *, rescan=True):
+    """The target objects of the armature's pins (cached; rescan re-reads the bones' settings)."""
+    return [target for _, target in rig_for(obj, rescan).pins]
+
+
+def pins_elsewhere(obj, result):
+    """{pinned bone: evaluated distance (scene units)} for the pins whose bone, as Blender evaluated
+    it, is farther from the target than the solve left it (something else poses it); call after
+    `view_layer.update()`."""
+    scale = armature_scale(obj)
+    solved = pin_errors(obj, result)
+    return {
+        bone: distance
+        for bone, (distance, _) in evaluated_pin_errors(obj).items()
+        if distance - solved.get(bone, (0.0, 0.0))[0] * scale
+        > FOLLOW_TOLERANCE * obj.data.bones[bone].length * scale
+    }

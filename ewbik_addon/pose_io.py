@@ -1,0 +1,217 @@
+"""Pose channels <-> solver arrays, honouring rotation modes and Blender's rotation locks.
+
+Everything per bone is read and written with `foreach_get` / `foreach_set` on float32 buffers
+(per-bone RNA access costs microseconds per bone, which a live update on a 159-bone rig cannot
+afford). Quaternion bones stay vectorized; Euler and axis-angle bones are converted with
+mathutils one by one, and only those. Locked channels keep their values, as the transform tools
+do. Arrays are in `obj.pose.bones` order.
+"""
+
+import dataclasses
+
+import bpy
+import mathutils
+import numpy as np
+
+from .armature_checks import RigError
+from .production_checks import evaluated_locals
+from .rotation_channels import channels_to_quaternions
+
+
+_ROTATION_MODE = {
+    item.identifier: item.value for item in bpy.types.PoseBone.bl_rna.properties["rotation_mode"].enum_items
+}
+
+
+_MODE_NAME = {value: name for name, value in _ROTATION_MODE.items()}
+
+
+_QUATERNION = _ROTATION_MODE["QUATERNION"]
+
+
+_AXIS_ANGLE = _ROTATION_MODE["AXIS_ANGLE"]
+
+
+# The narrowest refresh after which Blender re-evaluates a pose written from inside a depsgraph
+# handler: the transform tag from 4.5 on (half the cost of a full tag on 5.2); 4.2 ignores it
+# there and needs the data tag (as costly as a full one).
+_POSE_REFRESH = {"OBJECT"} if bpy.app.version >= (4, 5, 0) else {"DATA"}
+
+
+@dataclasses.dataclass
+class PoseBuffers:
+    """float32 mirrors of the pose-bone channels, in pose.bones order."""
+
+    modes: np.ndarray
+    quaternion: np.ndarray
+    euler: np.ndarray
+    axis_angle: np.ndarray
+    location: np.ndarray
+    lock_rotation: np.ndarray
+    lock_w: np.ndarray
+    lock_4d: np.ndarray
+    lock_location: np.ndarray
+
+    @classmethod
+    def empty(cls, n):
+        return cls(
+            modes=np.empty(n, np.int32),
+            quaternion=np.empty((n, 4), np.float32),
+            euler=np.empty((n, 3), np.float32),
+            axis_angle=np.empty((n, 4), np.float32),
+            location=np.empty((n, 3), np.float32),
+            lock_rotation=np.empty((n, 3), bool),
+            lock_w=np.empty(n, bool),
+            lock_4d=np.empty(n, bool),
+            lock_location=np.empty((n, 3), bool),
+        )
+
+
+@dataclasses.dataclass
+class _Locks:
+    rotation: np.ndarray  # (N, 3)
+    w: np.ndarray
+    four_d: np.ndarray
+    location: np.ndarray  # (N, 3)
+    any_rotation: np.ndarray
+    fully_locked: np.ndarray
+
+
+def read_locks(pose_bones, buffers):
+    """The bones' locks as the live solve and the bake both apply them: Blender ignores the 4D
+    flags on Euler bones."""
+    pose_bones.foreach_get("rotation_mode", buffers.modes)
+    pose_bones.foreach_get("lock_rotation", buffers.lock_rotation.reshape(-1))
+    pose_bones.foreach_get("lock_rotation_w", buffers.lock_w)
+    pose_bones.foreach_get("lock_rotations_4d", buffers.lock_4d)
+    pose_bones.foreach_get("lock_location", buffers.lock_location.reshape(-1))
+    euler = (buffers.modes != _QUATERNION) & (buffers.modes != _AXIS_ANGLE)
+    four_d = buffers.lock_4d & ~euler
+    return _Locks(
+        rotation=buffers.lock_rotation,
+        w=buffers.lock_w,
+        four_d=four_d,
+        location=buffers.lock_location,
+        any_rotation=buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w),
+        fully_locked=buffers.lock_rotation.all(axis=1),  # locking X, Y and Z freezes the bone, whatever W (4D) says
+    )
+
+
+def read_pose(obj, rig):
+    """Local rotations as unit quaternions (N, 4) float64, locations (N, 3), locks; pose.bones order."""
+    pose_bones = obj.pose.bones
+    buffers = rig.buffers
+    locks = read_locks(pose_bones, buffers)
+    pose_bones.foreach_get("rotation_quaternion", buffers.quaternion.reshape(-1))
+    pose_bones.foreach_get("location", buffers.location.reshape(-1))
+    rotations = buffers.quaternion.astype(float)
+    axis_angle = buffers.modes == _AXIS_ANGLE
+    if np.any(axis_angle):
+        pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
+    if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
+        pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
+    other = np.flatnonzero(buffers.modes != _QUATERNION)
+    if len(other):
+        names = [_MODE_NAME[mode] for mode in buffers.modes[other].tolist()]
+        rotations[other] = channels_to_quaternions(
+            names, rotations[other], buffers.euler[other], buffers.axis_angle[other]
+        )
+    locations = buffers.location.astype(float)
+    bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
+    if np.any(bad):
+        raise RigError(f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite")
+    norms = np.linalg.norm(rotations, axis=1, keepdims=True)
+    rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
+    if rig.fixed_mask is not None and rig.fixed_mask.any():
+        rotations[rig.fixed_mask], locations[rig.fixed_mask] = evaluated_locals(obj, rig, rig.fixed_mask)
+    return rotations, locations, locks
+
+
+def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
+    """Write the moved bones in each bone's rotation mode, keeping locked channels; tag the armature.
+
+    Returns the rotations actually written, as unit quaternions in pose.bones order.
+    """
+    buffers = rig.buffers
+    modes = buffers.modes
+    old_quaternion = buffers.quaternion.astype(float)
+    written = rotations.copy()
+    quaternion_bones = moved & (modes == _QUATERNION)
+    same_side = np.einsum("ij,ij->i", rotations, old_quaternion) >= 0.0
+    new_quaternion = np.where(same_side[:, None], rotations, -rotations)
+    fast = quaternion_bones & ~locks.any_rotation
+    quaternion = np.where(fast[:, None], new_quaternion, old_quaternion)
+    euler = buffers.euler.copy()
+    axis_angle = buffers.axis_angle.copy()
+    for i in np.flatnonzero(moved & ((modes != _QUATERNION) | locks.any_rotation)):
+        written[i] = _write_one(i, rotations[i], old_quaternion, euler, axis_angle, quaternion, buffers, locks)
+    pose_bones = obj.pose.bones
+    pose_bones.foreach_set("rotation_quaternion", quaternion.astype(np.float32).reshape(-1))
+    if np.any(moved & (modes == _AXIS_ANGLE)):
+        pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
+    if np.any(moved & (modes != _QUATERNION) & (modes != _AXIS_ANGLE)):
+        pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
+    if translate_root:
+        move = moved[:, None] & ~locks.location
+        pose_bones.foreach_set("location", np.where(move, locations, buffers.location).astype(np.float32).reshape(-1))
+    obj.update_tag(refresh=_POSE_REFRESH)
+    return written
+
+
+def _write_one(i, rotation, old_quaternion, euler, axis_angle, quaternion, buffers, locks):
+    """One bone in Euler or axis-angle mode, or with locks; mirrors Blender's transform-lock rules."""
+    mode = int(buffers.modes[i])
+    new = mathutils.Quaternion(rotation.tolist())
+    locked = locks.rotation[i]
+    if mode not in (_QUATERNION, _AXIS_ANGLE):
+        old = mathutils.Euler(buffers.euler[i].tolist(), _MODE_NAME[mode])
+        angles = new.to_euler(old.order, old)
+        euler[i] = [old[k] if locked[k] else angles[k] for k in range(3)]
+        return tuple(mathutils.Euler(euler[i].tolist(), old.order).to_quaternion())
+    if mode == _QUATERNION:
+        old_components = list(old_quaternion[i])
+        if new.dot(mathutils.Quaternion(old_components)) < 0.0:
+            new.negate()
+        new_components = list(new)
+    else:
+        old_angle, *old_axis = buffers.axis_angle[i].tolist()
+        axis, angle = new.to_axis_angle()
+        if mathutils.Vector(old_axis).dot(axis) < 0.0:
+            axis, angle = -axis, -angle
+        old_components = [old_angle, *old_axis]
+        new_components = [angle, *axis]
+    if locks.four_d[i]:
+        flags = (locks.w[i], *locked)
+        components = [old if flag else value for flag, old, value in zip(flags, old_components, new_components)]
+    elif locked.any():
+        components = _euler_locked(mode, old_components, new_components, locked)
+    else:
+        components = new_components
+    if mode == _QUATERNION:
+        quaternion[i] = components
+        result = mathutils.Quaternion(components)
+    else:
+        axis_angle[i] = components
+        result = mathutils.Quaternion(components[1:], components[0])
+    if result.magnitude < 1e-9:
+        return (1.0, 0.0, 0.0, 0.0)
+    return tuple(result.normalized())
+
+
+def _euler_locked(mode, old_components, new_components, locked):
+    """Blender's non-4D lock rule: compare as XYZ Euler angles, keep the locked ones."""
+    if mode == _QUATERNION:
+        old = mathutils.Quaternion(old_components).normalized()
+        new = mathutils.Quaternion(new_components)
+    else:
+        old = mathutils.Quaternion(old_components[1:], old_components[0])
+        new = mathutils.Quaternion(new_components[1:], new_components[0])
+    old_euler = old.to_euler("XYZ")
+    new_euler = new.to_euler("XYZ", old_euler)
+    kept = mathutils.Euler([old_euler[k] if locked[k] else new_euler[k] for k in range(3)], "XYZ").to_quaternion()
+    if mode == _QUATERNION:
+        if kept.dot(new) < 0.0:
+            kept.negate()
+        return list(kept)
+    axis, angle = kept.to_axis_angle()
+    return [angle, *axis]

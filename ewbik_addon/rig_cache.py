@@ -1,0 +1,278 @@
+"""The solver objects an armature turns into, cached per armature between solves.
+
+The rig-derived solver objects (Skeleton, joint limits, stiffness, the list of pins) are rebuilt
+only when a cheap signature of the armature (bone names, rest matrices, lengths, per-bone
+settings) changes. The live handler skips even that signature when only pin targets moved.
+"""
+
+import dataclasses
+
+import bpy
+import numpy as np
+
+from ..solver import Skeleton
+from ..solver.kusudama import JointLimits, Kusudama
+from . import production_rigs
+from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
+from .limit_settings import MIN_DIRECTION, has_limits, limits_dict
+from .pose_io import PoseBuffers, read_locks
+from .production_checks import placed_controls, posed_bones, with_mechanism
+
+
+@dataclasses.dataclass
+class Rig:
+    """What one armature turns into on the solver side, reused between solves."""
+
+    structure_key: tuple
+    names: tuple
+    index: dict  # bone name -> pose.bones index
+    skeleton: Skeleton
+    to_solver: np.ndarray  # pose.bones index -> skeleton index
+    rest: np.ndarray  # (N, 4, 4) armature-space rest matrices, pose.bones order
+    parents: tuple  # parent name or None, pose.bones order
+    buffers: PoseBuffers
+    settings_key: tuple = None
+    stiffness: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stiffness
+    limits: JointLimits = None
+    limit_dicts: dict = None  # bone name -> scene-document "limits" field
+    pins: tuple = ()  # (bone name, target object), pose.bones order
+    checked_pins: object = None  # pin_reading.CheckedPins validated at the last scan; None: check again
+    validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, its pin settings) -> a Pin with them
+    settings_error: str = None  # why the bone settings cannot be used, until they change
+    driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
+    fixed: dict = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
+    fixed_mask: np.ndarray = None  # pose.bones order: bones in `fixed`
+    posed_mask: np.ndarray = None  # pose.bones order: fixed bones that constraints or drivers pose
+    held: np.ndarray = None  # pose.bones order: fixed bones and those above a posed one on a pinned chain
+    counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
+    counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
+    placed: np.ndarray = None  # pose.bones order: pinned IK controls, put on their targets, not solved
+    underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
+    written: tuple = None  # (rotations, locations) as the last solve wrote them
+    solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
+    holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
+
+
+_rigs = {}  # object session uid -> Rig
+crowds = {}  # the live armatures' combined rig (crowd_solve), forgotten with the rigs it was built from
+
+
+def clear_cache():
+    """Forget every cached rig (file load, add-on unregister)."""
+    _rigs.clear()
+    crowds.clear()
+
+
+def cached_rig(obj):
+    """The rig of obj as last built, or None; never rebuilds."""
+    return _rigs.get(obj.session_uid)
+
+
+def forget_deleted_rigs():
+    """Forget the cached rigs of armatures no longer in the file; returns the session uids of
+    the objects that are."""
+    alive = {obj.session_uid for obj in bpy.data.objects}
+    for uid in set(_rigs) - alive:
+        del _rigs[uid]
+    return alive
+
+
+def rig_for(obj, rescan):
+    """The cached rig of obj, rebuilt if the armature's structure or bone settings changed."""
+    check_armature(obj)
+    rig = _rigs.get(obj.session_uid)
+    if rig is not None and not rescan:
+        if rig.settings_error:
+            raise RigError(rig.settings_error)
+        return rig
+    key, rest, lengths = _structure_key(obj)
+    if rig is None or rig.structure_key != key:
+        rig = _build_rig(obj, key, rest, lengths)
+        _rigs[obj.session_uid] = rig
+    deleted = _scan_bone_settings(obj, rig)
+    if deleted:
+        raise RigError(f"pin '{deleted[0]}': its target was deleted, so the bone is no longer pinned")
+    return rig
+
+
+def _structure_key(obj):
+    bones = obj.data.bones
+    n = len(bones)
+    rest = np.empty(n * 16, np.float32)
+    lengths = np.empty(n, np.float32)
+    bones.foreach_get("matrix_local", rest)
+    bones.foreach_get("length", lengths)
+    key = (
+        obj.data.session_uid,
+        tuple(obj.pose.bones.keys()),
+        tuple(bones.keys()),
+        bones[0].as_pointer(),
+        rest.tobytes(),
+        lengths.tobytes(),
+    )
+    return key, rest.reshape(n, 4, 4).transpose(0, 2, 1).astype(float), lengths.astype(float)
+
+
+def _build_rig(obj, key, rest, lengths):
+    bones = obj.data.bones
+    pose_names = key[1]
+    data_index = {name: i for i, name in enumerate(key[2])}
+    from_data = np.array([data_index[name] for name in pose_names])
+    rest = rest[from_data]
+    lengths = lengths[from_data]
+    if not np.all(np.isfinite(rest)):
+        bad = pose_names[int(np.flatnonzero(~np.isfinite(rest).reshape(len(rest), -1).all(-1))[0])]
+        raise RigError(f"bone '{bad}': rest matrix contains NaN or infinity")
+    short = np.flatnonzero(~(lengths > MIN_BONE_LENGTH))
+    if len(short):
+        raise RigError(f"bone '{pose_names[int(short[0])]}' has zero length: give it a length in Edit Mode")
+    parents = tuple(
+        None if bones[name].parent is None else bones[name].parent.name for name in pose_names
+    )
+    try:
+        skeleton = Skeleton(pose_names, parents, rest, lengths)
+    except ValueError as error:
+        raise RigError(str(error)) from None
+    to_solver = np.array([skeleton.index[name] for name in pose_names])
+    return Rig(
+        structure_key=key,
+        names=pose_names,
+        index={name: i for i, name in enumerate(pose_names)},
+        skeleton=skeleton,
+        to_solver=to_solver,
+        rest=rest,
+        parents=parents,
+        buffers=PoseBuffers.empty(len(pose_names)),
+    )
+
+
+def _scan_bone_settings(obj, rig):
+    """Read pins, stiffness and limits of every bone; rebuild stiffness/limits if they changed.
+
+    Returns the bones whose target was deleted since the last scan (they are unpinned now).
+    Bad settings raise RigError and stay reported until they change.
+    """
+    pins = []
+    stiffness = []
+    limits = {}
+    for pose_bone in obj.pose.bones:
+        props = pose_bone.ewbik
+        if props.target is not None:
+            pins.append((pose_bone.name, props.target))
+        stiffness.append(props.stiffness)
+        if has_limits(props):
+            limits[pose_bone.name] = limits_dict(props)
+    pinned = {bone for bone, _ in pins}
+    deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
+    rig.pins = tuple(pins)
+    rig.checked_pins = None
+    posed = posed_bones(obj)
+    rig.fixed = with_mechanism(obj, posed)
+    rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
+    rig.posed_mask = np.array([name in posed for name in rig.names], bool)
+    rig.placed = placed_controls(obj)
+    locks = read_locks(obj.pose.bones, rig.buffers)
+    settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes(),
+                    (rig.fixed_mask | rig.placed).tobytes())
+    counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))
+    if counterparts_key != rig.counterparts_key:
+        rig.counterparts = production_rigs.deform_counterparts(obj, list(settings_key[0]), rig.fixed)
+        rig.counterparts_key = counterparts_key
+    if settings_key != rig.settings_key:
+        rig.settings_key = None
+        try:
+            _apply_bone_settings(rig, np.array(stiffness, dtype=float), limits, locks)
+        except RigError as error:
+            rig.settings_error = str(error)
+            raise
+        rig.settings_error = None
+        rig.settings_key = settings_key
+    return deleted
+
+
+def _apply_bone_settings(rig, stiffness, limits, locks):
+    if not np.all(np.isfinite(stiffness)):
+        raise RigError(f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN")
+    rig.stiffness = np.empty_like(stiffness)
+    rig.stiffness[rig.to_solver] = stiffness
+    rig.limit_dicts = {bone: _normalized_limit(bone, limit) for bone, limit in limits.items()}
+    rig.limits = _joint_limits(rig)
+    rig.held = _held_bones(rig) | rig.placed
+    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
+
+
+def _alive(target):
+    try:
+        return target.name is not None
+    except ReferenceError:
+        return False
+
+
+def _normalized_limit(bone, limit):
+    """Cone directions as unit vectors (the property panel lets them be any length)."""
+    cones = []
+    for i, cone in enumerate(limit["cones"]):
+        direction = np.array(cone["direction"], dtype=float)
+        length = np.linalg.norm(direction)
+        if not np.isfinite(length) or length < MIN_DIRECTION:
+            raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
+        cones.append({"direction": (direction / length).tolist(), "radius": float(cone["radius"])})
+    return {**limit, "cones": cones}
+
+
+def _joint_limits(rig):
+    if not rig.limit_dicts:
+        return None
+    try:
+        kusudamas = {
+            rig.skeleton.index[bone]: Kusudama.from_dict(limit, bone=bone) for bone, limit in rig.limit_dicts.items()
+        }
+        return JointLimits(kusudamas, len(rig.names))
+    except ValueError as error:
+        raise RigError(str(error)) from None
+
+
+def pinned_chains(index, parents, pinned):
+    """Mask (in `index` order) of the pinned bones and every bone above them: the bones a solve turns.
+
+    index: bone name -> position; parents: parent name or None per position; pinned: bone names.
+    """
+    on_chain = np.zeros(len(parents), bool)
+    for bone in pinned:
+        node = bone
+        while node is not None:
+            on_chain[index[node]] = True
+            node = parents[index[node]]
+    return on_chain
+
+
+def _held_bones(rig):
+    """Fixed bones, and the bones above a posed bone on a pinned bone's chain.
+
+    A bone that constraints or drivers pose ignores (Copy Transforms) or replaces (Child Of,
+    Armature) what its parent does, so turning the bones above it would move the pin in a way
+    the solver cannot foresee: a pinned chain is solved from the pinned bone up to the first
+    posed bone only. A mechanism bone that nothing poses passes its parent's turn on: it is
+    held, the bones above it are not.
+    """
+    index = rig.index
+    held = rig.fixed_mask.copy()
+    for bone, _ in rig.pins:
+        node, above_posed = bone, False
+        while node is not None:
+            above_posed = above_posed or rig.posed_mask[index[node]]
+            held[index[node]] |= above_posed
+            node = rig.parents[index[node]]
+    return held
+
+
+def _driven_bones(rig, frozen):
+    """Bones whose pose a solve can change: below an unfrozen ancestor of a pinned bone."""
+    index = rig.index
+    solvable = pinned_chains(index, rig.parents, [bone for bone, _ in rig.pins]) & ~frozen
+    driven = solvable.copy()
+    for i in np.argsort(rig.skeleton.depth[rig.to_solver], kind="stable"):
+        parent = rig.parents[i]
+        if parent is not None and driven[index[parent]]:
+            driven[i] = True
+    return driven

@@ -1,0 +1,69 @@
+"""The armature as a scene document (export, bug reports), read as a solve would read it."""
+
+from ..solver.scene import SETTINGS_FIELDS
+from .armature_checks import check_armature
+from .armature_solve import solver_settings
+from .limit_settings import scene_bones
+from .pin_reading import read_pins
+from .pose_io import read_pose
+from .rig_cache import rig_for
+
+
+def scene_document(obj):
+    """The armature as a scene document, version 1 (export, bug reports).
+
+    Every solver setting is written (`SETTINGS_FIELDS`), and each bone's `blender` field carries
+    what the solver ignores but Blender needs to rebuild and pose the rig the same way: rotation
+    mode, rotation and location locks (partly locked bones are held after the solve), the connect
+    flag and the bone collections.
+    """
+    check_armature(obj)
+    rig = rig_for(obj, True)
+    rotations, locations, locks = read_pose(obj, rig)
+    stiffness = rig.stiffness[rig.to_solver].copy()
+    stiffness[locks.fully_locked] = 1.0
+    rest_bones = {bone["name"]: bone for bone in scene_bones(obj)}
+    bones = []
+    for index, name in enumerate(rig.names):
+        bone = {
+            **rest_bones[name],
+            "rotation": rotations[index].tolist(),
+            "location": locations[index].tolist(),
+            "stiffness": float(stiffness[index]),
+            "blender": _blender_fields(obj.pose.bones[name]),
+        }
+        if name in rig.limit_dicts:
+            bone["limits"] = rig.limit_dicts[name]
+        bones.append(bone)
+    pins = [
+        {
+            "bone": pin.bone,
+            "target": pin.target.tolist(),
+            "weight": pin.weight,
+            "orientation_weights": list(pin.orientation_weights),
+            "falloff": pin.falloff,
+        }
+        for pin in read_pins(obj, rig)
+    ]
+    settings = solver_settings(obj, full=False)
+    return {
+        "format": "ewbik-scene",
+        "version": 1,
+        "bones": bones,
+        "pins": pins,
+        "settings": {field: getattr(settings, field) for field in SETTINGS_FIELDS},
+    }
+
+
+def _blender_fields(pose_bone):
+    """A bone's `blender` field of the scene document."""
+    bone = pose_bone.bone
+    return {
+        "rotation_mode": pose_bone.rotation_mode,
+        "lock_rotation": list(pose_bone.lock_rotation),
+        "lock_rotation_w": pose_bone.lock_rotation_w,
+        "lock_rotations_4d": pose_bone.lock_rotations_4d,
+        "lock_location": list(pose_bone.lock_location),
+        "connected": bone.use_connect,
+        "collections": [collection.name for collection in bone.collections],
+    }
