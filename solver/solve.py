@@ -374,11 +374,12 @@ def _stuck(state, hinges, tolerance):
     straight bend reaches (so they must bend more), and that miss their pin; or None."""
     head_u, head_l, head_e = (state.world_head[b] for b in (hinges.upper, hinges.lower, hinges.end))
     upper, lower = head_l - head_u, head_e - head_l
-    lengths = np.linalg.norm(upper, axis=-1) + np.linalg.norm(lower, axis=-1)
-    sine = np.linalg.norm(np.cross(upper, lower), axis=-1) / (
-        np.linalg.norm(upper, axis=-1) * np.linalg.norm(lower, axis=-1))
+    upper_sq, lower_sq = np.sum(upper * upper, axis=-1), np.sum(lower * lower, axis=-1)
+    normal = np.cross(upper, lower)
+    straight = np.sum(normal * normal, axis=-1) < STRAIGHT_SINE**2 * upper_sq * lower_sq
+    lengths = np.sqrt(upper_sq) + np.sqrt(lower_sq)
     near = np.linalg.norm(state.target_pos[hinges.pin] - head_u, axis=-1) < lengths * STRAIGHT_REACH
-    stuck = (sine < STRAIGHT_SINE) & near & ~state.reached(tolerance)[hinges.pin]
+    stuck = straight & near & ~state.reached(tolerance)[hinges.pin]
     if not stuck.any():
         return None
     return _Limbs(hinges.upper[stuck], hinges.lower[stuck], hinges.end[stuck], hinges.pin[stuck])

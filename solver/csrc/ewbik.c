@@ -758,11 +758,12 @@ static int stuck(const State *st, int l)
         lower[c] = st->head[3 * limb[2] + c] - st->head[3 * limb[1] + c];
     }
     cross3(upper, lower, normal);
-    double r1 = sqrt(dot3(upper, upper)), r2 = sqrt(dot3(lower, lower)), to_target[3];
+    double upper_sq = dot3(upper, upper), lower_sq = dot3(lower, lower), to_target[3];
     for (int c = 0; c < 3; c++)
         to_target[c] = pb->target_pos[3 * limb[3] + c] - st->head[3 * limb[0] + c];
-    double sine = sqrt(dot3(normal, normal)) / (r1 * r2);
-    return sine < pb->straight_sine && sqrt(dot3(to_target, to_target)) < (r1 + r2) * pb->straight_reach
+    int straight = dot3(normal, normal) < pb->straight_sine * pb->straight_sine * upper_sq * lower_sq;
+    double lengths = sqrt(upper_sq) + sqrt(lower_sq);
+    return straight && sqrt(dot3(to_target, to_target)) < lengths * pb->straight_reach
            && !pin_reached(st, limb[3], pb->tolerance);
 }
 
