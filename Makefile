@@ -17,8 +17,7 @@ native: venvs
 
 # Ruff's rules (pyproject.toml) on the tree, mypy on the solver's public surface.
 lint: venvs
-	$(PY52) -m ruff check .
-	$(PY52) -m mypy -p solver
+	@bash tools/lint.sh
 
 test: native
 	@bash tools/run_tests.sh $(PYTEST_ARGS)

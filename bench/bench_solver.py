@@ -589,70 +589,79 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.quick:
-        args.step, args.clips, args.blender_repeats = 32, args.clips[:1], 1
-    base = SolverSettings() if args.dampening is None else SolverSettings(dampening=args.dampening)
-    warm_settings = dataclasses.replace(base, iterations=args.warm_iterations, tolerance=args.tolerance)
-    rest_settings = dataclasses.replace(base, iterations=args.rest_iterations, tolerance=args.tolerance)
-    numpy_settings = dataclasses.replace(warm_settings, backend="numpy")
-    started = time.perf_counter()
-    fingerprint = solver_fingerprint()
-    print(f"warm settings: {settings_text(warm_settings)}")
-    print(f"rest settings: {settings_text(rest_settings)}", flush=True)
+@dataclasses.dataclass
+class Measured:
+    """Everything one bench run solved: EWBIK runs by kind, Blender's runs by (venv, mode)."""
 
-    runs = {"warm": [], "numpy": [], "rest": [], "limits": []}
-    blender_runs, blender_docs, violations, limit_dicts_by_clip = {}, [], {}, {}
-    clips = []
+    clips: list
+    runs: dict
+    blender_runs: dict
+    blender_docs: list
+    violations: dict
+    limit_dicts_by_clip: dict
+
+
+def bench_settings(args):
+    """(base, warm, rest, numpy-loop warm) settings of this run."""
+    base = SolverSettings() if args.dampening is None else SolverSettings(dampening=args.dampening)
+    warm = dataclasses.replace(base, iterations=args.warm_iterations, tolerance=args.tolerance)
+    rest = dataclasses.replace(base, iterations=args.rest_iterations, tolerance=args.tolerance)
+    return base, warm, rest, dataclasses.replace(warm, backend="numpy")
+
+
+def timed(label, *args, **kwargs):
+    """solve_clip(*args, **kwargs), saying how long it took."""
+    started = time.perf_counter()
+    run = solve_clip(*args, **kwargs)
+    print(f"{label} in {time.perf_counter() - started:.1f} s", flush=True)
+    return run
+
+
+def solve_clips(args, warm_settings, rest_settings, numpy_settings):
+    """Every clip warm-started (compiled and numpy loop), from rest, under the humanoid preset,
+    and through Blender's IK in each venv."""
+    measured = Measured([], {"warm": [], "numpy": [], "rest": [], "limits": []}, {}, [], {}, {})
+    runs = measured.runs
     for name in args.clips:
         clip = load_clip(os.path.join(MOCAP_DIR, name), args.step)
-        clips.append(clip)
-        t = time.perf_counter()
-        runs["warm"].append(solve_clip(clip, "EWBIK warm-started", warm_settings, warm=True, rest_settings=rest_settings))
-        print(f"{clip.name}: warm {len(clip.frames)} frames in {time.perf_counter() - t:.1f} s", flush=True)
+        measured.clips.append(clip)
+        runs["warm"].append(timed(f"{clip.name}: warm {len(clip.frames)} frames",
+                                  clip, "EWBIK warm-started", warm_settings, warm=True, rest_settings=rest_settings))
         if native.available():
-            t = time.perf_counter()
-            runs["numpy"].append(solve_clip(clip, "EWBIK warm-started, numpy loop", numpy_settings, warm=True,
-                                            rest_settings=dataclasses.replace(rest_settings, backend="numpy")))
-            print(f"{clip.name}: warm, numpy loop, in {time.perf_counter() - t:.1f} s", flush=True)
-        t = time.perf_counter()
+            runs["numpy"].append(timed(f"{clip.name}: warm, numpy loop,",
+                                       clip, "EWBIK warm-started, numpy loop", numpy_settings, warm=True,
+                                       rest_settings=dataclasses.replace(rest_settings, backend="numpy")))
         rest_rows = np.arange(0, len(clip.frames), args.rest_every)
-        runs["rest"].append(solve_clip(clip, "EWBIK from rest", rest_settings, warm=False, rows=rest_rows))
-        print(f"{clip.name}: rest {len(rest_rows)} frames in {time.perf_counter() - t:.1f} s", flush=True)
+        runs["rest"].append(timed(f"{clip.name}: rest {len(rest_rows)} frames",
+                                  clip, "EWBIK from rest", rest_settings, warm=False, rows=rest_rows))
         limits, limit_dicts = (None, None) if args.no_limits else humanoid_limits(clip)
         if limits is not None:
-            violations[clip.name] = clip_violations(clip, limits)
-            limit_dicts_by_clip[clip.name] = limit_dicts
-            t = time.perf_counter()
-            runs["limits"].append(solve_clip(clip, "EWBIK warm-started, humanoid limits", warm_settings, warm=True,
-                                             rest_settings=rest_settings, limits=limits))
-            print(f"{clip.name}: limits {len(clip.frames)} frames in {time.perf_counter() - t:.1f} s", flush=True)
-        for venv in args.blender:
-            python = os.path.join(VENV_DIR, venv, "bin", "python")
-            if not os.path.exists(python):
-                print(f"{venv}: no interpreter at {python}, skipped")
-                continue
-            t = time.perf_counter()
-            doc, by_mode = run_blender(python, clip, args.blender_iterations, args.blender_repeats)
-            blender_docs.append(doc)
-            for mode, run in by_mode.items():
-                blender_runs.setdefault((venv, mode), []).append(run)
-            print(f"{clip.name}: {venv} (Blender {doc['blender']}) in {time.perf_counter() - t:.1f} s", flush=True)
+            measured.violations[clip.name] = clip_violations(clip, limits)
+            measured.limit_dicts_by_clip[clip.name] = limit_dicts
+            runs["limits"].append(timed(f"{clip.name}: limits {len(clip.frames)} frames",
+                                        clip, "EWBIK warm-started, humanoid limits", warm_settings, warm=True,
+                                        rest_settings=rest_settings, limits=limits))
+        solve_in_blender(args, clip, measured)
+    return measured
 
-    warm = merged(runs["warm"])
-    rest = merged(runs["rest"])
-    limited = merged(runs["limits"]) if runs["limits"] else None
-    blender = {key: merged(v) for key, v in blender_runs.items()}
-    reference_key = next(((v, "warm") for v in args.blender if (v, "warm") in blender), None)
-    baseline = (stats(blender[reference_key].ms)[0], stats(blender[reference_key].cpu_ms)[0]) if reference_key else None
 
-    header = ["run", "position mm median / p95 / max", "orientation deg median / p95 / max", "ms per frame median / p95",
-              "CPU ms median", "iterations median / p95 / max", "converged", "median ms / Blender warm (wall / CPU)", "frames"]
-    numpy_warm = merged(runs["numpy"]) if runs["numpy"] else None
-    table_runs = [warm] + ([numpy_warm] if numpy_warm is not None else []) + [rest] + (
-        [limited] if limited is not None else [])
-    rows = [row_cells(r, baseline) for r in table_runs]
+def solve_in_blender(args, clip, measured):
+    for venv in args.blender:
+        python = os.path.join(VENV_DIR, venv, "bin", "python")
+        if not os.path.exists(python):
+            print(f"{venv}: no interpreter at {python}, skipped")
+            continue
+        started = time.perf_counter()
+        doc, by_mode = run_blender(python, clip, args.blender_iterations, args.blender_repeats)
+        measured.blender_docs.append(doc)
+        for mode, run in by_mode.items():
+            measured.blender_runs.setdefault((venv, mode), []).append(run)
+        print(f"{clip.name}: {venv} (Blender {doc['blender']}) in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def blender_rows(blender, baseline):
+    """Table rows of Blender's runs, 5.2 first, each saying how its warm start was made."""
+    rows = []
     for (_venv, mode), run in sorted(blender.items(), key=lambda kv: (kv[0][0] != "bpy-5.2", kv[0])):
         if mode == "muted":
             run.label = f"{run.label.rsplit(' ', 2)[0]} constraints muted (depsgraph cost without IK)"
@@ -661,9 +670,11 @@ def main(argv=None):
         else:
             run.label += " (previous result written to the pose channels)"
         rows.append(row_cells(run, baseline))
+    return rows
 
-    if solver_fingerprint() != fingerprint:
-        fingerprint += f" as imported at the start (files on disk are {solver_fingerprint()} by the end)"
+
+def header_lines(args, measured, fingerprint, warm_settings, rest_settings):
+    clips = measured.clips
     lines = [f"Machine: {machine_line(fingerprint)}", "",
              f"Clips: {', '.join(c.name for c in clips)}; every {args.step}th frame "
              f"({sum(len(c.frames) for c in clips)} frames, "
@@ -672,40 +683,41 @@ def main(argv=None):
              f"EWBIK warm settings: {settings_text(warm_settings)}.",
              f"EWBIK rest settings: {settings_text(rest_settings)}; warm runs start from a rest solve of their first frame, "
              f"which is not counted.", ""]
-    if blender_docs:
-        doc = blender_docs[0]
+    if measured.blender_docs:
+        doc = measured.blender_docs[0]
         chains = ", ".join(f"{e}: {len(c)}" for e, c in doc["chains"].items())
         lines += [f"Blender: Standard (LEGACY) IK, use_tail + use_rotation, no stretch, {doc['iterations']} iterations, "
                   f"chain_count {chains} (each chain ends below {HIPS}); timing = `view_layer.update()`, median of "
                   f"{args.blender_repeats} passes per frame.", ""]
-    lines += [markdown_table(header, rows), "",
-              f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
-              f"{np.median(warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.", ""]
-    memory_rows = np.arange(0, len(clips[0].frames), 8)
+    return lines
+
+
+def memory_lines(args, clip, warm_settings, numpy_settings):
+    lines = []
+    memory_rows = np.arange(0, len(clip.frames), 8)
     for label, settings in (("compiled loop", warm_settings), ("numpy loop", numpy_settings)):
         if label == "compiled loop" and not native.available():
             continue
         repeats = 0 if args.quick else (20 if label == "compiled loop" else 2)
-        peak, growth = memory_use(clips[0], settings, memory_rows, repeats)
+        peak, growth = memory_use(clip, settings, memory_rows, repeats)
         lines.append(f"Memory, {label}: peak Python heap of a warm pass over {len(memory_rows)} frames of "
-                     f"{clips[0].name} {peak:.0f} KiB (tracemalloc); resident set grew {growth} KiB over "
+                     f"{clip.name} {peak:.0f} KiB (tracemalloc); resident set grew {growth} KiB over "
                      f"{repeats} more passes ({repeats * len(memory_rows)} solves).")
-    lines.append("")
+    return lines + [""]
+
+
+def violation_lines(violations):
+    lines = []
     for name, outside in violations.items():
         text = ", ".join(f"{bone} {100 * f:.0f}%" for bone, f in sorted(outside.items(), key=lambda kv: -kv[1]))
         lines.append(f"Clip pose outside the humanoid preset by more than 1 deg ({name}, share of test frames): "
                      f"{text or 'none'}.")
-    if violations:
-        lines.append("")
-    lines += ["Targets:"] + target_checks(warm, rest, limited, baseline) + [""]
-    lines += ["Per pin (p95):", "", per_pin_table(table_runs + [blender[k] for k in sorted(blender) if k[1] != "muted"]), ""]
-    lines += ["Largest position errors:", ""]
-    for run in table_runs:
-        lines += ["- " + line for line in worst_frames(run, 3)]
-    if not args.quick:
-        repros = write_repros(runs, limit_dicts_by_clip, {c.name: c for c in clips})
-        lines += ["", "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):", ""]
-        lines += [f"- {label}, {clip}: {error:.2f} mm: `{path}`" for label, clip, error, path in repros]
+    return lines + ([""] if lines else [])
+
+
+def extra_sections(args, measured, base, warm_settings, rest_settings, baseline):
+    """The convergence table (every frame, three rigs) and, on request, the variants and sweep."""
+    clips, lines = measured.clips, []
     if not args.no_convergence and not args.quick:
         print("convergence (every frame, tolerance 1e-6):", flush=True)
         table, checks = convergence(args.clips, base, 8, baseline)
@@ -726,13 +738,56 @@ def main(argv=None):
                                       (base.dampening, 2 * base.dampening, 4 * base.dampening), 4)
         lines += ["", f"Sweep: warm runs on {clips[0].name}, {count} frames {spacing} clip frames apart, "
                       f"tolerance 0 (the cap is the iteration count unless the solver stalls).", "", table]
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.quick:
+        args.step, args.clips, args.blender_repeats = 32, args.clips[:1], 1
+    base, warm_settings, rest_settings, numpy_settings = bench_settings(args)
+    started = time.perf_counter()
+    fingerprint = solver_fingerprint()
+    print(f"warm settings: {settings_text(warm_settings)}")
+    print(f"rest settings: {settings_text(rest_settings)}", flush=True)
+    measured = solve_clips(args, warm_settings, rest_settings, numpy_settings)
+    runs = measured.runs
+    warm, rest = merged(runs["warm"]), merged(runs["rest"])
+    limited = merged(runs["limits"]) if runs["limits"] else None
+    blender = {key: merged(v) for key, v in measured.blender_runs.items()}
+    reference_key = next(((v, "warm") for v in args.blender if (v, "warm") in blender), None)
+    baseline = (stats(blender[reference_key].ms)[0], stats(blender[reference_key].cpu_ms)[0]) if reference_key else None
+
+    header = ["run", "position mm median / p95 / max", "orientation deg median / p95 / max", "ms per frame median / p95",
+              "CPU ms median", "iterations median / p95 / max", "converged", "median ms / Blender warm (wall / CPU)", "frames"]
+    numpy_warm = merged(runs["numpy"]) if runs["numpy"] else None
+    table_runs = [warm] + ([numpy_warm] if numpy_warm is not None else []) + [rest] + (
+        [limited] if limited is not None else [])
+    rows = [row_cells(r, baseline) for r in table_runs] + blender_rows(blender, baseline)
+    if solver_fingerprint() != fingerprint:
+        fingerprint += f" as imported at the start (files on disk are {solver_fingerprint()} by the end)"
+    lines = header_lines(args, measured, fingerprint, warm_settings, rest_settings)
+    lines += [markdown_table(header, rows), "",
+              f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
+              f"{np.median(warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.", ""]
+    lines += memory_lines(args, measured.clips[0], warm_settings, numpy_settings)
+    lines += violation_lines(measured.violations)
+    lines += ["Targets:"] + target_checks(warm, rest, limited, baseline) + [""]
+    lines += ["Per pin (p95):", "", per_pin_table(table_runs + [blender[k] for k in sorted(blender) if k[1] != "muted"]), ""]
+    lines += ["Largest position errors:", ""]
+    for run in table_runs:
+        lines += ["- " + line for line in worst_frames(run, 3)]
+    if not args.quick:
+        repros = write_repros(runs, measured.limit_dicts_by_clip, {c.name: c for c in measured.clips})
+        lines += ["", "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):", ""]
+        lines += [f"- {label}, {clip}: {error:.2f} mm: `{path}`" for label, clip, error, path in repros]
+    lines += extra_sections(args, measured, base, warm_settings, rest_settings, baseline)
     lines += ["", f"Bench wall time {time.perf_counter() - started:.0f} s."]
     markdown = "\n".join(lines)
     print()
     print(markdown)
     if not args.no_write and not args.quick:
         write_results(markdown)
-
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole suite: solver tests under numpy 2 and under numpy 1.26 with another OpenBLAS kernel
+# The whole suite: lint and type checks; solver tests under numpy 2 and under numpy 1.26 with another OpenBLAS kernel
 # (LAPACK rounds differently there), again on an ASan+UBSan build of the native loop; the other
 # platforms' builds of the loop; Blender tests under every supported Blender.
 # Exits non-zero when any run fails; pytest's exit 5 ("no tests collected") counts as a failure.
@@ -36,6 +36,7 @@ sanitized() {  # sanitized PYTEST_ARGS...: the solving tests on the compiled loo
     return $rc
 }
 
+run "lint: ruff on the tree, mypy on the solver" bash tools/lint.sh
 run "solver (Python 3.13, numpy 2)" "$PY52" -m pytest tests/solver "$@"
 run "solver (Python 3.11, numpy 1.26, OpenBLAS SandyBridge kernels)" \
     env OPENBLAS_CORETYPE=SandyBridge "$PY42" -m pytest tests/solver "$@"
