@@ -13,16 +13,25 @@ from solver.skeleton import Skeleton
 from solver.solve import solve
 from tests.solver.test_presets import build_rig, joint_limits
 
-PINNED = ("mixamorig:Head", "mixamorig:LeftHand", "mixamorig:RightHand", "mixamorig:LeftFoot",
-          "mixamorig:RightFoot")
+PINNED = (
+    "mixamorig:Head",
+    "mixamorig:LeftHand",
+    "mixamorig:RightHand",
+    "mixamorig:LeftFoot",
+    "mixamorig:RightFoot",
+)
 
 
 def standing_character():
     """The T-pose test rig in metres (straight legs) and its humanoid preset limits (the knees
     are hinges that bend one way)."""
     bones = build_rig("mixamo")
-    skeleton = Skeleton([b["name"] for b in bones], [b["parent"] for b in bones],
-                        [np.array(b["rest"]) for b in bones], [b["length"] for b in bones])
+    skeleton = Skeleton(
+        [b["name"] for b in bones],
+        [b["parent"] for b in bones],
+        [np.array(b["rest"]) for b in bones],
+        [b["length"] for b in bones],
+    )
     by_name = {b["name"]: b for b in bones}
     limits = joint_limits([by_name[n] for n in skeleton.names], preset_limits(bones))
     return skeleton, limits
@@ -42,8 +51,14 @@ def test_a_lifted_foot_bends_the_straight_knee_and_every_pin_is_reached(lift, ba
         target[:3, :3] = quat.to_matrix(world_rotation[b])
         target[:3, 3] = world_head[b] + (np.array(lift) if name == "mixamorig:LeftFoot" else 0.0)
         pins.append(Pin(name, target, falloff=0.0))
-    result = solve(skeleton, pins, rotations, np.zeros((len(skeleton), 3)),
-                   SolverSettings(iterations=60, tolerance=1e-3, dampening=0.0873, backend=backend), limits=limits)
+    result = solve(
+        skeleton,
+        pins,
+        rotations,
+        np.zeros((len(skeleton), 3)),
+        SolverSettings(iterations=60, tolerance=1e-3, dampening=0.0873, backend=backend),
+        limits=limits,
+    )
     assert result.converged
     assert result.position_errors.max() < 1e-3
     assert limits.violation(result.rotations)[result.moved].max() <= 1e-6
