@@ -37,9 +37,12 @@ import tempfile
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-VENV_DIR = pathlib.Path(os.environ.get(
-    "EWBIK_VENV_DIR", os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ewbik", "venvs")
-))
+VENV_DIR = pathlib.Path(
+    os.environ.get(
+        "EWBIK_VENV_DIR",
+        os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ewbik", "venvs"),
+    )
+)
 PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 KEY_EVERY = 5  # target keys every this many frames, Bezier in between
 
@@ -58,7 +61,9 @@ def _parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each bake; the fastest counts")
-    parser.add_argument("--venvs", default="bpy-5.2,bpy-4.2", help="comma-separated venv names under VENV_DIR")
+    parser.add_argument(
+        "--venvs", default="bpy-5.2,bpy-4.2", help="comma-separated venv names under VENV_DIR"
+    )
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -75,8 +80,16 @@ def main(argv=None):
             continue
         with tempfile.TemporaryDirectory(prefix="ewbik-bench-bake-") as scratch:
             out = pathlib.Path(scratch) / "result.json"
-            command = [str(python), __file__, "--worker", str(out), "--frames", str(args.frames),
-                       "--repeats", str(args.repeats)]
+            command = [
+                str(python),
+                __file__,
+                "--worker",
+                str(out),
+                "--frames",
+                str(args.frames),
+                "--repeats",
+                str(args.repeats),
+            ]
             run = subprocess.run(command, capture_output=True, text=True)
             if not out.is_file():  # not the exit status: bpy 4.2 can crash tearing down after Rigify
                 print(f"{venv} failed:\n{run.stdout[-2000:]}\n{run.stderr[-6000:]}", file=sys.stderr)
@@ -119,8 +132,14 @@ def _worker(args):
     chains = _blender_ik(bpy, rig, targets)
     default_budget = rig.ewbik.time_budget_ms
     runs = _measure(bpy, rig, targets, chains, frames, max(1, args.repeats))
-    result = {"blender": bpy.app.version_string, "python": sys.version.split()[0], "frames": frames,
-              "pins": list(PINS), "chains": chains, "time_budget_ms": default_budget}
+    result = {
+        "blender": bpy.app.version_string,
+        "python": sys.version.split()[0],
+        "frames": frames,
+        "pins": list(PINS),
+        "chains": chains,
+        "time_budget_ms": default_budget,
+    }
     for name, timings in runs.items():
         seconds = min(timing[0] for (timing, _) in timings)
         cpu = min(timing[1] for (timing, _) in timings)
@@ -186,10 +205,16 @@ def _blender_bake(bpy, rig, targets, chains, frames):
     bpy.ops.object.mode_set(mode="POSE")
     for pose_bone in rig.pose.bones:
         _select(pose_bone, any(pose_bone.name in chain for chain in chains.values()))
-    seconds = _timed(lambda: bpy.ops.nla.bake(
-        frame_start=1, frame_end=frames, only_selected=True, visual_keying=True,
-        bake_types={"POSE"}, channel_types={"ROTATION"},
-    ))
+    seconds = _timed(
+        lambda: bpy.ops.nla.bake(
+            frame_start=1,
+            frame_end=frames,
+            only_selected=True,
+            visual_keying=True,
+            bake_types={"POSE"},
+            channel_types={"ROTATION"},
+        )
+    )
     _enable_constraints(rig, chains, False)
     return seconds, _errors(bpy, rig, targets, frames)
 
@@ -223,8 +248,11 @@ def _animate_targets(bpy, targets, frames):
         side = math.copysign(1.0, start.x)
         for frame in range(1, frames + KEY_EVERY, KEY_EVERY):
             t = 4.0 * math.pi * (frame - 1) / frames
-            offset = (-side * inward * 0.5 * (1.0 - math.cos(t)), side * forward * math.sin(t),
-                      up * 0.5 * (1.0 - math.cos(2.0 * t)))
+            offset = (
+                -side * inward * 0.5 * (1.0 - math.cos(t)),
+                side * forward * math.sin(t),
+                up * 0.5 * (1.0 - math.cos(2.0 * t)),
+            )
             target.location = start + type(start)(offset)
             target.keyframe_insert("location", frame=frame)
     bpy.context.scene.frame_set(1)

@@ -58,16 +58,20 @@ def main():
     walk, hop = load_bvh(str(MOCAP / "cmu_131_01.bvh")), load_bvh(str(MOCAP / "cmu_131_03.bvh"))
     seconds, limits = best_time(walk.bones, walk.rotations)
     worst, mean = held(walk.bones, limits, walk.rotations)
-    print(f"CMU 131_01 ({len(walk.bones)} bones, {len(walk.rotations)} frames): {seconds * 1000:.0f} ms, "
-          f"{len(limits)} bones limited, {sum(len(d['cones']) for d in limits.values())} cones")
+    print(
+        f"CMU 131_01 ({len(walk.bones)} bones, {len(walk.rotations)} frames): {seconds * 1000:.0f} ms, "
+        f"{len(limits)} bones limited, {sum(len(d['cones']) for d in limits.values())} cones"
+    )
     print(f"  own frames held: worst bone {worst:.3f}, mean {mean:.3f}")
     worst, mean = held(walk.bones, limits, hop.rotations)
     print(f"  131_03 frames held by the 131_01 limits: worst bone {worst:.3f}, mean {mean:.3f}")
     bones, rotations = synthetic_clip()
     seconds, limits = best_time(bones, rotations)
     worst, mean = held(bones, limits, rotations)
-    print(f"synthetic ({len(bones)} bones, {len(rotations)} frames): {seconds * 1000:.0f} ms, "
-          f"own frames held: worst bone {worst:.3f}, mean {mean:.3f}")
+    print(
+        f"synthetic ({len(bones)} bones, {len(rotations)} frames): {seconds * 1000:.0f} ms, "
+        f"own frames held: worst bone {worst:.3f}, mean {mean:.3f}"
+    )
 
 
 if __name__ == "__main__":

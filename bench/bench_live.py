@@ -70,25 +70,56 @@ BLENDER_IK_ITERATIONS = 500
 KEY_POSES = (
     {},
     {  # crouch, lean in and reach forward with both hands, head bowed
-        "thigh.L": (-70, 0, 0), "shin.L": (110, 0, 0), "foot.L": (-40, 0, 0),
-        "thigh.R": (-70, 0, 0), "shin.R": (110, 0, 0), "foot.R": (-40, 0, 0),
-        "spine.001": (8, 0, 0), "spine.002": (8, 0, 0), "spine.003": (8, 0, 0), "spine.006": (15, 0, 0),
-        "upper_arm.L": (0, 0, -60), "forearm.L": (0, 0, -50), "hand.L": (0, 0, -20),
-        "upper_arm.R": (0, 0, 60), "forearm.R": (0, 0, 50), "hand.R": (0, 0, 20),
+        "thigh.L": (-70, 0, 0),
+        "shin.L": (110, 0, 0),
+        "foot.L": (-40, 0, 0),
+        "thigh.R": (-70, 0, 0),
+        "shin.R": (110, 0, 0),
+        "foot.R": (-40, 0, 0),
+        "spine.001": (8, 0, 0),
+        "spine.002": (8, 0, 0),
+        "spine.003": (8, 0, 0),
+        "spine.006": (15, 0, 0),
+        "upper_arm.L": (0, 0, -60),
+        "forearm.L": (0, 0, -50),
+        "hand.L": (0, 0, -20),
+        "upper_arm.R": (0, 0, 60),
+        "forearm.R": (0, 0, 50),
+        "hand.R": (0, 0, 20),
     },
     {  # head turns left, left hand reaches up, right hand down, weight on the right leg
-        "thigh.L": (-30, 0, 0), "shin.L": (50, 0, 0), "foot.L": (-20, 0, 0),
-        "spine.001": (0, -5, 10), "spine.002": (0, -5, 10), "spine.003": (0, -5, 10),
-        "spine.004": (0, 0, 15), "spine.005": (0, 0, 15), "spine.006": (0, 0, 15),
-        "upper_arm.L": (0, -60, -40), "forearm.L": (0, 0, -30), "hand.L": (30, 0, 0),
-        "upper_arm.R": (0, -60, 0), "forearm.R": (0, 0, 40), "hand.R": (0, 0, -30),
+        "thigh.L": (-30, 0, 0),
+        "shin.L": (50, 0, 0),
+        "foot.L": (-20, 0, 0),
+        "spine.001": (0, -5, 10),
+        "spine.002": (0, -5, 10),
+        "spine.003": (0, -5, 10),
+        "spine.004": (0, 0, 15),
+        "spine.005": (0, 0, 15),
+        "spine.006": (0, 0, 15),
+        "upper_arm.L": (0, -60, -40),
+        "forearm.L": (0, 0, -30),
+        "hand.L": (30, 0, 0),
+        "upper_arm.R": (0, -60, 0),
+        "forearm.R": (0, 0, 40),
+        "hand.R": (0, 0, -30),
     },
     {  # head turns right, hands cross in front of the chest, a shallow crouch
-        "thigh.L": (-40, 0, 0), "shin.L": (70, 0, 0), "foot.L": (-30, 0, 0),
-        "thigh.R": (-40, 0, 0), "shin.R": (70, 0, 0), "foot.R": (-30, 0, 0),
-        "spine.004": (0, 0, -13), "spine.005": (0, 0, -13), "spine.006": (0, 0, -13),
-        "upper_arm.L": (0, 0, -80), "forearm.L": (0, 0, -70), "hand.L": (0, 30, 0),
-        "upper_arm.R": (0, 0, 80), "forearm.R": (0, 0, 70), "hand.R": (0, -30, 0),
+        "thigh.L": (-40, 0, 0),
+        "shin.L": (70, 0, 0),
+        "foot.L": (-30, 0, 0),
+        "thigh.R": (-40, 0, 0),
+        "shin.R": (70, 0, 0),
+        "foot.R": (-30, 0, 0),
+        "spine.004": (0, 0, -13),
+        "spine.005": (0, 0, -13),
+        "spine.006": (0, 0, -13),
+        "upper_arm.L": (0, 0, -80),
+        "forearm.L": (0, 0, -70),
+        "hand.L": (0, 30, 0),
+        "upper_arm.R": (0, 0, 80),
+        "forearm.R": (0, 0, 70),
+        "hand.R": (0, -30, 0),
     },
     {},  # back to the rest pose
 )
@@ -110,7 +141,9 @@ CONFIGS = (
     Config("EWBIK live, 4 ms budget", "ewbik"),
     Config("EWBIK live, 4 ms budget, humanoid limits", "ewbik", limits=True),
     Config("EWBIK live, no budget (15 iterations)", "ewbik", time_budget_ms=0.0),
-    Config("EWBIK live, no budget (15 iterations), humanoid limits", "ewbik", time_budget_ms=0.0, limits=True),
+    Config(
+        "EWBIK live, no budget (15 iterations), humanoid limits", "ewbik", time_budget_ms=0.0, limits=True
+    ),
     Config(f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations)", "blender"),
     Config("no IK (Blender constraints muted)", "none"),
 )
@@ -298,9 +331,16 @@ def check_finite(config, samples):
 
 def table(results):
     blender_cpu = float(np.median(results[CONFIGS[BLENDER_ROW]].cpu_ms))
-    header = ["run", "wall ms median / p95", "CPU ms median / p95", "CPU vs Blender IK",
-              "position mm median / p95 / max", "orientation deg median / p95", "of which solve_armature CPU ms",
-              "solve() wall ms median / p95, iterations"]
+    header = [
+        "run",
+        "wall ms median / p95",
+        "CPU ms median / p95",
+        "CPU vs Blender IK",
+        "position mm median / p95 / max",
+        "orientation deg median / p95",
+        "of which solve_armature CPU ms",
+        "solve() wall ms median / p95, iterations",
+    ]
     rows = []
     for config in CONFIGS:
         samples = results[config]
@@ -309,11 +349,22 @@ def table(results):
         bridge, inner = "n/a", "n/a"
         if samples.solve_ms:
             bridge = f"{np.median(samples.bridge_cpu_ms):.2f}"
-            inner = (f"{np.median(samples.solve_ms):.2f} / {np.percentile(samples.solve_ms, 95):.2f}, "
-                     f"{np.median(samples.solve_iterations):.0f}")
-        rows.append([config.label, f"{wall[0]:.2f} / {wall[1]:.2f}", f"{cpu[0]:.2f} / {cpu[1]:.2f}",
-                     f"{cpu[0] / blender_cpu:.{2 if cpu[0] < 0.1 * blender_cpu else 1}f}x", f"{position[0]:.2f} / {position[1]:.2f} / {position[2]:.1f}",
-                     f"{orientation[0]:.2f} / {orientation[1]:.2f}", bridge, inner])
+            inner = (
+                f"{np.median(samples.solve_ms):.2f} / {np.percentile(samples.solve_ms, 95):.2f}, "
+                f"{np.median(samples.solve_iterations):.0f}"
+            )
+        rows.append(
+            [
+                config.label,
+                f"{wall[0]:.2f} / {wall[1]:.2f}",
+                f"{cpu[0]:.2f} / {cpu[1]:.2f}",
+                f"{cpu[0] / blender_cpu:.{2 if cpu[0] < 0.1 * blender_cpu else 1}f}x",
+                f"{position[0]:.2f} / {position[1]:.2f} / {position[2]:.1f}",
+                f"{orientation[0]:.2f} / {orientation[1]:.2f}",
+                bridge,
+                inner,
+            ]
+        )
     return markdown_table(header, rows)
 
 
@@ -328,7 +379,11 @@ def per_pin_table(results):
 
 def step_lengths_mm(path):
     """How far each target moves per step (mm), all pins and steps together."""
-    return [(b[bone].translation - a[bone].translation).length * 1e3 for a, b in zip(path, path[1:]) for bone in PINS]
+    return [
+        (b[bone].translation - a[bone].translation).length * 1e3
+        for a, b in zip(path, path[1:])
+        for bone in PINS
+    ]
 
 
 def report(results, args, rig_height, path, seconds):
@@ -363,7 +418,9 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="target moves per round")
     parser.add_argument("--rounds", type=int, default=3, help="times the whole drag is repeated per row")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 40 moves, one round, nothing written")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 40 moves, one round, nothing written"
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
     args = parser.parse_args(argv)
     if args.quick:
@@ -381,8 +438,11 @@ def main(argv=None):
         for config in CONFIGS:
             drag(config, path, results[config])
             check_finite(config, results[config])
-            print(f"round {round_index + 1}/{args.rounds}: {config.label}: "
-                  f"median {np.median(results[config].cpu_ms):.2f} CPU ms", flush=True)
+            print(
+                f"round {round_index + 1}/{args.rounds}: {config.label}: "
+                f"median {np.median(results[config].cpu_ms):.2f} CPU ms",
+                flush=True,
+            )
     enable_extension()
     markdown = report(results, args, rig_height, path, time.perf_counter() - started)
     print()

@@ -47,8 +47,13 @@ NATURAL_BEGIN = "<!-- bench:natural -->"
 NATURAL_END = "<!-- /bench:natural -->"
 BEND_MIN_DEG = 10.0
 LIMBS = (("upper_arm", "forearm"), ("thigh", "shin"))
-TARGETS = {"free_vs_blender": 0.6, "flip_share": 0.05, "limited_pins_p95_mm": 2.0,
-           "unlimited_warm_pins_p95_mm": 0.5, "limited_ms_ratio": 2.0}
+TARGETS = {
+    "free_vs_blender": 0.6,
+    "flip_share": 0.05,
+    "limited_pins_p95_mm": 2.0,
+    "unlimited_warm_pins_p95_mm": 0.5,
+    "limited_ms_ratio": 2.0,
+}
 BLENDER_VENV = "bpy-5.2"
 
 
@@ -181,8 +186,13 @@ def preset_on_straight_rest(source, stride):
 def preset_on_straight_rest_with_pose(source, stride):
     """The preset on the straight-line rest, oriented by the clip's first frame."""
     clip, straight = straight_rest_clip(source, stride)
-    first = {b["name"]: {"rotation": straight.rotations[0, k].tolist(), "location": straight.locations[0, k].tolist()}
-             for k, b in enumerate(straight.bones)}
+    first = {
+        b["name"]: {
+            "rotation": straight.rotations[0, k].tolist(),
+            "location": straight.locations[0, k].tolist(),
+        }
+        for k, b in enumerate(straight.bones)
+    }
     try:
         per_bone = preset_limits(straight.bones, pose=first)
     except TypeError as error:
@@ -192,16 +202,26 @@ def preset_on_straight_rest_with_pose(source, stride):
 
 # (label, how to build the clip and limits, whether the targets for limited runs apply, whether solves
 # start from the clip's first frame instead of the rest pose: a straight-line rest is no body to start from)
-EWBIK_RUNS = (("EWBIK, no limits", no_limits, False, False),
-              ("EWBIK, humanoid preset", humanoid_preset, True, False),
-              ("EWBIK, humanoid preset, solves start from the first frame", humanoid_preset, False, True),
-              ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True, False),
-              ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False, False),
-              ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False, False),
-              ("EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the first frame",
-               preset_on_straight_rest_with_pose, True, True),
-              ("EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the straight line",
-               preset_on_straight_rest_with_pose, False, False))
+EWBIK_RUNS = (
+    ("EWBIK, no limits", no_limits, False, False),
+    ("EWBIK, humanoid preset", humanoid_preset, True, False),
+    ("EWBIK, humanoid preset, solves start from the first frame", humanoid_preset, False, True),
+    ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True, False),
+    ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False, False),
+    ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False, False),
+    (
+        "EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the first frame",
+        preset_on_straight_rest_with_pose,
+        True,
+        True,
+    ),
+    (
+        "EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the straight line",
+        preset_on_straight_rest_with_pose,
+        False,
+        False,
+    ),
+)
 
 
 @dataclasses.dataclass
@@ -253,25 +273,46 @@ def measure(solved, body):
     truth = np.concatenate([s.truth for s in solved])
     flipped, counted = wrong_way_frames(heads, truth, body.bends)
     by_limb, countable = flipped_limbs(heads, truth, body.bends)
-    jitter = (np.mean(np.concatenate([second_differences(s.heads[:, body.free]) for s in solved]))
-              - np.mean(np.concatenate([second_differences(s.truth[:, body.free]) for s in solved])))
+    jitter = np.mean(np.concatenate([second_differences(s.heads[:, body.free]) for s in solved])) - np.mean(
+        np.concatenate([second_differences(s.truth[:, body.free]) for s in solved])
+    )
     return Measures(
         free_mm=1e3 * float(np.linalg.norm(heads[:, body.free] - truth[:, body.free], axis=-1).mean()),
-        flip_share=flipped / max(counted, 1), flip_frames=counted,
-        limb_flip_shares=by_limb.sum(axis=0) / np.maximum(countable.sum(axis=0), 1), jitter_mm=1e3 * float(jitter),
+        flip_share=flipped / max(counted, 1),
+        flip_frames=counted,
+        limb_flip_shares=by_limb.sum(axis=0) / np.maximum(countable.sum(axis=0), 1),
+        jitter_mm=1e3 * float(jitter),
         pins_p95_mm=float(np.percentile(np.concatenate([s.position_mm for s in solved]), 95)),
         pins_p95_deg=float(np.percentile(np.concatenate([s.orientation_deg for s in solved]), 95)),
-        cpu_ms=float(np.median(np.concatenate([s.cpu_ms for s in solved]))), frames=len(heads))
+        cpu_ms=float(np.median(np.concatenate([s.cpu_ms for s in solved]))),
+        frames=len(heads),
+    )
 
 
 def run_blender(python, clip, body, repeats):
     """({"warm": Solved, "rest": Solved}, the bpy run's document) for Blender's IK on the clip."""
     with tempfile.TemporaryDirectory(prefix="ewbik-natural-") as tmp:
         out = os.path.join(tmp, "blender.json")
-        cmd = [python, os.path.join(BENCH_DIR, "blender_ik.py"), "--clip", clip.path,
-               "--frames", ",".join(str(int(f)) for f in clip.frames),
-               "--scale", repr(clip.scale / bs.CMU_METRES_PER_UNIT), "--effectors", ",".join(bs.EFFECTORS),
-               "--repeats", str(repeats), "--modes", "rest,warm", "--joints", ",".join(body.joints), "--out", out]
+        cmd = [
+            python,
+            os.path.join(BENCH_DIR, "blender_ik.py"),
+            "--clip",
+            clip.path,
+            "--frames",
+            ",".join(str(int(f)) for f in clip.frames),
+            "--scale",
+            repr(clip.scale / bs.CMU_METRES_PER_UNIT),
+            "--effectors",
+            ",".join(bs.EFFECTORS),
+            "--repeats",
+            str(repeats),
+            "--modes",
+            "rest,warm",
+            "--joints",
+            ",".join(body.joints),
+            "--out",
+            out,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -281,18 +322,27 @@ def run_blender(python, clip, body, repeats):
     solved = {}
     for mode, data in doc["modes"].items():
         counted = slice(1, None) if mode == "warm" else slice(None)
-        solved[mode] = Solved(heads=np.array(data["heads"])[counted], truth=truth[counted],
-                              position_mm=np.array(data["position_error"])[counted] * 1e3,
-                              orientation_deg=np.array(data["orientation_error_deg"])[counted],
-                              cpu_ms=np.array(data["cpu_ms"])[counted])
+        solved[mode] = Solved(
+            heads=np.array(data["heads"])[counted],
+            truth=truth[counted],
+            position_mm=np.array(data["position_error"])[counted] * 1e3,
+            orientation_deg=np.array(data["orientation_error_deg"])[counted],
+            cpu_ms=np.array(data["cpu_ms"])[counted],
+        )
     return solved, doc
 
 
 def load_sources(names, stride):
     """Per clip: its Mocap, its sampled bench Clip and the Mocaps of the other clips (for fitting)."""
     mocaps = {name: mocap.load_bvh(os.path.join(bs.MOCAP_DIR, name), height=bs.RIG_HEIGHT) for name in names}
-    return [{"mocap": mocaps[name], "clip": bs.load_clip(os.path.join(bs.MOCAP_DIR, name), stride, loaded=mocaps[name]),
-             "other": next((mocaps[n] for n in names if n != name), None)} for name in names]
+    return [
+        {
+            "mocap": mocaps[name],
+            "clip": bs.load_clip(os.path.join(bs.MOCAP_DIR, name), stride, loaded=mocaps[name]),
+            "other": next((mocaps[n] for n in names if n != name), None),
+        }
+        for name in names
+    ]
 
 
 def run_ewbik(make, from_first_frame, sources, stride, warm_settings, rest_settings):
@@ -304,9 +354,12 @@ def run_ewbik(make, from_first_frame, sources, stride, warm_settings, rest_setti
         start = clip.clip_rotations[0] if from_first_frame else None
         body = body_of(clip.skeleton)
         truth = captured_heads(clip, body)
-        out[clip.name] = {mode: solve_rows(clip, body, truth, warm_settings, rest_settings, limits, mode == "warm", start,
-                                           stiffness)
-                          for mode in ("warm", "rest")}
+        out[clip.name] = {
+            mode: solve_rows(
+                clip, body, truth, warm_settings, rest_settings, limits, mode == "warm", start, stiffness
+            )
+            for mode in ("warm", "rest")
+        }
         if limits is not None:
             outside[clip.name] = bs.clip_violations(clip, limits)
     return out, outside
@@ -318,8 +371,12 @@ def measured(results, body):
     for label, per_clip in results.items():
         if isinstance(per_clip, str):
             continue
-        out[label] = {name: {mode: measure([s], body) for mode, s in modes.items()} for name, modes in per_clip.items()}
-        out[label]["all"] = {mode: measure([modes[mode] for modes in per_clip.values()], body) for mode in ("warm", "rest")}
+        out[label] = {
+            name: {mode: measure([s], body) for mode, s in modes.items()} for name, modes in per_clip.items()
+        }
+        out[label]["all"] = {
+            mode: measure([modes[mode] for modes in per_clip.values()], body) for mode in ("warm", "rest")
+        }
     return out
 
 
@@ -328,9 +385,18 @@ def pair(values, fmt):
 
 
 def table(results, numbers, blender_label):
-    header = ["run", "clip", "free joints mm warm / rest", "x Blender warm / rest", "wrong-way bends % warm / rest",
-              "added jitter mm/frame^2 warm / rest", "pins p95 mm warm / rest", "pins p95 deg warm / rest",
-              "CPU ms median warm / rest", "frames warm / rest"]
+    header = [
+        "run",
+        "clip",
+        "free joints mm warm / rest",
+        "x Blender warm / rest",
+        "wrong-way bends % warm / rest",
+        "added jitter mm/frame^2 warm / rest",
+        "pins p95 mm warm / rest",
+        "pins p95 deg warm / rest",
+        "CPU ms median warm / rest",
+        "frames warm / rest",
+    ]
     rows = []
     for label, per_clip in results.items():
         if isinstance(per_clip, str):
@@ -339,20 +405,41 @@ def table(results, numbers, blender_label):
         for name, modes in numbers[label].items():
             m = [modes["warm"], modes["rest"]]
             reference = numbers.get(blender_label, {}).get(name)
-            ratio = pair([m[k].free_mm / reference[mode].free_mm for k, mode in enumerate(("warm", "rest"))], ".2f") \
-                if reference else "n/a"
-            rows.append([label, name, pair([x.free_mm for x in m], ".1f"), ratio,
-                         pair([100 * x.flip_share for x in m], ".1f"), pair([x.jitter_mm for x in m], ".2f"),
-                         pair([x.pins_p95_mm for x in m], ".3f"), pair([x.pins_p95_deg for x in m], ".3f"),
-                         pair([x.cpu_ms for x in m], ".2f"), pair([x.frames for x in m], "d")])
+            ratio = (
+                pair(
+                    [m[k].free_mm / reference[mode].free_mm for k, mode in enumerate(("warm", "rest"))], ".2f"
+                )
+                if reference
+                else "n/a"
+            )
+            rows.append(
+                [
+                    label,
+                    name,
+                    pair([x.free_mm for x in m], ".1f"),
+                    ratio,
+                    pair([100 * x.flip_share for x in m], ".1f"),
+                    pair([x.jitter_mm for x in m], ".2f"),
+                    pair([x.pins_p95_mm for x in m], ".3f"),
+                    pair([x.pins_p95_deg for x in m], ".3f"),
+                    pair([x.cpu_ms for x in m], ".2f"),
+                    pair([x.frames for x in m], "d"),
+                ]
+            )
     return bs.markdown_table(header, rows)
 
 
 def limb_table(numbers, body):
     """Wrong-way bends per elbow and knee over all clips: which limb flips."""
     limbs = [body.joints[k] for k in body.bends[:, 1]]
-    rows = [[label] + [pair([100 * per_clip["all"][m].limb_flip_shares[k] for m in ("warm", "rest")], ".1f")
-                       for k in range(len(limbs))] for label, per_clip in numbers.items()]
+    rows = [
+        [label]
+        + [
+            pair([100 * per_clip["all"][m].limb_flip_shares[k] for m in ("warm", "rest")], ".1f")
+            for k in range(len(limbs))
+        ]
+        for label, per_clip in numbers.items()
+    ]
     return bs.markdown_table(["run"] + [f"{name} % warm / rest" for name in limbs], rows)
 
 
@@ -380,24 +467,51 @@ def check(name, values, limit):
 def limited_checks(label, numbers, blender_label, unlimited_label):
     """The naturalness targets of one run with limits, against Blender and the unlimited run."""
     run, modes = numbers[label], ("warm", "rest")
-    lines = [check(f"{label}: pins p95 mm, warm / rest", [run["all"][m].pins_p95_mm for m in modes],
-                   TARGETS["limited_pins_p95_mm"]),
-             check(f"{label}: wrong-way bends share of frames, warm / rest", [run["all"][m].flip_share for m in modes],
-                   TARGETS["flip_share"])]
+    lines = [
+        check(
+            f"{label}: pins p95 mm, warm / rest",
+            [run["all"][m].pins_p95_mm for m in modes],
+            TARGETS["limited_pins_p95_mm"],
+        ),
+        check(
+            f"{label}: wrong-way bends share of frames, warm / rest",
+            [run["all"][m].flip_share for m in modes],
+            TARGETS["flip_share"],
+        ),
+    ]
     if unlimited_label in numbers:
-        lines.append(check(f"{label}: warm CPU ms / no-limits warm CPU ms",
-                           [run["all"]["warm"].cpu_ms / numbers[unlimited_label]["all"]["warm"].cpu_ms],
-                           TARGETS["limited_ms_ratio"]))
+        lines.append(
+            check(
+                f"{label}: warm CPU ms / no-limits warm CPU ms",
+                [run["all"]["warm"].cpu_ms / numbers[unlimited_label]["all"]["warm"].cpu_ms],
+                TARGETS["limited_ms_ratio"],
+            )
+        )
     blender = numbers.get(blender_label)
     if blender is None:
         return lines + [f"- {label}: Blender comparisons skipped (no Blender run)"]
     ratios = {name: [run[name][m].free_mm / blender[name][m].free_mm for m in modes] for name in run}
-    lines.append(check(f"{label}: free joints / Blender's, all clips, warm / rest", ratios["all"],
-                       TARGETS["free_vs_blender"]))
-    lines.append(check(f"{label}: free joints / Blender's, worst clip, warm / rest",
-                       [max(r[k] for name, r in ratios.items() if name != "all") for k in range(2)], 1.0))
-    lines.append(check(f"{label}: added jitter minus Blender's (mm/frame^2), warm / rest",
-                       [run["all"][m].jitter_mm - blender["all"][m].jitter_mm for m in modes], 0.0))
+    lines.append(
+        check(
+            f"{label}: free joints / Blender's, all clips, warm / rest",
+            ratios["all"],
+            TARGETS["free_vs_blender"],
+        )
+    )
+    lines.append(
+        check(
+            f"{label}: free joints / Blender's, worst clip, warm / rest",
+            [max(r[k] for name, r in ratios.items() if name != "all") for k in range(2)],
+            1.0,
+        )
+    )
+    lines.append(
+        check(
+            f"{label}: added jitter minus Blender's (mm/frame^2), warm / rest",
+            [run["all"][m].jitter_mm - blender["all"][m].jitter_mm for m in modes],
+            0.0,
+        )
+    )
     return lines
 
 
@@ -405,8 +519,13 @@ def target_lines(results, numbers, blender_label):
     unlimited = EWBIK_RUNS[0][0]
     lines = ["Targets:"]
     if unlimited in numbers:
-        lines.append(check(f"{unlimited}: warm pins p95 mm", [numbers[unlimited]["all"]["warm"].pins_p95_mm],
-                           TARGETS["unlimited_warm_pins_p95_mm"]))
+        lines.append(
+            check(
+                f"{unlimited}: warm pins p95 mm",
+                [numbers[unlimited]["all"]["warm"].pins_p95_mm],
+                TARGETS["unlimited_warm_pins_p95_mm"],
+            )
+        )
     for label, _, checked, _ in EWBIK_RUNS:
         if not checked:
             continue
@@ -421,7 +540,9 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stride", type=int, default=4, help="solve every STRIDE-th clip frame")
     parser.add_argument("--clips", nargs="*", default=list(bs.CLIPS))
-    parser.add_argument("--blender-repeats", type=int, default=3, help="timing passes of Blender's IK per frame")
+    parser.add_argument(
+        "--blender-repeats", type=int, default=3, help="timing passes of Blender's IK per frame"
+    )
     parser.add_argument("--no-blender", action="store_true")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
     parser.add_argument("--quick", action="store_true", help="smoke run: every 32nd frame; writes no files")
@@ -439,7 +560,9 @@ def run_all_blender(sources, body, repeats):
         clip = source["clip"]
         t = time.perf_counter()
         per_clip[clip.name], doc = run_blender(python, clip, body, repeats)
-        mismatch = max(mismatch, 1e3 * float(np.abs(np.array(doc["captured_heads"]) - captured_heads(clip, body)).max()))
+        mismatch = max(
+            mismatch, 1e3 * float(np.abs(np.array(doc["captured_heads"]) - captured_heads(clip, body)).max())
+        )
         print(f"{clip.name}: Blender {doc['blender']} in {time.perf_counter() - t:.1f} s", flush=True)
     return per_clip, doc, mismatch
 
@@ -451,25 +574,34 @@ def straight_rest_mismatch(sources, body, stride):
         rigs = [(straight_rest_clip(source, stride)[0], source["clip"]) for source in sources]
     except Skipped:
         return None
-    return max(1e3 * float(np.abs(captured_heads(straight, body) - captured_heads(own, body)).max())
-               for straight, own in rigs)
+    return max(
+        1e3 * float(np.abs(captured_heads(straight, body) - captured_heads(own, body)).max())
+        for straight, own in rigs
+    )
 
 
 def notes(args, sources, body, settings, blender_doc, mismatch):
     clip_text = ", ".join(f"{s['clip'].name} ({len(s['clip'].frames)} frames)" for s in sources)
-    lines = [f"Machine: {bs.machine_line(bs.solver_fingerprint())}", "",
-             f"Clips: {clip_text}: one clip frame in {args.stride}; pins {', '.join(bs.EFFECTORS)} (position + "
-             f"orientation), hips given. Free joints: {', '.join(body.joints[k] for k in body.free)}.",
-             f"EWBIK warm: {bs.settings_text(settings[0])}; from rest: iterations={settings[1].iterations}.",
-             f"Wrong-way bends: elbows and knees; a limb bent under {BEND_MIN_DEG:.0f} deg (solved or captured) is "
-             f"not counted; share of frames with a countable limb where any countable limb flips."]
+    lines = [
+        f"Machine: {bs.machine_line(bs.solver_fingerprint())}",
+        "",
+        f"Clips: {clip_text}: one clip frame in {args.stride}; pins {', '.join(bs.EFFECTORS)} (position + "
+        f"orientation), hips given. Free joints: {', '.join(body.joints[k] for k in body.free)}.",
+        f"EWBIK warm: {bs.settings_text(settings[0])}; from rest: iterations={settings[1].iterations}.",
+        f"Wrong-way bends: elbows and knees; a limb bent under {BEND_MIN_DEG:.0f} deg (solved or captured) is "
+        f"not counted; share of frames with a countable limb where any countable limb flips.",
+    ]
     straight = straight_rest_mismatch(sources, body, args.stride)
     if straight is not None:
-        lines.append(f"The straight-line rest rig poses the captured joints within {straight:.3f} mm of the clip's own rig.")
+        lines.append(
+            f"The straight-line rest rig poses the captured joints within {straight:.3f} mm of the clip's own rig."
+        )
     if blender_doc is not None:
-        lines.append(f"Blender {blender_doc['blender']}: Standard IK, {blender_doc['iterations']} iterations, measured "
-                     f"against its own captured joints (they match the solver's within {mismatch:.3f} mm); its warm "
-                     f"start is the previous IK result written to the pose channels.")
+        lines.append(
+            f"Blender {blender_doc['blender']}: Standard IK, {blender_doc['iterations']} iterations, measured "
+            f"against its own captured joints (they match the solver's within {mismatch:.3f} mm); its warm "
+            f"start is the previous IK result written to the pose channels."
+        )
     return lines + [""]
 
 
@@ -485,21 +617,34 @@ def main(argv=None):
     for label, make, _, from_first_frame in EWBIK_RUNS:
         t = time.perf_counter()
         try:
-            results[label], outside[label] = run_ewbik(make, from_first_frame, sources, args.stride, *settings)
+            results[label], outside[label] = run_ewbik(
+                make, from_first_frame, sources, args.stride, *settings
+            )
         except Skipped as why:
             results[label] = str(why)
         print(f"{label}: {time.perf_counter() - t:.1f} s", flush=True)
     blender_label = "Blender IK (Standard)"
-    blender, doc, mismatch = ("--no-blender", None, None) if args.no_blender else run_all_blender(
-        sources, body, args.blender_repeats)
+    blender, doc, mismatch = (
+        ("--no-blender", None, None)
+        if args.no_blender
+        else run_all_blender(sources, body, args.blender_repeats)
+    )
     results[blender_label] = blender
     numbers = measured(results, body)
     lines = notes(args, sources, body, settings, doc, mismatch)
     lines += [table(results, numbers, blender_label), ""] + target_lines(results, numbers, blender_label)
-    lines += ["", "Captured pose outside the limits by more than 1 deg (share of test frames; bones the pins move):", ""]
+    lines += [
+        "",
+        "Captured pose outside the limits by more than 1 deg (share of test frames; bones the pins move):",
+        "",
+    ]
     lines += outside_lines(outside)
-    lines += ["", "Wrong-way bends by limb (share of the frames where that limb is countable):", "",
-              limb_table(numbers, body)]
+    lines += [
+        "",
+        "Wrong-way bends by limb (share of the frames where that limb is countable):",
+        "",
+        limb_table(numbers, body),
+    ]
     lines += ["", f"Bench wall time {time.perf_counter() - started:.0f} s."]
     markdown = "\n".join(lines)
     print()

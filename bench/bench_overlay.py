@@ -57,7 +57,9 @@ BUDGET_MS = 1.0
 
 def install_extension():
     zip_path = load_build_tool().build(pathlib.Path(USER_RESOURCES) / "dist")
-    result = bpy.ops.extensions.package_install_files(filepath=str(zip_path), repo="user_default", enable_on_install=True)
+    result = bpy.ops.extensions.package_install_files(
+        filepath=str(zip_path), repo="user_default", enable_on_install=True
+    )
     if result != {"FINISHED"} or not extension_enabled():
         raise SystemExit(f"bench_overlay: installing {zip_path} failed: {result}")
     addon_utils.enable("rigify", default_set=True)
@@ -97,8 +99,12 @@ def view_matrices(obj):
     f = 1.0 / math.tan(math.radians(25.0))
     near, far = 0.1, 100.0
     projection = Matrix(
-        ((f * HEIGHT / WIDTH, 0, 0, 0), (0, f, 0, 0),
-         (0, 0, (far + near) / (near - far), 2 * far * near / (near - far)), (0, 0, -1, 0))
+        (
+            (f * HEIGHT / WIDTH, 0, 0, 0),
+            (0, f, 0, 0),
+            (0, 0, (far + near) / (near - far), 2 * far * near / (near - far)),
+            (0, 0, -1, 0),
+        )
     )
     return view, projection
 
@@ -178,7 +184,14 @@ def report(obj, rows, count):
             median, p95, _ = stats([s[column] for s in samples])
             cells.append(f"{median:.3f} / {p95:.3f}")
         table_rows.append(cells + [str(len(samples))])
-    header = ["redraw", "batches wall ms", "batches CPU ms", "whole redraw wall ms", "whole redraw CPU ms", "redraws"]
+    header = [
+        "redraw",
+        "batches wall ms",
+        "batches CPU ms",
+        "whole redraw wall ms",
+        "whole redraw CPU ms",
+        "redraws",
+    ]
     lines.append(markdown_table(header, table_rows))
     return "\n".join(lines)
 
@@ -213,7 +226,9 @@ def main(argv=None):
     shutil.rmtree(USER_RESOURCES, ignore_errors=True)
     unchanged = np.median([s[1] for s in rows["unchanged"]])
     if unchanged > BUDGET_MS:
-        print(f"bench_overlay: batches of an unchanged redraw cost {unchanged:.3f} CPU ms, over the {BUDGET_MS} ms budget")
+        print(
+            f"bench_overlay: batches of an unchanged redraw cost {unchanged:.3f} CPU ms, over the {BUDGET_MS} ms budget"
+        )
 
 
 if __name__ == "__main__":

@@ -70,20 +70,33 @@ class Row:
 
 
 LIVE_ROWS = (
-    Row("fan", 25, 5, 1), Row("fan", 100, 5, 1), Row("metarig", 159, 5, 1), Row("fan", 250, 5, 1),
-    Row("fan", 1000, 5, 1), Row("fan", 250, 10, 1), Row("fan", 250, 20, 1), Row("fan", 250, 40, 1),
-    Row("fan", 1000, 40, 1), Row("metarig", 159, 5, 5), Row("metarig", 159, 5, 20),
+    Row("fan", 25, 5, 1),
+    Row("fan", 100, 5, 1),
+    Row("metarig", 159, 5, 1),
+    Row("fan", 250, 5, 1),
+    Row("fan", 1000, 5, 1),
+    Row("fan", 250, 10, 1),
+    Row("fan", 250, 20, 1),
+    Row("fan", 250, 40, 1),
+    Row("fan", 1000, 40, 1),
+    Row("metarig", 159, 5, 5),
+    Row("metarig", 159, 5, 20),
 )
-BAKE_ROWS = (Row("metarig", 159, 5, 1), Row("fan", 1000, 40, 1), Row("metarig", 159, 5, 5),
-             Row("metarig", 159, 5, 20))
+BAKE_ROWS = (
+    Row("metarig", 159, 5, 1),
+    Row("fan", 1000, 40, 1),
+    Row("metarig", 159, 5, 5),
+    Row("metarig", 159, 5, 20),
+)
 QUICK_LIVE_ROWS = (Row("fan", 25, 5, 1), Row("metarig", 159, 5, 2))
 QUICK_BAKE_ROWS = (Row("metarig", 159, 5, 2),)
 
 
 def install_extension():
     zip_path = load_build_tool().build(pathlib.Path(USER_RESOURCES) / "dist")
-    result = bpy.ops.extensions.package_install_files(filepath=str(zip_path), repo="user_default",
-                                                      enable_on_install=True)
+    result = bpy.ops.extensions.package_install_files(
+        filepath=str(zip_path), repo="user_default", enable_on_install=True
+    )
     if result != {"FINISHED"}:
         raise SystemExit(f"bench_scaling: installing {zip_path} failed: {result}")
     addon_utils.enable("rigify", default_set=True)
@@ -187,8 +200,9 @@ def offsets(count, steps):
     """(steps, count, 3) target displacements: each target loops around where it was pinned."""
     t = np.linspace(0.0, 2.0 * math.pi, steps, endpoint=False)[:, None]
     phase = np.arange(count)[None, :] * 2.4
-    return REACH * np.stack((np.sin(t + phase), 0.5 * np.sin(2.0 * t + phase), 0.5 * (1.0 - np.cos(t + phase))),
-                            axis=-1)
+    return REACH * np.stack(
+        (np.sin(t + phase), 0.5 * np.sin(2.0 * t + phase), 0.5 * (1.0 - np.cos(t + phase))), axis=-1
+    )
 
 
 class BridgeTimer:
@@ -197,8 +211,10 @@ class BridgeTimer:
     def __init__(self):
         self.wrapped = {
             (module, name): getattr(module, name)
-            for module, name in ((addon_module("ewbik_addon.armature_solve"), "solve_armature"),
-                                 (addon_module("ewbik_addon.crowd_solve"), "solve_crowd"))
+            for module, name in (
+                (addon_module("ewbik_addon.armature_solve"), "solve_armature"),
+                (addon_module("ewbik_addon.crowd_solve"), "solve_crowd"),
+            )
         }
         self.bridge_ms = 0.0
         self.solve_ms = 0.0
@@ -220,6 +236,7 @@ class BridgeTimer:
             for one in result.values() if isinstance(result, dict) else (result,):
                 self.solve_ms += getattr(one, "ms", 0.0)  # solve_crowd: each armature's share
             return result
+
         return timed
 
     def take(self):
@@ -260,7 +277,9 @@ def drag(rigs, targets, chains, solver, steps, warmup):
 
 def live_row(row, steps, warmup):
     rigs, targets, chains = build_row(row)
-    result = {solver: drag(rigs, targets, chains, solver, steps, warmup) for solver in ("ewbik", "blender", "none")}
+    result = {
+        solver: drag(rigs, targets, chains, solver, steps, warmup) for solver in ("ewbik", "blender", "none")
+    }
     result["pin_ms"] = first_update_ms(rigs, chains, targets)
     return result
 
@@ -312,8 +331,14 @@ def bake_row(row, frames):
         if solver == "ewbik":
             outcome = bpy.ops.ewbik.bake(frame_start=1, frame_end=frames)
         else:
-            outcome = bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=True, visual_keying=True,
-                                       bake_types={"POSE"}, channel_types={"ROTATION"})
+            outcome = bpy.ops.nla.bake(
+                frame_start=1,
+                frame_end=frames,
+                only_selected=True,
+                visual_keying=True,
+                bake_types={"POSE"},
+                channel_types={"ROTATION"},
+            )
         results[solver] = (time.perf_counter() - start) * 1e3 / frames
         if outcome != {"FINISHED"}:
             raise SystemExit(f"bench_scaling: {solver} bake of {row.label}: {outcome}")
@@ -324,22 +349,43 @@ def bake_row(row, frames):
 
 
 def live_table(results):
-    header = ["rig", "EWBIK update ms", "of which solve / bridge / Blender", "first update after a settings edit",
-              "Blender IK update ms", "EWBIK vs Blender IK", "no IK ms"]
+    header = [
+        "rig",
+        "EWBIK update ms",
+        "of which solve / bridge / Blender",
+        "first update after a settings edit",
+        "Blender IK update ms",
+        "EWBIK vs Blender IK",
+        "no IK ms",
+    ]
     rows = []
     for row, r in results:
         e = r["ewbik"]
-        rows.append([row.label, f"{e['total']:.2f}", f"{e['solve']:.2f} / {e['bridge']:.2f} / {e['blender']:.2f}",
-                     f"{r['pin_ms']:.1f}", f"{r['blender']['total']:.2f}",
-                     f"{e['total'] / r['blender']['total']:.2f}x", f"{r['none']['total']:.2f}"])
+        rows.append(
+            [
+                row.label,
+                f"{e['total']:.2f}",
+                f"{e['solve']:.2f} / {e['bridge']:.2f} / {e['blender']:.2f}",
+                f"{r['pin_ms']:.1f}",
+                f"{r['blender']['total']:.2f}",
+                f"{e['total'] / r['blender']['total']:.2f}x",
+                f"{r['none']['total']:.2f}",
+            ]
+        )
     return markdown_table(header, rows)
 
 
 def bake_table(results, frames):
-    header = ["rig", f"EWBIK bake ms per frame ({frames} frames)", "Blender `nla.bake` + IK ms per frame",
-              "EWBIK speed-up"]
-    rows = [[row.label, f"{r['ewbik']:.2f}", f"{r['blender']:.2f}", f"**{r['blender'] / r['ewbik']:.1f}x**"]
-            for row, r in results]
+    header = [
+        "rig",
+        f"EWBIK bake ms per frame ({frames} frames)",
+        "Blender `nla.bake` + IK ms per frame",
+        "EWBIK speed-up",
+    ]
+    rows = [
+        [row.label, f"{r['ewbik']:.2f}", f"{r['blender']:.2f}", f"**{r['blender'] / r['ewbik']:.1f}x**"]
+        for row, r in results
+    ]
     return markdown_table(header, rows)
 
 
@@ -373,13 +419,15 @@ def main(argv=None):
     for row in bake_rows:
         bakes.append((row, bake_row(row, frames)))
         print(row.label, bakes[-1][1], flush=True)
-    markdown = "\n\n".join((
-        f"Blender {bpy.app.version_string}, {machine_line(fingerprint)}.",
-        f"Live: median wall ms of {steps} updates with every target moving (after 5 unrecorded); run took "
-        f"{time.perf_counter() - started:.0f} s.",
-        live_table(live),
-        bake_table(bakes, frames),
-    ))
+    markdown = "\n\n".join(
+        (
+            f"Blender {bpy.app.version_string}, {machine_line(fingerprint)}.",
+            f"Live: median wall ms of {steps} updates with every target moving (after 5 unrecorded); run took "
+            f"{time.perf_counter() - started:.0f} s.",
+            live_table(live),
+            bake_table(bakes, frames),
+        )
+    )
     print(markdown)
     if not (args.quick or args.no_write):
         write_results(markdown)

@@ -41,7 +41,9 @@ sys.path.insert(0, BENCH_DIR)
 import mocap  # noqa: E402
 from solver import Pin, Skeleton, SolverSettings, native, quat, solve  # noqa: E402
 
-MOCAP_DIR = os.environ.get("EWBIK_MOCAP_DIR", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "mocap"))
+MOCAP_DIR = os.environ.get(
+    "EWBIK_MOCAP_DIR", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "mocap")
+)
 CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
 EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
 HIPS = "Hips"
@@ -52,7 +54,8 @@ RESULTS_BEGIN = "<!-- bench:results -->"
 RESULTS_END = "<!-- /bench:results -->"
 REPRO_DIR = os.path.join(REPO_ROOT, "out", "bench")
 VENV_DIR = os.environ.get(
-    "EWBIK_VENV_DIR", os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ewbik", "venvs")
+    "EWBIK_VENV_DIR",
+    os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ewbik", "venvs"),
 )
 BLENDER_VENVS = ("bpy-5.2", "bpy-4.2")
 
@@ -108,8 +111,12 @@ def load_clip(path, step, loaded=None):
     so targets and solves share one convention."""
     clip = loaded if loaded is not None else mocap.load_bvh(path, height=RIG_HEIGHT)
     names = [b["name"] for b in clip.bones]
-    skeleton = Skeleton(names, [b["parent"] for b in clip.bones], [np.array(b["rest"]) for b in clip.bones],
-                        [b["length"] for b in clip.bones])
+    skeleton = Skeleton(
+        names,
+        [b["parent"] for b in clip.bones],
+        [np.array(b["rest"]) for b in clip.bones],
+        [b["length"] for b in clip.bones],
+    )
     order = [names.index(n) for n in skeleton.names]
     frames = np.arange(0, len(clip.rotations), step)
     rotations = clip.rotations[:, order]
@@ -164,8 +171,17 @@ class FrameSolve:
     pins_cpu_ms: float
 
 
-def solve_sequence(clip, settings, warm, rest_settings=None, limits=None, stiffness=None, rows=None, start=None,
-                   orientation_weight=1.0):
+def solve_sequence(
+    clip,
+    settings,
+    warm,
+    rest_settings=None,
+    limits=None,
+    stiffness=None,
+    rows=None,
+    start=None,
+    orientation_weight=1.0,
+):
     """Solve the sampled rows in order, yielding a FrameSolve for each counted one.
 
     Warm runs start every row from the previous row's solution; their first row has none, is
@@ -195,23 +211,42 @@ def solve_sequence(clip, settings, warm, rest_settings=None, limits=None, stiffn
             yield FrameSolve(int(row), rotations, locations, used, result, cpu_ms, pins_cpu_ms)
 
 
-def solve_clip(clip, label, settings, warm, rest_settings=None, limits=None, rows=None, orientation_weight=1.0):
+def solve_clip(
+    clip, label, settings, warm, rest_settings=None, limits=None, rows=None, orientation_weight=1.0
+):
     """Solve the sampled frames in order (`solve_sequence`) and gather a Run.
 
     The run keeps the inputs of its worst frame (largest position error) so that frame can be
     replayed alone as a scene document.
     """
-    out = {k: [] for k in ("frames", "position_mm", "orientation_deg", "ms", "cpu_ms", "iterations", "converged",
-                           "pins_cpu_ms")}
+    out = {
+        k: []
+        for k in (
+            "frames",
+            "position_mm",
+            "orientation_deg",
+            "ms",
+            "cpu_ms",
+            "iterations",
+            "converged",
+            "pins_cpu_ms",
+        )
+    }
     worst = None
-    for solved in solve_sequence(clip, settings, warm, rest_settings, limits, rows=rows,
-                                 orientation_weight=orientation_weight):
+    for solved in solve_sequence(
+        clip, settings, warm, rest_settings, limits, rows=rows, orientation_weight=orientation_weight
+    ):
         result = solved.result
         error = float(result.position_errors.max())
         if worst is None or error > worst["error"]:
-            worst = {"error": error, "row": solved.row, "rotations": solved.rotations,
-                     "locations": solved.locations, "settings": solved.settings,
-                     "orientation_weight": orientation_weight}
+            worst = {
+                "error": error,
+                "row": solved.row,
+                "rotations": solved.rotations,
+                "locations": solved.locations,
+                "settings": solved.settings,
+                "orientation_weight": orientation_weight,
+            }
         out["frames"].append(clip.frames[solved.row])
         out["position_mm"].append(result.position_errors * 1e3)
         out["orientation_deg"].append(result.orientation_errors_deg)
@@ -227,6 +262,7 @@ def memory_use(clip, settings, rows, repeats):
     """(peak Python-heap KiB of one warm solve traced by tracemalloc, resident-set growth in KiB over
     `repeats` passes of warm solves). The C loop's workspace is malloc'ed outside the Python heap,
     so the second figure is the one that would show a leak in it."""
+
     def warm_pass():
         previous = None
         for row in rows:
@@ -253,19 +289,29 @@ def repro_document(clip, worst, limit_dicts=None):
     stiffness[clip.skeleton.index[HIPS]] = 1.0
     bones = []
     for i, name in enumerate(names):
-        bone = {"name": name, "parent": None if clip.skeleton.parents[i] < 0 else names[clip.skeleton.parents[i]],
-                "rest": clip.skeleton.rest[i].tolist(), "length": float(clip.skeleton.lengths[i]),
-                "rotation": worst["rotations"][i].tolist(), "location": worst["locations"][i].tolist(),
-                "stiffness": float(stiffness[i])}
+        bone = {
+            "name": name,
+            "parent": None if clip.skeleton.parents[i] < 0 else names[clip.skeleton.parents[i]],
+            "rest": clip.skeleton.rest[i].tolist(),
+            "length": float(clip.skeleton.lengths[i]),
+            "rotation": worst["rotations"][i].tolist(),
+            "location": worst["locations"][i].tolist(),
+            "stiffness": float(stiffness[i]),
+        }
         if limit_dicts and name in limit_dicts:
             bone["limits"] = limit_dicts[name]
         bones.append(bone)
     accepted = getattr(scene, "_SETTING_KEYS", None)
-    settings = {k: v for k, v in dataclasses.asdict(worst["settings"]).items()
-                if v is not None and (accepted is None or k in accepted)}
+    settings = {
+        k: v
+        for k, v in dataclasses.asdict(worst["settings"]).items()
+        if v is not None and (accepted is None or k in accepted)
+    }
     axes = [worst["orientation_weight"]] * 3
-    pins = [{"bone": bone, "target": clip.targets[worst["row"], k].tolist(), "orientation_weights": axes}
-            for k, bone in enumerate(EFFECTORS)]
+    pins = [
+        {"bone": bone, "target": clip.targets[worst["row"], k].tolist(), "orientation_weights": axes}
+        for k, bone in enumerate(EFFECTORS)
+    ]
     return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": pins, "settings": settings}
 
 
@@ -294,10 +340,24 @@ def run_blender(python, clip, iterations, repeats):
     """Blender's IK on the clip's sampled frames, in a subprocess of that bpy interpreter."""
     with tempfile.TemporaryDirectory(prefix="ewbik-bench-") as tmp:
         out = os.path.join(tmp, "blender.json")
-        cmd = [python, os.path.join(BENCH_DIR, "blender_ik.py"), "--clip", clip.path,
-               "--frames", ",".join(str(int(f)) for f in clip.frames),
-               "--scale", repr(clip.scale / CMU_METRES_PER_UNIT), "--effectors", ",".join(EFFECTORS),
-               "--iterations", str(iterations), "--repeats", str(repeats), "--out", out]
+        cmd = [
+            python,
+            os.path.join(BENCH_DIR, "blender_ik.py"),
+            "--clip",
+            clip.path,
+            "--frames",
+            ",".join(str(int(f)) for f in clip.frames),
+            "--scale",
+            repr(clip.scale / CMU_METRES_PER_UNIT),
+            "--effectors",
+            ",".join(EFFECTORS),
+            "--iterations",
+            str(iterations),
+            "--repeats",
+            str(repeats),
+            "--out",
+            out,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -351,8 +411,17 @@ def row_cells(run, baseline):
     else:
         its, conv = "n/a", "n/a"
     ratio = f"{ms[0] / baseline[0]:.1f}x / {cpu[0] / baseline[1]:.1f}x" if baseline else "n/a"
-    return [run.label, f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}", f"{ori[0]:.3f} / {ori[1]:.3f} / {ori[2]:.2f}",
-            f"{ms[0]:.2f} / {ms[1]:.2f}", f"{cpu[0]:.2f}", its, conv, ratio, str(len(run.ms))]
+    return [
+        run.label,
+        f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}",
+        f"{ori[0]:.3f} / {ori[1]:.3f} / {ori[2]:.2f}",
+        f"{ms[0]:.2f} / {ms[1]:.2f}",
+        f"{cpu[0]:.2f}",
+        its,
+        conv,
+        ratio,
+        str(len(run.ms)),
+    ]
 
 
 def markdown_table(header, rows):
@@ -363,9 +432,14 @@ def markdown_table(header, rows):
 
 def per_pin_table(runs):
     header = ["run"] + [f"{e} p95 mm / deg" for e in EFFECTORS]
-    rows = [[run.label] + [
-        f"{np.percentile(run.position_mm[:, k], 95):.3f} / {np.percentile(run.orientation_deg[:, k], 95):.3f}"
-        for k in range(len(EFFECTORS))] for run in runs]
+    rows = [
+        [run.label]
+        + [
+            f"{np.percentile(run.position_mm[:, k], 95):.3f} / {np.percentile(run.orientation_deg[:, k], 95):.3f}"
+            for k in range(len(EFFECTORS))
+        ]
+        for run in runs
+    ]
     return markdown_table(header, rows)
 
 
@@ -374,8 +448,10 @@ def worst_frames(run, count=5):
     lines = []
     for idx in flat:
         r, k = np.unravel_index(idx, run.position_mm.shape)
-        lines.append(f"{run.label}: {run.sources[r]} frame {run.frames[r]} pin {EFFECTORS[k]}: {run.position_mm[r, k]:.2f} mm, "
-                     f"{run.orientation_deg[r, k]:.3f} deg, {run.iterations[r] if len(run.iterations) else '-'} iterations")
+        lines.append(
+            f"{run.label}: {run.sources[r]} frame {run.frames[r]} pin {EFFECTORS[k]}: {run.position_mm[r, k]:.2f} mm, "
+            f"{run.orientation_deg[r, k]:.3f} deg, {run.iterations[r] if len(run.iterations) else '-'} iterations"
+        )
     return lines
 
 
@@ -391,11 +467,25 @@ def target_checks(warm, rest, limited, baseline):
         check("rest position p95 mm", stats(rest.position_mm)[1], TARGETS["rest"]["position_p95_mm"])
         check("rest position max mm", stats(rest.position_mm)[2], TARGETS["rest"]["position_max_mm"])
     if limited is not None:
-        check("limits warm position p95 mm", stats(limited.position_mm)[1], TARGETS["limits"]["position_p95_mm"])
-        check("limits warm orientation p95 deg", stats(limited.orientation_deg)[1], TARGETS["limits"]["orientation_p95_deg"])
+        check(
+            "limits warm position p95 mm", stats(limited.position_mm)[1], TARGETS["limits"]["position_p95_mm"]
+        )
+        check(
+            "limits warm orientation p95 deg",
+            stats(limited.orientation_deg)[1],
+            TARGETS["limits"]["orientation_p95_deg"],
+        )
     if baseline:
-        check("warm median ms / Blender warm median ms (wall)", stats(warm.ms)[0] / baseline[0], TARGETS["speed_ratio"])
-        check("warm median ms / Blender warm median ms (CPU)", stats(warm.cpu_ms)[0] / baseline[1], TARGETS["speed_ratio"])
+        check(
+            "warm median ms / Blender warm median ms (wall)",
+            stats(warm.ms)[0] / baseline[0],
+            TARGETS["speed_ratio"],
+        )
+        check(
+            "warm median ms / Blender warm median ms (CPU)",
+            stats(warm.cpu_ms)[0] / baseline[1],
+            TARGETS["speed_ratio"],
+        )
     return checks
 
 
@@ -420,15 +510,18 @@ def machine_line(fingerprint):
     except (OSError, StopIteration):
         pass
     try:
-        commit = subprocess.run(["git", "-C", REPO_ROOT, "describe", "--always", "--dirty"], capture_output=True,
-                                text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", REPO_ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         commit = "?"
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"{now}; {model}, {os.cpu_count()} cores, load average {load}; Python {platform.python_version()}, "
-            f"numpy {np.__version__}; commit {commit}, solver sha1 {fingerprint}; "
-            f"solver loop: {'compiled (solver/csrc)' if native.available() else 'numpy (library not built)'}")
+    return (
+        f"{now}; {model}, {os.cpu_count()} cores, load average {load}; Python {platform.python_version()}, "
+        f"numpy {np.__version__}; commit {commit}, solver sha1 {fingerprint}; "
+        f"solver loop: {'compiled (solver/csrc)' if native.available() else 'numpy (library not built)'}"
+    )
 
 
 def settings_text(settings):
@@ -442,15 +535,30 @@ def sweep(clip, rest_settings, iteration_counts, dampenings, stride):
     lines = []
     for dampening in dampenings:
         for iterations in iteration_counts:
-            settings = dataclasses.replace(rest_settings, iterations=iterations, dampening=dampening, tolerance=0.0)
+            settings = dataclasses.replace(
+                rest_settings, iterations=iterations, dampening=dampening, tolerance=0.0
+            )
             run = solve_clip(clip, "sweep", settings, warm=True, rest_settings=rest_settings, rows=rows)
             pos, ori, cpu = stats(run.position_mm), stats(run.orientation_deg), stats(run.cpu_ms)
-            lines.append([f"{dampening:.4f}", str(iterations), f"{np.median(run.iterations):.0f}",
-                          f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}", f"{ori[0]:.3f} / {ori[1]:.3f} / {ori[2]:.2f}",
-                          f"{cpu[0]:.2f}"])
+            lines.append(
+                [
+                    f"{dampening:.4f}",
+                    str(iterations),
+                    f"{np.median(run.iterations):.0f}",
+                    f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}",
+                    f"{ori[0]:.3f} / {ori[1]:.3f} / {ori[2]:.2f}",
+                    f"{cpu[0]:.2f}",
+                ]
+            )
             print("  sweep", " | ".join(lines[-1]), flush=True)
-    header = ["dampening (rad)", "iteration cap", "iterations used (median)", "position mm median / p95 / max",
-              "orientation deg median / p95 / max", "CPU ms median"]
+    header = [
+        "dampening (rad)",
+        "iteration cap",
+        "iterations used (median)",
+        "position mm median / p95 / max",
+        "orientation deg median / p95 / max",
+        "CPU ms median",
+    ]
     return markdown_table(header, lines), len(rows), stride * int(clip.frames[1] - clip.frames[0])
 
 
@@ -465,32 +573,68 @@ def variants(clip, warm_settings, rest_settings, stride, rest_stride):
         candidates.append(("relaxation=1.5", {"relaxation": 1.5}, 1.0))
     if "analytic_limbs" in base_fields:
         candidates.append(("analytic_limbs=False", {"analytic_limbs": False}, 1.0))
-    candidates += [("dampening x4", {"dampening": 4 * warm_settings.dampening}, 1.0),
-                   ("pins orientation weight 0.3", {}, 0.3), ("pins orientation weight 0.1", {}, 0.1)]
+    candidates += [
+        ("dampening x4", {"dampening": 4 * warm_settings.dampening}, 1.0),
+        ("pins orientation weight 0.3", {}, 0.3),
+        ("pins orientation weight 0.1", {}, 0.1),
+    ]
     warm_rows = np.arange(0, len(clip.frames), stride)
     rest_rows = np.arange(0, len(clip.frames), rest_stride)
     lines = []
     for label, change, weight in candidates:
-        warm_run = solve_clip(clip, label, dataclasses.replace(warm_settings, **change), warm=True,
-                              rest_settings=dataclasses.replace(rest_settings, **change), rows=warm_rows,
-                              orientation_weight=weight)
-        rest_run = solve_clip(clip, label, dataclasses.replace(rest_settings, **change), warm=False, rows=rest_rows,
-                              orientation_weight=weight)
+        warm_run = solve_clip(
+            clip,
+            label,
+            dataclasses.replace(warm_settings, **change),
+            warm=True,
+            rest_settings=dataclasses.replace(rest_settings, **change),
+            rows=warm_rows,
+            orientation_weight=weight,
+        )
+        rest_run = solve_clip(
+            clip,
+            label,
+            dataclasses.replace(rest_settings, **change),
+            warm=False,
+            rows=rest_rows,
+            orientation_weight=weight,
+        )
         cells = [label]
         for run in (warm_run, rest_run):
             pos = stats(run.position_mm)
-            cells += [f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}", f"{stats(run.orientation_deg)[1]:.3f}",
-                      f"{np.median(run.iterations):.0f}", f"{np.median(run.cpu_ms):.1f}"]
+            cells += [
+                f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}",
+                f"{stats(run.orientation_deg)[1]:.3f}",
+                f"{np.median(run.iterations):.0f}",
+                f"{np.median(run.cpu_ms):.1f}",
+            ]
         lines.append(cells)
         print("  variant", " | ".join(cells), flush=True)
-    header = ["variant", "warm position mm median / p95 / max", "warm orientation p95 deg", "warm iterations median",
-              "warm CPU ms median", "rest position mm median / p95 / max", "rest orientation p95 deg",
-              "rest iterations median", "rest CPU ms median"]
+    header = [
+        "variant",
+        "warm position mm median / p95 / max",
+        "warm orientation p95 deg",
+        "warm iterations median",
+        "warm CPU ms median",
+        "rest position mm median / p95 / max",
+        "rest orientation p95 deg",
+        "rest iterations median",
+        "rest CPU ms median",
+    ]
     spacing = int(clip.frames[1] - clip.frames[0])
-    return markdown_table(header, lines), (len(warm_rows), stride * spacing, len(rest_rows), rest_stride * spacing)
+    return markdown_table(header, lines), (
+        len(warm_rows),
+        stride * spacing,
+        len(rest_rows),
+        rest_stride * spacing,
+    )
 
 
-RIGS = (("CMU", lambda m: m), ("CMU, bones rolled", mocap.rolled_rest), ("straight-line rest", mocap.straight_line_rest))
+RIGS = (
+    ("CMU", lambda m: m),
+    ("CMU, bones rolled", mocap.rolled_rest),
+    ("straight-line rest", mocap.straight_line_rest),
+)
 CONVERGENCE_TOLERANCE = 1e-6
 CONVERGENCE_TARGETS = {"iterations_median": 30, "warm_p95_mm": 0.05, "rest_max_mm": 2.0, "speed_ratio": 0.5}
 
@@ -508,25 +652,50 @@ def convergence(clip_names, base, rest_stride, baseline):
             path = os.path.join(MOCAP_DIR, name)
             clip = load_clip(path, 1, convert(mocap.load_bvh(path, height=RIG_HEIGHT)))
             warm_runs.append(solve_clip(clip, rig, warm_settings, warm=True, rest_settings=rest_settings))
-            rest_runs.append(solve_clip(clip, rig, rest_settings, warm=False,
-                                        rows=np.arange(0, len(clip.frames), rest_stride)))
+            rest_runs.append(
+                solve_clip(
+                    clip, rig, rest_settings, warm=False, rows=np.arange(0, len(clip.frames), rest_stride)
+                )
+            )
         warm, rest = merged(warm_runs), merged(rest_runs)
         its, pos, ms = stats(warm.iterations), stats(warm.position_mm), stats(warm.ms)
         ratio = ms[0] / baseline[0] if baseline else float("nan")
-        rows.append([rig, str(len(warm.ms)), f"{its[0]:.0f} / {its[1]:.0f} / {its[2]:.0f}",
-                     f"{100.0 * warm.converged.mean():.1f}%", f"{pos[1]:.4f} / {pos[2]:.4f}", f"{ms[0]:.2f}",
-                     f"{ratio:.2f}x", str(len(rest.ms)), f"{np.median(rest.iterations):.0f}",
-                     f"{stats(rest.position_mm)[1]:.4f} / {stats(rest.position_mm)[2]:.4f}"])
+        rows.append(
+            [
+                rig,
+                str(len(warm.ms)),
+                f"{its[0]:.0f} / {its[1]:.0f} / {its[2]:.0f}",
+                f"{100.0 * warm.converged.mean():.1f}%",
+                f"{pos[1]:.4f} / {pos[2]:.4f}",
+                f"{ms[0]:.2f}",
+                f"{ratio:.2f}x",
+                str(len(rest.ms)),
+                f"{np.median(rest.iterations):.0f}",
+                f"{stats(rest.position_mm)[1]:.4f} / {stats(rest.position_mm)[2]:.4f}",
+            ]
+        )
         print("  convergence", " | ".join(rows[-1]), flush=True)
-        for label, value, limit in (("warm iterations median", its[0], CONVERGENCE_TARGETS["iterations_median"]),
-                                    ("warm position p95 mm", pos[1], CONVERGENCE_TARGETS["warm_p95_mm"]),
-                                    ("from rest position max mm", stats(rest.position_mm)[2],
-                                     CONVERGENCE_TARGETS["rest_max_mm"]),
-                                    ("warm median ms / Blender warm median ms", ratio,
-                                     CONVERGENCE_TARGETS["speed_ratio"])):
-            checks.append(f"- {rig}: {label} {value:.3f} (target <= {limit}) {'PASS' if value <= limit else 'FAIL'}")
-    header = ["rig", "warm frames", "iterations median / p95 / max", "converged", "position mm p95 / max",
-              "ms median", "ms / Blender warm", "rest frames", "rest iterations median", "rest position mm p95 / max"]
+        for label, value, limit in (
+            ("warm iterations median", its[0], CONVERGENCE_TARGETS["iterations_median"]),
+            ("warm position p95 mm", pos[1], CONVERGENCE_TARGETS["warm_p95_mm"]),
+            ("from rest position max mm", stats(rest.position_mm)[2], CONVERGENCE_TARGETS["rest_max_mm"]),
+            ("warm median ms / Blender warm median ms", ratio, CONVERGENCE_TARGETS["speed_ratio"]),
+        ):
+            checks.append(
+                f"- {rig}: {label} {value:.3f} (target <= {limit}) {'PASS' if value <= limit else 'FAIL'}"
+            )
+    header = [
+        "rig",
+        "warm frames",
+        "iterations median / p95 / max",
+        "converged",
+        "position mm p95 / max",
+        "ms median",
+        "ms / Blender warm",
+        "rest frames",
+        "rest iterations median",
+        "rest position mm p95 / max",
+    ]
     return markdown_table(header, rows), checks
 
 
@@ -543,7 +712,9 @@ def write_repros(runs, limit_dicts_by_clip, clips_by_name):
                 continue
             clip = clips_by_name[run.clip]
             limit_dicts = limit_dicts_by_clip.get(run.clip) if key == "limits" else None
-            path = os.path.join(REPRO_DIR, f"worst_{key}_{run.clip}_frame{int(clip.frames[run.worst['row']])}.json")
+            path = os.path.join(
+                REPRO_DIR, f"worst_{key}_{run.clip}_frame{int(clip.frames[run.worst['row']])}.json"
+            )
             with open(path, "w") as f:
                 json.dump(repro_document(clip, run.worst, limit_dicts), f)
             paths.append((run.label, run.clip, run.worst["error"] * 1e3, os.path.relpath(path, REPO_ROOT)))
@@ -570,8 +741,12 @@ def write_results(markdown, begin=RESULTS_BEGIN, end=RESULTS_END):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--step", type=int, default=4, help="sample every STEP-th clip frame (warm runs)")
-    parser.add_argument("--rest-every", type=int, default=1,
-                        help="from-rest solves on every N-th sampled frame only (they cost more iterations)")
+    parser.add_argument(
+        "--rest-every",
+        type=int,
+        default=1,
+        help="from-rest solves on every N-th sampled frame only (they cost more iterations)",
+    )
     parser.add_argument("--clips", nargs="*", default=list(CLIPS))
     parser.add_argument("--warm-iterations", type=int, default=50)
     parser.add_argument("--rest-iterations", type=int, default=500)
@@ -579,13 +754,21 @@ def parse_args(argv):
     parser.add_argument("--dampening", type=float, default=None, help="radians (default: the solver's)")
     parser.add_argument("--blender-iterations", type=int, default=500)
     parser.add_argument("--blender-repeats", type=int, default=3)
-    parser.add_argument("--blender", nargs="*", default=list(BLENDER_VENVS),
-                        help="bpy venv names under the venv dir (none: skip Blender)")
+    parser.add_argument(
+        "--blender",
+        nargs="*",
+        default=list(BLENDER_VENVS),
+        help="bpy venv names under the venv dir (none: skip Blender)",
+    )
     parser.add_argument("--no-limits", action="store_true")
-    parser.add_argument("--no-convergence", action="store_true", help="skip the every-frame convergence table")
+    parser.add_argument(
+        "--no-convergence", action="store_true", help="skip the every-frame convergence table"
+    )
     parser.add_argument("--sweep", action="store_true", help="also sweep iteration caps and dampening (slow)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
-    parser.add_argument("--quick", action="store_true", help="smoke run: one clip, every 32nd frame; writes no files")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: one clip, every 32nd frame; writes no files"
+    )
     return parser.parse_args(argv)
 
 
@@ -625,22 +808,53 @@ def solve_clips(args, warm_settings, rest_settings, numpy_settings):
     for name in args.clips:
         clip = load_clip(os.path.join(MOCAP_DIR, name), args.step)
         measured.clips.append(clip)
-        runs["warm"].append(timed(f"{clip.name}: warm {len(clip.frames)} frames",
-                                  clip, "EWBIK warm-started", warm_settings, warm=True, rest_settings=rest_settings))
+        runs["warm"].append(
+            timed(
+                f"{clip.name}: warm {len(clip.frames)} frames",
+                clip,
+                "EWBIK warm-started",
+                warm_settings,
+                warm=True,
+                rest_settings=rest_settings,
+            )
+        )
         if native.available():
-            runs["numpy"].append(timed(f"{clip.name}: warm, numpy loop,",
-                                       clip, "EWBIK warm-started, numpy loop", numpy_settings, warm=True,
-                                       rest_settings=dataclasses.replace(rest_settings, backend="numpy")))
+            runs["numpy"].append(
+                timed(
+                    f"{clip.name}: warm, numpy loop,",
+                    clip,
+                    "EWBIK warm-started, numpy loop",
+                    numpy_settings,
+                    warm=True,
+                    rest_settings=dataclasses.replace(rest_settings, backend="numpy"),
+                )
+            )
         rest_rows = np.arange(0, len(clip.frames), args.rest_every)
-        runs["rest"].append(timed(f"{clip.name}: rest {len(rest_rows)} frames",
-                                  clip, "EWBIK from rest", rest_settings, warm=False, rows=rest_rows))
+        runs["rest"].append(
+            timed(
+                f"{clip.name}: rest {len(rest_rows)} frames",
+                clip,
+                "EWBIK from rest",
+                rest_settings,
+                warm=False,
+                rows=rest_rows,
+            )
+        )
         limits, limit_dicts = (None, None) if args.no_limits else humanoid_limits(clip)
         if limits is not None:
             measured.violations[clip.name] = clip_violations(clip, limits)
             measured.limit_dicts_by_clip[clip.name] = limit_dicts
-            runs["limits"].append(timed(f"{clip.name}: limits {len(clip.frames)} frames",
-                                        clip, "EWBIK warm-started, humanoid limits", warm_settings, warm=True,
-                                        rest_settings=rest_settings, limits=limits))
+            runs["limits"].append(
+                timed(
+                    f"{clip.name}: limits {len(clip.frames)} frames",
+                    clip,
+                    "EWBIK warm-started, humanoid limits",
+                    warm_settings,
+                    warm=True,
+                    rest_settings=rest_settings,
+                    limits=limits,
+                )
+            )
         solve_in_blender(args, clip, measured)
     return measured
 
@@ -656,7 +870,10 @@ def solve_in_blender(args, clip, measured):
         measured.blender_docs.append(doc)
         for mode, run in by_mode.items():
             measured.blender_runs.setdefault((venv, mode), []).append(run)
-        print(f"{clip.name}: {venv} (Blender {doc['blender']}) in {time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"{clip.name}: {venv} (Blender {doc['blender']}) in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
 
 
 def blender_rows(blender, baseline):
@@ -675,20 +892,27 @@ def blender_rows(blender, baseline):
 
 def header_lines(args, measured, fingerprint, warm_settings, rest_settings):
     clips = measured.clips
-    lines = [f"Machine: {machine_line(fingerprint)}", "",
-             f"Clips: {', '.join(c.name for c in clips)}; every {args.step}th frame "
-             f"({sum(len(c.frames) for c in clips)} frames, "
-             f"{'all' if args.rest_every == 1 else f'every {args.rest_every}th'} also solved from rest); "
-             f"pins {', '.join(EFFECTORS)} (position + all three axes, weight 1), hips given.",
-             f"EWBIK warm settings: {settings_text(warm_settings)}.",
-             f"EWBIK rest settings: {settings_text(rest_settings)}; warm runs start from a rest solve of their first frame, "
-             f"which is not counted.", ""]
+    lines = [
+        f"Machine: {machine_line(fingerprint)}",
+        "",
+        f"Clips: {', '.join(c.name for c in clips)}; every {args.step}th frame "
+        f"({sum(len(c.frames) for c in clips)} frames, "
+        f"{'all' if args.rest_every == 1 else f'every {args.rest_every}th'} also solved from rest); "
+        f"pins {', '.join(EFFECTORS)} (position + all three axes, weight 1), hips given.",
+        f"EWBIK warm settings: {settings_text(warm_settings)}.",
+        f"EWBIK rest settings: {settings_text(rest_settings)}; warm runs start from a rest solve of their first frame, "
+        f"which is not counted.",
+        "",
+    ]
     if measured.blender_docs:
         doc = measured.blender_docs[0]
         chains = ", ".join(f"{e}: {len(c)}" for e, c in doc["chains"].items())
-        lines += [f"Blender: Standard (LEGACY) IK, use_tail + use_rotation, no stretch, {doc['iterations']} iterations, "
-                  f"chain_count {chains} (each chain ends below {HIPS}); timing = `view_layer.update()`, median of "
-                  f"{args.blender_repeats} passes per frame.", ""]
+        lines += [
+            f"Blender: Standard (LEGACY) IK, use_tail + use_rotation, no stretch, {doc['iterations']} iterations, "
+            f"chain_count {chains} (each chain ends below {HIPS}); timing = `view_layer.update()`, median of "
+            f"{args.blender_repeats} passes per frame.",
+            "",
+        ]
     return lines
 
 
@@ -700,18 +924,24 @@ def memory_lines(args, clip, warm_settings, numpy_settings):
             continue
         repeats = 0 if args.quick else (20 if label == "compiled loop" else 2)
         peak, growth = memory_use(clip, settings, memory_rows, repeats)
-        lines.append(f"Memory, {label}: peak Python heap of a warm pass over {len(memory_rows)} frames of "
-                     f"{clip.name} {peak:.0f} KiB (tracemalloc); resident set grew {growth} KiB over "
-                     f"{repeats} more passes ({repeats * len(memory_rows)} solves).")
+        lines.append(
+            f"Memory, {label}: peak Python heap of a warm pass over {len(memory_rows)} frames of "
+            f"{clip.name} {peak:.0f} KiB (tracemalloc); resident set grew {growth} KiB over "
+            f"{repeats} more passes ({repeats * len(memory_rows)} solves)."
+        )
     return lines + [""]
 
 
 def violation_lines(violations):
     lines = []
     for name, outside in violations.items():
-        text = ", ".join(f"{bone} {100 * f:.0f}%" for bone, f in sorted(outside.items(), key=lambda kv: -kv[1]))
-        lines.append(f"Clip pose outside the humanoid preset by more than 1 deg ({name}, share of test frames): "
-                     f"{text or 'none'}.")
+        text = ", ".join(
+            f"{bone} {100 * f:.0f}%" for bone, f in sorted(outside.items(), key=lambda kv: -kv[1])
+        )
+        lines.append(
+            f"Clip pose outside the humanoid preset by more than 1 deg ({name}, share of test frames): "
+            f"{text or 'none'}."
+        )
     return lines + ([""] if lines else [])
 
 
@@ -721,23 +951,45 @@ def extra_sections(args, measured, base, warm_settings, rest_settings, baseline)
     if not args.no_convergence and not args.quick:
         print("convergence (every frame, tolerance 1e-6):", flush=True)
         table, checks = convergence(args.clips, base, 8, baseline)
-        lines += ["", f"Convergence: every frame of {', '.join(c.name for c in clips)} warm-started (tolerance "
-                      f"{CONVERGENCE_TOLERANCE} m, cap 100; the first frame of each clip solved from rest, not "
-                      f"counted) and every 8th from rest (cap 500), on the CMU rig and on the same motion re-expressed "
-                      f"exactly by forward kinematics on a rig with random bone rolls and on a straight-line rest.",
-                  "", table, "", "Convergence targets:"] + checks
+        lines += [
+            "",
+            f"Convergence: every frame of {', '.join(c.name for c in clips)} warm-started (tolerance "
+            f"{CONVERGENCE_TOLERANCE} m, cap 100; the first frame of each clip solved from rest, not "
+            f"counted) and every 8th from rest (cap 500), on the CMU rig and on the same motion re-expressed "
+            f"exactly by forward kinematics on a rig with random bone rolls and on a straight-line rest.",
+            "",
+            table,
+            "",
+            "Convergence targets:",
+        ] + checks
     if args.sweep:
         print("variants (clip 1):", flush=True)
-        table, (warm_count, warm_spacing, rest_count, rest_spacing) = variants(clips[0], warm_settings, rest_settings,
-                                                                                4, 16)
-        lines += ["", f"Variants: one change at a time on {clips[0].name}; warm runs on {warm_count} frames "
-                      f"{warm_spacing} clip frames apart (a harder warm start than the main table's), from rest on "
-                      f"{rest_count} frames.", "", table]
+        table, (warm_count, warm_spacing, rest_count, rest_spacing) = variants(
+            clips[0], warm_settings, rest_settings, 4, 16
+        )
+        lines += [
+            "",
+            f"Variants: one change at a time on {clips[0].name}; warm runs on {warm_count} frames "
+            f"{warm_spacing} clip frames apart (a harder warm start than the main table's), from rest on "
+            f"{rest_count} frames.",
+            "",
+            table,
+        ]
         print("sweep (clip 1, warm):", flush=True)
-        table, count, spacing = sweep(clips[0], rest_settings, (5, 15, 30, 60, 120),
-                                      (base.dampening, 2 * base.dampening, 4 * base.dampening), 4)
-        lines += ["", f"Sweep: warm runs on {clips[0].name}, {count} frames {spacing} clip frames apart, "
-                      f"tolerance 0 (the cap is the iteration count unless the solver stalls).", "", table]
+        table, count, spacing = sweep(
+            clips[0],
+            rest_settings,
+            (5, 15, 30, 60, 120),
+            (base.dampening, 2 * base.dampening, 4 * base.dampening),
+            4,
+        )
+        lines += [
+            "",
+            f"Sweep: warm runs on {clips[0].name}, {count} frames {spacing} clip frames apart, "
+            f"tolerance 0 (the cap is the iteration count unless the solver stalls).",
+            "",
+            table,
+        ]
     return lines
 
 
@@ -756,30 +1008,60 @@ def main(argv=None):
     limited = merged(runs["limits"]) if runs["limits"] else None
     blender = {key: merged(v) for key, v in measured.blender_runs.items()}
     reference_key = next(((v, "warm") for v in args.blender if (v, "warm") in blender), None)
-    baseline = (stats(blender[reference_key].ms)[0], stats(blender[reference_key].cpu_ms)[0]) if reference_key else None
+    baseline = (
+        (stats(blender[reference_key].ms)[0], stats(blender[reference_key].cpu_ms)[0])
+        if reference_key
+        else None
+    )
 
-    header = ["run", "position mm median / p95 / max", "orientation deg median / p95 / max", "ms per frame median / p95",
-              "CPU ms median", "iterations median / p95 / max", "converged", "median ms / Blender warm (wall / CPU)", "frames"]
+    header = [
+        "run",
+        "position mm median / p95 / max",
+        "orientation deg median / p95 / max",
+        "ms per frame median / p95",
+        "CPU ms median",
+        "iterations median / p95 / max",
+        "converged",
+        "median ms / Blender warm (wall / CPU)",
+        "frames",
+    ]
     numpy_warm = merged(runs["numpy"]) if runs["numpy"] else None
-    table_runs = [warm] + ([numpy_warm] if numpy_warm is not None else []) + [rest] + (
-        [limited] if limited is not None else [])
+    table_runs = (
+        [warm]
+        + ([numpy_warm] if numpy_warm is not None else [])
+        + [rest]
+        + ([limited] if limited is not None else [])
+    )
     rows = [row_cells(r, baseline) for r in table_runs] + blender_rows(blender, baseline)
     if solver_fingerprint() != fingerprint:
         fingerprint += f" as imported at the start (files on disk are {solver_fingerprint()} by the end)"
     lines = header_lines(args, measured, fingerprint, warm_settings, rest_settings)
-    lines += [markdown_table(header, rows), "",
-              f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
-              f"{np.median(warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.", ""]
+    lines += [
+        markdown_table(header, rows),
+        "",
+        f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
+        f"{np.median(warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.",
+        "",
+    ]
     lines += memory_lines(args, measured.clips[0], warm_settings, numpy_settings)
     lines += violation_lines(measured.violations)
     lines += ["Targets:"] + target_checks(warm, rest, limited, baseline) + [""]
-    lines += ["Per pin (p95):", "", per_pin_table(table_runs + [blender[k] for k in sorted(blender) if k[1] != "muted"]), ""]
+    lines += [
+        "Per pin (p95):",
+        "",
+        per_pin_table(table_runs + [blender[k] for k in sorted(blender) if k[1] != "muted"]),
+        "",
+    ]
     lines += ["Largest position errors:", ""]
     for run in table_runs:
         lines += ["- " + line for line in worst_frames(run, 3)]
     if not args.quick:
         repros = write_repros(runs, measured.limit_dicts_by_clip, {c.name: c for c in measured.clips})
-        lines += ["", "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):", ""]
+        lines += [
+            "",
+            "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):",
+            "",
+        ]
         lines += [f"- {label}, {clip}: {error:.2f} mm: `{path}`" for label, clip, error, path in repros]
     lines += extra_sections(args, measured, base, warm_settings, rest_settings, baseline)
     lines += ["", f"Bench wall time {time.perf_counter() - started:.0f} s."]
@@ -788,6 +1070,7 @@ def main(argv=None):
     print(markdown)
     if not args.no_write and not args.quick:
         write_results(markdown)
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -43,8 +43,12 @@ def _parse_args(argv):
     parser.add_argument("--effectors", required=True, help="comma-separated bone names")
     parser.add_argument("--iterations", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3, help="timing passes per mode (median per frame)")
-    parser.add_argument("--modes", default="rest,warm,muted", help="comma-separated subset of rest,warm,muted")
-    parser.add_argument("--joints", default="", help="comma-separated bones whose heads are recorded per frame")
+    parser.add_argument(
+        "--modes", default="rest,warm,muted", help="comma-separated subset of rest,warm,muted"
+    )
+    parser.add_argument(
+        "--joints", default="", help="comma-separated bones whose heads are recorded per frame"
+    )
     parser.add_argument("--out", required=True)
     return parser.parse_args(argv)
 
@@ -90,9 +94,13 @@ def main(argv=None):
     for mode in args.modes.split(","):
         passes = [_run(bpy, scene, mode) for _ in range(max(1, args.repeats))]
         ms = np.median(np.array([p[0] for p in passes]), axis=0)
-        result["modes"][mode] = {"ms": ms[:, 0].tolist(), "cpu_ms": ms[:, 1].tolist(),
-                                 "position_error": passes[0][1], "orientation_error_deg": passes[0][2],
-                                 "heads": passes[0][3]}
+        result["modes"][mode] = {
+            "ms": ms[:, 0].tolist(),
+            "cpu_ms": ms[:, 1].tolist(),
+            "position_error": passes[0][1],
+            "orientation_error_deg": passes[0][2],
+            "heads": passes[0][3],
+        }
     with open(args.out, "w") as f:
         json.dump(result, f)
 
@@ -151,7 +159,9 @@ def _add_ik_constraints(bpy, scene, iterations):
         constraint.chain_count = len(chain)
         scene.chains[name] = chain
         scene.constraints.append(constraint)
-    scene.chain_bones = sorted({b for chain in scene.chains.values() for b in chain}, key=lambda n: _depth(bones[n]))
+    scene.chain_bones = sorted(
+        {b for chain in scene.chains.values() for b in chain}, key=lambda n: _depth(bones[n])
+    )
 
 
 def _place(scene, i):
@@ -181,7 +191,9 @@ def _errors(scene, i):
 def _solved_rotations(scene):
     bones = scene.rig.pose.bones
     return {
-        n: scene.rig.convert_space(pose_bone=bones[n], matrix=bones[n].matrix, from_space="POSE", to_space="LOCAL")
+        n: scene.rig.convert_space(
+            pose_bone=bones[n], matrix=bones[n].matrix, from_space="POSE", to_space="LOCAL"
+        )
         .to_quaternion()
         .normalized()
         for n in scene.chain_bones

@@ -70,7 +70,7 @@ def _parse(text):
             pending_end = False
             i += 1
         elif token == "OFFSET":
-            offset = np.array([float(v) for v in tokens[i + 1:i + 4]])
+            offset = np.array([float(v) for v in tokens[i + 1 : i + 4]])
             if pending_end:
                 joints[stack[-2]].end_offsets.append(offset)
             else:
@@ -78,14 +78,14 @@ def _parse(text):
             i += 4
         elif token == "CHANNELS":
             count = int(tokens[i + 1])
-            joints[stack[-1]].channels = tokens[i + 2:i + 2 + count]
+            joints[stack[-1]].channels = tokens[i + 2 : i + 2 + count]
             i += 2 + count
         else:
             i += 1
     n_frames = int(tokens[i + 2])
     frame_time = float(tokens[i + 5])
     n_channels = sum(len(j.channels) for j in joints)
-    values = np.array(tokens[i + 6:i + 6 + n_frames * n_channels], dtype=float)
+    values = np.array(tokens[i + 6 : i + 6 + n_frames * n_channels], dtype=float)
     return joints, values.reshape(n_frames, n_channels), frame_time
 
 
@@ -95,8 +95,9 @@ def _channel_rotations(joint, values):
     axes = {"Xrotation": (1.0, 0.0, 0.0), "Yrotation": (0.0, 1.0, 0.0), "Zrotation": (0.0, 0.0, 1.0)}
     for k, channel in enumerate(joint.channels):
         if channel in axes:
-            step = quat.from_axis_angle(np.broadcast_to(axes[channel], (len(values), 3)),
-                                        np.radians(values[:, k]))
+            step = quat.from_axis_angle(
+                np.broadcast_to(axes[channel], (len(values), 3)), np.radians(values[:, k])
+            )
             q = quat.multiply(q, step)
     return q
 
@@ -141,23 +142,28 @@ def load_bvh(path, height=1.75):
     rest_matrix = np.tile(np.eye(4), (n, 1, 1))
     rest_matrix[:, :3, :3] = quat.to_matrix(rest_rotation)
     rest_matrix[:, :3, 3] = head
-    bones = [{"name": joint.name,
-              "parent": None if joint.parent < 0 else joints[joint.parent].name,
-              "rest": rest_matrix[j].tolist(),
-              "length": float(lengths[j])} for j, joint in enumerate(joints)]
+    bones = [
+        {
+            "name": joint.name,
+            "parent": None if joint.parent < 0 else joints[joint.parent].name,
+            "rest": rest_matrix[j].tolist(),
+            "length": float(lengths[j]),
+        }
+        for j, joint in enumerate(joints)
+    ]
 
     convert = quat.from_matrix(BVH_TO_BLENDER)
     rotations = np.empty((len(values), n, 4))
     column = 0
     locations = np.zeros((len(values), n, 3))
     for j, joint in enumerate(joints):
-        joint_values = values[:, column:column + len(joint.channels)]
+        joint_values = values[:, column : column + len(joint.channels)]
         column += len(joint.channels)
-        local = quat.multiply(quat.multiply(convert, _channel_rotations(joint, joint_values)),
-                              quat.conjugate(convert))
+        local = quat.multiply(
+            quat.multiply(convert, _channel_rotations(joint, joint_values)), quat.conjugate(convert)
+        )
         bone = rest_rotation[j]
-        rotations[:, j] = quat.normalize(
-            quat.multiply(quat.multiply(quat.conjugate(bone), local), bone))
+        rotations[:, j] = quat.normalize(quat.multiply(quat.multiply(quat.conjugate(bone), local), bone))
         if joint.parent < 0:
             world = (_root_position(joint, joint_values) + joint.offset) @ BVH_TO_BLENDER.T * scale
             locations[:, j] = quat.rotate(quat.conjugate(bone), world - head[j])
@@ -224,20 +230,22 @@ def straight_line_rest(mocap, axis=(1.0, 0.0, 0.0)):
         if bone["parent"] is None:
             new_head[i] = head[i]
             to_line = quat.multiply(quat.conjugate(line_rotation), old_rotation[i])
-            rotations[:, i] = quat.multiply(np.broadcast_to(to_line, (len(rotations), 4)),
-                                            mocap.rotations[:, i])
+            rotations[:, i] = quat.multiply(
+                np.broadcast_to(to_line, (len(rotations), 4)), mocap.rotations[:, i]
+            )
             locations[:, i] = quat.rotate(to_line, mocap.locations[:, i])
             continue
         p = index[bone["parent"]]
         offset = quat.rotate(quat.conjugate(old_rotation[p]), head[i] - head[p])
         distance = float(np.linalg.norm(offset))
         if np.linalg.norm(offset - distance * _Y) > 1e-6 * max(1.0, distance):
-            raise ValueError(f"{bone['name']}: joint is off its parent's bone axis; "
-                             "a straight-line rest cannot keep its position")
+            raise ValueError(
+                f"{bone['name']}: joint is off its parent's bone axis; "
+                "a straight-line rest cannot keep its position"
+            )
         new_head[i] = new_head[p] + distance * line
         relative = quat.multiply(quat.conjugate(old_rotation[p]), old_rotation[i])
-        rotations[:, i] = quat.multiply(np.broadcast_to(relative, (len(rotations), 4)),
-                                        mocap.rotations[:, i])
+        rotations[:, i] = quat.multiply(np.broadcast_to(relative, (len(rotations), 4)), mocap.rotations[:, i])
     new_rest = np.tile(np.eye(4), (len(rest), 1, 1))
     new_rest[:, :3, :3] = quat.to_matrix(line_rotation)
     new_rest[:, :3, 3] = new_head
@@ -255,8 +263,9 @@ def rolled_rest(mocap, seed=0):
     with their frames.
     """
     rng = np.random.default_rng(seed)
-    rolls = quat.from_axis_angle(np.broadcast_to(_Y, (len(mocap.bones), 3)),
-                                 rng.uniform(-np.pi, np.pi, len(mocap.bones)))
+    rolls = quat.from_axis_angle(
+        np.broadcast_to(_Y, (len(mocap.bones), 3)), rng.uniform(-np.pi, np.pi, len(mocap.bones))
+    )
     inverse = quat.conjugate(rolls)
     rotations = quat.multiply(quat.multiply(inverse[None], mocap.rotations), rolls[None])
     locations = quat.rotate(inverse[None], mocap.locations)
@@ -270,5 +279,7 @@ def rolled_rest(mocap, seed=0):
 
 if __name__ == "__main__":
     clip = load_bvh(sys.argv[1])
-    print(f"{len(clip.bones)} bones, {len(clip.rotations)} frames at {1.0 / clip.frame_time:.1f} fps, "
-          f"BVH unit = {clip.scale:.6f} m")
+    print(
+        f"{len(clip.bones)} bones, {len(clip.rotations)} frames at {1.0 / clip.frame_time:.1f} fps, "
+        f"BVH unit = {clip.scale:.6f} m"
+    )

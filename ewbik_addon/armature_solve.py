@@ -36,7 +36,9 @@ def solve_armature(obj, *, full=False, rescan=True):
     place_ik_controls(obj, rig)
     rotations, locations, locks = read_pose(obj, rig)
     track_underneath(rig, rotations, locations)
-    settings = solver_settings(obj, full)  # before the pins: a zero scale would make their targets infinitely far
+    settings = solver_settings(
+        obj, full
+    )  # before the pins: a zero scale would make their targets infinitely far
     pins = read_pins(obj, rig)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
@@ -72,8 +74,10 @@ def solver_settings(obj, full):
     scale = armature_scale(obj)
     axes = [abs(s) for s in obj.matrix_world.to_scale()]
     if not min(axes) > 1e-6 * max(max(axes), 1e-300):
-        raise RigError(f"'{obj.name}' has zero scale on an axis (scale {', '.join(f'{s:g}' for s in axes)}): "
-                       "give it a scale in every axis to solve")
+        raise RigError(
+            f"'{obj.name}' has zero scale on an axis (scale {', '.join(f'{s:g}' for s in axes)}): "
+            "give it a scale in every axis to solve"
+        )
     stored = {name: getattr(props, name) for name in STORED_SETTINGS}
     stored.update(time_budget_ms=None if full or budget <= 0.0 else budget, tolerance=props.tolerance / scale)
     try:
@@ -103,7 +107,9 @@ def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locatio
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
     if others:
         try:
-            placed = solve(rig.skeleton, others, solver_rotations, solver_locations, settings, rig.limits, stiffness)
+            placed = solve(
+                rig.skeleton, others, solver_rotations, solver_locations, settings, rig.limits, stiffness
+            )
         except ValueError as error:
             raise RigError(str(error)) from None
         solver_rotations, solver_locations = placed.rotations, placed.locations
@@ -131,11 +137,21 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
     solver_locations = np.empty_like(locations)
     solver_locations[to_solver] = start_locations
     try:
-        result = solve(rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness)
+        result = solve(
+            rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness
+        )
     except ValueError as error:
         raise RigError(str(error)) from None
-    return write_solved(obj, rig, result, result.rotations[to_solver], result.locations[to_solver],
-                         result.moved[to_solver], (rotations, locations, locks), settings)
+    return write_solved(
+        obj,
+        rig,
+        result,
+        result.rotations[to_solver],
+        result.locations[to_solver],
+        result.moved[to_solver],
+        (rotations, locations, locks),
+        settings,
+    )
 
 
 def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):
@@ -150,9 +166,13 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     shown_rotations, shown_locations, changes = _blend_over_underneath(
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
     )
-    written_rotations = write_pose(obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root)
-    rig.written = (np.where(changes[:, None], written_rotations, rotations),
-                   np.where(changes[:, None], shown_locations, locations) if settings.translate_root else locations)
+    written_rotations = write_pose(
+        obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root
+    )
+    rig.written = (
+        np.where(changes[:, None], written_rotations, rotations),
+        np.where(changes[:, None], shown_locations, locations) if settings.translate_root else locations,
+    )
     written = dataclasses.replace(result, rotations=written_rotations, locations=shown_locations, moved=moved)
     return written, shown_rotations
 
@@ -180,7 +200,12 @@ def track_underneath(rig, rotations, locations):
 def _solver_start(obj, rig, rotations, locations):
     """The pose a solve starts from: below full influence, bones that still show the blend continue from
     the solver's own last pose, so a redundant chain does not wander to another solution each update."""
-    if obj.ewbik.influence >= 1.0 or rig.solved is None or rig.holding is None or len(rig.holding) != len(rotations):
+    if (
+        obj.ewbik.influence >= 1.0
+        or rig.solved is None
+        or rig.holding is None
+        or len(rig.holding) != len(rotations)
+    ):
         return rotations, locations
     holding = rig.holding[:, None]
     return np.where(holding, rig.solved[0], rotations), np.where(holding, rig.solved[1], locations)

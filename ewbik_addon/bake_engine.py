@@ -50,8 +50,12 @@ class BakeOptions:
         if self.step < 1:
             raise RigError(f"Step must be at least 1 frame, not {self.step}")
         if self.frame_start > self.frame_end:
-            raise RigError(f"Nothing to bake: start frame {self.frame_start} is after end frame {self.frame_end}")
-        return np.unique(np.append(np.arange(self.frame_start, self.frame_end + 1, self.step), self.frame_end))
+            raise RigError(
+                f"Nothing to bake: start frame {self.frame_start} is after end frame {self.frame_end}"
+            )
+        return np.unique(
+            np.append(np.arange(self.frame_start, self.frame_end + 1, self.step), self.frame_end)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,14 +112,19 @@ class PoseBake:
         self.rotation_locked = read_locks(pose_bones, PoseBuffers.empty(len(pose_bones))).any_rotation
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
         self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
-        check_action(obj, {
-            pose_bones[i].path_from_id(name)
-            for i in np.flatnonzero(self.may_move & self.allowed)
-            for name in self.keyed_properties(i)
-        })
+        check_action(
+            obj,
+            {
+                pose_bones[i].path_from_id(name)
+                for i in np.flatnonzero(self.may_move & self.allowed)
+                for name in self.keyed_properties(i)
+            },
+        )
         preferences = context.preferences.edit
         keyframe = bpy.types.Keyframe.bl_rna.properties
-        self.interpolation = keyframe["interpolation"].enum_items[preferences.keyframe_new_interpolation_type].value
+        self.interpolation = (
+            keyframe["interpolation"].enum_items[preferences.keyframe_new_interpolation_type].value
+        )
         self.handle_type = keyframe["handle_left_type"].enum_items[preferences.keyframe_new_handle_type].value
         self.start_frame = (scene.frame_current, scene.frame_subframe)
         self.start_pose = read_pose_channels(pose_bones)
@@ -247,8 +256,13 @@ class PoseBake:
                 skipped = self.locked_components[i] if name != "location" else ()
                 for index in (k for k in range(values.shape[1]) if k not in skipped):
                     writer.write(
-                        data_path, index, pose_bone.name, frames, values[:, index],
-                        replace_range=self.options.replace_range, interpolation=self.interpolation,
+                        data_path,
+                        index,
+                        pose_bone.name,
+                        frames,
+                        values[:, index],
+                        replace_range=self.options.replace_range,
+                        interpolation=self.interpolation,
                         handle_type=self.handle_type,
                     )
         except BaseException:
@@ -259,8 +273,11 @@ class PoseBake:
         if self.options.disable_live:
             self.obj.ewbik.live = False
         return BakeSummary(
-            frame_start=int(self.frames[0]), frame_end=int(self.frames[-1]), frames=len(self.frames),
-            bones=int(keyed.sum()), fcurves=fcurve_count,
+            frame_start=int(self.frames[0]),
+            frame_end=int(self.frames[-1]),
+            frames=len(self.frames),
+            bones=int(keyed.sum()),
+            fcurves=fcurve_count,
         )
 
     def cancel(self):
@@ -289,7 +306,8 @@ def armatures_to_bake(context):
     """The context's armature, then every other selected armature with a pinned bone."""
     first = context.object
     others = [
-        obj for obj in context.selected_objects
+        obj
+        for obj in context.selected_objects
         if obj != first and obj.type == "ARMATURE" and any(b.ewbik.target is not None for b in obj.pose.bones)
     ]
     return [first, *sorted(others, key=lambda obj: obj.name)]
@@ -375,7 +393,7 @@ class CrowdBake:
             try:
                 summaries.append(bake.finish())
             except BaseException:
-                for later in self.bakes[i + 1:]:
+                for later in self.bakes[i + 1 :]:
                     later.cancel()
                 raise
         return CrowdSummary(tuple(summaries))

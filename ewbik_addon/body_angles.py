@@ -28,7 +28,9 @@ def flex_abduct(bone, direction):
 
 def direction_from(bone, flex, abduct):
     """The rest-frame unit direction whose flex/abduct relative to the parent are these."""
-    in_parent = Vector((-math.sin(abduct), math.cos(abduct) * math.cos(flex), math.cos(abduct) * math.sin(flex)))
+    in_parent = Vector(
+        (-math.sin(abduct), math.cos(abduct) * math.cos(flex), math.cos(abduct) * math.sin(flex))
+    )
     return to_parent(bone).transposed() @ in_parent
 
 

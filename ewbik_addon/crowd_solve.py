@@ -102,12 +102,22 @@ def _solve_together(settings, entries):
         index, pin_slice = crowd.pose_index[k], slice(first_pin, first_pin + len(rig_pins))
         first_pin = pin_slice.stop
         one = dataclasses.replace(
-            result, position_errors=result.position_errors[pin_slice], ms=result.ms / len(entries),
+            result,
+            position_errors=result.position_errors[pin_slice],
+            ms=result.ms / len(entries),
             orientation_errors_deg=result.orientation_errors_deg[pin_slice],
         )
         try:
-            outcomes[obj] = armature_solve.write_solved(obj, rig, one, result.rotations[index], result.locations[index],
-                                          result.moved[index], (rotations, locations, locks), settings)[0]
+            outcomes[obj] = armature_solve.write_solved(
+                obj,
+                rig,
+                one,
+                result.rotations[index],
+                result.locations[index],
+                result.moved[index],
+                (rotations, locations, locks),
+                settings,
+            )[0]
         except RigError as error:
             outcomes[obj] = error
     return outcomes

@@ -46,7 +46,9 @@ def locked_rotation_components(pose_bone):
     if pose_bone.rotation_mode not in ("QUATERNION", "AXIS_ANGLE"):
         return {k for k in range(3) if pose_bone.lock_rotation[k]}
     if pose_bone.lock_rotations_4d:
-        return ({0} if pose_bone.lock_rotation_w else set()) | {k + 1 for k in range(3) if pose_bone.lock_rotation[k]}
+        return ({0} if pose_bone.lock_rotation_w else set()) | {
+            k + 1 for k in range(3) if pose_bone.lock_rotation[k]
+        }
     return set()
 
 
@@ -121,7 +123,9 @@ def action_fcurves(anim_data):
         return None
     if LAYERED_ACTIONS:
         slot = bake_slot(anim_data)
-        channelbag = None if slot is None else anim_utils.action_get_channelbag_for_slot(anim_data.action, slot)
+        channelbag = (
+            None if slot is None else anim_utils.action_get_channelbag_for_slot(anim_data.action, slot)
+        )
         return None if channelbag is None else channelbag.fcurves
     return anim_data.action.fcurves
 
@@ -160,9 +164,12 @@ def objects_animated_with(action, besides):
     Without action slots (Blender before 4.4) every F-curve of an action drives every object
     that plays it, so a bake into a shared action would rewrite the others' animation.
     """
+
     def plays(anim_data):
-        return anim_data is not None and (anim_data.action == action or any(
-            strip.action == action for track in anim_data.nla_tracks for strip in track.strips))
+        return anim_data is not None and (
+            anim_data.action == action
+            or any(strip.action == action for track in anim_data.nla_tracks for strip in track.strips)
+        )
 
     return [other for other in bpy.data.objects if other != besides and plays(other.animation_data)]
 

@@ -153,10 +153,18 @@ class LimitEdit:
         settings = self.settings
         hint = "   Ctrl: 5\u00b0 steps   Esc/Right-click: cancel"
         if self.kind == "centre":
-            flex, abduct = body_angles.flex_abduct(self.pose_bone.bone, settings.cones[self.cone_index].direction)
-            return f"Cone {self.cone_index + 1} centre: flex {math.degrees(flex):.1f}\u00b0, abduct {math.degrees(abduct):.1f}\u00b0" + hint
+            flex, abduct = body_angles.flex_abduct(
+                self.pose_bone.bone, settings.cones[self.cone_index].direction
+            )
+            return (
+                f"Cone {self.cone_index + 1} centre: flex {math.degrees(flex):.1f}\u00b0, abduct {math.degrees(abduct):.1f}\u00b0"
+                + hint
+            )
         if self.kind == "radius":
-            return f"Cone {self.cone_index + 1} radius: {math.degrees(settings.cones[self.cone_index].radius):.1f}\u00b0" + hint
+            return (
+                f"Cone {self.cone_index + 1} radius: {math.degrees(settings.cones[self.cone_index].radius):.1f}\u00b0"
+                + hint
+            )
         value = settings.twist_min if self.kind == "twist_min" else settings.twist_max
         return f"Twist {self.kind[6:]}: {math.degrees(value):.1f}\u00b0" + hint
 
@@ -201,7 +209,10 @@ def remove_cone_at(settings, direction):
     if not len(settings.cones):
         return None
     wanted = Vector(direction).normalized()
-    index = min(range(len(settings.cones)), key=lambda i: wanted.angle(Vector(settings.cones[i].direction).normalized(), math.pi))
+    index = min(
+        range(len(settings.cones)),
+        key=lambda i: wanted.angle(Vector(settings.cones[i].direction).normalized(), math.pi),
+    )
     settings.cones.remove(index)
     settings.active_cone_index = max(0, min(index, len(settings.cones) - 1))
     return index

@@ -27,7 +27,11 @@ def mirror_bone(obj, pose_bone):
 
 def mirrored_limits(source, target, limits):
     """A limits dict of Bone `source` as it reads on Bone `target`, its mirror image."""
-    carry = target.matrix_local.to_3x3().normalized().transposed() @ _FLIP_X @ source.matrix_local.to_3x3().normalized()
+    carry = (
+        target.matrix_local.to_3x3().normalized().transposed()
+        @ _FLIP_X
+        @ source.matrix_local.to_3x3().normalized()
+    )
     mirrored = {
         "cones": [
             {"direction": tuple((carry @ Vector(cone["direction"])).normalized()), "radius": cone["radius"]}

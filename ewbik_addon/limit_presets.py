@@ -43,8 +43,10 @@ def fitted_preset(obj, preset, frame):
         except presets.PresetError as pose_error:
             why = f"rest pose: {rest_error.why}; current pose (frame {frame}): {pose_error.why}"
             raise presets.PresetError(
-                "pose", f"neither the rest pose nor the current pose shows a standing body ({why}); "
-                "pose the armature standing, limbs not folded, and try again", why
+                "pose",
+                f"neither the rest pose nor the current pose shows a standing body ({why}); "
+                "pose the armature standing, limbs not folded, and try again",
+                why,
             ) from None
         return limits, f"from the current pose (frame {frame})"
 
@@ -60,14 +62,19 @@ def set_humanoid_limits_if_none(obj, frame):
     Returns a sentence for the caller's report ("" when nothing applied), so knees and elbows
     bend the right way from the first drag; `Object.ewbik.auto_limits` turns this off.
     """
-    if not obj.ewbik.auto_limits or has_limits(obj) or not presets.has_humanoid_limbs(
-            [bone.name for bone in obj.data.bones], preset_overrides(obj)):
+    if (
+        not obj.ewbik.auto_limits
+        or has_limits(obj)
+        or not presets.has_humanoid_limbs([bone.name for bone in obj.data.bones], preset_overrides(obj))
+    ):
         return ""
     try:
         limits, source = fitted_preset(obj, "humanoid", frame)
     except presets.PresetError as error:
         return f"; no humanoid limits set: {error.message}"
-    store_preset(obj, [pose_bone for pose_bone in obj.pose.bones if pose_bone.name in limits], limits, "humanoid")
+    store_preset(
+        obj, [pose_bone for pose_bone in obj.pose.bones if pose_bone.name in limits], limits, "humanoid"
+    )
     return f"; humanoid limits set on {count(len(limits), 'bone')} {source} (Humanoid Limits on Pin)"
 
 
@@ -86,7 +93,10 @@ def store_preset(obj, pose_bones, limits, preset):
 _BODY_PARTS = (  # (part, role bases), sided parts get "left"/"right" before them
     ("spine and head", ("hips", "spine", "chest", "neck", "head")),
     ("arm", ("clavicle", "upper_arm", "upper_arm_twist", "forearm", "forearm_twist", "wrist", "hand")),
-    ("fingers", ("palm", "thumb", "thumb_1", "thumb_2", "thumb_3", "fingers", "finger_1", "finger_2", "finger_3")),
+    (
+        "fingers",
+        ("palm", "thumb", "thumb_1", "thumb_2", "thumb_3", "fingers", "finger_1", "finger_2", "finger_3"),
+    ),
     ("leg", ("pelvis_side", "thigh", "thigh_twist", "shin", "shin_twist", "foot", "toes")),
 )
 _PART_OF_ROLE = {role: part for part, roles in _BODY_PARTS for role in roles}
@@ -113,8 +123,11 @@ def preset_report(obj, bones, limits):
             part = body_part(roles[pose_bone.name]) or "other"
             parts[part] = parts.get(part, 0) + 1
     by_part = ", ".join(f"{part} {n}" for part, n in parts.items())
-    unplaced = [pose_bone.name for pose_bone in bones
-                if pose_bone.name in roles and pose_bone.name not in limits and pose_bone.parent is not None]
+    unplaced = [
+        pose_bone.name
+        for pose_bone in bones
+        if pose_bone.name in roles and pose_bone.name not in limits and pose_bone.parent is not None
+    ]
     free = sum(1 for pose_bone in bones if pose_bone.name not in roles)
     report = f"({by_part})" if by_part else ""
     if unplaced:

@@ -44,7 +44,9 @@ def limits_dict(settings):
 
     Directions are stored as the panel left them (any length); `kusudama_of` makes them usable.
     """
-    limits = {"cones": [{"direction": tuple(cone.direction), "radius": cone.radius} for cone in settings.cones]}
+    limits = {
+        "cones": [{"direction": tuple(cone.direction), "radius": cone.radius} for cone in settings.cones]
+    }
     if settings.use_twist_limit:
         limits["twist"] = {"min": settings.twist_min, "max": settings.twist_max}
     if settings.comfort:

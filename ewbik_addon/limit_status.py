@@ -106,7 +106,11 @@ def _measure(obj, limited, basis):
     beyond = limits.violation(rotations) > BEYOND_TOLERANCE
     near = np.zeros(len(limited), dtype=bool)
     for side, nudge in _NUDGES:
-        nudged = quat.multiply(nudge[None], rotations) if side == "swing" else quat.multiply(rotations, nudge[None])
+        nudged = (
+            quat.multiply(nudge[None], rotations)
+            if side == "swing"
+            else quat.multiply(rotations, nudge[None])
+        )
         near |= limits.violation(nudged) > 0.0
     names = np.array([pose_bone.name for _i, pose_bone in limited], dtype=object)
     return LimitStatus(beyond=tuple(names[beyond]), at=tuple(names[near & ~beyond]))

@@ -130,7 +130,9 @@ def _is_due(obj, changed, moved):
         if not pinned:
             _set_status(obj, unpinned, error=bool(unpinned))
             return None
-        if changed is not None and not (rescan or refining or unpinned or _any_moved(pinned, moved | changed)):
+        if changed is not None and not (
+            rescan or refining or unpinned or _any_moved(pinned, moved | changed)
+        ):
             return None
         return unpinned
     except armature_checks.RigError as error:
@@ -208,7 +210,8 @@ def _plan_refinement(obj, result):
         gaining = True
     settings = obj.ewbik
     stopped_short = result.iterations >= settings.iterations or (
-        settings.time_budget_ms > 0.0 and result.ms >= settings.time_budget_ms)
+        settings.time_budget_ms > 0.0 and result.ms >= settings.time_budget_ms
+    )
     if result.converged or not stopped_short or not gaining or left[uid] <= 0:
         _state["unconverged"].discard(uid)
         return

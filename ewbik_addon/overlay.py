@@ -129,7 +129,11 @@ def shown_bones(obj):
         for pose_bone in obj.pose.bones
         if has_limits(pose_bone.ewbik)
         and not pose_bone.bone.hide
-        and (scope == "ALL" or pose_bone.name == active_name or (scope == "SELECTED" and is_selected(pose_bone)))
+        and (
+            scope == "ALL"
+            or pose_bone.name == active_name
+            or (scope == "SELECTED" and is_selected(pose_bone))
+        )
     ]
 
 
@@ -147,7 +151,9 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
     if 0 <= active_cone < len(cones) and Vector(cones[active_cone].direction).length > 0.0:
         cone = cones[active_cone]
         parts["active_cone"] = _polyline(world(circle_directions(cone.direction, cone.radius)))
-    parts["outside" if beyond else "direction"] = np.array([[head, np.array(obj.matrix_world @ pose_bone.tail)]])
+    parts["outside" if beyond else "direction"] = np.array(
+        [[head, np.array(obj.matrix_world @ pose_bone.tail)]]
+    )
     if "twist" in parts:
         x_axis = np.array((obj.matrix_world @ pose_bone.matrix).to_3x3().col[0].normalized())
         current = head + x_axis * TWIST_ARC_SCALE * pose_bone.length * obj.matrix_world.median_scale
@@ -166,8 +172,12 @@ def overlay_geometry(obj):
     merged = {}
     subdivisions = FINE if len(shown) <= FINE_UP_TO else COARSE
     for pose_bone in shown:
-        active_cone = pose_bone.ewbik.active_cone_index if active is not None and pose_bone.name == active.name else -1
-        for kind, part in bone_geometry(obj, pose_bone, pose_bone.name in beyond, active_cone, subdivisions).items():
+        active_cone = (
+            pose_bone.ewbik.active_cone_index if active is not None and pose_bone.name == active.name else -1
+        )
+        for kind, part in bone_geometry(
+            obj, pose_bone, pose_bone.name in beyond, active_cone, subdivisions
+        ).items():
             merged.setdefault(kind, []).append(part)
     for kind, names in (("at_limit", status.at), ("beyond", status.beyond)):
         bones = [obj.pose.bones[name] for name in names if not obj.pose.bones[name].bone.hide]
@@ -209,7 +219,9 @@ def _build_batches(geometry):
             continue
         shader = fill_shader if kind in FILLS else line_shader
         positions = geometry[kind].reshape(-1, 3).astype(np.float32)
-        batches.append((kind, shader, batch_for_shader(shader, "TRIS" if kind in FILLS else "LINES", {"pos": positions})))
+        batches.append(
+            (kind, shader, batch_for_shader(shader, "TRIS" if kind in FILLS else "LINES", {"pos": positions}))
+        )
     return batches
 
 

@@ -59,7 +59,14 @@ def _check_pins(obj, rig):
         if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
             raise RigError(f"pin '{bone}': target '{target.name}' is not in the armature's scene")
         props = obj.pose.bones[bone].ewbik
-        key = (bone, props.weight, tuple(props.orientation_weights), props.falloff, props.pin_kind, props.planted)
+        key = (
+            bone,
+            props.weight,
+            tuple(props.orientation_weights),
+            props.falloff,
+            props.pin_kind,
+            props.planted,
+        )
         known = rig.validated_pins.get(key)
         if known is None:
             pin = _make_pin(bone, mathutils.Vector(frame[4:]), mathutils.Quaternion(frame[:4]), props)
@@ -91,7 +98,9 @@ def _target_frames(obj, rig, checked):
     RigError naming its pin."""
     to_armature = obj.matrix_world.inverted_safe()
     frames = np.empty((len(checked.targets), 7))
-    for i, (bone, target, target_bone) in enumerate(zip(checked.bones, checked.targets, checked.target_bones)):
+    for i, (bone, target, target_bone) in enumerate(
+        zip(checked.bones, checked.targets, checked.target_bones)
+    ):
         try:
             if target_bone is None:
                 matrix = target.matrix_world
@@ -105,8 +114,10 @@ def _target_frames(obj, rig, checked):
     frames[frames[:, 0] < 0.0, :4] *= -1.0
     bad = ~(np.isfinite(frames).all(axis=1) & (np.abs(frames[:, 4:]) <= MAX_COORDINATE).all(axis=1))
     if np.any(bad):
-        raise RigError(f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity, "
-                       f"or lies farther than {MAX_COORDINATE:g} armature units")
+        raise RigError(
+            f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity, "
+            f"or lies farther than {MAX_COORDINATE:g} armature units"
+        )
     return frames
 
 
@@ -148,7 +159,9 @@ def _target_bone_matrix(obj, rig, bone, target, target_bone):
     if target == obj:
         follower = follows_pinned_bone(obj, target_bone, bone)
         if follower:
-            raise RigError(f"pin '{bone}': target bone '{target_bone}' {follower}, so it cannot be its target")
+            raise RigError(
+                f"pin '{bone}': target bone '{target_bone}' {follower}, so it cannot be its target"
+            )
         if rig.driven[rig.index[target_bone]]:
             raise RigError(
                 f"pin '{bone}': target bone '{target_bone}' is moved by the solver (feedback loop): "
@@ -180,8 +193,11 @@ def _feedback_bone(obj, target):
             return node.parent_bone
         for constraint in node.constraints:
             subtarget = getattr(constraint, "subtarget", "")
-            if (constraint.enabled and getattr(constraint, "target", None) == obj
-                    and subtarget in obj.pose.bones):
+            if (
+                constraint.enabled
+                and getattr(constraint, "target", None) == obj
+                and subtarget in obj.pose.bones
+            ):
                 return subtarget
         driven_by = _driver_bone(obj, node)
         if driven_by is not None:
@@ -203,8 +219,13 @@ def _driver_bone(obj, node):
                 if driver_target.id != obj:
                     continue
                 path = driver_target.data_path
-                bone = driver_target.bone_target if variable.type != "SINGLE_PROP" else (
-                    path.split('"')[1] if path.startswith('pose.bones["') and path.count('"') >= 2 else "")
+                bone = (
+                    driver_target.bone_target
+                    if variable.type != "SINGLE_PROP"
+                    else (
+                        path.split('"')[1] if path.startswith('pose.bones["') and path.count('"') >= 2 else ""
+                    )
+                )
                 if bone in obj.pose.bones:
                     return bone
     return None

@@ -93,7 +93,9 @@ def read_locks(pose_bones, buffers):
         four_d=four_d,
         location=buffers.lock_location,
         any_rotation=buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w),
-        fully_locked=buffers.lock_rotation.all(axis=1),  # locking X, Y and Z freezes the bone, whatever W (4D) says
+        fully_locked=buffers.lock_rotation.all(
+            axis=1
+        ),  # locking X, Y and Z freezes the bone, whatever W (4D) says
     )
 
 
@@ -119,7 +121,9 @@ def read_pose(obj, rig):
     locations = buffers.location.astype(float)
     bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
     if np.any(bad):
-        raise RigError(f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite")
+        raise RigError(
+            f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite"
+        )
     norms = np.linalg.norm(rotations, axis=1, keepdims=True)
     rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
     if rig.fixed_mask is not None and rig.fixed_mask.any():
@@ -144,7 +148,9 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     euler = buffers.euler.copy()
     axis_angle = buffers.axis_angle.copy()
     for i in np.flatnonzero(moved & ((modes != _QUATERNION) | locks.any_rotation)):
-        written[i] = _write_one(i, rotations[i], old_quaternion, euler, axis_angle, quaternion, buffers, locks)
+        written[i] = _write_one(
+            i, rotations[i], old_quaternion, euler, axis_angle, quaternion, buffers, locks
+        )
     pose_bones = obj.pose.bones
     pose_bones.foreach_set("rotation_quaternion", quaternion.astype(np.float32).reshape(-1))
     if np.any(moved & (modes == _AXIS_ANGLE)):
@@ -153,7 +159,9 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
         pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
     if translate_root:
         move = moved[:, None] & ~locks.location
-        pose_bones.foreach_set("location", np.where(move, locations, buffers.location).astype(np.float32).reshape(-1))
+        pose_bones.foreach_set(
+            "location", np.where(move, locations, buffers.location).astype(np.float32).reshape(-1)
+        )
     obj.update_tag(refresh=_POSE_REFRESH)
     return written
 
@@ -182,7 +190,9 @@ def _write_one(i, rotation, old_quaternion, euler, axis_angle, quaternion, buffe
         new_components = [angle, *axis]
     if locks.four_d[i]:
         flags = (locks.w[i], *locked)
-        components = [old if flag else value for flag, old, value in zip(flags, old_components, new_components)]
+        components = [
+            old if flag else value for flag, old, value in zip(flags, old_components, new_components)
+        ]
     elif locked.any():
         components = _euler_locked(mode, old_components, new_components, locked)
     else:
@@ -208,7 +218,9 @@ def _euler_locked(mode, old_components, new_components, locked):
         new = mathutils.Quaternion(new_components[1:], new_components[0])
     old_euler = old.to_euler("XYZ")
     new_euler = new.to_euler("XYZ", old_euler)
-    kept = mathutils.Euler([old_euler[k] if locked[k] else new_euler[k] for k in range(3)], "XYZ").to_quaternion()
+    kept = mathutils.Euler(
+        [old_euler[k] if locked[k] else new_euler[k] for k in range(3)], "XYZ"
+    ).to_quaternion()
     if mode == _QUATERNION:
         if kept.dot(new) < 0.0:
             kept.negate()

@@ -21,11 +21,27 @@ from .messages import distance
 
 
 # Constraint types that set a bone's rotation or location (limits and Copy Scale only clamp or scale).
-_POSING_CONSTRAINTS = frozenset({
-    "COPY_TRANSFORMS", "COPY_ROTATION", "COPY_LOCATION", "CHILD_OF", "ARMATURE", "IK", "SPLINE_IK",
-    "DAMPED_TRACK", "TRACK_TO", "LOCKED_TRACK", "STRETCH_TO", "ACTION", "TRANSFORM", "FOLLOW_PATH",
-    "CLAMP_TO", "PIVOT", "SHRINKWRAP",
-})
+_POSING_CONSTRAINTS = frozenset(
+    {
+        "COPY_TRANSFORMS",
+        "COPY_ROTATION",
+        "COPY_LOCATION",
+        "CHILD_OF",
+        "ARMATURE",
+        "IK",
+        "SPLINE_IK",
+        "DAMPED_TRACK",
+        "TRACK_TO",
+        "LOCKED_TRACK",
+        "STRETCH_TO",
+        "ACTION",
+        "TRANSFORM",
+        "FOLLOW_PATH",
+        "CLAMP_TO",
+        "PIVOT",
+        "SHRINKWRAP",
+    }
+)
 
 
 _DRIVEN_CHANNEL = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(rotation_\w+|location)$')
@@ -57,8 +73,12 @@ def posed_bones(obj):
     fixed = {}
     for pose_bone in obj.pose.bones:
         for constraint in pose_bone.constraints:
-            if (constraint.type in _POSING_CONSTRAINTS and constraint.enabled and constraint.is_valid
-                    and constraint.influence > 0.0):
+            if (
+                constraint.type in _POSING_CONSTRAINTS
+                and constraint.enabled
+                and constraint.is_valid
+                and constraint.influence > 0.0
+            ):
                 fixed.setdefault(pose_bone.name, f"its constraint '{constraint.name}' poses it")
                 if constraint.type == "IK":
                     _fix_ik_chain(pose_bone, constraint, fixed)
@@ -66,7 +86,9 @@ def posed_bones(obj):
     for fcurve in animation.drivers if animation is not None else ():
         match = _DRIVEN_CHANNEL.match(fcurve.data_path)
         if match and not fcurve.mute:
-            fixed.setdefault(bpy.utils.unescape_identifier(match.group(1)), f"a driver sets its {match.group(2)}")
+            fixed.setdefault(
+                bpy.utils.unescape_identifier(match.group(1)), f"a driver sets its {match.group(2)}"
+            )
     return fixed
 
 
@@ -98,8 +120,13 @@ def place_ik_controls(obj, rig):
 
 def placed_controls(obj):
     """pose.bones-order mask of the pinned IK controls the solve places (their location is keyed)."""
-    return np.array([pose_bone.ewbik.target is not None and production_rigs.is_ik_control(obj, pose_bone.name)
-                     for pose_bone in obj.pose.bones], bool)
+    return np.array(
+        [
+            pose_bone.ewbik.target is not None and production_rigs.is_ik_control(obj, pose_bone.name)
+            for pose_bone in obj.pose.bones
+        ],
+        bool,
+    )
 
 
 def evaluated_locals(obj, rig, mask):
@@ -118,7 +145,9 @@ def evaluated_locals(obj, rig, mask):
     frames = rig.rest[bones].copy()
     has_parent = parents >= 0
     parent_rows = parents[has_parent]
-    frames[has_parent] = posed[parent_rows] @ np.linalg.inv(rig.rest[parent_rows]) @ rig.rest[bones[has_parent]]
+    frames[has_parent] = (
+        posed[parent_rows] @ np.linalg.inv(rig.rest[parent_rows]) @ rig.rest[bones[has_parent]]
+    )
     local = np.linalg.inv(frames) @ posed[bones]
     return quat.from_matrix(local[:, :3, :3]), local[:, :3, 3]
 
@@ -133,8 +162,10 @@ def check_pins_movable(obj, rig):
     for bone, _ in rig.pins:
         why = rig.fixed.get(bone)
         if why is not None:
-            raise RigError(f"pin '{bone}': {why}, so the solver cannot move it; "
-                           f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}")
+            raise RigError(
+                f"pin '{bone}': {why}, so the solver cannot move it; "
+                f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}"
+            )
         why = production_rigs.limb_switched_away(obj, bone)
         if why is not None:
             raise RigError(f"pin '{bone}': {why}")
@@ -144,7 +175,8 @@ def check_pins_movable(obj, rig):
         if apart > FOLLOW_TOLERANCE * max(pose_bones[bone].bone.length, MIN_BONE_LENGTH):
             raise RigError(
                 f"pin '{bone}': the deform bone '{deform}' does not follow it "
-                f"({distance(scene_of(obj), apart * armature_scale(obj))} apart); pin the control that moves it")
+                f"({distance(scene_of(obj), apart * armature_scale(obj))} apart); pin the control that moves it"
+            )
 
 
 FOLLOW_TOLERANCE = 0.01  # share of the control's length by which its deform bone may lag
@@ -171,8 +203,11 @@ def evaluated_pin_errors(obj):
         for name in followers[bone]:
             location, rotation, _ = (obj.matrix_world @ pose_bones[name].matrix).decompose()
             distance = 0.0 if props.pin_kind == "ROTATION" else (location - target_location).length
-            angle = 0.0 if props.pin_kind == "POSITION" else math.degrees(
-                rotation.rotation_difference(target_rotation).angle)
+            angle = (
+                0.0
+                if props.pin_kind == "POSITION"
+                else math.degrees(rotation.rotation_difference(target_rotation).angle)
+            )
             worst = max(worst, (distance, angle))
         errors[bone] = worst
     return errors

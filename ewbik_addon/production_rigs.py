@@ -51,8 +51,13 @@ def _same_place(obj, first, second):
 def is_ik_control(obj, bone):
     """True for a Rigify IK control the user drags (hand_ik, foot_ik): placed on its target, not solved."""
     pose_bone = obj.pose.bones.get(bone)
-    return (is_rigify(obj) and pose_bone is not None and "_ik" in bone and not bone.startswith(RIGIFY_MECHANISM_PREFIXES)
-            and not any(pose_bone.lock_location))
+    return (
+        is_rigify(obj)
+        and pose_bone is not None
+        and "_ik" in bone
+        and not bone.startswith(RIGIFY_MECHANISM_PREFIXES)
+        and not any(pose_bone.lock_location)
+    )
 
 
 def control_for(obj, bone, fixed):
@@ -67,8 +72,14 @@ def control_for(obj, bone, fixed):
     role = roles.get(bone)
     if role is None:
         return None
-    control = next((name for name, other in roles.items()
-                    if other == role and name not in fixed and _same_place(obj, name, bone)), None)
+    control = next(
+        (
+            name
+            for name, other in roles.items()
+            if other == role and name not in fixed and _same_place(obj, name, bone)
+        ),
+        None,
+    )
     if control is not None and role.partition(".")[0] in RIGIFY_IK_PINNED:
         ik = control.replace("_fk", "_ik", 1)
         if ik != control and is_ik_control(obj, ik):
@@ -94,9 +105,15 @@ def deform_counterparts(obj, pinned, fixed):
     out = []
     for bone in free:
         role = roles.get(bone)
-        out.extend((bone, name) for name, other in roles.items()
-                   if role is not None and other == role and name in fixed and bones[name].use_deform
-                   and _same_place(obj, name, bone))
+        out.extend(
+            (bone, name)
+            for name, other in roles.items()
+            if role is not None
+            and other == role
+            and name in fixed
+            and bones[name].use_deform
+            and _same_place(obj, name, bone)
+        )
     return out
 
 
@@ -120,14 +137,18 @@ def limb_switched_away(obj, bone):
     if is_ik_control(obj, bone):
         holder = ik_fk_holder(obj, bone.replace("_ik", "_fk", 1))
         if holder is not None and holder[IK_FK] > 0.0:
-            return (f"its limb is set to FK ('{holder.name}' IK_FK = {holder[IK_FK]:.2g}), so the deform bones "
-                    "follow the FK controls; set IK_FK to 0")
+            return (
+                f"its limb is set to FK ('{holder.name}' IK_FK = {holder[IK_FK]:.2g}), so the deform bones "
+                "follow the FK controls; set IK_FK to 0"
+            )
         return None
     holder = ik_fk_holder(obj, bone)
     if holder is None or holder[IK_FK] >= 1.0:
         return None
-    return (f"its limb is set to IK ('{holder.name}' IK_FK = {holder[IK_FK]:.2g}), so the deform bones "
-            "follow the IK controls; use Rig > Switch to FK")
+    return (
+        f"its limb is set to IK ('{holder.name}' IK_FK = {holder[IK_FK]:.2g}), so the deform bones "
+        "follow the IK controls; use Rig > Switch to FK"
+    )
 
 
 def switch_to_fk(obj, bones):

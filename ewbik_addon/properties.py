@@ -51,7 +51,11 @@ def _angle_getter(which):
 def _angle_setter(which):
     def set_angle(cone, value):
         bone = body_angles.cone_bone(cone)
-        angles = list(body_angles.flex_abduct(bone, cone.direction)) if Vector(cone.direction).length > MIN_DIRECTION else [0.0, 0.0]
+        angles = (
+            list(body_angles.flex_abduct(bone, cone.direction))
+            if Vector(cone.direction).length > MIN_DIRECTION
+            else [0.0, 0.0]
+        )
         angles[which] = value
         cone.direction = body_angles.direction_from(bone, *angles)
 
@@ -142,7 +146,8 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
 
 def _role_items():
     return [(production_rigs.NO_ROLE, "None", "Leave this bone out of the presets")] + [
-        (role, role, f"The bone is the body's {role}") for role in presets.body_roles()]
+        (role, role, f"The bone is the body's {role}") for role in presets.body_roles()
+    ]
 
 
 class EWBIK_PG_role_row(bpy.types.PropertyGroup):
@@ -161,7 +166,11 @@ class EWBIK_PG_role_row(bpy.types.PropertyGroup):
 PIN_KINDS = (
     ("BOTH", "Position & Rotation", "The bone reaches the target's place and turns as the target turns"),
     ("POSITION", "Position Only", "The bone reaches the target's place; its rotation is left to the body"),
-    ("ROTATION", "Rotation Only", "The bone turns as the target turns; where it sits is left to the other pins"),
+    (
+        "ROTATION",
+        "Rotation Only",
+        "The bone turns as the target turns; where it sits is left to the other pins",
+    ),
 )
 
 
@@ -382,12 +391,24 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         name="Targets Follow",
         description="What the target empties made by Pin move with",
         items=(
-            ("WORLD", "World", "Targets stay put in the scene: moving the armature object leaves them behind, "
-             "so the body reaches back for them"),
-            ("OBJECT", "Armature Object", "Targets are children of the armature object: move, turn or scale the "
-             "character and they come along, the pose unchanged"),
-            ("ROOT_BONE", "Root Bone", "Targets are children of the armature's root bone, which must be locked "
-             "so the solver does not move it: move the root bone and they come along"),
+            (
+                "WORLD",
+                "World",
+                "Targets stay put in the scene: moving the armature object leaves them behind, "
+                "so the body reaches back for them",
+            ),
+            (
+                "OBJECT",
+                "Armature Object",
+                "Targets are children of the armature object: move, turn or scale the "
+                "character and they come along, the pose unchanged",
+            ),
+            (
+                "ROOT_BONE",
+                "Root Bone",
+                "Targets are children of the armature's root bone, which must be locked "
+                "so the solver does not move it: move the root bone and they come along",
+            ),
         ),
         default="WORLD",
     )
@@ -397,14 +418,18 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         name="Body Roles",
         description="Bones mapped to body roles by hand, for presets where the names are not recognised",
     )
-    active_role_index: IntProperty(name="Active Mapping Row", description="The mapping row being edited", default=0)
+    active_role_index: IntProperty(
+        name="Active Mapping Row", description="The mapping row being edited", default=0
+    )
     status: StringProperty(name="Status", description="Outcome of the last solve")
     status_is_error: BoolProperty(name="Status Is an Error", description="The last solve failed")
 
 
 # The SolverSettings fields an armature stores (as EWBIK_PG_armature properties of the same name).
 STORED_SETTINGS = tuple(
-    field.name for field in dataclasses.fields(SolverSettings) if field.name in EWBIK_PG_armature.__annotations__
+    field.name
+    for field in dataclasses.fields(SolverSettings)
+    if field.name in EWBIK_PG_armature.__annotations__
 )
 
 CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)

@@ -37,7 +37,9 @@ class Rig:
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     pins: tuple = ()  # (bone name, target object), pose.bones order
     checked_pins: object = None  # pin_reading.CheckedPins validated at the last scan; None: check again
-    validated_pins: dict = dataclasses.field(default_factory=dict)  # (bone, its pin settings) -> a Pin with them
+    validated_pins: dict = dataclasses.field(
+        default_factory=dict
+    )  # (bone, its pin settings) -> a Pin with them
     settings_error: str = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
     fixed: dict = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
@@ -126,9 +128,7 @@ def _build_rig(obj, key, rest, lengths):
     short = np.flatnonzero(~(lengths > MIN_BONE_LENGTH))
     if len(short):
         raise RigError(f"bone '{pose_names[int(short[0])]}' has zero length: give it a length in Edit Mode")
-    parents = tuple(
-        None if bones[name].parent is None else bones[name].parent.name for name in pose_names
-    )
+    parents = tuple(None if bones[name].parent is None else bones[name].parent.name for name in pose_names)
     try:
         skeleton = Skeleton(pose_names, parents, rest, lengths)
     except ValueError as error:
@@ -172,8 +172,13 @@ def _scan_bone_settings(obj, rig):
     rig.posed_mask = np.array([name in posed for name in rig.names], bool)
     rig.placed = placed_controls(obj)
     locks = read_locks(obj.pose.bones, rig.buffers)
-    settings_key = (tuple(bone for bone, _ in pins), tuple(stiffness), repr(limits), locks.fully_locked.tobytes(),
-                    (rig.fixed_mask | rig.placed).tobytes())
+    settings_key = (
+        tuple(bone for bone, _ in pins),
+        tuple(stiffness),
+        repr(limits),
+        locks.fully_locked.tobytes(),
+        (rig.fixed_mask | rig.placed).tobytes(),
+    )
     counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))
     if counterparts_key != rig.counterparts_key:
         rig.counterparts = production_rigs.deform_counterparts(obj, list(settings_key[0]), rig.fixed)
@@ -192,7 +197,9 @@ def _scan_bone_settings(obj, rig):
 
 def _apply_bone_settings(rig, stiffness, limits, locks):
     if not np.all(np.isfinite(stiffness)):
-        raise RigError(f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN")
+        raise RigError(
+            f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN"
+        )
     rig.stiffness = np.empty_like(stiffness)
     rig.stiffness[rig.to_solver] = stiffness
     rig.limit_dicts = {bone: _normalized_limit(bone, limit) for bone, limit in limits.items()}
@@ -225,7 +232,8 @@ def _joint_limits(rig):
         return None
     try:
         kusudamas = {
-            rig.skeleton.index[bone]: Kusudama.from_dict(limit, bone=bone) for bone, limit in rig.limit_dicts.items()
+            rig.skeleton.index[bone]: Kusudama.from_dict(limit, bone=bone)
+            for bone, limit in rig.limit_dicts.items()
         }
         return JointLimits(kusudamas, len(rig.names))
     except ValueError as error:

@@ -30,7 +30,9 @@ def channels_to_quaternions(modes, quaternion, euler, axis_angle):
     for mode in set(modes.tolist()) - {"QUATERNION"}:
         bones = modes == mode
         if mode == "AXIS_ANGLE":
-            rotations[..., bones, :] = quat.from_axis_angle(axis_angle[..., bones, 1:], axis_angle[..., bones, 0])
+            rotations[..., bones, :] = quat.from_axis_angle(
+                axis_angle[..., bones, 1:], axis_angle[..., bones, 0]
+            )
         else:
             rotations[..., bones, :] = quat.from_euler(euler[..., bones, :], mode)
     return rotations

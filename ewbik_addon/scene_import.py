@@ -47,8 +47,10 @@ def read_document(path):
         parse_scene(document)
         for index, bone in enumerate(document["bones"]):
             if len(bone["name"].encode("utf-8")) > MAX_NAME_BYTES:
-                raise SceneError(f"bones[{index}].name",
-                                 f"'{bone['name'][:20]}...' is longer than Blender's {MAX_NAME_BYTES} bytes")
+                raise SceneError(
+                    f"bones[{index}].name",
+                    f"'{bone['name'][:20]}...' is longer than Blender's {MAX_NAME_BYTES} bytes",
+                )
     except SceneError as error:
         raise RigError(f"Invalid scene document: {error}") from None
     return document
@@ -63,10 +65,14 @@ def receiving_armature(active, document, as_new):
     if have == names:
         return active
     missing, extra = sorted(names - have), sorted(have - names)
-    parts = [f"{len(missing)} missing (e.g. '{missing[0]}')" if missing else "",
-             f"{len(extra)} not in the document (e.g. '{extra[0]}')" if extra else ""]
-    raise RigError(f"'{active.name}' has other bones than the document: {', '.join(p for p in parts if p)}. "
-                   "Select no armature, or import with As New Armature")
+    parts = [
+        f"{len(missing)} missing (e.g. '{missing[0]}')" if missing else "",
+        f"{len(extra)} not in the document (e.g. '{extra[0]}')" if extra else "",
+    ]
+    raise RigError(
+        f"'{active.name}' has other bones than the document: {', '.join(p for p in parts if p)}. "
+        "Select no armature, or import with As New Armature"
+    )
 
 
 def rest_differences(obj, document):
@@ -79,9 +85,11 @@ def rest_differences(obj, document):
         have = bones[bone["name"]]
         rest = np.array(bone["rest"])
         rest[:3, :3] /= np.linalg.norm(rest[:3, :3], axis=0)
-        if ((have.parent.name if have.parent else None) != bone.get("parent")
-                or abs(have.length - bone["length"]) > tolerance
-                or np.abs(np.array(have.matrix_local) - rest).max() > max(tolerance, REST_TOLERANCE)):
+        if (
+            (have.parent.name if have.parent else None) != bone.get("parent")
+            or abs(have.length - bone["length"]) > tolerance
+            or np.abs(np.array(have.matrix_local) - rest).max() > max(tolerance, REST_TOLERANCE)
+        ):
             differ.append(bone["name"])
     return differ
 
@@ -138,8 +146,11 @@ _LOCKS = ("lock_rotation", "lock_rotation_w", "lock_rotations_4d", "lock_locatio
 def bone_assignments(pose_bone, bone):
     """(owner, property, value) for one bone: rotation mode and locks first, then the pose and stiffness."""
     blender = bone.get("blender") or {}
-    assignments = [(pose_bone, key, tuple(blender[key]) if isinstance(blender[key], list) else blender[key])
-                   for key in ("rotation_mode", *_LOCKS) if key in blender]
+    assignments = [
+        (pose_bone, key, tuple(blender[key]) if isinstance(blender[key], list) else blender[key])
+        for key in ("rotation_mode", *_LOCKS)
+        if key in blender
+    ]
     mode = blender.get("rotation_mode", pose_bone.rotation_mode)
     rotation = Quaternion(bone.get("rotation", (1.0, 0.0, 0.0, 0.0))).normalized()
     assignments.append((pose_bone, *rotation_values(mode, rotation, pose_bone.rotation_euler)))
@@ -190,7 +201,9 @@ def pose_plan(obj, document):
         props = pose_bone.ewbik
         pins.append((pose_bone, obj.matrix_world @ Matrix(entry["target"]), props.target))
         assignments.append((props, "weight", float(entry.get("weight", 1.0))))
-        assignments.append((props, "orientation_weights", tuple(entry.get("orientation_weights", (1.0, 1.0, 1.0)))))
+        assignments.append(
+            (props, "orientation_weights", tuple(entry.get("orientation_weights", (1.0, 1.0, 1.0))))
+        )
         assignments.append((props, "falloff", float(entry.get("falloff", 0.0))))
     return assignments, pins, notes
 
@@ -207,7 +220,9 @@ def apply_document(context, obj, document):
     for owner, name, value in assignments:
         setattr(owner, name, value)
         if _clamped(getattr(owner, name), value):
-            notes.append(f"{_label(owner)}{name} {_shown(value)} was clamped to {_shown(getattr(owner, name))}")
+            notes.append(
+                f"{_label(owner)}{name} {_shown(value)} was clamped to {_shown(getattr(owner, name))}"
+            )
     for pose_bone in obj.pose.bones:
         if pose_bone.name not in pinned:
             pose_bone.ewbik.target = None
@@ -235,8 +250,12 @@ def _clamped_limits(pose_bone, limits):
     settings = pose_bone.ewbik
     wanted = [cone["radius"] for cone in limits.get("cones", ())]
     stored = [cone.radius for cone in settings.cones]
-    notes = [f"bone '{pose_bone.name}': cone {i + 1} radius {math.degrees(w):.1f} deg was clamped to "
-             f"{math.degrees(s):.1f} deg" for i, (w, s) in enumerate(zip(wanted, stored)) if _clamped(s, w)]
+    notes = [
+        f"bone '{pose_bone.name}': cone {i + 1} radius {math.degrees(w):.1f} deg was clamped to "
+        f"{math.degrees(s):.1f} deg"
+        for i, (w, s) in enumerate(zip(wanted, stored))
+        if _clamped(s, w)
+    ]
     twist = limits.get("twist")
     if twist is not None and _clamped((settings.twist_min, settings.twist_max), (twist["min"], twist["max"])):
         notes.append(f"bone '{pose_bone.name}': twist limits were clamped to Blender's range")

@@ -124,15 +124,22 @@ def unpin_deleted(obj, pinned):
     for pose_bone in bones:
         pose_bone.ewbik.target = None
     names = ", ".join(f"'{pose_bone.name}'" for pose_bone in bones)
-    return (f"The target of {count(len(bones), 'pin')} ({names}) was deleted: "
-            f"{'that bone is' if len(bones) == 1 else 'those bones are'} no longer pinned")
+    return (
+        f"The target of {count(len(bones), 'pin')} ({names}) was deleted: "
+        f"{'that bone is' if len(bones) == 1 else 'those bones are'} no longer pinned"
+    )
 
 
 def follow_bone_renames(obj, pinned):
     """Give the empties we made for bones of obj that were renamed since the bone's new name."""
     bones = obj.pose.bones
-    renamed = [target for target in pinned if target.get(TARGET_BONE, "") not in bones
-               and target.get(TARGET_MARK) is not None and target.library is None]
+    renamed = [
+        target
+        for target in pinned
+        if target.get(TARGET_BONE, "") not in bones
+        and target.get(TARGET_MARK) is not None
+        and target.library is None
+    ]
     for target in renamed:
         bone = next((pose_bone.name for pose_bone in bones if pose_bone.ewbik.target == target), None)
         if bone is None:

@@ -2,11 +2,31 @@
 
 import bpy
 
-from . import bake, jump, limit_copy, limit_handles, limits, limits_from_action, pin, pin_tools, rigify, scene_io, solve
+from . import (
+    bake,
+    jump,
+    limit_copy,
+    limit_handles,
+    limits,
+    limits_from_action,
+    pin,
+    pin_tools,
+    rigify,
+    scene_io,
+    solve,
+)
 
 CLASSES = (
-    pin.CLASSES + pin_tools.CLASSES + jump.CLASSES + solve.CLASSES + limits.CLASSES + limits_from_action.CLASSES
-    + scene_io.CLASSES + bake.CLASSES + limit_copy.CLASSES + limit_handles.CLASSES
+    pin.CLASSES
+    + pin_tools.CLASSES
+    + jump.CLASSES
+    + solve.CLASSES
+    + limits.CLASSES
+    + limits_from_action.CLASSES
+    + scene_io.CLASSES
+    + bake.CLASSES
+    + limit_copy.CLASSES
+    + limit_handles.CLASSES
     + rigify.CLASSES
 )
 

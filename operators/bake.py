@@ -20,8 +20,12 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
     bl_label = "Bake IK to Keyframes"
     bl_options = {"REGISTER", "UNDO"}
 
-    step: IntProperty(name="Step", description="Solve and key every this many frames (the end frame is always keyed)",
-                      min=1, default=1)
+    step: IntProperty(
+        name="Step",
+        description="Solve and key every this many frames (the end frame is always keyed)",
+        min=1,
+        default=1,
+    )
     only_selected: BoolProperty(
         name="Only Selected Bones",
         description="Key only the selected bones among those the solver moves",
@@ -49,8 +53,11 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
         """The bake options, with an unset range filled in from the scene (and shown in redo)."""
         self.fill_frame_range(context.scene)
         return BakeOptions(
-            frame_start=self.frame_start, frame_end=self.frame_end, step=self.step,
-            only_selected=self.only_selected, replace_range=self.replace_range,
+            frame_start=self.frame_start,
+            frame_end=self.frame_end,
+            step=self.step,
+            only_selected=self.only_selected,
+            replace_range=self.replace_range,
             disable_live=self.disable_live,
         )
 

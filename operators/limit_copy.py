@@ -38,8 +38,12 @@ class EWBIK_OT_mirror_limits(bpy.types.Operator):
             return {"CANCELLED"}
         pairs, alone = mirror_pairs(obj, chosen)
         sources = {source.name for source, _target in pairs}
-        pairs = [(source, target) for source, target in pairs if target.name not in sources or source == active]
-        new_limits = [mirrored_limits(source.bone, target.bone, limits_dict(source.ewbik)) for source, target in pairs]
+        pairs = [
+            (source, target) for source, target in pairs if target.name not in sources or source == active
+        ]
+        new_limits = [
+            mirrored_limits(source.bone, target.bone, limits_dict(source.ewbik)) for source, target in pairs
+        ]
         for (_source, target), limits in zip(pairs, new_limits):
             set_limits(target.ewbik, limits)
         message = f"Limits mirrored to {count(len(pairs), 'bone')}"

@@ -28,7 +28,9 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
         subtype="DIRECTION",
         default=(0.0, 1.0, 0.0),
     )
-    remove: BoolProperty(name="Remove", description="Remove the cone nearest to the direction instead", default=False)
+    remove: BoolProperty(
+        name="Remove", description="Remove the cone nearest to the direction instead", default=False
+    )
 
     @classmethod
     def poll(cls, context):
@@ -73,7 +75,9 @@ def register_keymap():
     name, space = KEYMAP
     keymap = keyconfig.keymaps.new(name=name, space_type=space)
     for remove in (False, True):
-        item = keymap.keymap_items.new(EWBIK_OT_cone_at_cursor.bl_idname, "LEFTMOUSE", "CLICK", ctrl=True, shift=remove)
+        item = keymap.keymap_items.new(
+            EWBIK_OT_cone_at_cursor.bl_idname, "LEFTMOUSE", "CLICK", ctrl=True, shift=remove
+        )
         item.properties.remove = remove
         _keymap_items.append((keymap, item))
 

@@ -15,6 +15,7 @@ from ..ewbik_addon.limit_settings import set_limits
 from ..ewbik_addon.messages import count
 from ..solver import presets
 
+
 def current_direction(pose_bone):
     """The bone's swing direction in its rest frame: its local rotation applied to +Y.
 

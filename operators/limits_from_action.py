@@ -54,8 +54,13 @@ class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
         pose = read_pose_channels(obj.pose.bones)
         try:
             limited = fit_action_limits(
-                context.scene, obj, self.frame_start, self.frame_end,
-                coverage=self.coverage, max_cones=self.max_cones, bone_names=names,
+                context.scene,
+                obj,
+                self.frame_start,
+                self.frame_end,
+                coverage=self.coverage,
+                max_cones=self.max_cones,
+                bone_names=names,
             )
         except RigError as error:
             self.report({"ERROR"}, str(error))
@@ -67,7 +72,10 @@ class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
             self.report({"WARNING"}, f"No bone moves in frames {frames}: no limits fitted")
             return {"CANCELLED"}
         frames = self.frame_end - self.frame_start + 1
-        self.report({"INFO"}, f"Limits fitted on {len(limited)} bone{'s' if len(limited) != 1 else ''} from {frames} frames")
+        self.report(
+            {"INFO"},
+            f"Limits fitted on {len(limited)} bone{'s' if len(limited) != 1 else ''} from {frames} frames",
+        )
         return {"FINISHED"}
 
 

@@ -3,7 +3,14 @@
 import bpy
 from bpy.props import StringProperty
 
-from ..ewbik_addon import armature_checks, limit_presets, live, pin_reading, production_checks, production_rigs
+from ..ewbik_addon import (
+    armature_checks,
+    limit_presets,
+    live,
+    pin_reading,
+    production_checks,
+    production_rigs,
+)
 from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
 from ..ewbik_addon.messages import count
 from ..ewbik_addon.targets import TARGET_MARK, TargetFollowError, check_follow, is_deleted, new_target
@@ -31,8 +38,9 @@ class EWBIK_OT_pin(bpy.types.Operator):
         except TargetFollowError as error:
             self.report({"ERROR"}, f"Nothing pinned: {error}")
             return {"CANCELLED"}
-        names, remarks = production_rigs.bones_to_pin(obj, [pose_bone.name for pose_bone in bones],
-                                                      production_checks.fixed_bones(obj))
+        names, remarks = production_rigs.bones_to_pin(
+            obj, [pose_bone.name for pose_bone in bones], production_checks.fixed_bones(obj)
+        )
         with live.suspended():
             switched = production_rigs.switch_to_fk(obj, names)
         if switched:
@@ -49,8 +57,10 @@ class EWBIK_OT_pin(bpy.types.Operator):
             created += 1
         auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
         remarks = "".join(f"; {remark}" for remark in remarks)
-        self.report({"INFO"},
-                    f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}{remarks}")
+        self.report(
+            {"INFO"},
+            f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}{remarks}",
+        )
         return {"FINISHED"}
 
 
@@ -69,8 +79,11 @@ class EWBIK_OT_unpin(bpy.types.Operator):
 
     def execute(self, context):
         obj = context.object
-        bones = [pose_bone for pose_bone in (obj.pose.bones if self.all_bones else selected_pose_bones(obj))
-                 if pose_bone.ewbik.target is not None]
+        bones = [
+            pose_bone
+            for pose_bone in (obj.pose.bones if self.all_bones else selected_pose_bones(obj))
+            if pose_bone.ewbik.target is not None
+        ]
         if not bones:
             self.report({"WARNING"}, "No pinned bone selected")
             return {"CANCELLED"}
@@ -78,7 +91,9 @@ class EWBIK_OT_unpin(bpy.types.Operator):
         for pose_bone in bones:
             pose_bone.ewbik.target = None
         try:
-            pin_reading.pinned_targets(obj, rescan=True)  # the cached pins forget these before their empties go
+            pin_reading.pinned_targets(
+                obj, rescan=True
+            )  # the cached pins forget these before their empties go
         except armature_checks.RigError:
             pass  # the live status reports what else is wrong with the rig
         removed, kept = _remove_unused_targets(targets)
@@ -117,7 +132,11 @@ def _remove_unused_targets(targets):
         bpy.data.objects.remove(target)
         removed += 1
     for collection in collections:
-        if collection.name.startswith("EWBIK Targets ") and not collection.all_objects and not collection.children:
+        if (
+            collection.name.startswith("EWBIK Targets ")
+            and not collection.all_objects
+            and not collection.children
+        ):
             bpy.data.collections.remove(collection)
     return removed, kept
 

@@ -34,7 +34,9 @@ class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
         loops = [(name, reason) for name, reason in loops if reason]
         if loops:
             name, reason = loops[0]
-            self.report({"ERROR"}, f"pin '{name}': target bone '{control}' {reason}, so it cannot be its target")
+            self.report(
+                {"ERROR"}, f"pin '{name}': target bone '{control}' {reason}, so it cannot be its target"
+            )
             return {"CANCELLED"}
         for pose_bone in bones:
             pose_bone.ewbik.target = obj

@@ -109,4 +109,9 @@ class EWBIK_OT_role_mapping_remove(bpy.types.Operator):
         return {"FINISHED"}
 
 
-CLASSES = (EWBIK_OT_switch_to_fk, EWBIK_OT_restore_ik_fk, EWBIK_OT_role_mapping_add, EWBIK_OT_role_mapping_remove)
+CLASSES = (
+    EWBIK_OT_switch_to_fk,
+    EWBIK_OT_restore_ik_fk,
+    EWBIK_OT_role_mapping_add,
+    EWBIK_OT_role_mapping_remove,
+)

@@ -83,11 +83,15 @@ class EWBIK_OT_import_scene(bpy.types.Operator, ImportHelper):
                 bpy.ops.object.mode_set(mode="POSE")
             differ = scene_import.rest_differences(obj, document)
             if differ:
-                notes.append(f"the rest pose of {len(differ)} bone(s) differs from the document's "
-                             f"(e.g. '{differ[0]}'), so the pose will look different")
+                notes.append(
+                    f"the rest pose of {len(differ)} bone(s) differs from the document's "
+                    f"(e.g. '{differ[0]}'), so the pose will look different"
+                )
             where = f"'{obj.name}'"
         notes += scene_import.apply_document(context, obj, document)
-        summary = f"Loaded {len(document['bones'])} bones and {len(document.get('pins', ()))} pins onto {where}"
+        summary = (
+            f"Loaded {len(document['bones'])} bones and {len(document.get('pins', ()))} pins onto {where}"
+        )
         self.report({"WARNING"} if notes else {"INFO"}, "; ".join([summary, *notes]))
         return {"FINISHED"}
 

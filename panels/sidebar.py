@@ -237,8 +237,9 @@ class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
                 layout.label(text="In FK for pins: " + ", ".join(switched))
         layout.label(text="Body Roles (presets)")
         row = layout.row()
-        row.template_list("EWBIK_UL_role_mapping", "", obj.ewbik, "role_mapping", obj.ewbik, "active_role_index",
-                          rows=3)
+        row.template_list(
+            "EWBIK_UL_role_mapping", "", obj.ewbik, "role_mapping", obj.ewbik, "active_role_index", rows=3
+        )
         col = row.column(align=True)
         col.operator("ewbik.role_mapping_add", icon="ADD", text="")
         col.operator("ewbik.role_mapping_remove", icon="REMOVE", text="")

@@ -77,8 +77,10 @@ def _summarize(scene_path, pose):
     stats = pose["stats"]
     outcome = "converged" if stats["converged"] else "not converged"
     lines = [f"{scene_path}: {stats['iterations']} iterations, {outcome}, {stats['ms']:.2f} ms"]
-    lines += [f"  {bone}: {err['position_error']:.6f} position, {err['orientation_error_deg']:.4f} deg"
-              for bone, err in stats["pins"].items()]
+    lines += [
+        f"  {bone}: {err['position_error']:.6f} position, {err['orientation_error_deg']:.4f} deg"
+        for bone, err in stats["pins"].items()
+    ]
     _report("\n".join(lines))
 
 

@@ -161,9 +161,9 @@ def _drop_outliers(q, coverage):
     references = np.unique(np.linspace(0, n_frames - 1, min(n_frames, _NEIGHBOUR_REFERENCES)).astype(int))
     k = min(len(references) - 1, math.ceil((n_frames - n_kept + 1) * len(references) / n_frames))
     chunk = max(1, _CHUNK_ELEMENTS // (n_frames * len(references)))
-    closeness = np.concatenate([
-        _neighbour_closeness(features[s:s + chunk], references, k) for s in range(0, len(q), chunk)
-    ])
+    closeness = np.concatenate(
+        [_neighbour_closeness(features[s : s + chunk], references, k) for s in range(0, len(q), chunk)]
+    )
     kept = np.sort(np.argsort(-closeness, axis=1, kind="stable")[:, :n_kept], axis=1)
     return np.take_along_axis(q, kept[..., None], axis=1)
 
@@ -200,8 +200,9 @@ def _enclosing_caps(points, member):
     for iteration in range(_CAP_ITERATIONS):
         support = np.where(usable, (candidates @ x[..., None])[..., 0], np.inf)
         nearest = support.argmin(-1)
-        if iteration % 4 == 0 and np.all(np.sum(x * x, -1) - np.take_along_axis(
-                support, nearest[..., None], -1)[..., 0] <= _CAP_GAP):
+        if iteration % 4 == 0 and np.all(
+            np.sum(x * x, -1) - np.take_along_axis(support, nearest[..., None], -1)[..., 0] <= _CAP_GAP
+        ):
             break
         step = x - np.take_along_axis(candidates, nearest[..., None, None], axis=2)[..., 0, :]
         length = np.maximum(np.sum(step * step, -1), 1e-30)
@@ -309,5 +310,7 @@ def _twist_ranges(kept, centres):
     half = np.maximum(0.5 * (high - low), 0.5 * FLOOR_TWIST)
     middle = np.clip(middle, -np.pi + half, np.pi - half)
     low, high = np.maximum(middle - half, -np.pi), np.minimum(middle + half, np.pi)
-    return [None if hi - lo >= 2.0 * np.pi - FLOOR_TWIST else TwistLimit(float(lo), float(hi))
-            for lo, hi in zip(low, high)]
+    return [
+        None if hi - lo >= 2.0 * np.pi - FLOOR_TWIST else TwistLimit(float(lo), float(hi))
+        for lo, hi in zip(low, high)
+    ]

@@ -30,8 +30,7 @@ COMFORT_RATE = 0.25
 COMFORT_DECAY = 0.5
 _NEXT = np.array([1, 2, 0])
 _AFTER = np.array([2, 0, 1])
-_Y_TURN = np.array([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0],
-                    [-1.0, 0.0, 0.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
+_Y_TURN = np.array([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], [-1.0, 0.0, 0.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
 
 
 def _swing_form():
@@ -139,8 +138,9 @@ class Kusudama:
     region as it can be. `comfort` (0..1, default 0) is a soft limit: see `JointLimits.constrain`.
     """
 
-    def __init__(self, cones: Sequence[LimitCone] = (), twist: TwistLimit | None = None,
-                 comfort: float = 0.0):
+    def __init__(
+        self, cones: Sequence[LimitCone] = (), twist: TwistLimit | None = None, comfort: float = 0.0
+    ):
         self.cones = tuple(cones)
         for i, cone in enumerate(self.cones):
             if not isinstance(cone, LimitCone):
@@ -155,8 +155,12 @@ class Kusudama:
         return f"Kusudama(cones={self.cones!r}, twist={self.twist!r}, comfort={self.comfort})"
 
     def __eq__(self, other):
-        return (isinstance(other, Kusudama) and self.cones == other.cones
-                and self.twist == other.twist and self.comfort == other.comfort)
+        return (
+            isinstance(other, Kusudama)
+            and self.cones == other.cones
+            and self.twist == other.twist
+            and self.comfort == other.comfort
+        )
 
     @classmethod
     def from_dict(cls, d, bone="?", field="limits"):
@@ -307,10 +311,12 @@ class _Packed:
             if bridge is None:
                 continue
             t, t1, t2, n = bridge
-            for side, (tangent, planes) in enumerate((
-                (t1, (_cross(a, t1), _cross(t1, b), -n)),
-                (t2, (_cross(t2, a), _cross(b, t2), n)),
-            )):
+            for side, (tangent, planes) in enumerate(
+                (
+                    (t1, (_cross(a, t1), _cross(t1, b), -n)),
+                    (t2, (_cross(t2, a), _cross(b, t2), n)),
+                )
+            ):
                 j = n_cones + 2 * i + side
                 self.centres[row, j] = tangent
                 self.radii[row, j] = t
@@ -327,8 +333,9 @@ class _Packed:
     def _build_probe(self):
         x, y, z = self.centres[..., 0], self.centres[..., 1], self.centres[..., 2]
         zero = np.zeros_like(x)
-        cross_matrix = np.stack((np.stack((zero, -z, y), -1), np.stack((z, zero, -x), -1),
-                                 np.stack((-y, x, zero), -1)), axis=-2)
+        cross_matrix = np.stack(
+            (np.stack((zero, -z, y), -1), np.stack((z, zero, -x), -1), np.stack((-y, x, zero), -1)), axis=-2
+        )
         self.probe = np.concatenate((self.centres[..., None, :], cross_matrix, self.planes), -2)
 
     def _fill_twist(self, row, kusudama):
@@ -411,8 +418,9 @@ class _Rows:
         self.twist_on = pack.twist_on[rows]
         self.any_twist = bool(self.twist_on.any())
         fw, fx, fy, fz = pack.twist_frame[rows].T
-        self.twist_probe = np.stack((np.stack((fw, fx, fy, fz), -1),
-                                     np.stack((-fy, -fz, fw, fx), -1)), axis=1)
+        self.twist_probe = np.stack(
+            (np.stack((fw, fx, fy, fz), -1), np.stack((-fy, -fz, fw, fx), -1)), axis=1
+        )
         self.twist_half = np.where(self.twist_on, pack.twist_half[rows], np.inf)
         self.comfort = pack.comfort[rows]
         self.any_comfort = bool(np.any(self.comfort > 0.0))
@@ -435,12 +443,12 @@ def _about_y(rotations, angles):
 
 def _swing_to(rotations, current, wanted):
     """Pre-multiply by the shortest arc turning unit direction `current` into `wanted`."""
-    arc = np.concatenate((1.0 + np.sum(current * wanted, axis=-1)[:, None],
-                          _cross(current, wanted)), axis=1)
+    arc = np.concatenate((1.0 + np.sum(current * wanted, axis=-1)[:, None], _cross(current, wanted)), axis=1)
     opposite = arc[:, 0] < 1e-9
     if opposite.any():
         arc[opposite] = np.concatenate(
-            (np.zeros((int(opposite.sum()), 1)), quat.perpendicular(current[opposite])), axis=1)
+            (np.zeros((int(opposite.sum()), 1)), quat.perpendicular(current[opposite])), axis=1
+        )
     arc /= np.sqrt(np.sum(arc * arc, axis=-1))[:, None]
     return quat.multiply(arc, rotations)
 

@@ -10,7 +10,9 @@ GUARD_SLACK = 1e-6  # relative worsening the stabilization guard tolerates befor
 GUARD_FLOOR = 1e-15  # absolute floor of that slack (a misfit of zero)
 STALL = 1e-9  # relative misfit change between iterations below which a solve has stalled
 POLISH_AFTER = 3  # sweeps (with Anderson steps) before the polish takes over the iterations
-POLISH_TRIES = 4  # per polish step: damping increases (and, apart, boundary restrictions) before a sweep instead
+POLISH_TRIES = (
+    4  # per polish step: damping increases (and, apart, boundary restrictions) before a sweep instead
+)
 POLISH_LAMBDA_MIN = 1e-6  # the polish's relative damping: its floor (nearly Gauss-Newton) ...
 POLISH_LAMBDA_MAX = 1e4  # ... its ceiling (a short gradient step) ...
 POLISH_GROW = 10.0  # ... its growth after a step that did not lower the misfit ...

@@ -45,24 +45,65 @@ class _Problem(ctypes.Structure):
     """Mirror of `ewbik_problem` in csrc/ewbik.h (same fields, same order)."""
 
     _fields_ = [
-        ("n_bones", _INT), ("parents", _P), ("local_rest", _P), ("local_offset", _P),
-        ("n_kinematic", _INT), ("kinematic", _P),
-        ("n_pins", _INT), ("pin_bone", _P), ("weight", _P), ("axis_weight", _P),
-        ("target_pos", _P), ("target_axes", _P),
-        ("n_batches", _INT), ("batch_start", _P), ("batch_bones", _P), ("seen_start", _P),
-        ("seen_pin", _P), ("seen_factor", _P), ("moved_start", _P), ("moved_pin", _P),
-        ("translating", _P), ("n_solved", _INT), ("solved", _P), ("n_limbs", _INT), ("limbs", _P),
-        ("max_step", _P), ("frozen", _P), ("limits", _P),
-        ("iterations", _INT), ("tolerance", _DOUBLE), ("budget_seconds", _DOUBLE),
-        ("stabilization", _INT), ("exact", _INT), ("relaxation", _DOUBLE), ("acceleration", _INT),
+        ("n_bones", _INT),
+        ("parents", _P),
+        ("local_rest", _P),
+        ("local_offset", _P),
+        ("n_kinematic", _INT),
+        ("kinematic", _P),
+        ("n_pins", _INT),
+        ("pin_bone", _P),
+        ("weight", _P),
+        ("axis_weight", _P),
+        ("target_pos", _P),
+        ("target_axes", _P),
+        ("n_batches", _INT),
+        ("batch_start", _P),
+        ("batch_bones", _P),
+        ("seen_start", _P),
+        ("seen_pin", _P),
+        ("seen_factor", _P),
+        ("moved_start", _P),
+        ("moved_pin", _P),
+        ("translating", _P),
+        ("n_solved", _INT),
+        ("solved", _P),
+        ("n_limbs", _INT),
+        ("limbs", _P),
+        ("max_step", _P),
+        ("frozen", _P),
+        ("limits", _P),
+        ("iterations", _INT),
+        ("tolerance", _DOUBLE),
+        ("budget_seconds", _DOUBLE),
+        ("stabilization", _INT),
+        ("exact", _INT),
+        ("relaxation", _DOUBLE),
+        ("acceleration", _INT),
         ("analytic_limbs", _INT),
-        ("guard_slack", _DOUBLE), ("guard_floor", _DOUBLE), ("stall", _DOUBLE), ("prefer_small", _DOUBLE),
-        ("polish_after", _INT), ("polish_tries", _INT), ("polish_lambda_min", _DOUBLE),
-        ("polish_lambda_max", _DOUBLE), ("polish_grow", _DOUBLE), ("polish_shrink", _DOUBLE), ("polish_clamped", _DOUBLE),
-        ("polish_slow", _DOUBLE), ("bend_tilt", _DOUBLE), ("straight_sine", _DOUBLE), ("straight_reach", _DOUBLE),
+        ("guard_slack", _DOUBLE),
+        ("guard_floor", _DOUBLE),
+        ("stall", _DOUBLE),
+        ("prefer_small", _DOUBLE),
+        ("polish_after", _INT),
+        ("polish_tries", _INT),
+        ("polish_lambda_min", _DOUBLE),
+        ("polish_lambda_max", _DOUBLE),
+        ("polish_grow", _DOUBLE),
+        ("polish_shrink", _DOUBLE),
+        ("polish_clamped", _DOUBLE),
+        ("polish_slow", _DOUBLE),
+        ("bend_tilt", _DOUBLE),
+        ("straight_sine", _DOUBLE),
+        ("straight_reach", _DOUBLE),
         ("adjugate_trust", _DOUBLE),
-        ("rotations", _P), ("locations", _P), ("initial", _P),
-        ("position_errors", _P), ("orientation_errors", _P), ("iterations_done", _P), ("converged", _P),
+        ("rotations", _P),
+        ("locations", _P),
+        ("initial", _P),
+        ("position_errors", _P),
+        ("orientation_errors", _P),
+        ("iterations_done", _P),
+        ("converged", _P),
     ]
 
 
@@ -76,8 +117,10 @@ def _checked_library():
         found = (library.ewbik_abi_version(), library.ewbik_problem_size(), library.ewbik_limits_size())
         if found != (ABI_VERSION, ctypes.sizeof(_Problem), ctypes.sizeof(NativeLimits)):
             return None
-        if not (_same_layout(library.ewbik_problem_layout, _Problem)
-                and _same_layout(library.ewbik_limits_layout, NativeLimits)):
+        if not (
+            _same_layout(library.ewbik_problem_layout, _Problem)
+            and _same_layout(library.ewbik_limits_layout, NativeLimits)
+        ):
             return None
     except AttributeError:
         return None
@@ -151,7 +194,9 @@ class _Template:
             "moved_pin": _ints(moved_flat),
             "translating": np.ascontiguousarray(translating, dtype=np.uint8),
             "solved": _ints(np.flatnonzero(plan.solved)),
-            "limbs": _ints(np.stack((limbs.upper, limbs.lower, limbs.end, limbs.pin), axis=-1).reshape(-1, 4)),
+            "limbs": _ints(
+                np.stack((limbs.upper, limbs.lower, limbs.end, limbs.pin), axis=-1).reshape(-1, 4)
+            ),
         }
         problem = _Problem()
         for name, array in self.arrays.items():
@@ -216,5 +261,9 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
         raise MemoryError("the native solver could not allocate its workspace")
-    return (int(keep["iterations_done"][0]), bool(keep["converged"][0]),
-            keep["position_errors"], keep["orientation_errors"])
+    return (
+        int(keep["iterations_done"][0]),
+        bool(keep["converged"][0]),
+        keep["position_errors"],
+        keep["orientation_errors"],
+    )

@@ -40,8 +40,11 @@ class Pin:
         object.__setattr__(self, "target_position", position)
         object.__setattr__(self, "weight", weight(self.weight, "weight"))
         axes = vector(self.orientation_weights, 3, "orientation_weights", MAX_WEIGHT)
-        object.__setattr__(self, "orientation_weights",
-                           tuple(weight(w, f"orientation_weights[{k}]") for k, w in enumerate(axes)))
+        object.__setattr__(
+            self,
+            "orientation_weights",
+            tuple(weight(w, f"orientation_weights[{k}]") for k, w in enumerate(axes)),
+        )
         object.__setattr__(self, "falloff", number(self.falloff, "falloff", 0.0, 1.0))
 
     def moved_to(self, target, rotation, position):

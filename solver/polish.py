@@ -86,11 +86,18 @@ class Polisher:
 
 def residuals(state):
     """(P, 4, 3) weighted position error and axis chords, and the (P, 4) weights used."""
-    sqrt_weights = np.sqrt(np.concatenate(
-        ((state.weight * (1.0 + 2.0 * state.axis_weight.sum(-1)))[:, None],
-         2.0 * state.weight[:, None] * state.axis_weight), axis=-1))
-    errors = np.concatenate(((state.effector_pos - state.target_pos)[:, None], state.effector_axes - state.target_axes),
-                            axis=1)
+    sqrt_weights = np.sqrt(
+        np.concatenate(
+            (
+                (state.weight * (1.0 + 2.0 * state.axis_weight.sum(-1)))[:, None],
+                2.0 * state.weight[:, None] * state.axis_weight,
+            ),
+            axis=-1,
+        )
+    )
+    errors = np.concatenate(
+        ((state.effector_pos - state.target_pos)[:, None], state.effector_axes - state.target_axes), axis=1
+    )
     return sqrt_weights[..., None] * errors, sqrt_weights
 
 
@@ -98,8 +105,10 @@ def jacobian(state, plan, sqrt_weights):
     """(12P, 3C + 3T) derivative of the residuals by the bones' world turns (then translations)."""
     pins, columns = len(state.pin_bones), len(plan.bones)
     pin, column = plan.pair_pin, plan.pair_column
-    levers = np.concatenate(((state.effector_pos[pin] - state.world_head[plan.bones[column]])[:, None],
-                             state.effector_axes[pin]), axis=1)
+    levers = np.concatenate(
+        ((state.effector_pos[pin] - state.world_head[plan.bones[column]])[:, None], state.effector_axes[pin]),
+        axis=1,
+    )
     blocks = -sqrt_weights[pin][..., None, None] * _cross_matrices(levers)
     rotation = np.zeros((pins, 12, columns, 3))
     rotation[pin, :, column] = blocks.reshape(-1, 12, 3)
@@ -112,7 +121,9 @@ def jacobian(state, plan, sqrt_weights):
 def _cross_matrices(v):
     x, y, z = v[..., 0], v[..., 1], v[..., 2]
     zero = np.zeros_like(x)
-    return np.stack((np.stack((zero, -z, y), -1), np.stack((z, zero, -x), -1), np.stack((-y, x, zero), -1)), -2)
+    return np.stack(
+        (np.stack((zero, -z, y), -1), np.stack((z, zero, -x), -1), np.stack((-y, x, zero), -1)), -2
+    )
 
 
 def damped_step(scaled, residual, damping):
@@ -150,8 +161,9 @@ def polish(state, polisher, limits, iteration, total, tolerance):
         step = _restricted_step(jac, residual.ravel(), polisher, free)
         if not np.all(np.isfinite(step)):
             break
-        corrections = _apply(state, plan, polisher.max_step, limits, iteration, step, frame, old_rotations,
-                             old_locations)
+        corrections = _apply(
+            state, plan, polisher.max_step, limits, iteration, step, frame, old_rotations, old_locations
+        )
         state.forward()
         new_total, reached = state.errors(tolerance)
         if new_total < (total if best is None else best[0]):
@@ -179,10 +191,16 @@ def _restricted_step(jac, residual, polisher, free):
     """The damped step with each bone's turn kept in the span of its projector `free` (C, 3, 3)."""
     columns = len(free)
     rotation = np.einsum("rci,cij->rcj", jac[:, : 3 * columns].reshape(len(jac), columns, 3), free)
-    z = damped_step(np.concatenate((rotation.reshape(len(jac), -1), jac[:, 3 * columns:]), axis=1), residual,
-                    polisher.damping) * polisher.scale
+    z = (
+        damped_step(
+            np.concatenate((rotation.reshape(len(jac), -1), jac[:, 3 * columns :]), axis=1),
+            residual,
+            polisher.damping,
+        )
+        * polisher.scale
+    )
     turns = (free @ z[: 3 * columns].reshape(columns, 3, 1))[..., 0]
-    return np.concatenate((turns.ravel(), z[3 * columns:]))
+    return np.concatenate((turns.ravel(), z[3 * columns :]))
 
 
 def _restrict(free, corrections):
@@ -206,7 +224,9 @@ def _apply(state, plan, cap, limits, iteration, step, frame, old_rotations, old_
     angle = np.linalg.norm(turns, axis=-1)
     turns = turns * np.minimum(1.0, cap / np.where(angle > 0.0, angle, 1.0))[:, None]
     local_turns = (np.swapaxes(frame, -1, -2) @ turns[..., None])[..., 0]
-    new = quat.multiply(quat.from_axis_angle(local_turns, np.linalg.norm(local_turns, axis=-1)), old_rotations)
+    new = quat.multiply(
+        quat.from_axis_angle(local_turns, np.linalg.norm(local_turns, axis=-1)), old_rotations
+    )
     corrections = np.zeros((columns, 3))
     if limits is not None and limits.limited[plan.bones].any():
         limited = limits.limited[plan.bones]
@@ -218,7 +238,7 @@ def _apply(state, plan, cap, limits, iteration, step, frame, old_rotations, old_
     locations = old_locations.copy()
     moving = np.flatnonzero(plan.translating)
     if len(moving):
-        shifts = step[3 * columns:].reshape(len(moving), 3)
+        shifts = step[3 * columns :].reshape(len(moving), 3)
         locations[moving] += (np.swapaxes(frame[moving], -1, -2) @ shifts[..., None])[..., 0]
     state.locations[plan.bones] = locations
     return corrections

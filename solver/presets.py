@@ -31,8 +31,10 @@ _SIDE_SUFFIX = re.compile(r"^(.*?)[._\- ]([LlRr])((?:\.\d+)?)$")
 _SIDE_WORD = re.compile(r"^(Left|Right|left|right|LEFT|RIGHT)[_\- ]?(.+)$")
 _SIDE_LETTER = re.compile(r"^([LRlr])[_ ](.+)$")
 _CENTRE_MARK = re.compile(r"^(.+)[._]x$")
-_FINGER = re.compile(r"^(?:hand|f)?(thumb|index|middle|ring|pinky|little)"
-                     r"(\d+|metacarpal|proximal|intermediate|distal)$")
+_FINGER = re.compile(
+    r"^(?:hand|f)?(thumb|index|middle|ring|pinky|little)"
+    r"(\d+|metacarpal|proximal|intermediate|distal)$"
+)
 _BEND_MIN = math.radians(2.0)
 _REFERENCE_MARGIN = math.radians(1.0)
 _Y = np.array([0.0, 1.0, 0.0])
@@ -63,7 +65,7 @@ def _split(name):
     base = name.rsplit(":", 1)[-1]
     for prefix in _NAMES["strip_prefixes"]:
         if base.startswith(prefix):
-            base = base[len(prefix):]
+            base = base[len(prefix) :]
     side, segment = None, False
     centre = _CENTRE_MARK.match(base)
     if centre:
@@ -78,8 +80,12 @@ def _split(name):
                 side, base = match.group(1)[0].upper(), match.group(2)
                 break
     core = re.sub(r"[^a-z0-9]", "", base.lower())
-    if (side is None and core not in _NAMES["centre"] and core[:1] in ("l", "r")
-            and (core[1:] in _NAMES["sided"] or _FINGER.match(core[1:]))):
+    if (
+        side is None
+        and core not in _NAMES["centre"]
+        and core[:1] in ("l", "r")
+        and (core[1:] in _NAMES["sided"] or _FINGER.match(core[1:]))
+    ):
         side, core = core[0].upper(), core[1:]
     return core, side, segment
 
@@ -116,8 +122,9 @@ def _roles_from_names(names):
     sided_cores = {core for core, side, _ in split.values() if side}
     all_cores = {core for core, _, _ in split.values()}
     rule = _NAMES["shoulder_is_upper_arm"]
-    shoulder_is_upper_arm = (any(c in sided_cores for c in rule["when_present"])
-                             and not any(c in sided_cores for c in rule["unless_present"]))
+    shoulder_is_upper_arm = any(c in sided_cores for c in rule["when_present"]) and not any(
+        c in sided_cores for c in rule["unless_present"]
+    )
     rigify_root = _NAMES["rigify_root"]
     has_metacarpal = any(c.endswith("metacarpal") for c in all_cores)
     roles = {}
@@ -148,8 +155,10 @@ def has_humanoid_limbs(names, overrides=None):
     """True when both legs (thigh and shin) or both arms (upper arm and forearm) are recognised:
     enough of a body for the humanoid preset to be worth applying unasked."""
     found = set(bone_roles(names, overrides).values())
-    return any(all(f"{role}.{side}" in found for role in limb for side in "LR")
-               for limb in (("thigh", "shin"), ("upper_arm", "forearm")))
+    return any(
+        all(f"{role}.{side}" in found for role in limb for side in "LR")
+        for limb in (("thigh", "shin"), ("upper_arm", "forearm"))
+    )
 
 
 def _finger_role(finger, segment, has_metacarpal):
@@ -196,8 +205,12 @@ class PresetError(ValueError):
 
 def _unreadable(field, why):
     pose = "the rest pose" if field == "rest" else "the given pose"
-    return PresetError(field, f"{pose} cannot be read as a standing body ({why}); pass a standing "
-                       "pose (limbs not folded) to read the body from", why)
+    return PresetError(
+        field,
+        f"{pose} cannot be read as a standing body ({why}); pass a standing "
+        "pose (limbs not folded) to read the body from",
+        why,
+    )
 
 
 class _Rig:
@@ -212,8 +225,12 @@ class _Rig:
     def __init__(self, bones, roles, table, pose=None):
         self.bones = {b["name"]: b for b in bones}
         self.roles = roles
-        skeleton = Skeleton([b["name"] for b in bones], [b.get("parent") for b in bones],
-                            [b["rest"] for b in bones], [b["length"] for b in bones])
+        skeleton = Skeleton(
+            [b["name"] for b in bones],
+            [b.get("parent") for b in bones],
+            [b["rest"] for b in bones],
+            [b["length"] for b in bones],
+        )
         local = _pose_arrays(skeleton, pose)
         world, heads = skeleton.forward(*local)
         world = quat.to_matrix(world)
@@ -344,8 +361,11 @@ def _pose_arrays(skeleton, pose):
             location = np.asarray(entry.get("location", (0.0, 0.0, 0.0)), dtype=float)
         except (AttributeError, TypeError, ValueError):
             raise PresetError(field, "needs 'rotation' [w, x, y, z] and 'location' [x, y, z]") from None
-        if rotation.shape != (4,) or location.shape != (3,) or not (
-                np.isfinite(rotation).all() and np.isfinite(location).all()):
+        if (
+            rotation.shape != (4,)
+            or location.shape != (3,)
+            or not (np.isfinite(rotation).all() and np.isfinite(location).all())
+        ):
             raise PresetError(field, "needs finite 'rotation' [w, x, y, z] and 'location' [x, y, z]")
         if np.linalg.norm(rotation) < 1e-9:
             raise PresetError(f"{field}.rotation", "is a zero quaternion")
@@ -446,8 +466,9 @@ def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
         world = _cones_world(rig, name, spec, side_sign)
         local = rig.to_local(name, np.array([d for d, _ in world]))
         reference = rig.reference[name]
-        cones = _include_reference([(d / np.linalg.norm(d), r) for d, (_, r) in zip(local, world)],
-                                   quat.rotate(reference, _Y))
+        cones = _include_reference(
+            [(d / np.linalg.norm(d), r) for d, (_, r) in zip(local, world)], quat.rotate(reference, _Y)
+        )
         low, high = (math.radians(t) for t in spec["twist"])
         if side == "R":
             low, high = -high, -low

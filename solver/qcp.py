@@ -104,8 +104,10 @@ def closed_form_eigenvectors(k, trust=ADJUGATE_TRUST):
 def characteristic_polynomial(b):
     """(c2, c1, c0) (B, 3) of det(x I - B) = x^4 + c2 x^2 + c1 x + c0 for traceless symmetric b."""
     b2 = b @ b
-    return np.stack((-0.5 * np.trace(b2, axis1=1, axis2=2), -np.einsum("bij,bji->b", b2, b) / 3.0,
-                     np.linalg.det(b)), axis=-1)
+    return np.stack(
+        (-0.5 * np.trace(b2, axis1=1, axis2=2), -np.einsum("bij,bji->b", b2, b) / 3.0, np.linalg.det(b)),
+        axis=-1,
+    )
 
 
 def eigenvalue_bound(b):

@@ -14,10 +14,22 @@ def _product_table():
     """(16, 4) table T with (a * b) = outer(a, b).ravel() @ T: one matmul per batch."""
     table = np.zeros((4, 4, 4))
     signs = {
-        (0, 0): (0, 1), (0, 1): (1, 1), (0, 2): (2, 1), (0, 3): (3, 1),
-        (1, 0): (1, 1), (1, 1): (0, -1), (1, 2): (3, 1), (1, 3): (2, -1),
-        (2, 0): (2, 1), (2, 1): (3, -1), (2, 2): (0, -1), (2, 3): (1, 1),
-        (3, 0): (3, 1), (3, 1): (2, 1), (3, 2): (1, -1), (3, 3): (0, -1),
+        (0, 0): (0, 1),
+        (0, 1): (1, 1),
+        (0, 2): (2, 1),
+        (0, 3): (3, 1),
+        (1, 0): (1, 1),
+        (1, 1): (0, -1),
+        (1, 2): (3, 1),
+        (1, 3): (2, -1),
+        (2, 0): (2, 1),
+        (2, 1): (3, -1),
+        (2, 2): (0, -1),
+        (2, 3): (1, 1),
+        (3, 0): (3, 1),
+        (3, 1): (2, 1),
+        (3, 2): (1, -1),
+        (3, 3): (0, -1),
     }
     for (j, k), (i, sign) in signs.items():
         table[j, k, i] = sign
@@ -102,7 +114,9 @@ def normalize(q):
     q = np.asarray(q, dtype=float)
     n = np.sqrt((q * q).sum(-1, keepdims=True))
     if n.min(initial=1.0) <= _EPS:
-        return np.where(n > _EPS, q / np.where(n > _EPS, n, 1.0), IDENTITY) * np.where(q[..., :1] < 0.0, -1.0, 1.0)
+        return np.where(n > _EPS, q / np.where(n > _EPS, n, 1.0), IDENTITY) * np.where(
+            q[..., :1] < 0.0, -1.0, 1.0
+        )
     return q * (np.where(q[..., :1] < 0.0, -1.0, 1.0) / n)
 
 
@@ -165,9 +179,7 @@ def shortest_arc(u, v):
     flip = (d < -1.0 + 1e-9)[..., 0]
     if np.any(flip):
         q = np.array(q)
-        q[flip] = np.concatenate(
-            (np.zeros(u[flip].shape[:-1] + (1,)), perpendicular(u[flip])), axis=-1
-        )
+        q[flip] = np.concatenate((np.zeros(u[flip].shape[:-1] + (1,)), perpendicular(u[flip])), axis=-1)
     q = normalize(q)
     return np.where(ok, q, IDENTITY)
 
@@ -175,9 +187,7 @@ def shortest_arc(u, v):
 def perpendicular(v):
     """A unit vector perpendicular to each v (any, but deterministic)."""
     v = np.asarray(v, dtype=float)
-    a = np.where(
-        (np.abs(v[..., :1]) < 0.9), np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])
-    )
+    a = np.where((np.abs(v[..., :1]) < 0.9), np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0]))
     p = np.cross(v, a)
     n = np.linalg.norm(p, axis=-1, keepdims=True)
     return np.where(n > _EPS, p / np.where(n > _EPS, n, 1.0), np.array([0.0, 0.0, 1.0]))

@@ -72,8 +72,12 @@ def _skeleton(bones):
                 raise SceneError(f"bones[{i}].{key}", f"is missing (bone '{bone['name']}')")
         if bone.get("blender") is not None:
             _blender_fields(bone["blender"], f"bones[{i}].blender")
-    return Skeleton([b["name"] for b in bones], [b.get("parent") for b in bones],
-                    [b["rest"] for b in bones], [b["length"] for b in bones])
+    return Skeleton(
+        [b["name"] for b in bones],
+        [b.get("parent") for b in bones],
+        [b["rest"] for b in bones],
+        [b["length"] for b in bones],
+    )
 
 
 def _pose(bones, skeleton):
@@ -117,8 +121,15 @@ def _pins(raw_pins, skeleton):
         if "target" not in raw:
             raise SceneError(f"{where}.target", f"is missing (pin '{bone}')")
         try:
-            pins.append(Pin(bone, raw["target"], raw.get("weight", 1.0),
-                            raw.get("orientation_weights", (1.0, 1.0, 1.0)), raw.get("falloff", 0.0)))
+            pins.append(
+                Pin(
+                    bone,
+                    raw["target"],
+                    raw.get("weight", 1.0),
+                    raw.get("orientation_weights", (1.0, 1.0, 1.0)),
+                    raw.get("falloff", 0.0),
+                )
+            )
         except SceneError as error:
             raise error.within(where) from None
     return pins

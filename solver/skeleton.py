@@ -147,7 +147,10 @@ class Skeleton:
         """
         roots, steps = levels if levels is not None else (self.levels[0], self.level_parents)
         local = self.local_rest_matrix @ quat.to_matrix(rotations)
-        offset = self.local_offset + (self.local_rest_matrix @ np.asarray(locations, dtype=float)[..., None])[..., 0]
+        offset = (
+            self.local_offset
+            + (self.local_rest_matrix @ np.asarray(locations, dtype=float)[..., None])[..., 0]
+        )
         world[roots] = local[roots]
         head[roots] = offset[roots]
         for idx, parent in steps:
@@ -187,7 +190,9 @@ def _length_unit(skeleton):
             root[i] = root[skeleton.parents[i]]
     tails = skeleton.rest_head + skeleton.rest[:, :3, 1] * skeleton.lengths[:, None]
     base = skeleton.rest_head[root]
-    reach = max(np.linalg.norm(skeleton.rest_head - base, axis=-1).max(), np.linalg.norm(tails - base, axis=-1).max())
+    reach = max(
+        np.linalg.norm(skeleton.rest_head - base, axis=-1).max(), np.linalg.norm(tails - base, axis=-1).max()
+    )
     return float(reach) if reach > 0.0 else 1.0
 
 
@@ -201,7 +206,9 @@ def _parents_first(names, parent_of, given):
             path.append(node)
             node = parent_of[node]
         if node is not None and state[node] == "visiting":
-            raise SceneError(f"bones[{given[node]}].parent", f"the parent chain of bone '{node}' forms a cycle")
+            raise SceneError(
+                f"bones[{given[node]}].parent", f"the parent chain of bone '{node}' forms a cycle"
+            )
         for b in reversed(path):
             state[b] = "done"
             order.append(b)

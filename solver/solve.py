@@ -148,8 +148,13 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
             limbs.append((upper, lower, end, p))
     columns = np.array(limbs, dtype=int).reshape(-1, 4).T
     translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
-    plan = _Plan(solved, batches, _Limbs(*columns), skeleton.kinematic_levels(pin_bones),
-                 polish_plan(solved, below, seen, translating_bones))
+    plan = _Plan(
+        solved,
+        batches,
+        _Limbs(*columns),
+        skeleton.kinematic_levels(pin_bones),
+        polish_plan(solved, below, seen, translating_bones),
+    )
     if len(skeleton.plan_cache) > 32:
         skeleton.plan_cache.clear()
     skeleton.plan_cache[key] = plan
@@ -166,8 +171,9 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     not modified.
     """
     start = time.perf_counter()
-    pin_bones, rotations, locations, stiffness = _checked_input(skeleton, pins, rotations, locations, settings,
-                                                                limits, stiffness)
+    pin_bones, rotations, locations, stiffness = _checked_input(
+        skeleton, pins, rotations, locations, settings, limits, stiffness
+    )
     frozen = stiffness >= 1.0
     unit = skeleton.unit
     work = skeleton.normalized()
@@ -182,7 +188,9 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     attempt.run()
     if limits is not None and not attempt.converged and attempt.time_left():
         attempt = attempt.better_restart()
-    out_locations = np.where(attempt.state.locations == scaled_locations, locations, attempt.state.locations * unit)
+    out_locations = np.where(
+        attempt.state.locations == scaled_locations, locations, attempt.state.locations * unit
+    )
     return SolveResult(
         rotations=attempt.state.rotations,
         locations=out_locations,
@@ -208,12 +216,20 @@ class _Attempt:
         initial = state.rotations.copy()
         if _use_native(settings):
             done, converged, self.position_errors, self.orientation_errors = native.run(
-                state.skeleton, plan, state, settings, self.limits, self.max_step, self.frozen, initial,
-                self.deadline
+                state.skeleton,
+                plan,
+                state,
+                settings,
+                self.limits,
+                self.max_step,
+                self.frozen,
+                initial,
+                self.deadline,
             )
         else:
-            done, converged = _iterate(state, plan, settings, self.limits, self.max_step, self.frozen, initial,
-                                       self.start)
+            done, converged = _iterate(
+                state, plan, settings, self.limits, self.max_step, self.frozen, initial, self.start
+            )
             self.position_errors, self.orientation_errors = state.pin_errors()
             converged = converged or not len(state.pin_bones) or bool(state.reached(settings.tolerance).all())
         self.iterations += done
@@ -269,8 +285,16 @@ class _Attempt:
         willingness = self.max_step[limited, None] / self.settings.dampening
         turn = _log(quat.multiply(self.limits.centres()[limited], quat.conjugate(current))) * willingness
         restart.rotations[limited] = quat.normalize(quat.multiply(_exp(turn), current))
-        second = _Attempt(restart, self.plan, self.settings, self.limits, self.max_step, self.frozen,
-                          self.start, self.deadline).run()
+        second = _Attempt(
+            restart,
+            self.plan,
+            self.settings,
+            self.limits,
+            self.max_step,
+            self.frozen,
+            self.start,
+            self.deadline,
+        ).run()
         second.iterations += self.iterations
         if second.misfit() < 0.5 * self.misfit():
             return second
@@ -319,18 +343,38 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
             polishing |= kept
             # A failed polish gives the sweeps a few iterations to move on before the next one.
             polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
-            stuck = None if hinges is None or reached or total <= POLISH_SLOW * before else _stuck(
-                state, hinges, settings.tolerance)
+            stuck = (
+                None
+                if hinges is None or reached or total <= POLISH_SLOW * before
+                else _stuck(state, hinges, settings.tolerance)
+            )
             if stuck is not None:
                 stalled = total
-                _finish_limbs(state, stuck, frozen, limits, initial, (iterations + 1) * max_step,
-                              _allowed_bends(state, stuck, limits))
+                _finish_limbs(
+                    state,
+                    stuck,
+                    frozen,
+                    limits,
+                    initial,
+                    (iterations + 1) * max_step,
+                    _allowed_bends(state, stuck, limits),
+                )
                 total, reached = state.errors(settings.tolerance)
                 kept |= total < stalled
         if not kept:
             state.capped = False
-            total, reached, out_of_time = _sweep(state, plan, constants, settings, limits, iterations,
-                                                 None if polishing else accelerator, initial, max_step, deadline)
+            total, reached, out_of_time = _sweep(
+                state,
+                plan,
+                constants,
+                settings,
+                limits,
+                iterations,
+                None if polishing else accelerator,
+                initial,
+                max_step,
+                deadline,
+            )
             settled = not state.capped
         iterations += 1
         if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
@@ -445,8 +489,15 @@ class _State:
     @classmethod
     def like(cls, state):
         """A fresh state for the same problem, starting from `state`'s current pose."""
-        return cls(state.skeleton, state.pins, state.pin_bones, state.rotations.copy(), state.locations.copy(),
-                   state.levels, state.unit)
+        return cls(
+            state.skeleton,
+            state.pins,
+            state.pin_bones,
+            state.rotations.copy(),
+            state.locations.copy(),
+            state.levels,
+            state.unit,
+        )
 
     def forward(self):
         self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head, self.levels)
@@ -480,7 +531,9 @@ class _State:
     def errors(self, tolerance):
         """(total weighted misfit, every pin within tolerance)."""
         squared = self.squared_errors()
-        return float(np.sum(self.weight * self.pin_costs(squared))), bool(self.reached(tolerance, squared).all())
+        return float(np.sum(self.weight * self.pin_costs(squared))), bool(
+            self.reached(tolerance, squared).all()
+        )
 
     def pin_errors(self):
         """Per pin: position error and orientation error (radians) over the weighted axes.
@@ -493,7 +546,9 @@ class _State:
         pos2, axis2 = self.squared_errors()
         full = 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(axis2.sum(-1) / 8.0)))
         weighted = self.axis_weight > 0
-        single = np.max(np.where(weighted, 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(axis2) / 2.0)), 0.0), axis=-1)
+        single = np.max(
+            np.where(weighted, 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(axis2) / 2.0)), 0.0), axis=-1
+        )
         count = weighted.sum(-1)
         ang = np.where(count >= 2, full, np.where(count == 1, single, 0.0))
         return np.sqrt(pos2), ang
@@ -586,7 +641,9 @@ def _solve_batch(state, batch, const, settings, limits, iteration):
         s_guard = s_origin + s_axes
         trace = np.trace(s_guard, axis1=1, axis2=2)
         gain = (turn * np.swapaxes(s_guard, -1, -2)).sum((-1, -2)) - trace
-        before = (w_origin * ((eff_origin * eff_origin).sum(-1) + tgt_len2)).sum(-1) + const.axis_fit - 2.0 * trace
+        before = (
+            (w_origin * ((eff_origin * eff_origin).sum(-1) + tgt_len2)).sum(-1) + const.axis_fit - 2.0 * trace
+        )
         worse = -2.0 * gain > GUARD_SLACK * np.abs(before) + GUARD_FLOOR
         if worse.any():
             turn[worse] = np.eye(3)
@@ -754,7 +811,9 @@ def _checked_input(skeleton, pins, rotations, locations, settings, limits, stiff
         raise SceneError("limits", f"made for {limits.n_bones} bones, the skeleton has {n}")
     rotations = _checked_rotations(skeleton, rotations)
     locations = _checked_array(skeleton, locations, (n, 3), "location", MAX_COORDINATE)
-    stiffness = np.zeros(n) if stiffness is None else _checked_array(skeleton, stiffness, (n,), "stiffness", 1.0)
+    stiffness = (
+        np.zeros(n) if stiffness is None else _checked_array(skeleton, stiffness, (n,), "stiffness", 1.0)
+    )
     if np.any(stiffness < 0):
         raise SceneError(f"bones[{int(np.flatnonzero(stiffness < 0)[0])}].stiffness", "must lie in [0, 1]")
     pin_bones = []
@@ -781,8 +840,10 @@ def _checked_array(skeleton, values, shape, field, bound):
     bad = ~(np.isfinite(arr) & (np.abs(arr) <= bound)).reshape(shape[0], -1).all(-1)
     if np.any(bad):
         i = int(np.flatnonzero(bad)[0])
-        raise SceneError(f"bones[{i}].{field}",
-                         f"contains NaN, infinity or a value beyond {bound:g} (bone '{skeleton.names[i]}')")
+        raise SceneError(
+            f"bones[{i}].{field}",
+            f"contains NaN, infinity or a value beyond {bound:g} (bone '{skeleton.names[i]}')",
+        )
     return arr
 
 

@@ -31,7 +31,9 @@ def two_bone_ik(root, target, upper_length, lower_length, bend_direction):
     s = np.sqrt(np.maximum(4.0 * r1**2 * h - w**2, 0.0))
     side = bend - np.sum(bend * direction, axis=-1, keepdims=True) * direction
     side_len = np.linalg.norm(side, axis=-1, keepdims=True)
-    side = np.where(side_len > 1e-12, side / np.where(side_len > 1e-12, side_len, 1.0), perpendicular(direction))
+    side = np.where(
+        side_len > 1e-12, side / np.where(side_len > 1e-12, side_len, 1.0), perpendicular(direction)
+    )
     safe_h = np.where(h > 1e-24, h, 1.0)[..., None]
     joint = root + np.where(
         h[..., None] > 1e-24,

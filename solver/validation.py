@@ -35,7 +35,9 @@ class SceneError(ValueError):
 
     def within(self, prefix):
         """The same error with its field seen from an enclosing document (`prefix` + "." + field)."""
-        joined = prefix if not self.field else f"{prefix}{'' if self.field.startswith('[') else '.'}{self.field}"
+        joined = (
+            prefix if not self.field else f"{prefix}{'' if self.field.startswith('[') else '.'}{self.field}"
+        )
         return SceneError(joined, self.reason)
 
 
@@ -57,8 +59,11 @@ def number(value, field, low=-math.inf, high=math.inf, *, open_low=False, open_h
     below = result <= low if open_low else result < low
     above = result >= high if open_high else result > high
     if below or above:
-        raise SceneError(field, f"must lie in {'(' if open_low else '['}{_bound(low)}, {_bound(high)}"
-                                f"{')' if open_high else ']'}, got {result:g}")
+        raise SceneError(
+            field,
+            f"must lie in {'(' if open_low else '['}{_bound(low)}, {_bound(high)}"
+            f"{')' if open_high else ']'}, got {result:g}",
+        )
     return result
 
 

@@ -86,8 +86,11 @@ def build(output_dir, source_dir=REPO_ROOT):
             try:
                 build_native.build(platform_name=platform_name)
             except RuntimeError as error:
-                print(f"build_extension: no compiled solver loop for {platform_name} in this zip (the add-on "
-                      f"will solve in numpy there): {error}", file=sys.stderr)
+                print(
+                    f"build_extension: no compiled solver loop for {platform_name} in this zip (the add-on "
+                    f"will solve in numpy there): {error}",
+                    file=sys.stderr,
+                )
     target = output_dir / zip_name(source_dir)
     target.unlink(missing_ok=True)
     result = _run_cli("build", "--source-dir", str(source_dir), "--output-filepath", str(target))
@@ -98,8 +101,12 @@ def build(output_dir, source_dir=REPO_ROOT):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source-dir", default=str(REPO_ROOT), help="extension root (default: the repository)")
-    parser.add_argument("--output-dir", default=str(REPO_ROOT / "dist"), help="where the zip goes (default: dist/)")
+    parser.add_argument(
+        "--source-dir", default=str(REPO_ROOT), help="extension root (default: the repository)"
+    )
+    parser.add_argument(
+        "--output-dir", default=str(REPO_ROOT / "dist"), help="where the zip goes (default: dist/)"
+    )
     parser.add_argument("--validate-only", action="store_true", help="check the manifest, build nothing")
     args = parser.parse_args(argv)
     try:

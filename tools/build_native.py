@@ -41,7 +41,9 @@ ZIG_TARGETS = {
 
 def _native_library():
     """solver/native_library.py (standard library only), loaded without importing the solver."""
-    spec = importlib.util.spec_from_file_location("_ewbik_native_library", REPO_ROOT / "solver" / "native_library.py")
+    spec = importlib.util.spec_from_file_location(
+        "_ewbik_native_library", REPO_ROOT / "solver" / "native_library.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -108,9 +110,20 @@ def build_sanitized(target):
     """This machine's library with AddressSanitizer and UndefinedBehaviorSanitizer, at `target`
     (load it with libasan preloaded: see tools/run_tests.sh)."""
     target = pathlib.Path(target).resolve()
-    command = compile_command(native_library.this_platform(), target, [s for s in sources() if s.suffix == ".c"],
-                              ["-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
-                               "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"])
+    command = compile_command(
+        native_library.this_platform(),
+        target,
+        [s for s in sources() if s.suffix == ".c"],
+        [
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=undefined",
+        ],
+    )
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)}\n{result.stdout}{result.stderr}")

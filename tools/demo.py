@@ -126,8 +126,14 @@ def add_bone_proxies(rig):
         r = 0.12 * length
         mesh = bpy.data.meshes.new(f"shape {pose_bone.name}")
         mesh.from_pydata(
-            [(0, 0, 0), (r, 0.2 * length, r), (-r, 0.2 * length, r), (-r, 0.2 * length, -r),
-             (r, 0.2 * length, -r), (0, length, 0)],
+            [
+                (0, 0, 0),
+                (r, 0.2 * length, r),
+                (-r, 0.2 * length, r),
+                (-r, 0.2 * length, -r),
+                (r, 0.2 * length, -r),
+                (0, length, 0),
+            ],
             [],
             [(0, 1, 2), (0, 2, 3), (0, 3, 4), (0, 4, 1), (5, 2, 1), (5, 3, 2), (5, 4, 3), (5, 1, 4)],
         )
@@ -182,8 +188,10 @@ def main():
     targets = pin_bones(rig)
     timings = drag(targets)
     timings.sort()
-    print(f"live: {len(timings)} depsgraph updates with 5 pins, "
-          f"median {timings[len(timings) // 2]:.2f} ms, max {timings[-1]:.2f} ms per update")
+    print(
+        f"live: {len(timings)} depsgraph updates with 5 pins, "
+        f"median {timings[len(timings) // 2]:.2f} ms, max {timings[-1]:.2f} ms per update"
+    )
     print(f"status: {rig.ewbik.status}")
     print("at the end of the drag (distance, angle to target):")
     print(pin_report(rig))
@@ -206,8 +214,11 @@ def main():
         stage_and_render(png_path)
         print(f"rendered {png_path}")
     except RuntimeError as error:
-        print(f"render failed ({error}); needs Mesa's software OpenGL: apt-get install libegl1 libegl-mesa0 "
-              "libgl1-mesa-dri", file=sys.stderr)
+        print(
+            f"render failed ({error}); needs Mesa's software OpenGL: apt-get install libegl1 libegl-mesa0 "
+            "libgl1-mesa-dri",
+            file=sys.stderr,
+        )
     bpy.ops.wm.save_as_mainfile(filepath=str(blend_path))
     shutil.rmtree(USER_RESOURCES, ignore_errors=True)
 

@@ -32,10 +32,27 @@ import pose_gallery  # noqa: E402
 
 PICTURES = (
     # (file, bone, toward the camera in the bone's limit frame, bones posed {name: (axis, degrees)}, label)
-    ("shoulder", "upper_arm.L", (1.0, 0.3, 0.6), {"upper_arm.L": ((0.0, 0.0, 1.0), -30.0)}, "Shoulder (upper_arm.L)"),
-    ("knee", "shin.L", (1.0, 0.4, 0.6), {"thigh.L": ((1.0, 0.0, 0.0), -40.0), "shin.L": ((1.0, 0.0, 0.0), 60.0)},
-     "Knee (shin.L)"),
-    ("spine", "spine.003", (0.4, 0.6, 1.0), {"spine.003": ((0.0, 0.0, 1.0), 25.0)}, "Chest (spine.003), past its limit"),
+    (
+        "shoulder",
+        "upper_arm.L",
+        (1.0, 0.3, 0.6),
+        {"upper_arm.L": ((0.0, 0.0, 1.0), -30.0)},
+        "Shoulder (upper_arm.L)",
+    ),
+    (
+        "knee",
+        "shin.L",
+        (1.0, 0.4, 0.6),
+        {"thigh.L": ((1.0, 0.0, 0.0), -40.0), "shin.L": ((1.0, 0.0, 0.0), 60.0)},
+        "Knee (shin.L)",
+    ),
+    (
+        "spine",
+        "spine.003",
+        (0.4, 0.6, 1.0),
+        {"spine.003": ((0.0, 0.0, 1.0), 25.0)},
+        "Chest (spine.003), past its limit",
+    ),
 )
 DRAG = ("drag", "upper_arm.L", (1.0, 0.3, 0.6), {"upper_arm.L": ((0.0, 0.0, 1.0), -30.0)})
 
@@ -95,7 +112,10 @@ def stage(obj, bone_name, toward, label):
     frame = overlay.limit_frame(obj, pose_bone)
     head = frame.to_translation()
     reach = pose_bone.length * obj.matrix_world.median_scale * 1.15
-    points = [head + Vector(offset) * reach for offset in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))]
+    points = [
+        head + Vector(offset) * reach
+        for offset in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
+    ]
     camera = bpy.data.objects.new("Limits camera", bpy.data.cameras.new("Limits camera"))
     camera.data.lens = 50.0
     bpy.context.scene.collection.objects.link(camera)
@@ -127,7 +147,9 @@ def picture(name, bone_name, toward, turns, label, out_dir, size, drag=False):
         gizmos = addon("ewbik_addon.limit_gizmos")
         edit = gizmos.LimitEdit(obj, bone_name, "radius", 0)
         cone = obj.pose.bones[bone_name].ewbik.cones[0]
-        rim = Quaternion(Vector(cone.direction).orthogonal(), cone.radius + math.radians(23.0)) @ Vector(cone.direction)
+        rim = Quaternion(Vector(cone.direction).orthogonal(), cone.radius + math.radians(23.0)) @ Vector(
+            cone.direction
+        )
         edit.set_direction(rim, snap=True)
         label = "Dragging a cone's rim: " + edit.header().split("   ")[0]
         handle_markers(obj, bone_name)

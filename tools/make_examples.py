@@ -48,7 +48,12 @@ def as_list(m):
 
 def bone(name, parent, head, tail, **extra):
     length = float(np.linalg.norm(np.subtract(tail, head)))
-    doc = {"name": name, "parent": parent, "rest": as_list(rest_matrix(head, tail)), "length": round(length, DIGITS)}
+    doc = {
+        "name": name,
+        "parent": parent,
+        "rest": as_list(rest_matrix(head, tail)),
+        "length": round(length, DIGITS),
+    }
     doc.update(extra)
     return doc
 
@@ -71,10 +76,21 @@ def whole_chain_reference():
     bones = [bone("root", None, (0, 0, 0), (0, 1, 0))]
     for i in range(1, 4):
         bones.append(bone(f"b{i}", bones[-1]["name"], (0, i, 0), (0, i + 1, 0)))
-    pins = [pin_at(bones, "root"), {"bone": "b3", "target": as_list(np.eye(4) + np.pad(
-        np.array([[1.2], [2.5], [0.7]]), ((0, 1), (3, 0)))), "orientation_weights": [1, 1, 1]}]
-    settings = {"iterations": 15, "tolerance": 0.0, "dampening": round(math.radians(5), DIGITS),
-                "stabilization_passes": 1, "translate_root": False}
+    pins = [
+        pin_at(bones, "root"),
+        {
+            "bone": "b3",
+            "target": as_list(np.eye(4) + np.pad(np.array([[1.2], [2.5], [0.7]]), ((0, 1), (3, 0)))),
+            "orientation_weights": [1, 1, 1],
+        },
+    ]
+    settings = {
+        "iterations": 15,
+        "tolerance": 0.0,
+        "dampening": round(math.radians(5), DIGITS),
+        "stabilization_passes": 1,
+        "translate_root": False,
+    }
     return scene(bones, pins, settings)
 
 
@@ -109,23 +125,41 @@ def humanoid_reach():
         pin_at(bones, "foot.L"),
         pin_at(bones, "foot.R"),
     ]
-    settings = {"iterations": 60, "tolerance": 1e-4, "dampening": 0.0873, "stabilization_passes": 1,
-                "translate_root": False}
+    settings = {
+        "iterations": 60,
+        "tolerance": 1e-4,
+        "dampening": 0.0873,
+        "stabilization_passes": 1,
+        "translate_root": False,
+    }
     return scene(bones, pins, settings)
 
 
 def two_arms():
-    bones = [b for b in humanoid_bones() if not b["name"].startswith(("thigh", "shin", "foot", "neck", "head"))]
+    bones = [
+        b for b in humanoid_bones() if not b["name"].startswith(("thigh", "shin", "foot", "neck", "head"))
+    ]
     for b in bones:
         if b["name"].startswith("spine"):
             b["stiffness"] = 0.5
     pins = [
         pin_at(bones, "hand.L", offset=(-0.15, -0.25, -0.2), turn=axis_angle_matrix((0, 1, 0), 0.6)),
-        pin_at(bones, "hand.R", offset=(0.2, -0.2, 0.1), turn=axis_angle_matrix((1, 0, 0), -0.4),
-               weight=2.0, orientation_weights=[0.5, 1.0, 0.5]),
+        pin_at(
+            bones,
+            "hand.R",
+            offset=(0.2, -0.2, 0.1),
+            turn=axis_angle_matrix((1, 0, 0), -0.4),
+            weight=2.0,
+            orientation_weights=[0.5, 1.0, 0.5],
+        ),
     ]
-    settings = {"iterations": 40, "tolerance": 1e-4, "dampening": 0.0873, "stabilization_passes": 1,
-                "translate_root": False}
+    settings = {
+        "iterations": 40,
+        "tolerance": 1e-4,
+        "dampening": 0.0873,
+        "stabilization_passes": 1,
+        "translate_root": False,
+    }
     return scene(bones, pins, settings)
 
 

@@ -50,7 +50,8 @@ def add_bone_shapes(obj, pinned, shown=None):
         r, neck = 0.12 * length, 0.2 * length
         mesh = bpy.data.meshes.new(f"shape {pose_bone.name}")
         mesh.from_pydata(
-            [(0, 0, 0), (r, neck, r), (-r, neck, r), (-r, neck, -r), (r, neck, -r), (0, length, 0)], [],
+            [(0, 0, 0), (r, neck, r), (-r, neck, r), (-r, neck, -r), (r, neck, -r), (0, length, 0)],
+            [],
             [(0, 1, 2), (0, 2, 3), (0, 3, 4), (0, 4, 1), (5, 2, 1), (5, 3, 2), (5, 4, 3), (5, 1, 4)],
         )
         shape = bpy.data.objects.new(mesh.name, mesh)
@@ -59,7 +60,9 @@ def add_bone_shapes(obj, pinned, shown=None):
         shape.parent = obj
         shape.parent_type = "BONE"
         shape.parent_bone = pose_bone.name
-        shape.matrix_parent_inverse = Matrix.Translation((0.0, -length, 0.0))  # bone parenting attaches at the tail
+        shape.matrix_parent_inverse = Matrix.Translation(
+            (0.0, -length, 0.0)
+        )  # bone parenting attaches at the tail
 
 
 def _points(obj, targets):
@@ -84,8 +87,11 @@ def aim_camera(camera, points, toward_camera):
     rotation = (-toward_camera).to_track_quat("-Z", "Y")
     right, up = rotation @ Vector((1.0, 0.0, 0.0)), rotation @ Vector((0.0, 1.0, 0.0))
     half_view = 0.8 * 18.0 / camera.data.lens  # a 36 mm sensor, square picture
-    distance = max((p - centre).dot(toward_camera) + max(abs((p - centre).dot(right)), abs((p - centre).dot(up)))
-                   / half_view for p in points)
+    distance = max(
+        (p - centre).dot(toward_camera)
+        + max(abs((p - centre).dot(right)), abs((p - centre).dot(up))) / half_view
+        for p in points
+    )
     camera.location = centre + toward_camera * distance
     camera.rotation_euler = rotation.to_euler()
 
@@ -186,9 +192,11 @@ def table_row(outcome):
     elbows = " ".join(f"{b:.0f}({h:.0f})" for b, h in zip(outcome.elbow_bend_deg, outcome.elbow_hinge_deg))
     knees = " ".join(f"{b:.0f}({f:+.0f})" for b, f in zip(outcome.knee_bend_deg, outcome.knee_front_mm))
     raised = " ".join(f"{mm:+.0f}" for mm in outcome.elbow_above_shoulder_mm)
-    return (f"| {outcome.rig} | {outcome.move} | {outcome.config} | {pins} | {slide} | {elbows} | "
-            f"{_yes_no(outcome.elbows_anatomical)} | {raised} | {knees} | {_yes_no(outcome.knees_forward)} | "
-            f"{outcome.torso_twist_deg:.0f} | {'yes' if outcome.finite else 'NO'} |")
+    return (
+        f"| {outcome.rig} | {outcome.move} | {outcome.config} | {pins} | {slide} | {elbows} | "
+        f"{_yes_no(outcome.elbows_anatomical)} | {raised} | {knees} | {_yes_no(outcome.knees_forward)} | "
+        f"{outcome.torso_twist_deg:.0f} | {'yes' if outcome.finite else 'NO'} |"
+    )
 
 
 TABLE_HEADER = (
@@ -201,12 +209,17 @@ TABLE_HEADER = (
 
 def picture(obj, rig_name, move, config, targets, png_path, size):
     """Stage and render one case; False (with the reason on stderr) where Workbench cannot render."""
-    stage(obj, moves.RIGS[rig_name], targets, f"{rig_name}  {move.replace('_', ' ')}  {CONFIG_LABELS[config]}")
+    stage(
+        obj, moves.RIGS[rig_name], targets, f"{rig_name}  {move.replace('_', ' ')}  {CONFIG_LABELS[config]}"
+    )
     try:
         render(png_path, size)
     except RuntimeError as error:
-        print(f"gallery: no pictures, rendering failed ({error}); needs Mesa's software OpenGL: "
-              "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri", file=sys.stderr)
+        print(
+            f"gallery: no pictures, rendering failed ({error}); needs Mesa's software OpenGL: "
+            "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri",
+            file=sys.stderr,
+        )
         return False
     return True
 
@@ -237,7 +250,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rig", choices=sorted(moves.RIGS), action="append")
     parser.add_argument("--move", choices=list(moves.MOVES), action="append")
-    parser.add_argument("--size", type=int, default=400, help="picture width and height in pixels (0: no pictures)")
+    parser.add_argument(
+        "--size", type=int, default=400, help="picture width and height in pixels (0: no pictures)"
+    )
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "docs" / "gallery")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -249,7 +264,9 @@ def main(argv=None):
     finally:
         shutil.rmtree(demo.USER_RESOURCES, ignore_errors=True)
     if not args.rig and not args.move:
-        (args.out / "measurements.md").write_text(TABLE_HEADER + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        (args.out / "measurements.md").write_text(
+            TABLE_HEADER + "\n" + "\n".join(rows) + "\n", encoding="utf-8"
+        )
 
 
 if __name__ == "__main__":

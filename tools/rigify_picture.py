@@ -44,7 +44,9 @@ def posed_rig():
         pose_bone.select = pose_bone.name in DEFORM_PINS
     bpy.ops.ewbik.pin()
     bpy.ops.object.mode_set(mode="OBJECT")
-    targets = {name: pose_bone.ewbik.target for name, pose_bone in rig.pose.bones.items() if pose_bone.ewbik.target}
+    targets = {
+        name: pose_bone.ewbik.target for name, pose_bone in rig.pose.bones.items() if pose_bone.ewbik.target
+    }
     for name, (offset, degrees) in MOVES.items():
         location, rotation, scale = targets[name].matrix_world.decompose()
         turn = Euler([math.radians(d) for d in degrees]).to_quaternion()

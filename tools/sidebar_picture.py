@@ -33,10 +33,27 @@ ROW = 22  # height of one widget row, as Blender's at 1x resolution scale
 CHAR = 6.4  # mean advance of an 11 px sans-serif character, to cut text that would overflow
 GAP = 4
 PAD = 10
-COLOURS = {"back": "#303030", "panel": "#3d3d3d", "header": "#2b2b2b", "field": "#545454",
-           "button": "#585858", "text": "#e6e6e6", "dim": "#9a9a9a", "check": "#4772b3", "list": "#282828"}
-ICON_TEXT = {"ADD": "+", "REMOVE": "\u2212", "TRIA_UP": "\u25b2", "TRIA_DOWN": "\u25bc", "X": "\u00d7",
-             "RESTRICT_SELECT_OFF": "\u2197", "ARROW_LEFTRIGHT": "\u21c4", "PLAY": "\u25b6"}
+COLOURS = {
+    "back": "#303030",
+    "panel": "#3d3d3d",
+    "header": "#2b2b2b",
+    "field": "#545454",
+    "button": "#585858",
+    "text": "#e6e6e6",
+    "dim": "#9a9a9a",
+    "check": "#4772b3",
+    "list": "#282828",
+}
+ICON_TEXT = {
+    "ADD": "+",
+    "REMOVE": "\u2212",
+    "TRIA_UP": "\u25b2",
+    "TRIA_DOWN": "\u25bc",
+    "X": "\u00d7",
+    "RESTRICT_SELECT_OFF": "\u2197",
+    "ARROW_LEFTRIGHT": "\u21c4",
+    "PLAY": "\u25b6",
+}
 
 
 class Widget:
@@ -105,8 +122,14 @@ def visible_list_items(list_type, data, propname):
     """(index, one line of text) per item the UIList shows, drawn by its own draw_item."""
     ui_list = getattr(bpy.types, list_type)
     items = getattr(data, propname)
-    fake = type("FakeList", (), {"filter_name": "", "use_filter_sort_alpha": False, "bitflag_filter_item": 1})()
-    flags = ui_list.filter_items(fake, bpy.context, data, propname)[0] if hasattr(ui_list, "filter_items") else None
+    fake = type(
+        "FakeList", (), {"filter_name": "", "use_filter_sort_alpha": False, "bitflag_filter_item": 1}
+    )()
+    flags = (
+        ui_list.filter_items(fake, bpy.context, data, propname)[0]
+        if hasattr(ui_list, "filter_items")
+        else None
+    )
     shown = []
     for index, item in enumerate(items):
         if flags is not None and not flags[index]:
@@ -122,8 +145,11 @@ def flatten_text(layout):
         if isinstance(child, SketchLayout):
             yield from flatten_text(child)
         else:
-            yield child.value if child.kind == "prop" and not child.text else (
-                f"{child.text} {child.value}".strip() if child.kind == "prop" else child.text)
+            yield (
+                child.value
+                if child.kind == "prop" and not child.text
+                else (f"{child.text} {child.value}".strip() if child.kind == "prop" else child.text)
+            )
 
 
 def property_widget(data, name, text, split):
@@ -212,8 +238,11 @@ def draw_widget(svg, widget, x, y, width):
     elif widget.kind == "vector":
         for i, value in enumerate(widget.value):
             svg.append(rect_svg(field_x, y + i * ROW, field_w, ROW - 2, COLOURS["field"]))
-            svg.append(text_svg(field_x + field_w / 2, y + i * ROW + 15, f"{'XYZ'[i]}  {value}", "middle",
-                                COLOURS["text"]))
+            svg.append(
+                text_svg(
+                    field_x + field_w / 2, y + i * ROW + 15, f"{'XYZ'[i]}  {value}", "middle", COLOURS["text"]
+                )
+            )
     elif widget.kind == "list":
         svg.append(rect_svg(x, y, width, widget.lines * ROW - 2, COLOURS["list"]))
         for i, (line, active) in enumerate(widget.value):
@@ -222,7 +251,13 @@ def draw_widget(svg, widget, x, y, width):
             svg.append(text_svg(x + 6, y + i * ROW + 15, line, "start", COLOURS["text"], width - 8))
     else:
         svg.append(rect_svg(field_x, y, field_w, ROW - 2, COLOURS["field"]))
-        shown = widget.value if widget.split else f"{widget.text}: {widget.value}" if widget.text else widget.value
+        shown = (
+            widget.value
+            if widget.split
+            else f"{widget.text}: {widget.value}"
+            if widget.text
+            else widget.value
+        )
         svg.append(text_svg(field_x + field_w / 2, y + 15, shown, "middle", COLOURS["text"], field_w))
 
 
@@ -265,22 +300,27 @@ def sidebar_svg(panel_names):
             draw_node(svg, header.children[0], x + 18, y + 2, 20)
             title_x += 22
         svg.append(text_svg(x + 6, y + 17, "\u25be", "start", COLOURS["dim"]))
-        svg.append(f'<text x="{title_x:.1f}" y="{y + 17:.1f}" fill="{COLOURS["text"]}" font-weight="bold">'
-                   f'{escape(panel_class.bl_label)}</text>')
+        svg.append(
+            f'<text x="{title_x:.1f}" y="{y + 17:.1f}" fill="{COLOURS["text"]}" font-weight="bold">'
+            f"{escape(panel_class.bl_label)}</text>"
+        )
         y += ROW + 4 + GAP
         body_height = height(body)
         svg.append(rect_svg(x, y - GAP, width, body_height + 2 * PAD, COLOURS["panel"]))
         draw_node(svg, body, x + PAD, y + PAD - GAP, width - 2 * PAD)
         y += body_height + 2 * PAD + GAP
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{y + PAD:.0f}" '
-            f'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">')
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{y + PAD:.0f}" '
+        f'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">'
+    )
     return "\n".join([head, rect_svg(0, 0, WIDTH, y + PAD, COLOURS["back"]), *svg, "</svg>\n"])
 
 
 def install_extension():
     zip_path = build_extension.build(pathlib.Path(USER_RESOURCES) / "dist")
-    result = bpy.ops.extensions.package_install_files(filepath=str(zip_path), repo="user_default",
-                                                      enable_on_install=True)
+    result = bpy.ops.extensions.package_install_files(
+        filepath=str(zip_path), repo="user_default", enable_on_install=True
+    )
     if result != {"FINISHED"}:
         raise SystemExit(f"sidebar_picture: installing {zip_path} failed: {result}")
     addon_utils.enable("rigify", default_set=True)

@@ -103,7 +103,11 @@ def assert_continuous(solved, max_degrees=10.0):
     frames = sorted(solved)
     for previous, frame in zip(frames, frames[1:]):
         for name in HAND_CHAIN:
-            step = solved[frame][name].to_quaternion().rotation_difference(solved[previous][name].to_quaternion())
+            step = (
+                solved[frame][name]
+                .to_quaternion()
+                .rotation_difference(solved[previous][name].to_quaternion())
+            )
             assert math.degrees(abs(step.angle)) < max_degrees, (
                 f"{name} jumps {math.degrees(step.angle):.1f} deg at frame {frame}"
             )
@@ -142,7 +146,9 @@ def test_each_frame_starts_from_the_previous_solution_not_the_old_keys(rig, bake
     for frame in range(1, 21):
         sign = 1 if frame % 2 else -1
         add_keys(rig, "forearm.L", "rotation_quaternion", [(frame, Quaternion((0.0, 0.0, 1.0), sign * 0.8))])
-        add_keys(rig, "upper_arm.L", "rotation_quaternion", [(frame, Quaternion((1.0, 0.0, 0.0), -sign * 0.8))])
+        add_keys(
+            rig, "upper_arm.L", "rotation_quaternion", [(frame, Quaternion((1.0, 0.0, 0.0), -sign * 0.8))]
+        )
     bpy.context.scene.frame_set(1)
 
     solved, _ = bake_recording(bake_engine, live_module, rig, options(bake_engine, 1, 20))
@@ -176,7 +182,9 @@ def test_operator_keys_moved_bones_with_the_scene_range(rig, bake_engine):
     keyed = {fcurve.data_path for fcurve in fcurves(rig, bake_engine)}
     for name in (*HAND_CHAIN, BYSTANDER):
         pose_bone = rig.pose.bones[name]
-        path = pose_bone.path_from_id(addon_module("ewbik_addon.rotation_channels").rotation_channel(pose_bone.rotation_mode))
+        path = pose_bone.path_from_id(
+            addon_module("ewbik_addon.rotation_channels").rotation_channel(pose_bone.rotation_mode)
+        )
         assert (path in keyed) == (name != BYSTANDER), path
     assert not any(path.endswith(".location") for path in keyed), "the root does not translate"
     preferences = bpy.context.preferences.edit
@@ -211,7 +219,10 @@ def test_selected_armatures_bake_in_one_pass_over_the_frames(rig, bake_engine):
 
     # every frame is set once for both armatures, then the scene returns to frame 1 once per armature
     assert frame_changes == [*range(1, 21), 1, 1]
-    for obj, bone, target in ((rig, "hand.L", rig.pose.bones["hand.L"].ewbik.target), (second, "hand.R", hand)):
+    for obj, bone, target in (
+        (rig, "hand.L", rig.pose.bones["hand.L"].ewbik.target),
+        (second, "hand.R", hand),
+    ):
         assert obj.ewbik.live is False and len(fcurves(obj, bake_engine)) > 0
         for frame in (5, 20):
             bpy.context.scene.frame_set(frame)
@@ -231,7 +242,8 @@ def test_each_rotation_mode_keys_its_own_channel(rig, bake_engine, live_module, 
     for pose_bone in rig.pose.bones:
         pose_bone.rotation_mode = rotation_mode
     channel, size = {
-        "QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4),
+        "QUATERNION": ("rotation_quaternion", 4),
+        "AXIS_ANGLE": ("rotation_axis_angle", 4),
     }.get(rotation_mode, ("rotation_euler", 3))
 
     solved, _ = bake_recording(bake_engine, live_module, rig, options(bake_engine, 1, 12))
@@ -249,11 +261,17 @@ def test_each_rotation_mode_keys_its_own_channel(rig, bake_engine, live_module, 
 def existing_animation(obj, bake_engine):
     """Keys before, inside and after frames 6-14 on a baked channel, a neighbour channel and a bystander."""
     tilt = Quaternion((1.0, 0.0, 0.0), 0.3)
-    add_keys(obj, "forearm.L", "rotation_quaternion", [(-5, tilt), (2, tilt), (10, tilt), (18, tilt), (30, tilt)])
-    add_keys(obj, "forearm.L", "location", [(1, (0.0, 0.01, 0.0)), (10, (0.0, 0.02, 0.0)), (20, (0.0, 0.0, 0.0))])
+    add_keys(
+        obj, "forearm.L", "rotation_quaternion", [(-5, tilt), (2, tilt), (10, tilt), (18, tilt), (30, tilt)]
+    )
+    add_keys(
+        obj, "forearm.L", "location", [(1, (0.0, 0.01, 0.0)), (10, (0.0, 0.02, 0.0)), (20, (0.0, 0.0, 0.0))]
+    )
     add_keys(obj, BYSTANDER, "rotation_quaternion", [(1, tilt), (8, Quaternion()), (20, tilt)])
     for fcurve in fcurves(obj, bake_engine):
-        if fcurve.data_path.endswith("rotation_quaternion") and fcurve.data_path.startswith('pose.bones["forearm'):
+        if fcurve.data_path.endswith("rotation_quaternion") and fcurve.data_path.startswith(
+            'pose.bones["forearm'
+        ):
             fcurve.keyframe_points[0].interpolation = "CONSTANT"
             fcurve.keyframe_points[-1].handle_left_type = "FREE"
             fcurve.keyframe_points[-1].handle_left = (27.0, 0.5)
@@ -265,7 +283,9 @@ def test_keys_outside_the_range_and_other_channels_stay(rig, bake_engine, replac
     existing_animation(rig, bake_engine)
     before = action_state(rig, bake_engine)
 
-    assert bpy.ops.ewbik.bake(frame_start=6, frame_end=14, step=2, replace_range=replace_range) == {"FINISHED"}
+    assert bpy.ops.ewbik.bake(frame_start=6, frame_end=14, step=2, replace_range=replace_range) == {
+        "FINISHED"
+    }
 
     after = action_state(rig, bake_engine)
     assert after.keys() >= before.keys()
@@ -319,7 +339,9 @@ def test_replace_range_off_keeps_keys_between_baked_frames(rig, bake_engine):
 
     assert bpy.ops.ewbik.bake(frame_start=6, frame_end=10, step=2, replace_range=False) == {"FINISHED"}
 
-    curve = next(f for f in fcurves(rig, bake_engine) if f.data_path == 'pose.bones["forearm.L"].rotation_quaternion')
+    curve = next(
+        f for f in fcurves(rig, bake_engine) if f.data_path == 'pose.bones["forearm.L"].rotation_quaternion'
+    )
     assert [key.co[0] for key in curve.keyframe_points] == [6, 7, 8, 10]
 
 
@@ -345,16 +367,20 @@ def test_a_shared_action_keeps_the_other_objects_slot(rig, bake_engine):
     other.location = (1.0, 2.0, 3.0)
     other.keyframe_insert("location", frame=1)
     action = other.animation_data.action
-    theirs = {(f.data_path, f.array_index): list(f.keyframe_points[0].co) for f in fcurve_keys().action_fcurves(
-        other.animation_data)}
+    theirs = {
+        (f.data_path, f.array_index): list(f.keyframe_points[0].co)
+        for f in fcurve_keys().action_fcurves(other.animation_data)
+    }
     rig.animation_data_create().action = action
     rig.animation_data.action_slot = None
 
     assert bpy.ops.ewbik.bake(frame_start=1, frame_end=5) == {"FINISHED"}
 
     assert rig.animation_data.action_slot not in (None, other.animation_data.action_slot)
-    after = {(f.data_path, f.array_index): list(f.keyframe_points[0].co) for f in fcurve_keys().action_fcurves(
-        other.animation_data)}
+    after = {
+        (f.data_path, f.array_index): list(f.keyframe_points[0].co)
+        for f in fcurve_keys().action_fcurves(other.animation_data)
+    }
     assert after == theirs
     assert any(f.data_path.startswith("pose.bones") for f in fcurves(rig, bake_engine))
 
@@ -384,7 +410,7 @@ def test_moving_root_keys_its_location(rig, bake_engine):
 
     keyed = {(fcurve.data_path, fcurve.array_index) for fcurve in fcurves(rig, bake_engine)}
     assert {('pose.bones["spine"].location', index) for index in range(3)} <= keyed
-    assert not any(path.endswith(".location") and "spine\"]" not in path for path, _ in keyed)
+    assert not any(path.endswith(".location") and 'spine"]' not in path for path, _ in keyed)
 
 
 def test_live_stays_on_when_asked(rig, bake_engine):
@@ -510,8 +536,10 @@ def test_failure_while_writing_restores_the_action(rig, bake_engine, monkeypatch
     elif action == "empty":
         rig.animation_data_create().action = bpy.data.actions.new("Empty")
     before = action_state(rig, bake_engine)
-    actions = {existing.name: (len(getattr(existing, "layers", ())), len(getattr(existing, "slots", ())))
-               for existing in bpy.data.actions}
+    actions = {
+        existing.name: (len(getattr(existing, "layers", ())), len(getattr(existing, "slots", ())))
+        for existing in bpy.data.actions
+    }
     slot = getattr(rig.animation_data, "action_slot", None)
     write = fcurve_keys().KeyWriter.write
     calls = []
@@ -530,8 +558,10 @@ def test_failure_while_writing_restores_the_action(rig, bake_engine, monkeypatch
         bake.finish()
 
     assert action_state(rig, bake_engine) == before
-    assert {existing.name: (len(getattr(existing, "layers", ())), len(getattr(existing, "slots", ())))
-            for existing in bpy.data.actions} == actions
+    assert {
+        existing.name: (len(getattr(existing, "layers", ())), len(getattr(existing, "slots", ())))
+        for existing in bpy.data.actions
+    } == actions
     assert getattr(rig.animation_data, "action_slot", None) == slot
     if action == "none":
         assert rig.animation_data is None
@@ -713,8 +743,10 @@ def test_an_action_another_armature_plays_keeps_its_keys(rig):
         hand.rotation_quaternion = Quaternion((1.0, 0.0, 0.0), angle)
         hand.keyframe_insert("rotation_quaternion", frame=frame)
     action = other.animation_data.action
-    theirs = {(f.data_path, f.array_index): [tuple(k.co) for k in f.keyframe_points]
-              for f in fcurve_keys().action_fcurves(other.animation_data)}
+    theirs = {
+        (f.data_path, f.array_index): [tuple(k.co) for k in f.keyframe_points]
+        for f in fcurve_keys().action_fcurves(other.animation_data)
+    }
     rig.animation_data_create().action = action
     if fcurve_keys().LAYERED_ACTIONS:
         rig.animation_data.action_slot = None
@@ -723,6 +755,8 @@ def test_an_action_another_armature_plays_keeps_its_keys(rig):
         with pytest.raises(RuntimeError, match="also animates 'Other rig'"):
             bpy.ops.ewbik.bake(frame_start=1, frame_end=10)
         assert rig.animation_data.action == action
-    after = {(f.data_path, f.array_index): [tuple(k.co) for k in f.keyframe_points]
-             for f in fcurve_keys().action_fcurves(other.animation_data)}
+    after = {
+        (f.data_path, f.array_index): [tuple(k.co) for k in f.keyframe_points]
+        for f in fcurve_keys().action_fcurves(other.animation_data)
+    }
     assert after == theirs

@@ -116,7 +116,6 @@ def test_unpinning_keeps_the_target_armature(metarig):
     assert bpy.data.objects.get(driver.name) == driver
 
 
-
 def test_importing_a_scene_never_moves_the_rig_a_pin_follows(metarig, tmp_path):
     driver = build_metarig(location=(2.0, 0.0, 0.0))
     make_active(metarig)

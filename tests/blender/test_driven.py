@@ -72,8 +72,11 @@ def test_a_pin_set_on_a_posed_bone_stops_the_solve_and_says_so(metarig):
     targets = pin(metarig, "hand.R")
     metarig.pose.bones["hand.L"].ewbik.target = targets["hand.R"]
     before = tuple(metarig.pose.bones["hand.R"].rotation_quaternion)
-    with pytest.raises(RuntimeError, match="pin 'hand.L': a driver sets its rotation_quaternion, so the solver "
-                                           "cannot move it; pin the control bone that moves it"):
+    with pytest.raises(
+        RuntimeError,
+        match="pin 'hand.L': a driver sets its rotation_quaternion, so the solver "
+        "cannot move it; pin the control bone that moves it",
+    ):
         bpy.ops.ewbik.solve()
     assert tuple(metarig.pose.bones["hand.R"].rotation_quaternion) == before
     assert "hand.L" in metarig.ewbik.status
@@ -82,7 +85,9 @@ def test_a_pin_set_on_a_posed_bone_stops_the_solve_and_says_so(metarig):
 def test_the_solver_sees_a_constrained_chest_where_blender_puts_it(metarig):
     """The chest copies an empty's 25 degree bow: the hands' chains start from the turned chest,
     and the bones from the chest down stay as they were."""
-    add_constraint(metarig, "spine.003", "COPY_ROTATION", empty("turn", Euler((math.radians(25.0), 0.0, 0.0))))
+    add_constraint(
+        metarig, "spine.003", "COPY_ROTATION", empty("turn", Euler((math.radians(25.0), 0.0, 0.0)))
+    )
     update()
     metarig.ewbik.time_budget_ms = 0.0
     metarig.ewbik.iterations = 60

@@ -40,26 +40,34 @@ LEFT = {
     "Toe_End": ("ToeBase", (0.10, -0.19, 0.02), (0.10, -0.23, 0.02)),
 }
 TO_ARMATURE = Matrix.Rotation(-math.pi / 2, 4, "X") @ Matrix.Scale(100.0, 4)  # metres Z up -> cm Y up
-PINNED = ("mixamorig:LeftHand", "mixamorig:RightHand", "mixamorig:LeftFoot", "mixamorig:RightFoot",
-          "mixamorig:Head")
+PINNED = (
+    "mixamorig:LeftHand",
+    "mixamorig:RightHand",
+    "mixamorig:LeftFoot",
+    "mixamorig:RightFoot",
+    "mixamorig:Head",
+)
 
 
 def mixamo_bones():
-    bones = {f"mixamorig:{name}": (parent and f"mixamorig:{parent}", head, tail)
-             for name, (parent, head, tail) in CENTRE.items()}
+    bones = {
+        f"mixamorig:{name}": (parent and f"mixamorig:{parent}", head, tail)
+        for name, (parent, head, tail) in CENTRE.items()
+    }
     for side, mirror in (("Left", 1.0), ("Right", -1.0)):
         for name, (parent, head, tail) in LEFT.items():
             parent = f"mixamorig:{parent}" if parent in CENTRE else f"mixamorig:{side}{parent}"
             flip = Vector((mirror, 1.0, 1.0))
-            bones[f"mixamorig:{side}{name}"] = (
-                parent, Vector(head) * flip, Vector(tail) * flip)
+            bones[f"mixamorig:{side}{name}"] = (parent, Vector(head) * flip, Vector(tail) * flip)
     return bones
 
 
 @pytest.fixture
 def character():
-    bones = [(name, parent, TO_ARMATURE @ Vector(head), TO_ARMATURE @ Vector(tail), 0.0)
-             for name, (parent, head, tail) in mixamo_bones().items()]
+    bones = [
+        (name, parent, TO_ARMATURE @ Vector(head), TO_ARMATURE @ Vector(tail), 0.0)
+        for name, (parent, head, tail) in mixamo_bones().items()
+    ]
     obj = build_armature("Armature", bones, connect_touching=True)
     obj.rotation_euler = (math.pi / 2, 0.0, 0.0)
     obj.scale = (0.01, 0.01, 0.01)
@@ -123,7 +131,9 @@ def test_bake_keys_the_rotations_that_play_back_the_solved_feet(character):
     character.ewbik.live = False
     for frame in (1, 2, 4):
         scene.frame_set(frame)
-        assert (world_head(character, "mixamorig:LeftFoot") - foot.matrix_world.translation).length < 1e-3, frame
+        assert (world_head(character, "mixamorig:LeftFoot") - foot.matrix_world.translation).length < 1e-3, (
+            frame
+        )
 
 
 def test_a_bone_mapped_by_hand_gets_its_role_and_the_mapping_is_saved(character, tmp_path):

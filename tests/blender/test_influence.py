@@ -7,6 +7,7 @@ from mathutils import Quaternion, Vector
 from tests.support.blender_helpers import addon_module, pin
 from tests.support.ui_layout import RecordingLayout
 
+
 def pose_quaternions(obj):
     values = np.empty(len(obj.pose.bones) * 4, np.float32)
     obj.pose.bones.foreach_get("rotation_quaternion", values)
@@ -29,8 +30,12 @@ def animation_fcurves(obj):
     if hasattr(action, "fcurves") and len(getattr(action, "fcurves", ())):
         return list(action.fcurves)
     slot = obj.animation_data.action_slot
-    return [fcurve for layer in action.layers for strip in layer.strips
-            for fcurve in strip.channelbag(slot).fcurves]
+    return [
+        fcurve
+        for layer in action.layers
+        for strip in layer.strips
+        for fcurve in strip.channelbag(slot).fcurves
+    ]
 
 
 def key_values(obj):
@@ -82,7 +87,9 @@ def test_half_influence_is_halfway_between_animation_and_solve(metarig):
     quaternion_mode = np.array([bone.rotation_mode == "QUATERNION" for bone in metarig.pose.bones])
     index = np.flatnonzero((whole > 0.01) & quaternion_mode)
     assert {metarig.pose.bones[i].name for i in index} >= {"upper_arm.L", "forearm.L"}
-    np.testing.assert_allclose(angles_between(animation[index], blended[index]), whole[index] / 2.0, atol=1e-5)
+    np.testing.assert_allclose(
+        angles_between(animation[index], blended[index]), whole[index] / 2.0, atol=1e-5
+    )
     np.testing.assert_allclose(angles_between(blended[index], solved[index]), whole[index] / 2.0, atol=1e-5)
 
 

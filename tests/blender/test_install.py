@@ -18,21 +18,35 @@ from tests.support.blender_helpers import (
     update,
 )
 
-HANDLER_LISTS = ("depsgraph_update_pre", "depsgraph_update_post", "frame_change_pre", "frame_change_post",
-                 "load_pre", "load_post", "save_pre", "save_post", "undo_post", "redo_post")
+HANDLER_LISTS = (
+    "depsgraph_update_pre",
+    "depsgraph_update_post",
+    "frame_change_pre",
+    "frame_change_post",
+    "load_pre",
+    "load_post",
+    "save_pre",
+    "save_post",
+    "undo_post",
+    "redo_post",
+)
 SPACES_WITH_DRAW_HANDLERS = ("SpaceView3D", "SpaceProperties", "SpaceGraphEditor", "SpaceDopeSheetEditor")
 
 
 def extension_footprint():
     """Everything the extension can add to Blender's global state, as comparable data."""
     handlers = {
-        name: sorted(getattr(fn, "__qualname__", repr(fn)) for fn in getattr(bpy.app.handlers, name)
-                     if getattr(fn, "__module__", "").startswith(PACKAGE))
+        name: sorted(
+            getattr(fn, "__qualname__", repr(fn))
+            for fn in getattr(bpy.app.handlers, name)
+            if getattr(fn, "__module__", "").startswith(PACKAGE)
+        )
         for name in HANDLER_LISTS
     }
     keymap_items = sorted(
         (keymap.name, item.idname)
-        for keyconfig in (bpy.context.window_manager.keyconfigs.addon,) if keyconfig is not None
+        for keyconfig in (bpy.context.window_manager.keyconfigs.addon,)
+        if keyconfig is not None
         for keymap in keyconfig.keymaps
         for item in keymap.keymap_items
         if item.idname.startswith("ewbik.")
@@ -83,10 +97,27 @@ def test_manifest_validates_with_this_blenders_cli():
 def test_zip_holds_the_extension_and_no_development_files(extension_zip):
     names = zipfile.ZipFile(extension_zip).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names
-    for module in ("ewbik_addon/armature_solve.py", "ewbik_addon/live.py", "operators/pin.py", "solver/quat.py"):
+    for module in (
+        "ewbik_addon/armature_solve.py",
+        "ewbik_addon/live.py",
+        "operators/pin.py",
+        "solver/quat.py",
+    ):
         assert module in names
-    for excluded in ("tests/", "bench/", "docs/", "tools/", "examples/", "dist/", "out/", ".git/", ".hypothesis/",
-                     ".pytest_cache/", "Makefile", "pyproject.toml"):
+    for excluded in (
+        "tests/",
+        "bench/",
+        "docs/",
+        "tools/",
+        "examples/",
+        "dist/",
+        "out/",
+        ".git/",
+        ".hypothesis/",
+        ".pytest_cache/",
+        "Makefile",
+        "pyproject.toml",
+    ):
         assert not [name for name in names if name.startswith(excluded)], excluded
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     assert not [name for name in names if name.endswith(".tmp")]

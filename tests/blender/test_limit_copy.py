@@ -33,13 +33,21 @@ def random_rotations(count, seed):
 def mirrored(source, target, rotation):
     """The partner's local rotation that is the mirror image of the source's."""
     flip = Matrix.Diagonal((-1.0, 1.0, 1.0))
-    carry = target.matrix_local.to_3x3().normalized().inverted() @ flip @ source.matrix_local.to_3x3().normalized()
+    carry = (
+        target.matrix_local.to_3x3().normalized().inverted()
+        @ flip
+        @ source.matrix_local.to_3x3().normalized()
+    )
     return (carry @ rotation.to_matrix() @ carry.inverted()).to_quaternion()
 
 
 @pytest.mark.parametrize(
     "rig_kind, left, right",
-    [("metarig", "upper_arm.L", "upper_arm.R"), ("metarig", "thigh.L", "thigh.R"), ("mixamo", "mixamorig:LeftArm", "mixamorig:RightArm")],
+    [
+        ("metarig", "upper_arm.L", "upper_arm.R"),
+        ("metarig", "thigh.L", "thigh.R"),
+        ("mixamo", "mixamorig:LeftArm", "mixamorig:RightArm"),
+    ],
 )
 def test_mirrored_limits_allow_exactly_the_mirrored_rotations(metarig_factory, rig_kind, left, right):
     rig = metarig_factory(rig_kind)
@@ -68,19 +76,30 @@ def test_mirror_reports_bones_without_another_side(metarig):
     assert bpy.ops.ewbik.mirror_limits() == {"CANCELLED"}
 
 
-@pytest.mark.parametrize("name, other", [
-    ("upper_arm.L", "upper_arm.R"), ("hand_R", "hand_L"), ("LeftFoot", "RightFoot"),
-    ("mixamorig:LeftArm", "mixamorig:RightArm"), ("mixamorig:RightHandIndex1", "mixamorig:LeftHandIndex1"),
-    ("thigh.l", "thigh.r"), ("spine", "spine"), ("mixamorig:Hips", "mixamorig:Hips"),
-])
+@pytest.mark.parametrize(
+    "name, other",
+    [
+        ("upper_arm.L", "upper_arm.R"),
+        ("hand_R", "hand_L"),
+        ("LeftFoot", "RightFoot"),
+        ("mixamorig:LeftArm", "mixamorig:RightArm"),
+        ("mixamorig:RightHandIndex1", "mixamorig:LeftHandIndex1"),
+        ("thigh.l", "thigh.r"),
+        ("spine", "spine"),
+        ("mixamorig:Hips", "mixamorig:Hips"),
+    ],
+)
 def test_mirror_names(name, other):
     assert addon_module("ewbik_addon.limit_mirror").mirror_name(name) == other
 
 
-@pytest.mark.parametrize("rig_kind, source, targets", [
-    ("metarig", "forearm.L", ["shin.L", "shin.R", "forearm.R"]),
-    ("mixamo", "mixamorig:LeftForeArm", ["mixamorig:RightForeArm", "mixamorig:Spine"]),
-])
+@pytest.mark.parametrize(
+    "rig_kind, source, targets",
+    [
+        ("metarig", "forearm.L", ["shin.L", "shin.R", "forearm.R"]),
+        ("mixamo", "mixamorig:LeftForeArm", ["mixamorig:RightForeArm", "mixamorig:Spine"]),
+    ],
+)
 def test_copy_gives_the_selected_bones_the_active_bones_limits(metarig_factory, rig_kind, source, targets):
     rig = metarig_factory(rig_kind)
     set_cones(rig.pose.bones[source], *LIMITS, twist=TWIST)

@@ -58,7 +58,12 @@ def test_handles_sit_on_the_cone_centres_rims_and_the_twist_dial(gizmos, rig):
     length = pose_bone.length
     handles = gizmos.handle_points(rig, pose_bone)
     assert [(kind, index) for kind, index, _point in handles] == [
-        ("centre", 0), ("radius", 0), ("centre", 1), ("radius", 1), ("twist_min", -1), ("twist_max", -1)
+        ("centre", 0),
+        ("radius", 0),
+        ("centre", 1),
+        ("radius", 1),
+        ("twist_min", -1),
+        ("twist_max", -1),
     ]
     local = {(kind, index): frame.inverted() @ point for kind, index, point in handles}
     for index, cone in enumerate(pose_bone.ewbik.cones):
@@ -70,7 +75,9 @@ def test_handles_sit_on_the_cone_centres_rims_and_the_twist_dial(gizmos, rig):
         pose_rotation(pose_bone, Quaternion(Y, math.radians(twist)))
         x_axis = (rig.matrix_world @ pose_bone.matrix).to_3x3().col[0]
         centre = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.ewbik).centre
-        swung = (frame.to_3x3() @ Y.rotation_difference(Vector(centre)).to_matrix() @ frame.to_3x3().inverted()) @ x_axis
+        swung = (
+            frame.to_3x3() @ Y.rotation_difference(Vector(centre)).to_matrix() @ frame.to_3x3().inverted()
+        ) @ x_axis
         assert (frame.to_3x3() @ local[kind, -1]).angle(swung) < 1e-4
 
 
@@ -148,9 +155,13 @@ def test_a_finished_drag_is_one_undo_step(gizmos, rig):
     edit.commit()
     assert math.degrees(rig.pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(45.0, abs=1e-3)
     bpy.ops.ed.undo()
-    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(30.0, abs=1e-3)
+    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(
+        30.0, abs=1e-3
+    )
     bpy.ops.ed.redo()
-    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(45.0, abs=1e-3)
+    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(
+        45.0, abs=1e-3
+    )
 
 
 def test_cone_at_cursor_adds_where_the_chain_is_shortest_and_removes_the_nearest(rig):
@@ -177,7 +188,7 @@ def test_flex_and_abduct_are_angles_about_the_parent_bones_axes(rig):
     pose_rotation(pose_bone, Y.rotation_difference(Vector(cone.direction)))
     parent = pose_bone.parent
     along = (pose_bone.tail - pose_bone.head).normalized()
-    x, y, z = (parent.matrix.to_3x3().inverted() @ along)
+    x, y, z = parent.matrix.to_3x3().inverted() @ along
     assert math.degrees(math.atan2(z, y)) == pytest.approx(40.0, abs=1e-3)
     assert math.degrees(math.asin(-x)) == pytest.approx(-15.0, abs=1e-3)
 
@@ -215,7 +226,12 @@ def test_gizmo_handlers_drag_show_the_value_and_cancel_or_keep(gizmos, rig, monk
 
 def test_limits_panel_shows_body_angles_sharing_viewport_options_and_bones_at_limits(rig):
     log = set(draw("EWBIK_PT_limits"))
-    assert {("prop", "flex"), ("prop", "abduct"), ("prop", "limits_scope"), ("prop", "limits_see_through")} <= log
+    assert {
+        ("prop", "flex"),
+        ("prop", "abduct"),
+        ("prop", "limits_scope"),
+        ("prop", "limits_see_through"),
+    } <= log
     assert {("operator", "ewbik.mirror_limits"), ("operator", "ewbik.copy_limits")} <= log
     assert not any(kind == "label" and "at limits" in text for kind, text in log)
     pose_rotation(rig.pose.bones[BONE], Quaternion((0.0, 0.0, 1.0), math.radians(30.0)))
@@ -232,7 +248,9 @@ def test_a_click_beside_the_sphere_is_no_direction_but_a_drag_keeps_to_the_rim(g
     origin = frame @ Vector((1.5 * length, 0.0, 3.0 * length))
     vector = frame.to_3x3() @ Vector((0.0, 0.0, -1.0))
     assert gizmos.sphere_direction(frame, length, origin, vector, beside=False) is None
-    assert tuple(gizmos.sphere_direction(frame, length, origin, vector)) == pytest.approx((1.0, 0.0, 0.0), abs=1e-6)
+    assert tuple(gizmos.sphere_direction(frame, length, origin, vector)) == pytest.approx(
+        (1.0, 0.0, 0.0), abs=1e-6
+    )
     inside = frame @ Vector((0.6 * length, 0.0, 3.0 * length))
     hit = gizmos.sphere_direction(frame, length, inside, vector, beside=False)
     assert tuple(hit) == pytest.approx((0.6, 0.0, 0.8), abs=1e-6)
@@ -273,9 +291,9 @@ def test_ctrl_click_keys_are_free_in_pose_mode_and_go_away_on_disable():
     bindings = default_pose_mode_bindings()
     keymap = bpy.context.window_manager.keyconfigs.addon.keymaps[handles.KEYMAP[0]]
     ours = [item for item in keymap.keymap_items if item.idname == "ewbik.cone_at_cursor"]
-    assert sorted((item.type, item.value, item.ctrl, item.shift, item.properties.remove) for item in ours) == [
-        ("LEFTMOUSE", "CLICK", True, False, False), ("LEFTMOUSE", "CLICK", True, True, True)
-    ]
+    assert sorted(
+        (item.type, item.value, item.ctrl, item.shift, item.properties.remove) for item in ours
+    ) == [("LEFTMOUSE", "CLICK", True, False, False), ("LEFTMOUSE", "CLICK", True, True, True)]
     assert not {("LEFTMOUSE", item.shift, item.ctrl, item.alt) for item in ours} & bindings
     disable_extension()
     try:

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 from mathutils import Matrix, Vector
 
-from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, select_pose_bones, update
+from tests.support.blender_helpers import (
+    addon_module,
+    bone_world,
+    make_active,
+    pin,
+    select_pose_bones,
+    update,
+)
 from tests.support.ui_layout import draw
 
 FIRST, LAST = 1, 240
@@ -25,7 +32,8 @@ def stored_limits(obj):
         if not settings.cones and not settings.use_twist_limit:
             continue
         limits[pose_bone.name] = {
-            "cones": [{"direction": list(c.direction), "radius": c.radius} for c in settings.cones]}
+            "cones": [{"direction": list(c.direction), "radius": c.radius} for c in settings.cones]
+        }
         if settings.use_twist_limit:
             limits[pose_bone.name]["twist"] = {"min": settings.twist_min, "max": settings.twist_max}
     return limits
@@ -37,7 +45,8 @@ def violations(obj, rotations):
     names = [pose_bone.name for pose_bone in obj.pose.bones]
     joint = kusudama.JointLimits(
         {names.index(n): kusudama.Kusudama.from_dict(d, bone=n) for n, d in stored_limits(obj).items()},
-        len(names))
+        len(names),
+    )
     return np.array([joint.violation(frame) for frame in rotations])
 
 
@@ -103,9 +112,12 @@ def test_a_solve_with_fitted_limits_still_reaches_and_respects_them(mocap_rig):
     assert violations(mocap_rig, pose).max() <= 1e-4
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"frame_start": 50, "frame_end": 10}, "Frame range 50..10 is empty"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"frame_start": 50, "frame_end": 10}, "Frame range 50..10 is empty"),
+    ],
+)
 def test_bad_range_reports_an_error_and_changes_nothing(mocap_rig, options, message):
     use_range(current=5)
     knee = mocap_rig.pose.bones["LeftKnee"]

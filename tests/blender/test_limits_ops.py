@@ -46,9 +46,17 @@ def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, cap
     out = capfd.readouterr().out
     assert f"Limits set on {len(limited)} bones" in out
     assert "other bones left free" in out
-    stiff = {pose_bone.name: pose_bone.ewbik.stiffness for pose_bone in metarig.pose.bones if pose_bone.ewbik.stiffness}
-    assert stiff == {"shoulder.L": pytest.approx(0.8), "shoulder.R": pytest.approx(0.8), "pelvis.L": 1.0,
-                     "pelvis.R": 1.0}
+    stiff = {
+        pose_bone.name: pose_bone.ewbik.stiffness
+        for pose_bone in metarig.pose.bones
+        if pose_bone.ewbik.stiffness
+    }
+    assert stiff == {
+        "shoulder.L": pytest.approx(0.8),
+        "shoulder.R": pytest.approx(0.8),
+        "pelvis.L": 1.0,
+        "pelvis.R": 1.0,
+    }
 
 
 def test_preset_keeps_a_stiffness_the_user_set(metarig):
@@ -115,7 +123,9 @@ def test_cone_add_follows_the_posed_direction_and_inserts_after_the_active_cone(
     settings.active_cone_index = 0
     assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
     assert len(settings.cones) == 4 and settings.active_cone_index == 1
-    assert tuple(settings.cones[1].direction) == pytest.approx(tuple(swing @ Vector((0.0, 1.0, 0.0))), abs=1e-6)
+    assert tuple(settings.cones[1].direction) == pytest.approx(
+        tuple(swing @ Vector((0.0, 1.0, 0.0))), abs=1e-6
+    )
     assert settings.cones[0].radius == pytest.approx(0.3)
 
 
@@ -183,11 +193,14 @@ def test_preset_reads_the_body_from_the_current_pose_when_the_rest_is_a_line(str
     for name in ("LeftKnee", "RightElbow", "LeftWrist", "Neck"):
         limits = stored_kusudama(obj.pose.bones[name])
         wanted = expected[name]
-        assert [c.radius for c in limits.cones] == pytest.approx([c["radius"] for c in wanted["cones"]], abs=1e-4)
+        assert [c.radius for c in limits.cones] == pytest.approx(
+            [c["radius"] for c in wanted["cones"]], abs=1e-4
+        )
         for cone, other in zip(limits.cones, wanted["cones"]):
             assert cone.direction == pytest.approx(other["direction"], abs=1e-4)
         assert (limits.twist.min, limits.twist.max) == pytest.approx(
-            (wanted["twist"]["min"], wanted["twist"]["max"]), abs=1e-5)
+            (wanted["twist"]["min"], wanted["twist"]["max"]), abs=1e-5
+        )
 
 
 def test_preset_with_neither_pose_readable_reports_and_changes_nothing(straight_rig):

@@ -1,6 +1,5 @@
 """The live handler: solves on depsgraph updates and frame changes, never re-enters, never raises."""
 
-
 import bpy
 import numpy as np
 import pytest
@@ -350,7 +349,9 @@ def test_deleting_the_armature_while_live_is_harmless(crowd):
     assert live._state["reports"] == []
     assert uid not in rig_cache._rigs
     for obj in rigs:
-        assert not obj.ewbik.status_is_error and obj.ewbik.status.startswith("4 pins reached"), obj.ewbik.status
+        assert not obj.ewbik.status_is_error and obj.ewbik.status.startswith("4 pins reached"), (
+            obj.ewbik.status
+        )
         assert distance_to_target(obj, "hand.L") < 1e-3, obj.name
 
 

@@ -5,7 +5,14 @@ import addon_utils
 import bpy
 import pytest
 
-from tests.support.blender_helpers import PACKAGE, addon_module, build_metarig, make_active, pin, select_pose_bones
+from tests.support.blender_helpers import (
+    PACKAGE,
+    addon_module,
+    build_metarig,
+    make_active,
+    pin,
+    select_pose_bones,
+)
 from tests.support.keymaps import default_pose_mode_bindings
 from tests.support.ui_layout import RecordingLayout
 
@@ -60,9 +67,14 @@ def test_shortcuts_are_on_keys_pose_mode_leaves_free_and_go_away_on_disable():
     assert not set(shortcuts.values()) & bindings
 
     keymap = bpy.context.window_manager.keyconfigs.addon.keymaps["Pose"]
-    ours = {item.idname: (item.type, item.shift, item.ctrl, item.alt) for item in keymap.keymap_items
-            if item.idname.startswith("ewbik.")}
-    assert ours == {operator: (key, bool(s), bool(c), bool(a)) for operator, (key, s, c, a) in shortcuts.items()}
+    ours = {
+        item.idname: (item.type, item.shift, item.ctrl, item.alt)
+        for item in keymap.keymap_items
+        if item.idname.startswith("ewbik.")
+    }
+    assert ours == {
+        operator: (key, bool(s), bool(c), bool(a)) for operator, (key, s, c, a) in shortcuts.items()
+    }
 
     addon_utils.disable(PACKAGE, default_set=True)
     assert not [item for item in keymap.keymap_items if item.idname.startswith("ewbik.")]

@@ -20,8 +20,15 @@ def test_counts_take_the_right_plural(messages):
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(0.0, "0"), (1.234e-4, "0.00012"), (4e-6, "0"), (0.0201, "0.0201"), (191.4, "191"), (5e7, "50000000"),
-     (-0.5, "-0.5")],
+    [
+        (0.0, "0"),
+        (1.234e-4, "0.00012"),
+        (4e-6, "0"),
+        (0.0201, "0.0201"),
+        (191.4, "191"),
+        (5e7, "50000000"),
+        (-0.5, "-0.5"),
+    ],
 )
 def test_plain_numbers_never_use_scientific_notation(messages, value, text):
     assert messages.plain_number(value) == text

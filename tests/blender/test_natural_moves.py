@@ -61,8 +61,11 @@ def test_pose_is_finite(rig, move):
 @pytest.mark.parametrize("rig, move", CASES)
 def test_every_pin_reaches_its_target(rig, move):
     outcome = outcome_of(rig, move)
-    missed = {bone: round(error, 2) for bone, error in outcome.pin_error_mm.items()
-              if not error < pin_tolerance_mm(outcome, bone)}
+    missed = {
+        bone: round(error, 2)
+        for bone, error in outcome.pin_error_mm.items()
+        if not error < pin_tolerance_mm(outcome, bone)
+    }
     assert not missed, f"pins off target (mm): {missed}; {outcome.solve_status}"
 
 

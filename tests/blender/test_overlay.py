@@ -30,7 +30,11 @@ from tests.support.limit_rigs import (
     set_cones,
 )
 
-SHOULDER = (((0.0, 1.0, 0.0), math.radians(35.0)), ((0.8, 0.2, 0.0), math.radians(25.0)), ((0.2, 0.3, -0.9), math.radians(15.0)))
+SHOULDER = (
+    ((0.0, 1.0, 0.0), math.radians(35.0)),
+    ((0.8, 0.2, 0.0), math.radians(25.0)),
+    ((0.2, 0.3, -0.9), math.radians(15.0)),
+)
 
 
 @pytest.fixture
@@ -224,8 +228,12 @@ def gpu_unavailable_reason():
     """Why the GPU cannot draw headless here (probed in a subprocess: a missing driver aborts it)."""
     if "reason" not in _gpu_probe:
         try:
-            done = subprocess.run([sys.executable, "-c", GPU_PROBE], capture_output=True, text=True, timeout=120)
-            _gpu_probe["reason"] = None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["abort"])[-1]
+            done = subprocess.run(
+                [sys.executable, "-c", GPU_PROBE], capture_output=True, text=True, timeout=120
+            )
+            _gpu_probe["reason"] = (
+                None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["abort"])[-1]
+            )
         except subprocess.TimeoutExpired:
             _gpu_probe["reason"] = "GPU probe timed out"
     return _gpu_probe["reason"]
@@ -266,7 +274,9 @@ def render_overlay(overlay, view, projection, size, background, occluder=None):
                     gpu.state.depth_test_set("LESS_EQUAL")
                     gpu.state.depth_mask_set(True)
                     shader.uniform_float("color", (0.0, 0.0, 1.0, 1.0))
-                    batch_for_shader(shader, "TRIS", {"pos": occluder.reshape(-1, 3).astype(np.float32)}).draw(shader)
+                    batch_for_shader(
+                        shader, "TRIS", {"pos": occluder.reshape(-1, 3).astype(np.float32)}
+                    ).draw(shader)
                 overlay.draw_limits_overlay()
             buffer = framebuffer.read_color(0, 0, size, size, 4, 0, "UBYTE")
     finally:
@@ -275,7 +285,9 @@ def render_overlay(overlay, view, projection, size, background, occluder=None):
     return np.array(buffer.to_list(), dtype=np.uint8).reshape(size, size, 4)[..., :3].astype(float)
 
 
-@pytest.mark.parametrize("rig_kind, bone", [("metarig", "upper_arm.L"), ("metarig", "shin.R"), ("mixamo", "mixamorig:LeftForeArm")])
+@pytest.mark.parametrize(
+    "rig_kind, bone", [("metarig", "upper_arm.L"), ("metarig", "shin.R"), ("mixamo", "mixamorig:LeftForeArm")]
+)
 def test_filled_pixels_match_the_solver_membership(overlay, kusudama, request, rig_kind, bone):
     reason = gpu_unavailable_reason()
     if reason is not None:
@@ -360,8 +372,12 @@ def test_the_rig_hides_the_region_unless_see_through(overlay, posed_rig):
     across = toward.orthogonal().normalized() * 0.1 * length
     up = toward.cross(across)
     middle = sample + toward * length
-    quad = np.array([[middle - across - up, middle + across - up, middle + across + up],
-                     [middle - across - up, middle + across + up, middle - across + up]])
+    quad = np.array(
+        [
+            [middle - across - up, middle + across - up, middle + across + up],
+            [middle - across - up, middle + across + up, middle - across + up],
+        ]
+    )
     clip = projection @ view @ sample.to_4d()
     row, column = int((clip.y / clip.w * 0.5 + 0.5) * size), int((clip.x / clip.w * 0.5 + 0.5) * size)
 

@@ -4,7 +4,14 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, select_pose_bones, update
+from tests.support.blender_helpers import (
+    addon_module,
+    bone_world,
+    make_active,
+    pin,
+    select_pose_bones,
+    update,
+)
 
 HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 
@@ -207,8 +214,10 @@ def test_pin_sets_humanoid_limits_so_the_knee_bends_forward(metarig, capfd):
     limited = [pose_bone.name for pose_bone in metarig.pose.bones if is_limited(pose_bone)]
     assert {"thigh.L", "shin.L", "forearm.R", "spine.001"} <= set(limited)
     out = capfd.readouterr().out
-    assert ("Pinned 3 bones, 3 new targets; humanoid limits set on "
-            f"{len(limited)} bones from the rest pose (Humanoid Limits on Pin)") in out
+    assert (
+        "Pinned 3 bones, 3 new targets; humanoid limits set on "
+        f"{len(limited)} bones from the rest pose (Humanoid Limits on Pin)"
+    ) in out
     assert distance_to_target(metarig, "foot.L") < 0.03
     assert knee_ahead_of_leg_line(metarig, "L") > 0.1
 
@@ -245,7 +254,10 @@ def test_pin_on_a_straight_line_rest_reads_the_current_pose(straight_rig, capfd)
     pin(obj, "LeftAnkle")
     limited = [pose_bone for pose_bone in obj.pose.bones if is_limited(pose_bone)]
     assert len(limited) == len(obj.pose.bones) - 1  # every bone but the root
-    assert f"humanoid limits set on {len(limited)} bones from the current pose (frame 4)" in capfd.readouterr().out
+    assert (
+        f"humanoid limits set on {len(limited)} bones from the current pose (frame 4)"
+        in capfd.readouterr().out
+    )
 
 
 def delete_by_hand(obj):

@@ -6,10 +6,26 @@ import pytest
 from tests.support.blender_helpers import addon_module
 
 PUBLIC_IDENTIFIERS = {  # docs/INTERFACE.md names these; the UI may rename them, the RNA identifiers stay
-    "armature": ("live", "iterations", "time_budget_ms", "dampening", "translate_root", "tolerance",
-                          "stabilization_passes"),
-    "bone": ("target", "weight", "orientation_weights", "falloff", "stiffness", "cones",
-                      "use_twist_limit", "twist_min", "twist_max"),
+    "armature": (
+        "live",
+        "iterations",
+        "time_budget_ms",
+        "dampening",
+        "translate_root",
+        "tolerance",
+        "stabilization_passes",
+    ),
+    "bone": (
+        "target",
+        "weight",
+        "orientation_weights",
+        "falloff",
+        "stiffness",
+        "cones",
+        "use_twist_limit",
+        "twist_min",
+        "twist_max",
+    ),
     "cone": ("direction", "radius"),
 }
 

@@ -74,7 +74,9 @@ def test_pinning_deform_bones_pins_fk_hands_and_ik_feet_and_switches_the_arms_to
     assert all(rig.pose.bones[limb]["IK_FK"] == 1.0 for limb in ARMS)
     assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in LEGS)
     for control, deform in zip(CONTROLS, DEFORM):
-        distance = (targets[control].matrix_world.translation - evaluated_world(rig, deform).translation).length
+        distance = (
+            targets[control].matrix_world.translation - evaluated_world(rig, deform).translation
+        ).length
         assert distance < 1e-4, control
     log = draw("EWBIK_PT_rig")
     assert ("operator", "ewbik.restore_ik_fk") in log
@@ -86,8 +88,11 @@ def test_pinning_deform_bones_pins_fk_hands_and_ik_feet_and_switches_the_arms_to
 
 
 def test_dragged_targets_move_the_evaluated_deform_bones_and_only_controls_turn(rig):
-    channels = {name: tuple(pose_bone.rotation_quaternion) for name, pose_bone in rig.pose.bones.items()
-                if name.startswith(MECHANISM)}
+    channels = {
+        name: tuple(pose_bone.rotation_quaternion)
+        for name, pose_bone in rig.pose.bones.items()
+        if name.startswith(MECHANISM)
+    }
     knee = evaluated_world(rig, "DEF-shin.L").translation
     targets = pin_deform_bones(rig)
     drag(targets)
@@ -99,7 +104,9 @@ def test_dragged_targets_move_the_evaluated_deform_bones_and_only_controls_turn(
     assert "converged" in rig.ewbik.status and " m " not in rig.ewbik.status.split(":")[0]
     assert all(tuple(rig.pose.bones[name].rotation_quaternion) == value for name, value in channels.items())
     assert rig.pose.bones["forearm_fk.L"].rotation_quaternion.angle > math.radians(5.0)
-    assert evaluated_world(rig, "DEF-shin.L").translation.y < knee.y - 0.05, "Rigify's IK bends the knee forward"
+    assert evaluated_world(rig, "DEF-shin.L").translation.y < knee.y - 0.05, (
+        "Rigify's IK bends the knee forward"
+    )
 
 
 def test_a_limb_put_back_in_ik_is_an_error_not_reached(rig):
@@ -120,15 +127,26 @@ def test_a_limb_put_back_in_ik_is_an_error_not_reached(rig):
 def test_pinning_a_deform_bone_directly_names_the_control(rig):
     rig.pose.bones["DEF-forearm.L"].ewbik.target = bpy.data.objects.new("by hand", None)
     bpy.context.scene.collection.objects.link(rig.pose.bones["DEF-forearm.L"].ewbik.target)
-    with pytest.raises(RuntimeError, match="pin 'DEF-forearm.L': its constraint .* pin 'forearm_fk.L' instead"):
+    with pytest.raises(
+        RuntimeError, match="pin 'DEF-forearm.L': its constraint .* pin 'forearm_fk.L' instead"
+    ):
         bpy.ops.ewbik.solve()
 
 
 def test_humanoid_preset_limits_the_controls_not_the_mechanism(rig):
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=False) == {"FINISHED"}
     limited = {name for name, pose_bone in rig.pose.bones.items() if len(pose_bone.ewbik.cones)}
-    assert {"upper_arm_fk.L", "forearm_fk.L", "hand_fk.L", "thigh_fk.R", "shin_fk.R", "foot_fk.R",
-            "head", "neck", "chest"} <= limited
+    assert {
+        "upper_arm_fk.L",
+        "forearm_fk.L",
+        "hand_fk.L",
+        "thigh_fk.R",
+        "shin_fk.R",
+        "foot_fk.R",
+        "head",
+        "neck",
+        "chest",
+    } <= limited
     assert not [name for name in limited if name.startswith(MECHANISM)]
 
 
@@ -159,7 +177,9 @@ def test_bake_keys_the_fk_controls_channels(rig):
     fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
     keyed = {fcurve.data_path.split('"')[1] for fcurve in fcurve_keys.action_fcurves(rig.animation_data)}
     assert {"hand_fk.L", "forearm_fk.L", "upper_arm_fk.L", "foot_ik.L"} <= keyed
-    assert 'pose.bones["foot_ik.L"].location' in {fcurve.data_path for fcurve in fcurve_keys.action_fcurves(rig.animation_data)}
+    assert 'pose.bones["foot_ik.L"].location' in {
+        fcurve.data_path for fcurve in fcurve_keys.action_fcurves(rig.animation_data)
+    }
     assert not [name for name in keyed if name.startswith(MECHANISM)]
     rig.ewbik.live = False
     for frame in (1, 3, 5):

@@ -152,8 +152,12 @@ def test_other_bones_make_up_for_partly_locked_channels(budget_ms):
     upper_arm = rig.pose.bones["upper_arm.L"]
     upper_arm.lock_rotation = (True, False, True)
     start = {b.name: tuple(b.rotation_euler) for b in rig.pose.bones}
-    goal = {"upper_arm.L": (start["upper_arm.L"][0], start["upper_arm.L"][1] + 0.5, start["upper_arm.L"][2]),
-            "forearm.L": (0.6, 0.2, -0.3), "hand.L": (0.2, -0.1, 0.3), "shoulder.L": (0.1, 0.0, 0.15)}
+    goal = {
+        "upper_arm.L": (start["upper_arm.L"][0], start["upper_arm.L"][1] + 0.5, start["upper_arm.L"][2]),
+        "forearm.L": (0.6, 0.2, -0.3),
+        "hand.L": (0.2, -0.1, 0.3),
+        "shoulder.L": (0.1, 0.0, 0.15),
+    }
     for name, angles in goal.items():
         rig.pose.bones[name].rotation_euler = angles
     update()
@@ -177,7 +181,9 @@ def test_channel_conversion_matches_mathutils_in_every_mode():
     rng = np.random.default_rng(3)
     modes = ["QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]
     euler = rng.uniform(-3.0, 3.0, size=(len(modes), 3))
-    axis_angle = np.concatenate((rng.uniform(-3.0, 3.0, size=(len(modes), 1)), rng.normal(size=(len(modes), 3))), 1)
+    axis_angle = np.concatenate(
+        (rng.uniform(-3.0, 3.0, size=(len(modes), 1)), rng.normal(size=(len(modes), 3))), 1
+    )
     quaternion = rng.normal(size=(len(modes), 4))
     got = channels.channels_to_quaternions(modes, quaternion, euler, axis_angle)
     for i, mode in enumerate(modes):

@@ -38,7 +38,9 @@ def dress_up(obj):
         pose_bone = obj.pose.bones[name]
         empty = bpy.data.objects.new(f"target {name}", None)
         bpy.context.collection.objects.link(empty)
-        empty.matrix_world = obj.matrix_world @ pose_bone.matrix @ Matrix.Translation((0.0, 0.05 * index, 0.02))
+        empty.matrix_world = (
+            obj.matrix_world @ pose_bone.matrix @ Matrix.Translation((0.0, 0.05 * index, 0.02))
+        )
         pose_bone.ewbik.target = empty
         pose_bone.ewbik.weight = 1.0 + index
         pose_bone.ewbik.orientation_weights = (0.5, 1.0, 0.0)
@@ -70,7 +72,12 @@ def assert_documents_equal(got, want, path="document"):
         assert isinstance(got, dict) and set(got) == set(want), f"{path}: {sorted(got)} != {sorted(want)}"
         for key in want:
             assert_documents_equal(got[key], want[key], f"{path}.{key}")
-    elif isinstance(want, list) and want and isinstance(want[0], dict) and ("name" in want[0] or "bone" in want[0]):
+    elif (
+        isinstance(want, list)
+        and want
+        and isinstance(want[0], dict)
+        and ("name" in want[0] or "bone" in want[0])
+    ):
         key = "name" if "name" in want[0] else "bone"
         assert sorted(item[key] for item in got) == sorted(item[key] for item in want), path
         by_name = {item[key]: item for item in got}
@@ -156,7 +163,10 @@ def test_round_trip_does_not_turn_rotation_locks_into_stiffness(metarig, tmp_pat
     assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "locked.json")) == {"FINISHED"}
     assert shin.ewbik.stiffness == 0.0
     shin.lock_rotation = (False, False, False)
-    assert next(b for b in export(tmp_path / "unlocked.json")["bones"] if b["name"] == "shin.L")["stiffness"] == 0.0
+    assert (
+        next(b for b in export(tmp_path / "unlocked.json")["bones"] if b["name"] == "shin.L")["stiffness"]
+        == 0.0
+    )
 
 
 def test_import_builds_a_new_armature_when_the_bones_do_not_match(metarig, tmp_path):
@@ -197,11 +207,15 @@ def test_import_onto_a_different_rig_is_refused_unless_asked_for_a_new_armature(
     other = bpy.context.active_object
     other_pose = pose_world(other)
     objects = len(bpy.data.objects)
-    with pytest.raises(RuntimeError, match=f"'{other.name}' has other bones than the document.*As New Armature"):
+    with pytest.raises(
+        RuntimeError, match=f"'{other.name}' has other bones than the document.*As New Armature"
+    ):
         bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json"))
     assert len(bpy.data.objects) == objects and bpy.context.active_object == other
 
-    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json"), as_new_armature=True) == {"FINISHED"}
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json"), as_new_armature=True) == {
+        "FINISHED"
+    }
     new = bpy.context.active_object
     assert new not in (other, metarig) and len(new.data.bones) == 159
     assert_same_pose(pose_world(other), other_pose)
@@ -211,9 +225,13 @@ def test_import_onto_a_different_rig_is_refused_unless_asked_for_a_new_armature(
 def test_a_new_armature_keeps_bone_collections_and_connect_flags(metarig, tmp_path):
     dress_up(metarig)
     export(tmp_path / "scene.json")
-    want = {bone.name: (bone.use_connect, sorted(c.name for c in bone.collections)) for bone in metarig.data.bones}
+    want = {
+        bone.name: (bone.use_connect, sorted(c.name for c in bone.collections)) for bone in metarig.data.bones
+    }
     assert any(connected for connected, _ in want.values()) and any(names for _, names in want.values())
-    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json"), as_new_armature=True) == {"FINISHED"}
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "scene.json"), as_new_armature=True) == {
+        "FINISHED"
+    }
     new = bpy.context.active_object
     got = {bone.name: (bone.use_connect, sorted(c.name for c in bone.collections)) for bone in new.data.bones}
     assert got == want
@@ -229,11 +247,22 @@ def test_exported_scene_imported_solves_to_the_same_pose(metarig, tmp_path):
     forearm.rotation_euler = POSED["forearm.L"].to_euler("YXZ")
     bpy.context.view_layer.update()
     document = export(tmp_path / "scene.json")
-    assert set(document["settings"]) == {"iterations", "time_budget_ms", "tolerance", "dampening",
-                                         "stabilization_passes", "translate_root", "exact", "relaxation",
-                                         "acceleration", "analytic_limbs"}
+    assert set(document["settings"]) == {
+        "iterations",
+        "time_budget_ms",
+        "tolerance",
+        "dampening",
+        "stabilization_passes",
+        "translate_root",
+        "exact",
+        "relaxation",
+        "acceleration",
+        "analytic_limbs",
+    }
     armature_solve = addon_module("ewbik_addon.armature_solve")
-    armature_solve.solve_armature(metarig, full=True)  # the iteration cap, no clock: the same inputs give the same pose
+    armature_solve.solve_armature(
+        metarig, full=True
+    )  # the iteration cap, no clock: the same inputs give the same pose
     bpy.context.view_layer.update()
     solved = pose_world(metarig)
 

@@ -59,7 +59,11 @@ def test_solver_panel_draws_every_setting_and_the_status(metarig):
         "show_limits",
     } <= props
     assert ("label", "12 iterations, 0.8 ms") in log
-    assert {("operator", "ewbik.solve"), ("operator", "ewbik.export_scene"), ("operator", "ewbik.import_scene")} <= set(log)
+    assert {
+        ("operator", "ewbik.solve"),
+        ("operator", "ewbik.export_scene"),
+        ("operator", "ewbik.import_scene"),
+    } <= set(log)
     assert draw("EWBIK_PT_solver", "draw_header") == [("prop", "live")]
 
 
@@ -101,7 +105,9 @@ def test_pin_list_shows_only_pinned_bones(metarig):
     for name in ("hand.L", "foot.R"):
         metarig.pose.bones[name].ewbik.target = empty
     pin_list = bpy.types.EWBIK_UL_pins
-    fake = type("FakeList", (), {"filter_name": "", "bitflag_filter_item": 1 << 30, "use_filter_sort_alpha": False})()
+    fake = type(
+        "FakeList", (), {"filter_name": "", "bitflag_filter_item": 1 << 30, "use_filter_sort_alpha": False}
+    )()
     flags, order = pin_list.filter_items(fake, bpy.context, metarig.pose, "bones")
     shown = [bone.name for bone, flag in zip(metarig.pose.bones, flags) if flag]
     assert shown == ["hand.L", "foot.R"] or sorted(shown) == ["foot.R", "hand.L"]
@@ -123,7 +129,9 @@ def test_limits_panel_draws_the_cone_list_and_the_active_cone(metarig):
     select_pose_bones(metarig, ["forearm.L"])
     log = draw("EWBIK_PT_limits")
     assert ("list", "EWBIK_UL_cones") in log and ("menu", "EWBIK_MT_limit_presets") in log
-    operators = {("operator", f"ewbik.{name}") for name in ("cone_add", "cone_remove", "cone_move", "reset_limits")}
+    operators = {
+        ("operator", f"ewbik.{name}") for name in ("cone_add", "cone_remove", "cone_move", "reset_limits")
+    }
     assert operators <= set(log)
     assert ("prop", "direction") not in log
     assert {("prop", "stiffness"), ("prop", "comfort")} <= set(log)
@@ -200,8 +208,17 @@ def test_selecting_a_target_keeps_its_armatures_panels_and_its_pin(metarig):
         log = []
         pin_list = bpy.types.EWBIK_UL_pins
         for bone in ("hand.L", "foot.L"):
-            pin_list.draw_item(None, bpy.context, RecordingLayout(log), metarig.pose, metarig.pose.bones[bone], 0,
-                               None, "", 0)
+            pin_list.draw_item(
+                None,
+                bpy.context,
+                RecordingLayout(log),
+                metarig.pose,
+                metarig.pose.bones[bone],
+                0,
+                None,
+                "",
+                0,
+            )
         assert [entry for entry in log if entry[0] == "label"] == [("label", "hand.L"), ("label", "foot.L")]
         assert {("prop", "target_follow"), ("prop", "weight")} <= set(draw("EWBIK_PT_pins"))
         assert addon_module("ewbik_addon.active").active_armature(bpy.context) == metarig
@@ -220,8 +237,9 @@ def test_the_pin_of_the_selected_target_is_highlighted(metarig):
             icons[text] = icon
 
     for bone in ("hand.L", "foot.L"):
-        bpy.types.EWBIK_UL_pins.draw_item(None, bpy.context, IconLayout([]), metarig.pose, metarig.pose.bones[bone],
-                                          0, None, "", 0)
+        bpy.types.EWBIK_UL_pins.draw_item(
+            None, bpy.context, IconLayout([]), metarig.pose, metarig.pose.bones[bone], 0, None, "", 0
+        )
     assert icons == {"hand.L": "PINNED", "foot.L": "BONE_DATA"}
 
 

@@ -41,8 +41,10 @@ def test_a_centimetre_rig_poses_like_the_same_rig_in_metres(layout):
     reference = build_metarig()
     targets = lift_left_foot(reference)
     poses = {name: bone_world(reference, name) for name in reference.pose.bones.keys()}
-    errors = {bone: (bone_world(reference, bone).translation - targets[bone].matrix_world.translation).length
-              for bone in PINNED}
+    errors = {
+        bone: (bone_world(reference, bone).translation - targets[bone].matrix_world.translation).length
+        for bone in PINNED
+    }
     bpy.ops.wm.read_homefile(use_empty=True)
     other = build_metarig()
     if layout == "fbx":
@@ -61,5 +63,11 @@ def test_a_centimetre_rig_poses_like_the_same_rig_in_metres(layout):
 
 def rotation_angle(a, b):
     """Angle between the rotations of two matrices, whatever their scale (q and -q alike)."""
-    angle = a.to_3x3().normalized().to_quaternion().rotation_difference(b.to_3x3().normalized().to_quaternion()).angle
+    angle = (
+        a.to_3x3()
+        .normalized()
+        .to_quaternion()
+        .rotation_difference(b.to_3x3().normalized().to_quaternion())
+        .angle
+    )
     return min(angle, 2.0 * math.pi - angle)

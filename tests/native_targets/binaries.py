@@ -37,12 +37,12 @@ def glibc_versions(data):
 
 
 def _c_string(data, offset):
-    return data[offset:data.index(b"\0", offset)].decode()
+    return data[offset : data.index(b"\0", offset)].decode()
 
 
 def _elf(data):
     (machine,) = struct.unpack_from("<H", data, 18)
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     exports = []
@@ -63,7 +63,9 @@ def _pe(data):
     (optional_size,) = struct.unpack_from("<H", data, pe + 20)
     optional = pe + 24
     export_rva, _ = struct.unpack_from("<II", data, optional + 112)
-    sections = [struct.unpack_from("<8sIIII", data, optional + optional_size + 40 * i) for i in range(n_sections)]
+    sections = [
+        struct.unpack_from("<8sIIII", data, optional + optional_size + 40 * i) for i in range(n_sections)
+    ]
 
     def offset(rva):
         for _, virtual_size, address, raw_size, raw in sections:

@@ -48,14 +48,16 @@ class Case:
         position, blocks = 16, []
         while position < len(data):
             (size,) = struct.unpack_from("<Q", data, position)
-            blocks.append(data[position + 8:position + 8 + size])
+            blocks.append(data[position + 8 : position + 8 + size])
             position += 8 + size
         n = self.n_bones
         pins = len(self.expected["position_errors"])
         arrays = {
             "rotations": np.frombuffer(blocks[self.field_blocks["rotations"]], dtype="<f8").reshape(n, 4),
             "locations": np.frombuffer(blocks[self.field_blocks["locations"]], dtype="<f8").reshape(n, 3),
-            "position_errors": np.frombuffer(blocks[self.field_blocks["position_errors"]], dtype="<f8")[:pins],
+            "position_errors": np.frombuffer(blocks[self.field_blocks["position_errors"]], dtype="<f8")[
+                :pins
+            ],
         }
         return abi, problem_size, limits_size, status, arrays
 
@@ -86,8 +88,11 @@ def _reachable_buffers(root, depth=4):
 
 
 def _pointer_fields(structure):
-    return [(name, getattr(type(structure), name).offset) for name, kind in type(structure)._fields_
-            if kind is ctypes.c_void_p or isinstance(kind, type(ctypes.POINTER(ctypes.c_int)))]
+    return [
+        (name, getattr(type(structure), name).offset)
+        for name, kind in type(structure)._fields_
+        if kind is ctypes.c_void_p or isinstance(kind, type(ctypes.POINTER(ctypes.c_int)))
+    ]
 
 
 def _pack(problem, buffers):
@@ -110,8 +115,13 @@ def _pack(problem, buffers):
         return index[key]
 
     block_of(problem)
-    fields = {name: slot_target for (block, offset, slot_target) in slots if block == 0
-              for name, field_offset in _pointer_fields(problem) if field_offset == offset}
+    fields = {
+        name: slot_target
+        for (block, offset, slot_target) in slots
+        if block == 0
+        for name, field_offset in _pointer_fields(problem)
+        if field_offset == offset
+    }
     return blocks, slots, fields
 
 
@@ -133,10 +143,14 @@ class _Recorder:
         buffers = _reachable_buffers(dict(caller.f_locals))
         packed = _pack(problem, buffers)
         status = self._library.ewbik_solve(problem_ref)
-        sizes = {"rotations": (problem.n_bones, 4), "locations": (problem.n_bones, 3),
-                 "position_errors": (problem.n_pins,)}
-        answer = {name: np.array(buffers[getattr(problem, name)]).reshape(shape)
-                  for name, shape in sizes.items()}
+        sizes = {
+            "rotations": (problem.n_bones, 4),
+            "locations": (problem.n_bones, 3),
+            "position_errors": (problem.n_pins,),
+        }
+        answer = {
+            name: np.array(buffers[getattr(problem, name)]).reshape(shape) for name, shape in sizes.items()
+        }
         self.captured = packed, problem.n_bones, answer
         return status
 

@@ -33,14 +33,22 @@ RUNNER_SOURCE = pathlib.Path(__file__).with_name("golden_runner.c")
 HERE = build_native.native_library.this_platform()
 ARM64_SYSROOT = pathlib.Path("/usr/aarch64-linux-gnu")  # Debian's libc6-arm64-cross
 WINE = shutil.which("wine64") or shutil.which("wine") or "/usr/lib/wine/wine64"
-EXPORTS = sorted(set(re.findall(r"\b(ewbik_\w+)\s*\(", "".join(
-    (REPO / "solver" / "csrc" / name).read_text() for name in ("ewbik.h", "kusudama.h")))))
+EXPORTS = sorted(
+    set(
+        re.findall(
+            r"\b(ewbik_\w+)\s*\(",
+            "".join((REPO / "solver" / "csrc" / name).read_text() for name in ("ewbik.h", "kusudama.h")),
+        )
+    )
+)
 
 
 def library(platform_name):
     path = build_native.library_path(REPO / "solver", platform_name)
     if not path.is_file():
-        pytest.fail(f"{path.name} is missing: run `python tools/build_native.py --cross` (make native)", pytrace=False)
+        pytest.fail(
+            f"{path.name} is missing: run `python tools/build_native.py --cross` (make native)", pytrace=False
+        )
     return path
 
 
@@ -91,7 +99,9 @@ def emulator(platform_name):
     if platform_name == "linux-arm64":
         qemu = shutil.which("qemu-aarch64-static") or shutil.which("qemu-aarch64")
         if qemu is None or not (ARM64_SYSROOT / "lib" / "libc.so.6").is_file():
-            return "qemu-user-static and libc6-arm64-cross are not installed (tools/bootstrap.sh installs them)"
+            return (
+                "qemu-user-static and libc6-arm64-cross are not installed (tools/bootstrap.sh installs them)"
+            )
         return [qemu, "-L", str(ARM64_SYSROOT)]
     if platform_name == "windows-x64":
         if not os.access(WINE, os.X_OK):
@@ -103,8 +113,13 @@ def emulator(platform_name):
 def wine_environment():
     prefix = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "ewbik" / "wine"
     prefix.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "WINEPREFIX": str(prefix), "WINEDEBUG": "-all", "WINEDLLOVERRIDES": "mscoree,mshtml=",
-            "DISPLAY": ""}
+    return {
+        **os.environ,
+        "WINEPREFIX": str(prefix),
+        "WINEDEBUG": "-all",
+        "WINEDLLOVERRIDES": "mscoree,mshtml=",
+        "DISPLAY": "",
+    }
 
 
 @pytest.mark.parametrize("platform_name", ["linux-x64", "linux-arm64", "windows-x64"])
@@ -123,17 +138,32 @@ def test_golden_cases_give_this_machines_answers(platform_name, golden):
         for name in names:
             shutil.copy(directory / name, scratch / name)
         env = wine_environment() if platform_name.startswith("windows") else None
-        loaded = library(platform_name).name if platform_name.startswith("windows") else f"./{library(platform_name).name}"
-        result = subprocess.run([*prefix, str(runner), loaded, *names], cwd=scratch,
-                                capture_output=True, text=True, env=env, timeout=600)
+        loaded = (
+            library(platform_name).name
+            if platform_name.startswith("windows")
+            else f"./{library(platform_name).name}"
+        )
+        result = subprocess.run(
+            [*prefix, str(runner), loaded, *names],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         for case, name in zip(cases, names):
             abi, problem_size, limits_size, status, got = case.read_result(scratch / f"{name}.out")
             assert (abi, problem_size, limits_size) == (
-                native.ABI_VERSION, native.ctypes.sizeof(native._Problem), native.ctypes.sizeof(NativeLimits))
+                native.ABI_VERSION,
+                native.ctypes.sizeof(native._Problem),
+                native.ctypes.sizeof(NativeLimits),
+            )
             assert status == 0
             want = case.expected
-            np.testing.assert_allclose(canonical(got["rotations"]), canonical(want["rotations"]), rtol=0, atol=1e-6)
+            np.testing.assert_allclose(
+                canonical(got["rotations"]), canonical(want["rotations"]), rtol=0, atol=1e-6
+            )
             np.testing.assert_allclose(got["locations"], want["locations"], rtol=0, atol=1e-6)
             np.testing.assert_allclose(got["position_errors"], want["position_errors"], rtol=0, atol=1e-9)
 

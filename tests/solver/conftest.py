@@ -58,8 +58,10 @@ def default_backend(request, monkeypatch):
         monkeypatch.setattr(native, "_LIBRARY", None)
     elif backend == "native" and not native.available():
         if os.environ.get("EWBIK_NATIVE_LIBRARY"):
-            pytest.fail(f"EWBIK_NATIVE_LIBRARY={os.environ['EWBIK_NATIVE_LIBRARY']} did not load (missing, or "
-                        "its ABI, sizes or layout differ)")
+            pytest.fail(
+                f"EWBIK_NATIVE_LIBRARY={os.environ['EWBIK_NATIVE_LIBRARY']} did not load (missing, or "
+                "its ABI, sizes or layout differ)"
+            )
         pytest.skip("the compiled loop is not built (test_native.py::test_the_native_loop_is_built fails)")
     return backend
 

@@ -26,25 +26,47 @@ def clip():
 def test_free_joints_are_the_unpinned_bones_between_hips_and_pins(clip):
     body = natural.body_of(clip.skeleton)
     free = {body.joints[k] for k in body.free}
-    assert free == {"LeftHip", "LeftKnee", "RightHip", "RightKnee", "Chest", "Chest2", "lowerneck", "Neck",
-                    "LeftCollar", "LeftShoulder", "LeftElbow", "LeftWrist", "RightCollar", "RightShoulder",
-                    "RightElbow", "RightWrist"}
+    assert free == {
+        "LeftHip",
+        "LeftKnee",
+        "RightHip",
+        "RightKnee",
+        "Chest",
+        "Chest2",
+        "lowerneck",
+        "Neck",
+        "LeftCollar",
+        "LeftShoulder",
+        "LeftElbow",
+        "LeftWrist",
+        "RightCollar",
+        "RightShoulder",
+        "RightElbow",
+        "RightWrist",
+    }
     bends = {tuple(body.joints[k] for k in row) for row in body.bends}
-    assert bends == {("LeftShoulder", "LeftElbow", "LeftWrist"), ("RightShoulder", "RightElbow", "RightWrist"),
-                     ("LeftHip", "LeftKnee", "LeftAnkle"), ("RightHip", "RightKnee", "RightAnkle")}
+    assert bends == {
+        ("LeftShoulder", "LeftElbow", "LeftWrist"),
+        ("RightShoulder", "RightElbow", "RightWrist"),
+        ("LeftHip", "LeftKnee", "LeftAnkle"),
+        ("RightHip", "RightKnee", "RightAnkle"),
+    }
 
 
 def test_bend_planes_give_the_bend_angle():
     assert natural.bend_planes(limb(37.0), LIMB)[1][0, 0] == pytest.approx(37.0)
 
 
-@pytest.mark.parametrize("solved, captured, expected", [
-    (limb(60.0), limb(60.0), (0, 1)),
-    (limb(60.0, -1.0), limb(60.0), (1, 1)),
-    (limb(30.0, -1.0), limb(80.0), (1, 1)),
-    (limb(5.0, -1.0), limb(60.0), (0, 0)),
-    (limb(60.0, -1.0), limb(5.0), (0, 0)),
-])
+@pytest.mark.parametrize(
+    "solved, captured, expected",
+    [
+        (limb(60.0), limb(60.0), (0, 1)),
+        (limb(60.0, -1.0), limb(60.0), (1, 1)),
+        (limb(30.0, -1.0), limb(80.0), (1, 1)),
+        (limb(5.0, -1.0), limb(60.0), (0, 0)),
+        (limb(60.0, -1.0), limb(5.0), (0, 0)),
+    ],
+)
 def test_wrong_way_frames_count_flipped_bend_planes_of_bent_limbs(solved, captured, expected):
     assert natural.wrong_way_frames(solved, captured, LIMB) == expected
 
@@ -71,8 +93,9 @@ def test_a_mirrored_elbow_is_measured_as_distance_and_a_flip(clip):
     truth = natural.captured_heads(clip, body)[:3]
     shoulder, elbow, wrist = body.bends[0]
     heads = truth.copy()
-    axis = (truth[:, wrist] - truth[:, shoulder]) / np.linalg.norm(truth[:, wrist] - truth[:, shoulder], axis=-1,
-                                                                   keepdims=True)
+    axis = (truth[:, wrist] - truth[:, shoulder]) / np.linalg.norm(
+        truth[:, wrist] - truth[:, shoulder], axis=-1, keepdims=True
+    )
     offset = truth[:, elbow] - truth[:, shoulder]
     along = np.sum(offset * axis, axis=-1, keepdims=True) * axis
     heads[:, elbow] = truth[:, shoulder] + 2 * along - offset

@@ -13,7 +13,10 @@ from tests.solver.conftest import EXAMPLES, REPO, load_example
 def run_cli(*args, cwd=REPO):
     return subprocess.run(
         [sys.executable, "-m", "solver", *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -106,8 +109,14 @@ def test_runs_from_another_directory(tmp_path):
     import os
 
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "solver", "solve", str(EXAMPLES / "two_arms.json")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "solver", "solve", str(EXAMPLES / "two_arms.json")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     json.loads(proc.stdout)
 
@@ -125,25 +134,31 @@ def assert_one_line_failure(proc, *fragments):
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"format": "ewbik-scene", "version": ' + "9" * 400 + "}", "version"),
-    ('{"format": "ewbik-scene", "version": ' + "9" * 5000 + "}", "digits"),
-    ('{"format": "ewbik-scene", "version": 1, "bones": ' + "[" * 900 + "]" * 900 + "}", "bones[0]"),
-    ("\xff\xfe not text", "bad.json"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"format": "ewbik-scene", "version": ' + "9" * 400 + "}", "version"),
+        ('{"format": "ewbik-scene", "version": ' + "9" * 5000 + "}", "digits"),
+        ('{"format": "ewbik-scene", "version": 1, "bones": ' + "[" * 900 + "]" * 900 + "}", "bones[0]"),
+        ("\xff\xfe not text", "bad.json"),
+    ],
+)
 def test_hostile_json_exits_2_with_one_line(tmp_path, text, fragment):
     path = tmp_path / "bad.json"
     path.write_bytes(text.encode("latin-1"))
     assert_one_line_failure(run_cli("solve", path), fragment)
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d["pins"][1].update(weight=9e307), "pins[1].weight"),
-    (lambda d: d["settings"].update(tolerance=1.35e154), "settings.tolerance"),
-    (lambda d: d["pins"][1]["target"][0].__setitem__(3, 1.34e154), "pins[1].target[0][3]"),
-    (lambda d: d["bones"][1].update(length=10**400), "bones[1].length"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda d: d["pins"][1].update(weight=9e307), "pins[1].weight"),
+        (lambda d: d["settings"].update(tolerance=1.35e154), "settings.tolerance"),
+        (lambda d: d["pins"][1]["target"][0].__setitem__(3, 1.34e154), "pins[1].target[0][3]"),
+        (lambda d: d["bones"][1].update(length=10**400), "bones[1].length"),
+    ],
+)
 def test_values_beyond_what_the_arithmetic_carries_exit_2_naming_the_field(tmp_path, change, field):
     doc = load_example("whole_chain_reference.json")
     change(doc)
@@ -154,7 +169,13 @@ def test_values_beyond_what_the_arithmetic_carries_exit_2_naming_the_field(tmp_p
 def test_a_full_disk_exits_2_with_one_line():
     assert_one_line_failure(run_cli("solve", EXAMPLES / "two_arms.json", "-o", "/dev/full"), "/dev/full")
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "solver", "solve", str(EXAMPLES / "two_arms.json")],
-                              cwd=REPO, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "solver", "solve", str(EXAMPLES / "two_arms.json")],
+            cwd=REPO,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == ["error: standard output: No space left on device"]

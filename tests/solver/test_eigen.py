@@ -19,9 +19,16 @@ from tests.support.qcp_oracles import key_matrix
 def library():
     lib = load_library()
     if lib is None or not hasattr(lib, "ewbik_top_eigenvectors"):
-        pytest.fail("the native library is missing or stale: run `python tools/build_native.py`", pytrace=False)
-    lib.ewbik_top_eigenvectors.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_void_p,
-                                            ctypes.c_void_p)
+        pytest.fail(
+            "the native library is missing or stale: run `python tools/build_native.py`", pytrace=False
+        )
+    lib.ewbik_top_eigenvectors.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_double,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    )
     lib.ewbik_top_eigenvectors.restype = None
     return lib
 
@@ -72,7 +79,9 @@ def test_well_separated_spectra_take_the_closed_form_and_match_jacobi(seed):
 def gap_ladder():
     """Top gaps from 1 down to 1e-10 of the matrix's size: both sides of the switch."""
     gaps = 10.0 ** -np.arange(0.0, 10.5, 0.5)
-    eigenvalues = np.stack((np.full_like(gaps, -1.0), np.full_like(gaps, -0.4), 0.6 - gaps, np.full_like(gaps, 0.6)), 1)
+    eigenvalues = np.stack(
+        (np.full_like(gaps, -1.0), np.full_like(gaps, -0.4), 0.6 - gaps, np.full_like(gaps, 0.6)), 1
+    )
     return gaps, *with_spectrum(eigenvalues, 7)
 
 
@@ -125,7 +134,7 @@ def test_c_takes_the_same_branch_and_gives_the_same_vector_as_numpy(library):
     c_q, c_trusted = native_top_eigenvectors(library, k)
     assert (c_trusted == closed_form_eigenvectors(k)[1]).all()
     numpy_q = top_eigenvectors(k)
-    assert direction_error(c_q[:len(unique)], numpy_q[:len(unique)]).max() < 1e-12
-    ladder_error = direction_error(c_q[len(unique):-1], numpy_q[len(unique):-1])
+    assert direction_error(c_q[: len(unique)], numpy_q[: len(unique)]).max() < 1e-12
+    ladder_error = direction_error(c_q[len(unique) : -1], numpy_q[len(unique) : -1])
     assert (ladder_error < 1e-14 / gaps + 1e-12).all()
     np.testing.assert_allclose(np.linalg.norm(c_q, axis=1), 1.0, atol=1e-14)

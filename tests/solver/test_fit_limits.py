@@ -36,18 +36,24 @@ def polar(tilt_deg, azimuth_deg):
 
 
 ONE_CONE = {"cones": [{"direction": polar(30, 40), "radius": math.radians(35)}]}
-CURVED_CHAIN = {"cones": [{"direction": polar(55, az), "radius": math.radians(r)}
-                          for az, r in ((0, 18), (60, 12), (120, 20))]}
-WITH_TWIST = {"cones": [{"direction": polar(20, 200), "radius": math.radians(40)}],
-              "twist": {"min": math.radians(-25), "max": math.radians(60)}}
+CURVED_CHAIN = {
+    "cones": [
+        {"direction": polar(55, az), "radius": math.radians(r)} for az, r in ((0, 18), (60, 12), (120, 20))
+    ]
+}
+WITH_TWIST = {
+    "cones": [{"direction": polar(20, 200), "radius": math.radians(40)}],
+    "twist": {"min": math.radians(-25), "max": math.radians(60)},
+}
 CHAIN_WITH_TWIST = {**CURVED_CHAIN, "twist": {"min": math.radians(-40), "max": math.radians(10)}}
 
 
 def bones(count):
     """A root and `count` children; the fitter reads only names and parents."""
     rest = np.eye(4).tolist()
-    return ([{"name": "root", "parent": None, "rest": rest, "length": 1.0}]
-            + [{"name": f"b{i}", "parent": "root", "rest": rest, "length": 1.0} for i in range(count)])
+    return [{"name": "root", "parent": None, "rest": rest, "length": 1.0}] + [
+        {"name": f"b{i}", "parent": "root", "rest": rest, "length": 1.0} for i in range(count)
+    ]
 
 
 def fibonacci_sphere(count):
@@ -89,8 +95,11 @@ def twist_about_centre(rotations, centre):
     This is the twist frame the Kusudama docstring defines; the sign of the quaternion is chosen
     with w >= 0 so that the angle lies in [-pi, pi].
     """
-    frame = Rotation.from_rotvec(np.cross([0.0, 1.0, 0.0], centre) / max(1e-12, np.linalg.norm(
-        np.cross([0.0, 1.0, 0.0], centre))) * math.acos(np.clip(centre[1], -1.0, 1.0)))
+    frame = Rotation.from_rotvec(
+        np.cross([0.0, 1.0, 0.0], centre)
+        / max(1e-12, np.linalg.norm(np.cross([0.0, 1.0, 0.0], centre)))
+        * math.acos(np.clip(centre[1], -1.0, 1.0))
+    )
     local = wxyz(frame.inv() * Rotation.from_quat(np.asarray(rotations)[:, [1, 2, 3, 0]]))
     local *= np.where(local[:, :1] < 0.0, -1.0, 1.0)
     return 2.0 * np.arctan2(local[:, 2], local[:, 0])
@@ -117,8 +126,11 @@ def fit_one(samples, **options):
     return fit_limits(bones(1), rotations, **options)
 
 
-@pytest.mark.parametrize("truth", [ONE_CONE, CURVED_CHAIN, WITH_TWIST, CHAIN_WITH_TWIST],
-                         ids=["cone", "chain", "twist", "chain+twist"])
+@pytest.mark.parametrize(
+    "truth",
+    [ONE_CONE, CURVED_CHAIN, WITH_TWIST, CHAIN_WITH_TWIST],
+    ids=["cone", "chain", "twist", "chain+twist"],
+)
 @pytest.mark.parametrize("coverage", [0.95, 0.99, 1.0])
 def test_fitted_limits_hold_coverage_of_samples_in_a_small_region(truth, coverage):
     samples = sample_inside(truth, N_SAMPLES, seed=7)
@@ -144,18 +156,24 @@ def test_curved_motion_gets_a_chain_of_cones_in_order():
     one_cone = fit_one(samples, coverage=1.0, max_cones=1)["b0"]
     assert len(one_cone["cones"]) == 1
     assert area({"cones": cones}) < 0.8 * area(one_cone)
-    steps = [math.acos(np.clip(np.dot(a["direction"], b["direction"]), -1, 1)) for a, b in zip(cones, cones[1:])]
+    steps = [
+        math.acos(np.clip(np.dot(a["direction"], b["direction"]), -1, 1)) for a, b in zip(cones, cones[1:])
+    ]
     span = math.acos(np.clip(np.dot(cones[0]["direction"], cones[-1]["direction"]), -1, 1))
     assert max(steps) < span
 
 
 def test_outlier_frames_are_dropped_jointly_for_swing_and_twist():
-    truth = {"cones": [{"direction": polar(10, 0), "radius": math.radians(25)}],
-             "twist": {"min": math.radians(-30), "max": math.radians(30)}}
+    truth = {
+        "cones": [{"direction": polar(10, 0), "radius": math.radians(25)}],
+        "twist": {"min": math.radians(-30), "max": math.radians(30)},
+    }
     inliers = sample_inside(truth, 980, seed=5)
     rng = np.random.default_rng(1)
     far_swing = rotations_about([polar(150, a) for a in rng.uniform(0, 360, 10)], np.zeros(10))
-    far_twist = rotations_about([polar(5, a) for a in rng.uniform(0, 360, 10)], np.full(10, math.radians(150)))
+    far_twist = rotations_about(
+        [polar(5, a) for a in rng.uniform(0, 360, 10)], np.full(10, math.radians(150))
+    )
     samples = np.concatenate((inliers, far_swing, far_twist))
     fitted = fit_one(samples, coverage=0.98)["b0"]
     outside = violations(fitted, samples) > INSIDE
@@ -210,29 +228,34 @@ def test_limits_fitted_on_a_clip_hold_its_frames(record_property, capsys):
     record_property("131_03 frames held, worst bone", float(other_held.min()))
     record_property("131_03 frames held, mean over bones", float(other_held.mean()))
     with capsys.disabled():
-        print(f"\nlimits fitted on 131_01 hold of 131_03: worst bone {other_held.min():.3f}, "
-              f"mean {other_held.mean():.3f}")
+        print(
+            f"\nlimits fitted on 131_01 hold of 131_03: worst bone {other_held.min():.3f}, "
+            f"mean {other_held.mean():.3f}"
+        )
 
 
 GOOD_ROTATIONS = np.tile([1.0, 0.0, 0.0, 0.0], (10, 2, 1))
 
 
-@pytest.mark.parametrize("arguments, field", [
-    ((bones(1), np.ones((10, 2))), "rotations"),
-    ((bones(1), np.ones((10, 3, 4))), "rotations"),
-    ((bones(1), np.ones((10, 2, 3))), "rotations"),
-    ((bones(1), np.ones((0, 2, 4))), "rotations"),
-    ((bones(1), np.where(np.arange(4) == 2, np.nan, GOOD_ROTATIONS)), "rotations"),
-    ((bones(1), np.zeros((10, 2, 4))), "rotations"),
-    ((bones(1), [["a"]]), "rotations"),
-    (([], GOOD_ROTATIONS), "bones"),
-    (([{"parent": None}, {"name": "x"}], GOOD_ROTATIONS), "bones[0]"),
-    ((bones(1), GOOD_ROTATIONS, 0.0), "coverage"),
-    ((bones(1), GOOD_ROTATIONS, 1.5), "coverage"),
-    ((bones(1), GOOD_ROTATIONS, float("nan")), "coverage"),
-    ((bones(1), GOOD_ROTATIONS, 0.9, 0), "max_cones"),
-    ((bones(1), GOOD_ROTATIONS, 0.9, 2.5), "max_cones"),
-])
+@pytest.mark.parametrize(
+    "arguments, field",
+    [
+        ((bones(1), np.ones((10, 2))), "rotations"),
+        ((bones(1), np.ones((10, 3, 4))), "rotations"),
+        ((bones(1), np.ones((10, 2, 3))), "rotations"),
+        ((bones(1), np.ones((0, 2, 4))), "rotations"),
+        ((bones(1), np.where(np.arange(4) == 2, np.nan, GOOD_ROTATIONS)), "rotations"),
+        ((bones(1), np.zeros((10, 2, 4))), "rotations"),
+        ((bones(1), [["a"]]), "rotations"),
+        (([], GOOD_ROTATIONS), "bones"),
+        (([{"parent": None}, {"name": "x"}], GOOD_ROTATIONS), "bones[0]"),
+        ((bones(1), GOOD_ROTATIONS, 0.0), "coverage"),
+        ((bones(1), GOOD_ROTATIONS, 1.5), "coverage"),
+        ((bones(1), GOOD_ROTATIONS, float("nan")), "coverage"),
+        ((bones(1), GOOD_ROTATIONS, 0.9, 0), "max_cones"),
+        ((bones(1), GOOD_ROTATIONS, 0.9, 2.5), "max_cones"),
+    ],
+)
 def test_bad_input_raises_a_fit_error_naming_the_field(arguments, field):
     with pytest.raises(FitError) as caught:
         fit_limits(*arguments)

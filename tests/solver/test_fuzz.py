@@ -30,10 +30,42 @@ from tests.solver.conftest import REPO
 pytestmark = pytest.mark.compares_backends
 
 NASTY = [
-    float("nan"), float("inf"), -float("inf"), 1e308, -1e308, 1.34e154, 9e307, 1e-320, 1e-200, 0, -0.0, -1,
-    10**400, 2**63, 2**31, True, False, None, "0", "", "\x00", "hand", [], {}, [1, 2, 3], [[[]]],
-    [0, 0, 0], [0, 0, 0, 0], [1e300, 1e300, 1e300, 1e300], {"format": "ewbik-scene"}, 1e7, 1e7 + 1, 1e6, 1e-6,
-    math.pi, 4 * math.pi + 1e-9,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    1e308,
+    -1e308,
+    1.34e154,
+    9e307,
+    1e-320,
+    1e-200,
+    0,
+    -0.0,
+    -1,
+    10**400,
+    2**63,
+    2**31,
+    True,
+    False,
+    None,
+    "0",
+    "",
+    "\x00",
+    "hand",
+    [],
+    {},
+    [1, 2, 3],
+    [[[]]],
+    [0, 0, 0],
+    [0, 0, 0, 0],
+    [1e300, 1e300, 1e300, 1e300],
+    {"format": "ewbik-scene"},
+    1e7,
+    1e7 + 1,
+    1e6,
+    1e-6,
+    math.pi,
+    4 * math.pi + 1e-9,
 ]
 
 
@@ -48,11 +80,13 @@ def random_rotation(rng):
     q = rng.normal(size=4)
     q /= np.linalg.norm(q)
     w, x, y, z = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def frame(rotation, position):
@@ -81,12 +115,24 @@ def valid_document(rng):
             p = np.array(rests[parent])
             head = p[:3, 3] + p[:3, 1] * bones[parent]["length"] * float(rng.random() < 0.8)
         rests.append(frame(rotation, head))
-        bone = {"name": f"bone{i}", "parent": None if parent is None else f"bone{parent}",
-                "rest": rests[-1], "length": length}
+        bone = {
+            "name": f"bone{i}",
+            "parent": None if parent is None else f"bone{parent}",
+            "rest": rests[-1],
+            "length": length,
+        }
         _random_pose(rng, bone, scale)
         bones.append(bone)
-    pins = [_random_pin(rng, f"bone{i}", scale) for i in rng.permutation(n)[: int(rng.integers(0, min(n, 4) + 1))]]
-    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": pins, "settings": _random_settings(rng, scale)}
+    pins = [
+        _random_pin(rng, f"bone{i}", scale) for i in rng.permutation(n)[: int(rng.integers(0, min(n, 4) + 1))]
+    ]
+    return {
+        "format": "ewbik-scene",
+        "version": 1,
+        "bones": bones,
+        "pins": pins,
+        "settings": _random_settings(rng, scale),
+    }
 
 
 def _random_pose(rng, bone, scale):
@@ -100,7 +146,9 @@ def _random_pose(rng, bone, scale):
         cones = []
         for _ in range(int(rng.integers(0, 4))):
             d = rng.normal(size=3)
-            cones.append({"direction": (d / np.linalg.norm(d)).tolist(), "radius": float(rng.uniform(0, math.pi))})
+            cones.append(
+                {"direction": (d / np.linalg.norm(d)).tolist(), "radius": float(rng.uniform(0, math.pi))}
+            )
         bone["limits"] = {"cones": cones}
         if rng.random() < 0.5:
             low = float(rng.uniform(-math.pi, math.pi))
@@ -108,25 +156,32 @@ def _random_pose(rng, bone, scale):
         if rng.random() < 0.3:
             bone["limits"]["comfort"] = float(rng.random())
     if rng.random() < 0.2:
-        bone["blender"] = {"rotation_mode": str(rng.choice(ROTATION_MODES)),
-                           "lock_rotation": [bool(b) for b in rng.random(3) < 0.3]}
+        bone["blender"] = {
+            "rotation_mode": str(rng.choice(ROTATION_MODES)),
+            "lock_rotation": [bool(b) for b in rng.random(3) < 0.3],
+        }
 
 
 def _random_pin(rng, bone, scale):
     pin = {"bone": bone, "target": frame(random_rotation(rng), rng.normal(size=3) * scale * 2)}
     if rng.random() < 0.5:
-        pin["weight"] = float(rng.choice([0.0, MIN_WEIGHT, MAX_WEIGHT, log_uniform(rng, MIN_WEIGHT, MAX_WEIGHT)]))
+        pin["weight"] = float(
+            rng.choice([0.0, MIN_WEIGHT, MAX_WEIGHT, log_uniform(rng, MIN_WEIGHT, MAX_WEIGHT)])
+        )
     if rng.random() < 0.5:
-        pin["orientation_weights"] = [float(rng.choice([0.0, 1.0, log_uniform(rng, MIN_WEIGHT, MAX_WEIGHT)]))
-                                      for _ in range(3)]
+        pin["orientation_weights"] = [
+            float(rng.choice([0.0, 1.0, log_uniform(rng, MIN_WEIGHT, MAX_WEIGHT)])) for _ in range(3)
+        ]
     if rng.random() < 0.3:
         pin["falloff"] = float(rng.random())
     return pin
 
 
 def _random_settings(rng, scale):
-    settings = {"iterations": int(rng.integers(1, 40)),
-                "tolerance": float(rng.choice([0.0, scale * log_uniform(rng, 1e-9, 1.0)]))}
+    settings = {
+        "iterations": int(rng.integers(1, 40)),
+        "tolerance": float(rng.choice([0.0, scale * log_uniform(rng, 1e-9, 1.0)])),
+    }
     optional = {
         "time_budget_ms": lambda: float(rng.choice([0.0, 1.0, 20.0])) if rng.random() < 0.8 else None,
         "dampening": lambda: float(rng.uniform(1e-3, math.pi)),
@@ -186,8 +241,24 @@ def junk(rng, depth=0):
         return str(rng.choice(["ewbik-scene", "bone0", "root", ""]))
     if kind == 3:
         return [junk(rng, depth + 1) for _ in range(int(rng.integers(0, 5)))]
-    keys = ["format", "version", "bones", "pins", "settings", "name", "parent", "rest", "length", "target",
-            "limits", "cones", "direction", "radius", "twist", "weight"]
+    keys = [
+        "format",
+        "version",
+        "bones",
+        "pins",
+        "settings",
+        "name",
+        "parent",
+        "rest",
+        "length",
+        "target",
+        "limits",
+        "cones",
+        "direction",
+        "radius",
+        "twist",
+        "weight",
+    ]
     doc = {str(rng.choice(keys)): junk(rng, depth + 1) for _ in range(int(rng.integers(0, 6)))}
     if depth == 0 and rng.random() < 0.7:
         doc.update(format="ewbik-scene", version=1)
@@ -209,7 +280,7 @@ def document(seed):
 
 
 def outcome(doc, backend):
-    """"refused" (a SceneError naming a field) or "solved" (checked); anything else raises."""
+    """ "refused" (a SceneError naming a field) or "solved" (checked); anything else raises."""
     try:
         scene = parse_scene(doc)
     except SceneError as error:
@@ -218,8 +289,15 @@ def outcome(doc, backend):
     budget = scene.settings.time_budget_ms
     # A document may ask for a million iterations; the fuzzer gives each solve at most a second.
     config = dataclasses.replace(scene.settings, backend=backend, time_budget_ms=min(budget or 1e3, 1e3))
-    result = solve(scene.skeleton, scene.pins, scene.rotations, scene.locations, config,
-                   limits=scene.limits, stiffness=scene.stiffness)
+    result = solve(
+        scene.skeleton,
+        scene.pins,
+        scene.rotations,
+        scene.locations,
+        config,
+        limits=scene.limits,
+        stiffness=scene.stiffness,
+    )
     pose = pose_document(scene, result)
     json.dumps(pose, allow_nan=False)  # raises on NaN or infinity anywhere in the pose or stats
     norms = np.linalg.norm([b["rotation"] for b in pose["bones"].values()], axis=-1)
@@ -243,10 +321,19 @@ def assert_reached(scene, errors, tolerance):
         if pin.weight == 0.0:
             continue
         reported = errors[pin.bone]
-        assert reported["position_error"] <= tolerance * (1 + 1e-9) + 1e-12 * unit, (pin.bone, reported, tolerance)
+        assert reported["position_error"] <= tolerance * (1 + 1e-9) + 1e-12 * unit, (
+            pin.bone,
+            reported,
+            tolerance,
+        )
         if any(pin.orientation_weights):
             bound = 2 * math.asin(min(1.0, math.sqrt(3 / 8) * axis_tolerance)) * (1 + 1e-9) + 1e-12
-            assert math.radians(reported["orientation_error_deg"]) <= bound, (pin.bone, reported, tolerance, unit)
+            assert math.radians(reported["orientation_error_deg"]) <= bound, (
+                pin.bone,
+                reported,
+                tolerance,
+                unit,
+            )
 
 
 # ------------------------------------------------------------------ runs
@@ -268,15 +355,24 @@ def test_the_generator_makes_every_kind(kind):
     kinds = collections.Counter(document(seed)[0] for seed in range(200))
     assert kinds[kind] >= 20
     if kind == "valid":
-        assert all(outcome(document(seed)[1], backends()[0]) == "solved"
-                   for seed in range(200) if document(seed)[0] == "valid")
+        assert all(
+            outcome(document(seed)[1], backends()[0]) == "solved"
+            for seed in range(200)
+            if document(seed)[0] == "valid"
+        )
 
 
 def cli_outcome(doc, path):
     """The CLI on a document: exit 0 with a finite pose document, or 2 with one line; never a traceback."""
     path.write_text(json.dumps(doc), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "solver", "solve", str(path)], check=False, cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "solver", "solve", str(path)],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     if proc.returncode == 2:
         assert len(proc.stderr.splitlines()) == 1 and proc.stdout == "", proc.stderr
@@ -318,15 +414,19 @@ def test_long_fuzz_run(tmp_path):
             cli[cli_outcome(quick(document(seed)[1]), tmp_path / "scene.json")] += 1
         except AssertionError as error:
             raise AssertionError(f"document seed {seed} through the CLI: {error}") from error
-    print(f"CLI: {sum(cli.values())} documents, {cli['refused']} refused with one line and status 2, "
-          f"{cli['solved']} solved, 0 tracebacks")
+    print(
+        f"CLI: {sum(cli.values())} documents, {cli['refused']} refused with one line and status 2, "
+        f"{cli['solved']} solved, 0 tracebacks"
+    )
     for (backend, kind, result), n in sorted(tally.items()):
         print(f"{backend:7s} {kind:8s} {result:8s} {n}")
     for backend in backends():
-        print(f"{backend}: {sum(n for (b, _, _), n in tally.items() if b == backend)} documents, "
-              f"{sum(n for (b, _, r), n in tally.items() if b == backend and r == 'refused')} refused, "
-              f"{sum(n for (b, _, r), n in tally.items() if b == backend and r == 'solved')} solved, "
-              "0 non-finite, 0 other exceptions")
+        print(
+            f"{backend}: {sum(n for (b, _, _), n in tally.items() if b == backend)} documents, "
+            f"{sum(n for (b, _, r), n in tally.items() if b == backend and r == 'refused')} refused, "
+            f"{sum(n for (b, _, r), n in tally.items() if b == backend and r == 'solved')} solved, "
+            "0 non-finite, 0 other exceptions"
+        )
 
 
 @pytest.mark.parametrize("scale", [1e-4, 1.0, 1e6])
@@ -335,14 +435,38 @@ def test_both_loops_solve_at_the_bounds_of_accepted_magnitudes(scale, weight):
     """At the smallest and largest accepted weights, on tiny and huge rigs, both loops reach a
     reachable target: the bounds refuse only what the arithmetic cannot carry (the compiled loop
     did nothing with weights below ~1e-150 or above ~1e153; those are refused now)."""
-    doc = {"format": "ewbik-scene", "version": 1,
-           "bones": [{"name": f"b{i}", "parent": None if i == 0 else f"b{i - 1}",
-                      "rest": frame(np.eye(3), (0.0, i * scale, 0.0)), "length": scale} for i in range(3)],
-           "pins": [{"bone": "b2", "target": frame(np.eye(3), (1.2 * scale, 0.9 * scale, 0.0)), "weight": weight,
-                     "orientation_weights": [0.0, 0.0, 0.0]}],
-           "settings": {"iterations": 200, "tolerance": 1e-7 * scale}}
+    doc = {
+        "format": "ewbik-scene",
+        "version": 1,
+        "bones": [
+            {
+                "name": f"b{i}",
+                "parent": None if i == 0 else f"b{i - 1}",
+                "rest": frame(np.eye(3), (0.0, i * scale, 0.0)),
+                "length": scale,
+            }
+            for i in range(3)
+        ],
+        "pins": [
+            {
+                "bone": "b2",
+                "target": frame(np.eye(3), (1.2 * scale, 0.9 * scale, 0.0)),
+                "weight": weight,
+                "orientation_weights": [0.0, 0.0, 0.0],
+            }
+        ],
+        "settings": {"iterations": 200, "tolerance": 1e-7 * scale},
+    }
     for backend in backends():
         scene = parse_scene(doc)
-        result = solve(scene.skeleton, scene.pins, scene.rotations, scene.locations,
-                       dataclasses.replace(scene.settings, backend=backend))
-        assert result.converged and result.position_errors[0] <= 1e-7 * scale, (backend, result.position_errors)
+        result = solve(
+            scene.skeleton,
+            scene.pins,
+            scene.rotations,
+            scene.locations,
+            dataclasses.replace(scene.settings, backend=backend),
+        )
+        assert result.converged and result.position_errors[0] <= 1e-7 * scale, (
+            backend,
+            result.position_errors,
+        )

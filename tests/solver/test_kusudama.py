@@ -37,12 +37,15 @@ ONE_CONE = Kusudama([LimitCone((0, 0, 1), math.pi / 6)])
 TWO_CONES = Kusudama([LimitCone((1, 0, 0), math.radians(30)), LimitCone((0, 1, 0), math.radians(20))])
 
 
-@pytest.mark.parametrize("given_dir, expected", [
-    ((1, 0, 0), (0.5, 0, 0.8660254)),
-    ((0, 1, 1), (0, 0.5, 0.8660254)),
-    ((-1, -1, 0.2), (-0.35355339, -0.35355339, 0.8660254)),
-    ((0.3, 0.2, 1), None),
-])
+@pytest.mark.parametrize(
+    "given_dir, expected",
+    [
+        ((1, 0, 0), (0.5, 0, 0.8660254)),
+        ((0, 1, 1), (0, 0.5, 0.8660254)),
+        ((-1, -1, 0.2), (-0.35355339, -0.35355339, 0.8660254)),
+        ((0.3, 0.2, 1), None),
+    ],
+)
 def test_one_cone_reference(given_dir, expected):
     p = unit(given_dir)
     out = ONE_CONE.closest_allowed(p)
@@ -53,18 +56,25 @@ def test_one_cone_reference(given_dir, expected):
 def test_two_cone_tangents_reference():
     dirs, radii = TWO_CONES.tangent_cones()
     np.testing.assert_allclose(radii, [1.134464014] * 2, atol=1e-9)
-    np.testing.assert_allclose(dirs, [(-0.087155743, 0.087155743, -0.992374805),
-                                      (-0.087155743, 0.087155743, 0.992374805)], atol=1e-9)
+    np.testing.assert_allclose(
+        dirs, [(-0.087155743, 0.087155743, -0.992374805), (-0.087155743, 0.087155743, 0.992374805)], atol=1e-9
+    )
 
 
-@pytest.mark.parametrize("given_dir, expected", [
-    ((1, 1, 0), None), ((1, 1, 0.3), None), ((1, 1, -0.3), None), ((0.2, 1, 0), None),
-    ((1, 0.2, 0.1), None),
-    ((1, 1, 0.8), (0.646705999, 0.631902544, 0.427165690)),
-    ((0, 0, 1), (0.866025404, 0, 0.5)),
-    ((-1, 0, 0), (-0.342020143, 0.939692621, 0)),
-    ((0.5, 0.5, 0.7), (0.676333211, 0.595943463, 0.432925834)),
-])
+@pytest.mark.parametrize(
+    "given_dir, expected",
+    [
+        ((1, 1, 0), None),
+        ((1, 1, 0.3), None),
+        ((1, 1, -0.3), None),
+        ((0.2, 1, 0), None),
+        ((1, 0.2, 0.1), None),
+        ((1, 1, 0.8), (0.646705999, 0.631902544, 0.427165690)),
+        ((0, 0, 1), (0.866025404, 0, 0.5)),
+        ((-1, 0, 0), (-0.342020143, 0.939692621, 0)),
+        ((0.5, 0.5, 0.7), (0.676333211, 0.595943463, 0.432925834)),
+    ],
+)
 def test_two_cone_reference(given_dir, expected):
     p = unit(given_dir)
     out = TWO_CONES.closest_allowed(p)
@@ -73,6 +83,7 @@ def test_two_cone_reference(given_dir, expected):
 
 
 # ---------------------------------------------------------------- independent brute-force oracle
+
 
 def oracle_tangent(a, ra, b, rb, side):
     """Tangent cone centre by spherical trigonometry (not the closed form used by the solver)."""
@@ -145,8 +156,7 @@ def assert_finite_and_allowed(kusudama, dirs):
     return out
 
 
-EDGE_DIRS = np.concatenate([unit(np.random.default_rng(3).normal(size=(200, 3))),
-                            np.eye(3), -np.eye(3)])
+EDGE_DIRS = np.concatenate([unit(np.random.default_rng(3).normal(size=(200, 3))), np.eye(3), -np.eye(3)])
 
 
 def test_antipodal_input_is_finite():
@@ -154,19 +164,22 @@ def test_antipodal_input_is_finite():
     assert abs(angle(out[0], np.array([0, 0, 1.0])) - math.pi / 6) < 1e-12
 
 
-@pytest.mark.parametrize("cones", [
-    [((0, 1, 0), 0.0)],
-    [((0, 1, 0), 0.0), ((1, 0, 0), 0.0)],
-    [((0, 1, 0), 0.3), ((0, 1, 0), 0.3)],
-    [((0, 1, 0), 0.3), ((0, 1, 0), 0.6)],
-    [((0, 1, 0), 0.3), ((0, -1, 0), 0.2)],
-    [((0, 1, 0), 0.0), ((0, -1, 0), 0.0)],
-    [((0, 1, 0), math.pi)],
-    [((0, 1, 0), 4.0), ((1, 0, 0), 0.2)],
-    [((0, 1, 0), 1.2), ((1, 0, 0), 1.0)],
-    [((0, 1, 0), 2.0), ((1, 0, 0), 1.5)],
-    [((0, 1, 0), 0.5), ((1, 0, 0), 0.5), ((0, 1, 0), 0.2)],
-])
+@pytest.mark.parametrize(
+    "cones",
+    [
+        [((0, 1, 0), 0.0)],
+        [((0, 1, 0), 0.0), ((1, 0, 0), 0.0)],
+        [((0, 1, 0), 0.3), ((0, 1, 0), 0.3)],
+        [((0, 1, 0), 0.3), ((0, 1, 0), 0.6)],
+        [((0, 1, 0), 0.3), ((0, -1, 0), 0.2)],
+        [((0, 1, 0), 0.0), ((0, -1, 0), 0.0)],
+        [((0, 1, 0), math.pi)],
+        [((0, 1, 0), 4.0), ((1, 0, 0), 0.2)],
+        [((0, 1, 0), 1.2), ((1, 0, 0), 1.0)],
+        [((0, 1, 0), 2.0), ((1, 0, 0), 1.5)],
+        [((0, 1, 0), 0.5), ((1, 0, 0), 0.5), ((0, 1, 0), 0.2)],
+    ],
+)
 def test_degenerate_cones_are_finite(cones):
     kusudama = Kusudama([LimitCone(d, r) for d, r in cones])
     assert_finite_and_allowed(kusudama, EDGE_DIRS)
@@ -211,8 +224,11 @@ def test_centres_sit_in_the_middle_of_swing_and_twist():
     """The restart pose: swing at the region's centre, twist in the middle of its range, free
     bones at rest; every limited bone's centre passes its own limits with room to spare."""
     rng = np.random.default_rng(12)
-    kusudamas = {1: Kusudama([LimitCone((1.0, 0.0, 0.0), 0.3)], TwistLimit(0.2, 0.6)),
-                 2: random_kusudama(rng, 3), 4: Kusudama([], TwistLimit(-1.0, -0.5))}
+    kusudamas = {
+        1: Kusudama([LimitCone((1.0, 0.0, 0.0), 0.3)], TwistLimit(0.2, 0.6)),
+        2: random_kusudama(rng, 3),
+        4: Kusudama([], TwistLimit(-1.0, -0.5)),
+    }
     limits = JointLimits(kusudamas, 5)
     centres = limits.centres()
     assert np.all(limits.violation(centres) == 0.0)
@@ -226,8 +242,14 @@ def test_centres_sit_in_the_middle_of_swing_and_twist():
 def quat_product(a, b):
     w1, x1, y1, z1 = a
     w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+    return np.array(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    )
 
 
 # ---------------------------------------------------------------- properties
@@ -256,38 +278,48 @@ def test_closest_allowed_properties(kusudama, dirs):
 
 # ---------------------------------------------------------------- documents and bad input
 
+
 def test_dict_round_trip():
-    d = {"cones": [{"direction": [0.0, 1.0, 0.0], "radius": 0.5},
-                   {"direction": [1.0, 0.0, 0.0], "radius": 0.2}],
-         "twist": {"min": -0.4, "max": 0.9}}
+    d = {
+        "cones": [
+            {"direction": [0.0, 1.0, 0.0], "radius": 0.5},
+            {"direction": [1.0, 0.0, 0.0], "radius": 0.2},
+        ],
+        "twist": {"min": -0.4, "max": 0.9},
+    }
     kusudama = Kusudama.from_dict(d, bone="x")
     assert kusudama.to_dict() == d
     assert Kusudama.from_dict(kusudama.to_dict()) == kusudama
 
 
-@pytest.mark.parametrize("limits, field", [
-    ({"cones": [{"direction": [0, 1, 0], "radius": 0.3}, {"direction": [0, 2, 0], "radius": 0.3}]},
-     "limits.cones[1].direction"),
-    ({"cones": [{"direction": [0, 0, 0], "radius": 0.3}]}, "limits.cones[0].direction"),
-    ({"cones": [{"direction": [0, 1], "radius": 0.3}]}, "limits.cones[0].direction"),
-    ({"cones": [{"direction": [0, float("nan"), 1], "radius": 0.3}]}, "limits.cones[0].direction[1]"),
-    ({"cones": [{"direction": ["0", 1, 0], "radius": 0.3}]}, "limits.cones[0].direction[0]"),
-    ({"cones": [{"direction": [0, True, 0], "radius": 0.3}]}, "limits.cones[0].direction[1]"),
-    ({"cones": [{"direction": "010", "radius": 0.3}]}, "limits.cones[0].direction"),
-    ({"cones": [{"direction": [0, 1, 0], "radius": -0.1}]}, "limits.cones[0].radius"),
-    ({"cones": [{"direction": [0, 1, 0], "radius": "wide"}]}, "limits.cones[0].radius"),
-    ({"cones": [{"direction": [0, 1, 0]}]}, "limits.cones[0].radius"),
-    ({"cones": [{"direction": [0, 1, 0], "radius": 0.3, "width": 1}]}, "limits.cones[0].width"),
-    ({"twist": {"min": 0.5, "max": -0.5}}, "limits.twist.min"),
-    ({"twist": {"min": 0.5}}, "limits.twist.max"),
-    ({"twist": {"min": float("inf"), "max": 1}}, "limits.twist.min"),
-    ({"twist": [0, 1]}, "limits.twist"),
-    ({"comfort": 2.0}, "limits.comfort"),
-    ({"comfort": True}, "limits.comfort"),
-    ({"cone": []}, "limits.cone"),
-    ({"cones": "wide"}, "limits.cones"),
-    ([1, 2], "limits"),
-])
+@pytest.mark.parametrize(
+    "limits, field",
+    [
+        (
+            {"cones": [{"direction": [0, 1, 0], "radius": 0.3}, {"direction": [0, 2, 0], "radius": 0.3}]},
+            "limits.cones[1].direction",
+        ),
+        ({"cones": [{"direction": [0, 0, 0], "radius": 0.3}]}, "limits.cones[0].direction"),
+        ({"cones": [{"direction": [0, 1], "radius": 0.3}]}, "limits.cones[0].direction"),
+        ({"cones": [{"direction": [0, float("nan"), 1], "radius": 0.3}]}, "limits.cones[0].direction[1]"),
+        ({"cones": [{"direction": ["0", 1, 0], "radius": 0.3}]}, "limits.cones[0].direction[0]"),
+        ({"cones": [{"direction": [0, True, 0], "radius": 0.3}]}, "limits.cones[0].direction[1]"),
+        ({"cones": [{"direction": "010", "radius": 0.3}]}, "limits.cones[0].direction"),
+        ({"cones": [{"direction": [0, 1, 0], "radius": -0.1}]}, "limits.cones[0].radius"),
+        ({"cones": [{"direction": [0, 1, 0], "radius": "wide"}]}, "limits.cones[0].radius"),
+        ({"cones": [{"direction": [0, 1, 0]}]}, "limits.cones[0].radius"),
+        ({"cones": [{"direction": [0, 1, 0], "radius": 0.3, "width": 1}]}, "limits.cones[0].width"),
+        ({"twist": {"min": 0.5, "max": -0.5}}, "limits.twist.min"),
+        ({"twist": {"min": 0.5}}, "limits.twist.max"),
+        ({"twist": {"min": float("inf"), "max": 1}}, "limits.twist.min"),
+        ({"twist": [0, 1]}, "limits.twist"),
+        ({"comfort": 2.0}, "limits.comfort"),
+        ({"comfort": True}, "limits.comfort"),
+        ({"cone": []}, "limits.cone"),
+        ({"cones": "wide"}, "limits.cones"),
+        ([1, 2], "limits"),
+    ],
+)
 def test_bad_limits_name_bone_and_field(limits, field):
     with pytest.raises(SceneError) as err:
         Kusudama.from_dict(limits, bone="forearm.L")

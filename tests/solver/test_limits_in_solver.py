@@ -18,8 +18,9 @@ from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
 
-solve_module = importlib.import_module("solver.solve")  # the package's `solve` is the function
 from tests.solver.conftest import captured_pins
+
+solve_module = importlib.import_module("solver.solve")  # the package's `solve` is the function
 
 MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
 CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
@@ -61,8 +62,9 @@ def test_random_targets_leave_no_violation(seed):
         target[:3, :3] = quat.to_matrix(quat.normalize(rng.normal(size=4)))
         target[:3, 3] = rng.normal(scale=2.5, size=3) + (0.0, 2.0, 0.0)
         pins = [Pin("b5", target, orientation_weights=tuple(rng.uniform(0, 1, 3)))]
-        result = solve(skeleton, pins, rotations, np.zeros((6, 3)), SolverSettings(iterations=30),
-                       limits=limits)
+        result = solve(
+            skeleton, pins, rotations, np.zeros((6, 3)), SolverSettings(iterations=30), limits=limits
+        )
         assert np.all(np.isfinite(result.rotations))
         assert limits.violation(result.rotations).max() <= 1e-6
         rotations = result.rotations
@@ -79,8 +81,9 @@ def test_comfort_settles_across_warm_started_calls():
     rotations = np.tile(quat.IDENTITY, (4, 1))
     changes = []
     for _ in range(40):
-        result = solve(skeleton, pins, rotations, np.zeros((4, 3)), SolverSettings(iterations=10),
-                       limits=limits)
+        result = solve(
+            skeleton, pins, rotations, np.zeros((4, 3)), SolverSettings(iterations=10), limits=limits
+        )
         assert limits.violation(result.rotations).max() <= 1e-6
         changes.append(np.abs(result.rotations - rotations).max())
         rotations = result.rotations
@@ -97,18 +100,24 @@ def clips():
             pytest.skip("mocap data not present")
         mocap = load_bvh(path)
         names = mocap.names
-        skeleton = Skeleton(names, [b["parent"] for b in mocap.bones],
-                            [np.array(b["rest"]) for b in mocap.bones], [b["length"] for b in mocap.bones])
+        skeleton = Skeleton(
+            names,
+            [b["parent"] for b in mocap.bones],
+            [np.array(b["rest"]) for b in mocap.bones],
+            [b["length"] for b in mocap.bones],
+        )
         order = [names.index(n) for n in skeleton.names]
-        limits = JointLimits({skeleton.index[n]: Kusudama.from_dict(d, bone=n)
-                              for n, d in preset_limits(mocap.bones).items()}, len(skeleton))
+        limits = JointLimits(
+            {skeleton.index[n]: Kusudama.from_dict(d, bone=n) for n, d in preset_limits(mocap.bones).items()},
+            len(skeleton),
+        )
         out.append((name, mocap, skeleton, mocap.rotations[:, order], mocap.locations[:, order], limits))
     return out
 
 
 def test_mocap_poses_fall_inside_the_humanoid_preset(clips):
     inside = total = 0
-    for _, _, skeleton, rotations, _, limits in clips:
+    for _, _, _, rotations, _, limits in clips:
         violation = np.array([limits.violation(r) for r in rotations])[:, limits.limited]
         inside += int(np.sum(violation <= 1e-6))
         total += violation.size
@@ -148,8 +157,10 @@ def test_mocap_full_body_with_preset_reaches_targets(clips):
         limited.append(solve_frames(skeleton, rotations, locations, frames, limits, settings))
     position = np.concatenate([r[0] for r in limited])
     orientation = np.concatenate([r[1] for r in limited])
-    print(f"\nwith humanoid preset: position p95 {np.percentile(position, 95) * 1e3:.3f} mm, "
-          f"orientation p95 {np.percentile(orientation, 95):.3f} deg")
+    print(
+        f"\nwith humanoid preset: position p95 {np.percentile(position, 95) * 1e3:.3f} mm, "
+        f"orientation p95 {np.percentile(orientation, 95):.3f} deg"
+    )
     assert np.percentile(position, 95) <= 0.002
     assert np.percentile(orientation, 95) <= 1.0
     assert max(r[2] for r in limited) <= 1e-6
@@ -176,8 +187,10 @@ def test_mocap_targets_are_reached_from_the_rest_pose_under_the_preset(clips, de
             result = solve(skeleton, pins, start, loc, settings, limits=limits, stiffness=stiffness)
             hips_given.append(result.position_errors.max())
             assert limits.violation(result.rotations)[result.moved].max() <= 1e-6
-    print(f"\nfrom rest under the preset: {len(hips_given)} frames, worst pin p95 "
-          f"{np.percentile(hips_given, 95) * 1e3:.2f} mm, max {max(hips_given) * 1e3:.2f} mm")
+    print(
+        f"\nfrom rest under the preset: {len(hips_given)} frames, worst pin p95 "
+        f"{np.percentile(hips_given, 95) * 1e3:.2f} mm, max {max(hips_given) * 1e3:.2f} mm"
+    )
     assert np.percentile(hips_given, 95) <= 0.002
     assert max(hips_given) <= 0.005
 
@@ -192,9 +205,15 @@ def test_a_hinge_facing_away_from_the_target_is_turned_toward_it():
     target = np.eye(4)
     target[:3, 3] = [0.9, 1.6, 0.0]
     rotations = np.tile(quat.IDENTITY, (4, 1))
-    result = solve(skeleton, [Pin("b3", target, orientation_weights=(0.0, 0.0, 0.0))], rotations,
-                   np.zeros((4, 3)), SolverSettings(iterations=200), limits=limits,
-                   stiffness=np.array([1.0, 0.0, 0.0, 0.0]))
+    result = solve(
+        skeleton,
+        [Pin("b3", target, orientation_weights=(0.0, 0.0, 0.0))],
+        rotations,
+        np.zeros((4, 3)),
+        SolverSettings(iterations=200),
+        limits=limits,
+        stiffness=np.array([1.0, 0.0, 0.0, 0.0]),
+    )
     assert result.position_errors[0] <= 1e-5
     assert result.converged
     assert limits.violation(result.rotations).max() <= 1e-9
@@ -213,6 +232,13 @@ def test_only_a_reachable_miss_is_worth_a_restart(scale, attempts, monkeypatch):
     limits = JointLimits({2: Kusudama([LimitCone(Y, 0.05), LimitCone(bend, 0.05)], TwistLimit(-0.1, 0.1))}, 4)
     target = np.eye(4)
     target[:3, 3] = np.array([0.9, 1.6, 0.0]) * scale
-    solve(skeleton, [Pin("b3", target, orientation_weights=(0.0, 0.0, 0.0))], np.tile(quat.IDENTITY, (4, 1)),
-          np.zeros((4, 3)), SolverSettings(iterations=4), limits=limits, stiffness=np.array([1.0, 0.0, 0.0, 0.0]))
+    solve(
+        skeleton,
+        [Pin("b3", target, orientation_weights=(0.0, 0.0, 0.0))],
+        np.tile(quat.IDENTITY, (4, 1)),
+        np.zeros((4, 3)),
+        SolverSettings(iterations=4),
+        limits=limits,
+        stiffness=np.array([1.0, 0.0, 0.0, 0.0]),
+    )
     assert len(runs) == attempts

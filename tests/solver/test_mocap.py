@@ -45,14 +45,13 @@ def plain_bvh_positions(path, frames):
         column, world = 0, []
         for j in range(len(names)):
             ch = channels[j]
-            vals = values[column:column + len(ch)]
+            vals = values[column : column + len(ch)]
             column += len(ch)
             rot_axes = "".join(c[0] for c in ch if c.endswith("rotation"))
             angles = [v for c, v in zip(ch, vals) if c.endswith("rotation")]
             m = np.eye(4)
             m[:3, :3] = Rotation.from_euler(rot_axes.upper(), angles, degrees=True).as_matrix()
-            m[:3, 3] = offsets[j] + np.array(
-                [dict(zip(ch, vals)).get(a + "position", 0.0) for a in "XYZ"])
+            m[:3, 3] = offsets[j] + np.array([dict(zip(ch, vals)).get(a + "position", 0.0) for a in "XYZ"])
             world.append(m if parents[j] < 0 else world[parents[j]] @ m)
         result.append(np.array([w[:3, 3] for w in world]))
     return names, np.array(result)
@@ -73,7 +72,11 @@ def test_joint_positions_match_plain_bvh_maths(clip):
     for k, frame in enumerate(frames):
         pose = forward_kinematics(mocap, frame)
         np.testing.assert_allclose(pose[:, :3, 3], expected[k], atol=1e-9)
-        tails = pose[:, :3, :3] @ np.array([0.0, 1.0, 0.0]) * np.array([b["length"] for b in mocap.bones])[:, None]
+        tails = (
+            pose[:, :3, :3]
+            @ np.array([0.0, 1.0, 0.0])
+            * np.array([b["length"] for b in mocap.bones])[:, None]
+        )
         tails += pose[:, :3, 3]
         for j, bone in enumerate(mocap.bones):
             kids = [c for c, b in enumerate(mocap.bones) if b["parent"] == bone["name"]]
@@ -88,8 +91,11 @@ def test_rest_skeleton_conventions(clip):
     heads = rest[:, :3, 3]
     lengths = np.array([b["length"] for b in mocap.bones])
     assert np.all(lengths > 1e-3)
-    np.testing.assert_allclose(rest[:, :3, :3] @ rest[:, :3, :3].transpose(0, 2, 1),
-                               np.tile(np.eye(3), (len(rest), 1, 1)), atol=1e-12)
+    np.testing.assert_allclose(
+        rest[:, :3, :3] @ rest[:, :3, :3].transpose(0, 2, 1),
+        np.tile(np.eye(3), (len(rest), 1, 1)),
+        atol=1e-12,
+    )
     tails = heads + rest[:, :3, 1] * lengths[:, None]
     height = np.ptp(np.concatenate((heads, tails))[:, 2])
     assert abs(height - 1.75) < 1e-9

@@ -45,7 +45,12 @@ from tests.solver.test_solve import random_problem
 
 pytestmark = pytest.mark.compares_backends
 
-AGREE = settings(max_examples=40, deadline=None, phases=EXPLICIT_UNLESS_EXPLORING, suppress_health_check=[HealthCheck.too_slow])
+AGREE = settings(
+    max_examples=40,
+    deadline=None,
+    phases=EXPLICIT_UNLESS_EXPLORING,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 SEEDED_CASES = 40
 ERROR_ATOL = 1e-9  # metres (or the rigs' units) and radians: both loops reach the same accuracy
 MISFIT_RTOL = 1e-8
@@ -62,11 +67,14 @@ def seeded_examples(seed, *ranges):
         for case in cases:
             test = example(*[bool(v) if r == (0, 1) else v for v, r in zip(case, ranges)])(test)
         return test
+
     return decorate
 
 
 def test_the_native_loop_is_built():
-    assert native.available(), "solver/_ewbik_native.* is missing: run `python tools/build_native.py` (or make native)"
+    assert native.available(), (
+        "solver/_ewbik_native.* is missing: run `python tools/build_native.py` (or make native)"
+    )
 
 
 def both(skeleton, pins, rotations, locations, config, **kwargs):
@@ -90,7 +98,9 @@ def weighted_misfit(skeleton, pins, result):
     for pin in pins:
         pose = poses[skeleton.index[pin.bone]]
         chords = np.sum((pose[:3, :3] - pin.target[:3, :3]) ** 2, axis=0)
-        total += pin.weight * (np.sum((pose[:3, 3] - pin.target[:3, 3]) ** 2) + np.dot(pin.orientation_weights, chords))
+        total += pin.weight * (
+            np.sum((pose[:3, 3] - pin.target[:3, 3]) ** 2) + np.dot(pin.orientation_weights, chords)
+        )
     return total
 
 
@@ -109,16 +119,17 @@ def assert_same_solve(skeleton, pins, a, b, pose_atol=1e-6, error_atol=ERROR_ATO
     np.testing.assert_array_equal(b.moved, a.moved)
     misfits = weighted_misfit(skeleton, pins, b), weighted_misfit(skeleton, pins, a)
     if not unique_turns(pins):
-        np.testing.assert_allclose(*misfits, rtol=TIED_MISFIT_RTOL, atol=error_atol ** 2)
+        np.testing.assert_allclose(*misfits, rtol=TIED_MISFIT_RTOL, atol=error_atol**2)
         return
     if max(a.position_errors.max(initial=0.0), b.position_errors.max(initial=0.0)) > 1e-9:
         assert a.converged == b.converged
         if a.converged:
             assert a.iterations == b.iterations
     np.testing.assert_allclose(b.position_errors, a.position_errors, rtol=0, atol=error_atol)
-    np.testing.assert_allclose(np.radians(b.orientation_errors_deg), np.radians(a.orientation_errors_deg),
-                               rtol=0, atol=error_atol)
-    np.testing.assert_allclose(*misfits, rtol=MISFIT_RTOL, atol=error_atol ** 2)
+    np.testing.assert_allclose(
+        np.radians(b.orientation_errors_deg), np.radians(a.orientation_errors_deg), rtol=0, atol=error_atol
+    )
+    np.testing.assert_allclose(*misfits, rtol=MISFIT_RTOL, atol=error_atol**2)
     np.testing.assert_allclose(canonical(b.rotations), canonical(a.rotations), rtol=0, atol=pose_atol)
     np.testing.assert_allclose(b.locations, a.locations, rtol=0, atol=pose_atol)
 
@@ -135,13 +146,26 @@ def random_stiffness(rng, n):
 @AGREE
 @example(seed=40101, n_bones=2, n_pins=1, translate_root=True, exact=True, analytic_limbs=True)
 @seeded_examples(1, (0, 2**32 - 1), (1, 12), (1, 4), (0, 1), (0, 1), (0, 1))
-@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(1, 4), st.booleans(), st.booleans(), st.booleans())
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 12),
+    st.integers(1, 4),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
 def test_plain_sweeps_match_numpy(seed, n_bones, n_pins, translate_root, exact, analytic_limbs):
     skeleton, pins, rotations, locations, rng = random_problem(seed, n_bones, n_pins)
-    config = SolverSettings(iterations=int(rng.integers(1, 25)), acceleration=0, analytic_limbs=analytic_limbs,
-                            translate_root=translate_root, exact=exact, tolerance=float(rng.choice([0.0, 1e-5])),
-                            dampening=float(rng.uniform(0.02, math.pi)),
-                            stabilization_passes=int(rng.integers(0, 2)))
+    config = SolverSettings(
+        iterations=int(rng.integers(1, 25)),
+        acceleration=0,
+        analytic_limbs=analytic_limbs,
+        translate_root=translate_root,
+        exact=exact,
+        tolerance=float(rng.choice([0.0, 1e-5])),
+        dampening=float(rng.uniform(0.02, math.pi)),
+        stabilization_passes=int(rng.integers(0, 2)),
+    )
     a, b = both(skeleton, pins, rotations, locations, config, stiffness=random_stiffness(rng, n_bones))
     assert_same_solve(skeleton, pins, a, b)
 
@@ -175,8 +199,11 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
     skeleton, pins, rotations, locations, rng = random_problem(seed, n_bones, n_pins)
     limited = rng.choice(n_bones, size=int(rng.integers(1, n_bones + 1)), replace=False)
     limits = JointLimits({int(b): random_kusudama(rng) for b in limited}, n_bones)
-    config = SolverSettings(iterations=3 if accelerated else int(rng.integers(1, 20)),
-                            acceleration=3 if accelerated else 0, tolerance=0.0)
+    config = SolverSettings(
+        iterations=3 if accelerated else int(rng.integers(1, 20)),
+        acceleration=3 if accelerated else 0,
+        tolerance=0.0,
+    )
     a, b = both(skeleton, pins, rotations, locations, config, limits=limits)
     if config.iterations <= POLISH_AFTER:
         assert_same_solve(skeleton, pins, a, b)
@@ -185,9 +212,11 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
         # polish's tries compare misfits that differ by rounding only (LU in numpy, Cholesky in
         # C), so the loops may settle in different ones: each must still have lowered the misfit.
         start = SolverSettings(iterations=1, acceleration=0, tolerance=0.0)
-        before = weighted_misfit(skeleton, pins, both(skeleton, pins, rotations, locations, start, limits=limits)[0])
+        before = weighted_misfit(
+            skeleton, pins, both(skeleton, pins, rotations, locations, start, limits=limits)[0]
+        )
         for result in (a, b):
-            assert weighted_misfit(skeleton, pins, result) <= before * (1.0 + 1e-9) + ERROR_ATOL ** 2
+            assert weighted_misfit(skeleton, pins, result) <= before * (1.0 + 1e-9) + ERROR_ATOL**2
     assert limits.violation(b.rotations)[b.moved].max() <= 1e-6
     assert limits.violation(a.rotations)[a.moved].max() <= 1e-6
 
@@ -204,8 +233,14 @@ def test_mocap_frames_reach_their_targets_with_both_loops():
         for row in range(len(clip.frames)):
             rotations, locations = bench_solver.hips_given_start(clip, row, previous)
             pins = bench_solver.frame_pins(clip, row)
-            result = solve(clip.skeleton, pins, rotations, locations, dataclasses.replace(config, backend=backend),
-                           stiffness=stiffness)
+            result = solve(
+                clip.skeleton,
+                pins,
+                rotations,
+                locations,
+                dataclasses.replace(config, backend=backend),
+                stiffness=stiffness,
+            )
             previous = result.rotations
             errors[backend].append(result.position_errors)
     for backend, values in errors.items():
@@ -215,8 +250,13 @@ def test_mocap_frames_reach_their_targets_with_both_loops():
 def test_a_zero_time_budget_runs_one_iteration():
     skeleton, pins, rotations, locations, _ = random_problem(3, 8, 2)
     pins = [Pin(pins[0].bone, translation((40.0, 0.0, 0.0)))]
-    result = solve(skeleton, pins, rotations, locations, SolverSettings(iterations=200, time_budget_ms=0.0,
-                                                                        backend="native"))
+    result = solve(
+        skeleton,
+        pins,
+        rotations,
+        locations,
+        SolverSettings(iterations=200, time_budget_ms=0.0, backend="native"),
+    )
     assert result.iterations == 1
 
 
@@ -290,12 +330,19 @@ def test_whole_floats_and_a_long_anderson_memory_work_in_both_loops():
     np.testing.assert_allclose(b.position_errors, a.position_errors, atol=1e-6)
 
 
-@pytest.mark.parametrize("system, machine, expected", [
-    ("Windows", "AMD64", "windows-x64"), ("Windows", "ARM64", "windows-arm64"),
-    ("Darwin", "x86_64", "macos-x64"), ("Darwin", "arm64", "macos-arm64"),
-    ("Linux", "x86_64", "linux-x64"), ("Linux", "aarch64", "linux-arm64"),
-    ("Linux", "riscv64", None), ("FreeBSD", "amd64", None),
-])
+@pytest.mark.parametrize(
+    "system, machine, expected",
+    [
+        ("Windows", "AMD64", "windows-x64"),
+        ("Windows", "ARM64", "windows-arm64"),
+        ("Darwin", "x86_64", "macos-x64"),
+        ("Darwin", "arm64", "macos-arm64"),
+        ("Linux", "x86_64", "linux-x64"),
+        ("Linux", "aarch64", "linux-arm64"),
+        ("Linux", "riscv64", None),
+        ("FreeBSD", "amd64", None),
+    ],
+)
 def test_the_loader_picks_the_library_of_the_running_platform(system, machine, expected):
     assert native_library.this_platform(system, machine) == expected
     if expected is not None:

@@ -19,10 +19,16 @@ S = math.sqrt(0.5)
 def library():
     lib = load_library()
     if lib is None or not hasattr(lib, "ewbik_constrain_batch"):
-        pytest.fail("the native library is missing or stale: run `python tools/build_native.py`",
-                    pytrace=False)
-    lib.ewbik_constrain_batch.argtypes = (ctypes.POINTER(NativeLimits), ctypes.c_int, ctypes.c_void_p,
-                                          ctypes.c_void_p, ctypes.c_int)
+        pytest.fail(
+            "the native library is missing or stale: run `python tools/build_native.py`", pytrace=False
+        )
+    lib.ewbik_constrain_batch.argtypes = (
+        ctypes.POINTER(NativeLimits),
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    )
     lib.ewbik_constrain_batch.restype = None
     return lib
 
@@ -30,8 +36,9 @@ def library():
 def native_constrain(lib, limits, bones, rotations, iteration=0):
     bones = np.ascontiguousarray(bones, dtype=np.int32)
     out = np.array(rotations, dtype=np.float64, order="C")
-    lib.ewbik_constrain_batch(native_limits(limits), len(bones), bones.ctypes.data, out.ctypes.data,
-                              iteration)
+    lib.ewbik_constrain_batch(
+        native_limits(limits), len(bones), bones.ctypes.data, out.ctypes.data, iteration
+    )
     return out
 
 
@@ -50,9 +57,13 @@ def assert_matches_numpy(lib, limits, bones, rotations, iteration=0):
 def random_twist(rng):
     """None, narrow, wide, unlimited or zero-width."""
     low = rng.uniform(-3.0, 2.0)
-    return [None, TwistLimit(low, low + rng.uniform(0.0, 0.2)),
-            TwistLimit(low, low + rng.uniform(1.0, 5.0)), TwistLimit(-math.pi, math.pi),
-            TwistLimit(low, low)][rng.integers(5)]
+    return [
+        None,
+        TwistLimit(low, low + rng.uniform(0.0, 0.2)),
+        TwistLimit(low, low + rng.uniform(1.0, 5.0)),
+        TwistLimit(-math.pi, math.pi),
+        TwistLimit(low, low),
+    ][rng.integers(5)]
 
 
 def awkward_kusudama(rng):
@@ -123,8 +134,10 @@ def test_rotations_inside_are_unchanged(library):
     rng = np.random.default_rng(6)
     kusudamas = {}
     for i in range(8):
-        cones = [LimitCone(d / np.linalg.norm(d), r)
-                 for d, r in zip(rng.normal(size=(1 + i % 4, 3)), rng.uniform(0.4, 1.5, 1 + i % 4))]
+        cones = [
+            LimitCone(d / np.linalg.norm(d), r)
+            for d, r in zip(rng.normal(size=(1 + i % 4, 3)), rng.uniform(0.4, 1.5, 1 + i % 4))
+        ]
         kusudamas[i] = Kusudama(cones if i % 4 else [], TwistLimit(-2.0, 1.5) if i % 3 else None)
     limits = JointLimits(kusudamas, 8)
     inside = []
@@ -154,12 +167,15 @@ OPPOSITE = [
 @pytest.mark.parametrize("centre, rotations", OPPOSITE)
 def test_opposite_direction_fallback(library, centre, rotations, radius, comfort):
     cone, opposite = LimitCone(centre, radius), LimitCone(tuple(-c for c in centre), 0.0)
-    limits = JointLimits({
-        0: Kusudama([cone], None, comfort),
-        1: Kusudama([cone], TwistLimit(0.2, 0.4), comfort),
-        2: Kusudama([cone, opposite], None, comfort),
-        3: Kusudama([], TwistLimit(-0.3, 0.1), comfort),
-    }, 4)
+    limits = JointLimits(
+        {
+            0: Kusudama([cone], None, comfort),
+            1: Kusudama([cone], TwistLimit(0.2, 0.4), comfort),
+            2: Kusudama([cone, opposite], None, comfort),
+            3: Kusudama([], TwistLimit(-0.3, 0.1), comfort),
+        },
+        4,
+    )
     bones = np.repeat(np.arange(4), len(rotations))
     q = np.tile(np.array(rotations, dtype=float), (4, 1))
     for iteration in range(4):

@@ -38,8 +38,15 @@ def polished_problem(seed, n_bones=10, n_pins=3, translate_root=False):
     work = skeleton.normalized()
     pin_bones = [skeleton.index[p.bone] for p in pins]
     plan = plan_solve(work, pin_bones, [1.0] * len(pins), np.zeros(len(skeleton), dtype=bool), translate_root)
-    state = _State(work, pins, pin_bones, quat.normalize(rotations), locations / skeleton.unit, plan.levels,
-                   skeleton.unit)
+    state = _State(
+        work,
+        pins,
+        pin_bones,
+        quat.normalize(rotations),
+        locations / skeleton.unit,
+        plan.levels,
+        skeleton.unit,
+    )
     state.forward()
     return state, plan, rng
 
@@ -64,7 +71,9 @@ def test_the_jacobian_matches_finite_differences_of_the_residuals(seed, translat
             world_turn = np.eye(3)[axis] * h
             local = frames[i].T @ world_turn
             bone = polish.bones[i]
-            state.rotations[bone] = quat.multiply(quat.from_axis_angle(local, np.linalg.norm(local)), rotations[bone])
+            state.rotations[bone] = quat.multiply(
+                quat.from_axis_angle(local, np.linalg.norm(local)), rotations[bone]
+            )
         else:
             t, axis = divmod(column - 3 * len(polish.bones), 3)
             bone = polish.bones[moving[t]]
@@ -92,8 +101,13 @@ def test_a_pin_falloff_below_one_leaves_the_polish_out():
     child = state.skeleton.names[state.pin_bones[0]]
     skeleton = state.skeleton
     for falloff, polished in ((0.0, False), (0.5, False), (1.0, True)):
-        plan = plan_solve(skeleton, [skeleton.index[parent], skeleton.index[child]], [falloff, 1.0],
-                          np.zeros(len(skeleton), dtype=bool), False)
+        plan = plan_solve(
+            skeleton,
+            [skeleton.index[parent], skeleton.index[child]],
+            [falloff, 1.0],
+            np.zeros(len(skeleton), dtype=bool),
+            False,
+        )
         assert (plan.polish is not None) == polished
 
 
@@ -112,24 +126,38 @@ def test_polished_solves_agree_between_the_loops(translate_root):
     iteration counts, errors and poses agree."""
     for seed in range(12):
         skeleton, pins, rotations, locations, _ = random_problem(seed, 9, 3)
-        pins = [Pin(p.bone, p.target, weight=p.weight, orientation_weights=(1.0, 1.0, 1.0), falloff=1.0) for p in pins]
+        pins = [
+            Pin(p.bone, p.target, weight=p.weight, orientation_weights=(1.0, 1.0, 1.0), falloff=1.0)
+            for p in pins
+        ]
         native_result, numpy_result = [
-            solve(skeleton, pins, rotations, locations,
-                  SolverSettings(iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend))
-            for backend in ("native", "numpy")]
+            solve(
+                skeleton,
+                pins,
+                rotations,
+                locations,
+                SolverSettings(
+                    iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend
+                ),
+            )
+            for backend in ("native", "numpy")
+        ]
         assert native_result.iterations == numpy_result.iterations
         assert native_result.converged and numpy_result.converged, seed
         np.testing.assert_allclose(native_result.position_errors, numpy_result.position_errors, atol=1e-9)
-        assert np.all(quat.angle(quat.multiply(quat.conjugate(native_result.rotations), numpy_result.rotations))
-                      < 1e-5)
+        assert np.all(
+            quat.angle(quat.multiply(quat.conjugate(native_result.rotations), numpy_result.rotations)) < 1e-5
+        )
 
 
 @pytest.mark.compares_backends
 def test_limited_polished_solves_reach_targets_inside_the_limits_in_both_loops():
     """Targets posed inside the limits: both loops reach them and stay inside (which of the
     equally good poses each picks is not unique, so only errors and violations are compared)."""
-    limits_of = {1: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.6)], TwistLimit(-0.5, 0.5)),
-                 3: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.4), LimitCone((0.0, 0.6, 0.8), 0.3)])}
+    limits_of = {
+        1: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.6)], TwistLimit(-0.5, 0.5)),
+        3: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.4), LimitCone((0.0, 0.6, 0.8), 0.3)]),
+    }
     for seed in range(12):
         skeleton, _, rotations, locations, rng = random_problem(seed, 9, 3)
         limits = JointLimits(limits_of, len(skeleton))
@@ -143,10 +171,18 @@ def test_limited_polished_solves_reach_targets_inside_the_limits_in_both_loops()
             target[:3, :3], target[:3, 3] = quat.to_matrix(world_rotation[b]), world_head[b]
             pins.append(Pin(skeleton.names[b], target, falloff=1.0))
         for backend in ("native", "numpy"):
-            result = solve(skeleton, pins, rotations, locations,
-                           SolverSettings(iterations=300, tolerance=1e-7, backend=backend), limits=limits)
+            result = solve(
+                skeleton,
+                pins,
+                rotations,
+                locations,
+                SolverSettings(iterations=300, tolerance=1e-7, backend=backend),
+                limits=limits,
+            )
             assert result.position_errors.max() <= 1e-7 * skeleton.unit + 1e-12, (seed, backend)
             assert limits.violation(result.rotations)[result.moved].max() <= 1e-6
+
+
 RIGS = {"cmu": lambda m: m, "rolled": mocap.rolled_rest, "straight": mocap.straight_line_rest}
 
 
@@ -159,13 +195,18 @@ def test_warm_frames_of_captured_motion_converge_in_a_few_iterations_on_any_rig(
     clip = bench_solver.load_clip(CLIPS[0], 1, loaded)
     rows = np.arange(0, 120 if default_backend == "native" else 12)
     warm = SolverSettings(iterations=100, tolerance=1e-6)
-    runs = list(bench_solver.solve_sequence(clip, warm, True, rest_settings=dataclasses.replace(warm, iterations=500),
-                                            rows=rows))
+    runs = list(
+        bench_solver.solve_sequence(
+            clip, warm, True, rest_settings=dataclasses.replace(warm, iterations=500), rows=rows
+        )
+    )
     skeleton = clip.skeleton
     parents = [None if p < 0 else skeleton.names[p] for p in skeleton.parents]
     worst = 0.0
     for solved in runs:
-        poses = pose_matrices(skeleton.names, parents, skeleton.rest, solved.result.rotations, solved.result.locations)
+        poses = pose_matrices(
+            skeleton.names, parents, skeleton.rest, solved.result.rotations, solved.result.locations
+        )
         pinned = [skeleton.index[e] for e in bench_solver.EFFECTORS]
         targets = clip.targets[solved.row]
         worst = max(worst, float(np.linalg.norm(poses[pinned, :3, 3] - targets[:, :3, 3], axis=-1).max()))

@@ -49,115 +49,252 @@ CENTRE = {
 
 CONVENTIONS = {
     "mixamo": {
-        "hips": "mixamorig:Hips", "spine": "mixamorig:Spine", "chest": "mixamorig:Spine1",
-        "neck": "mixamorig:Neck", "head": "mixamorig:Head",
-        "clavicle": "mixamorig:{Side}Shoulder", "upper_arm": "mixamorig:{Side}Arm",
-        "forearm": "mixamorig:{Side}ForeArm", "hand": "mixamorig:{Side}Hand",
-        "finger_1": "mixamorig:{Side}HandIndex1", "finger_2": "mixamorig:{Side}HandIndex2",
-        "finger_3": "mixamorig:{Side}HandIndex3", "thumb_1": "mixamorig:{Side}HandThumb1",
-        "thumb_2": "mixamorig:{Side}HandThumb2", "thumb_3": "mixamorig:{Side}HandThumb3",
-        "thigh": "mixamorig:{Side}UpLeg", "shin": "mixamorig:{Side}Leg",
-        "foot": "mixamorig:{Side}Foot", "toes": "mixamorig:{Side}ToeBase",
+        "hips": "mixamorig:Hips",
+        "spine": "mixamorig:Spine",
+        "chest": "mixamorig:Spine1",
+        "neck": "mixamorig:Neck",
+        "head": "mixamorig:Head",
+        "clavicle": "mixamorig:{Side}Shoulder",
+        "upper_arm": "mixamorig:{Side}Arm",
+        "forearm": "mixamorig:{Side}ForeArm",
+        "hand": "mixamorig:{Side}Hand",
+        "finger_1": "mixamorig:{Side}HandIndex1",
+        "finger_2": "mixamorig:{Side}HandIndex2",
+        "finger_3": "mixamorig:{Side}HandIndex3",
+        "thumb_1": "mixamorig:{Side}HandThumb1",
+        "thumb_2": "mixamorig:{Side}HandThumb2",
+        "thumb_3": "mixamorig:{Side}HandThumb3",
+        "thigh": "mixamorig:{Side}UpLeg",
+        "shin": "mixamorig:{Side}Leg",
+        "foot": "mixamorig:{Side}Foot",
+        "toes": "mixamorig:{Side}ToeBase",
     },
     "rigify": {
-        "hips": "spine", "spine": "spine.001", "chest": "spine.002", "neck": "spine.004",
-        "head": "spine.006", "clavicle": "shoulder.{S}", "upper_arm": "upper_arm.{S}",
-        "forearm": "forearm.{S}", "hand": "hand.{S}", "finger_1": "f_index.01.{S}",
-        "finger_2": "f_index.02.{S}", "finger_3": "f_index.03.{S}", "thumb_1": "thumb.01.{S}",
-        "thumb_2": "thumb.02.{S}", "thumb_3": "thumb.03.{S}", "thigh": "thigh.{S}",
-        "shin": "shin.{S}", "foot": "foot.{S}", "toes": "toe.{S}",
+        "hips": "spine",
+        "spine": "spine.001",
+        "chest": "spine.002",
+        "neck": "spine.004",
+        "head": "spine.006",
+        "clavicle": "shoulder.{S}",
+        "upper_arm": "upper_arm.{S}",
+        "forearm": "forearm.{S}",
+        "hand": "hand.{S}",
+        "finger_1": "f_index.01.{S}",
+        "finger_2": "f_index.02.{S}",
+        "finger_3": "f_index.03.{S}",
+        "thumb_1": "thumb.01.{S}",
+        "thumb_2": "thumb.02.{S}",
+        "thumb_3": "thumb.03.{S}",
+        "thigh": "thigh.{S}",
+        "shin": "shin.{S}",
+        "foot": "foot.{S}",
+        "toes": "toe.{S}",
     },
     "rigify_def": {
-        "hips": "DEF-spine", "spine": "DEF-spine.001", "chest": "DEF-spine.002",
-        "neck": "DEF-spine.004", "head": "DEF-spine.006", "clavicle": "DEF-shoulder.{S}",
-        "upper_arm": "DEF-upper_arm.{S}", "forearm": "DEF-forearm.{S}", "hand": "DEF-hand.{S}",
-        "finger_1": "DEF-f_index.01.{S}", "finger_2": "DEF-f_index.02.{S}",
-        "finger_3": "DEF-f_index.03.{S}", "thumb_1": "DEF-thumb.01.{S}",
-        "thumb_2": "DEF-thumb.02.{S}", "thumb_3": "DEF-thumb.03.{S}", "thigh": "DEF-thigh.{S}",
-        "shin": "DEF-shin.{S}", "foot": "DEF-foot.{S}", "toes": "DEF-toe.{S}",
+        "hips": "DEF-spine",
+        "spine": "DEF-spine.001",
+        "chest": "DEF-spine.002",
+        "neck": "DEF-spine.004",
+        "head": "DEF-spine.006",
+        "clavicle": "DEF-shoulder.{S}",
+        "upper_arm": "DEF-upper_arm.{S}",
+        "forearm": "DEF-forearm.{S}",
+        "hand": "DEF-hand.{S}",
+        "finger_1": "DEF-f_index.01.{S}",
+        "finger_2": "DEF-f_index.02.{S}",
+        "finger_3": "DEF-f_index.03.{S}",
+        "thumb_1": "DEF-thumb.01.{S}",
+        "thumb_2": "DEF-thumb.02.{S}",
+        "thumb_3": "DEF-thumb.03.{S}",
+        "thigh": "DEF-thigh.{S}",
+        "shin": "DEF-shin.{S}",
+        "foot": "DEF-foot.{S}",
+        "toes": "DEF-toe.{S}",
     },
     "vrm": {
-        "hips": "hips", "spine": "spine", "chest": "chest", "neck": "neck", "head": "head",
-        "clavicle": "{side}Shoulder", "upper_arm": "{side}UpperArm", "forearm": "{side}LowerArm",
-        "hand": "{side}Hand", "finger_1": "{side}IndexProximal",
-        "finger_2": "{side}IndexIntermediate", "finger_3": "{side}IndexDistal",
-        "thumb_1": "{side}ThumbMetacarpal", "thumb_2": "{side}ThumbProximal",
-        "thumb_3": "{side}ThumbDistal", "thigh": "{side}UpperLeg", "shin": "{side}LowerLeg",
-        "foot": "{side}Foot", "toes": "{side}Toes",
+        "hips": "hips",
+        "spine": "spine",
+        "chest": "chest",
+        "neck": "neck",
+        "head": "head",
+        "clavicle": "{side}Shoulder",
+        "upper_arm": "{side}UpperArm",
+        "forearm": "{side}LowerArm",
+        "hand": "{side}Hand",
+        "finger_1": "{side}IndexProximal",
+        "finger_2": "{side}IndexIntermediate",
+        "finger_3": "{side}IndexDistal",
+        "thumb_1": "{side}ThumbMetacarpal",
+        "thumb_2": "{side}ThumbProximal",
+        "thumb_3": "{side}ThumbDistal",
+        "thigh": "{side}UpperLeg",
+        "shin": "{side}LowerLeg",
+        "foot": "{side}Foot",
+        "toes": "{side}Toes",
     },
     "vroid": {
-        "hips": "J_Bip_C_Hips", "spine": "J_Bip_C_Spine", "chest": "J_Bip_C_Chest",
-        "neck": "J_Bip_C_Neck", "head": "J_Bip_C_Head", "clavicle": "J_Bip_{S}_Shoulder",
-        "upper_arm": "J_Bip_{S}_UpperArm", "forearm": "J_Bip_{S}_LowerArm",
-        "hand": "J_Bip_{S}_Hand", "finger_1": "J_Bip_{S}_Index1", "finger_2": "J_Bip_{S}_Index2",
-        "finger_3": "J_Bip_{S}_Index3", "thumb_1": "J_Bip_{S}_Thumb1",
-        "thumb_2": "J_Bip_{S}_Thumb2", "thumb_3": "J_Bip_{S}_Thumb3",
-        "thigh": "J_Bip_{S}_UpperLeg", "shin": "J_Bip_{S}_LowerLeg", "foot": "J_Bip_{S}_Foot",
+        "hips": "J_Bip_C_Hips",
+        "spine": "J_Bip_C_Spine",
+        "chest": "J_Bip_C_Chest",
+        "neck": "J_Bip_C_Neck",
+        "head": "J_Bip_C_Head",
+        "clavicle": "J_Bip_{S}_Shoulder",
+        "upper_arm": "J_Bip_{S}_UpperArm",
+        "forearm": "J_Bip_{S}_LowerArm",
+        "hand": "J_Bip_{S}_Hand",
+        "finger_1": "J_Bip_{S}_Index1",
+        "finger_2": "J_Bip_{S}_Index2",
+        "finger_3": "J_Bip_{S}_Index3",
+        "thumb_1": "J_Bip_{S}_Thumb1",
+        "thumb_2": "J_Bip_{S}_Thumb2",
+        "thumb_3": "J_Bip_{S}_Thumb3",
+        "thigh": "J_Bip_{S}_UpperLeg",
+        "shin": "J_Bip_{S}_LowerLeg",
+        "foot": "J_Bip_{S}_Foot",
         "toes": "J_Bip_{S}_ToeBase",
     },
     "cmu_bvh": {
-        "hips": "Hips", "spine": "LowerBack", "chest": "Spine1", "neck": "Neck", "head": "Head",
-        "clavicle": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
-        "hand": "{Side}Hand", "finger_1": "{Side}HandIndex1", "finger_2": "{Side}HandIndex2",
-        "finger_3": "{Side}HandIndex3", "thumb_1": "{S}Thumb1", "thumb_2": "{S}Thumb2",
-        "thumb_3": "{S}Thumb3", "thigh": "{Side}UpLeg", "shin": "{Side}Leg",
-        "foot": "{Side}Foot", "toes": "{Side}ToeBase",
+        "hips": "Hips",
+        "spine": "LowerBack",
+        "chest": "Spine1",
+        "neck": "Neck",
+        "head": "Head",
+        "clavicle": "{Side}Shoulder",
+        "upper_arm": "{Side}Arm",
+        "forearm": "{Side}ForeArm",
+        "hand": "{Side}Hand",
+        "finger_1": "{Side}HandIndex1",
+        "finger_2": "{Side}HandIndex2",
+        "finger_3": "{Side}HandIndex3",
+        "thumb_1": "{S}Thumb1",
+        "thumb_2": "{S}Thumb2",
+        "thumb_3": "{S}Thumb3",
+        "thigh": "{Side}UpLeg",
+        "shin": "{Side}Leg",
+        "foot": "{Side}Foot",
+        "toes": "{Side}ToeBase",
     },
     "unreal": {
-        "hips": "pelvis", "spine": "spine_01", "chest": "spine_02", "neck": "neck_01",
-        "head": "head", "clavicle": "clavicle_{s}", "upper_arm": "upperarm_{s}",
-        "forearm": "lowerarm_{s}", "hand": "hand_{s}", "finger_1": "index_01_{s}",
-        "finger_2": "index_02_{s}", "finger_3": "index_03_{s}", "thumb_1": "thumb_01_{s}",
-        "thumb_2": "thumb_02_{s}", "thumb_3": "thumb_03_{s}", "thigh": "thigh_{s}",
-        "shin": "calf_{s}", "foot": "foot_{s}", "toes": "ball_{s}",
+        "hips": "pelvis",
+        "spine": "spine_01",
+        "chest": "spine_02",
+        "neck": "neck_01",
+        "head": "head",
+        "clavicle": "clavicle_{s}",
+        "upper_arm": "upperarm_{s}",
+        "forearm": "lowerarm_{s}",
+        "hand": "hand_{s}",
+        "finger_1": "index_01_{s}",
+        "finger_2": "index_02_{s}",
+        "finger_3": "index_03_{s}",
+        "thumb_1": "thumb_01_{s}",
+        "thumb_2": "thumb_02_{s}",
+        "thumb_3": "thumb_03_{s}",
+        "thigh": "thigh_{s}",
+        "shin": "calf_{s}",
+        "foot": "foot_{s}",
+        "toes": "ball_{s}",
     },
     "rigify_controls": {
-        "hips": "hips", "spine": "spine_fk.001", "chest": "chest", "neck": "neck", "head": "head",
-        "clavicle": "shoulder.{S}", "upper_arm": "upper_arm_fk.{S}", "forearm": "forearm_fk.{S}",
-        "hand": "hand_fk.{S}", "finger_1": "f_index.01.{S}", "finger_2": "f_index.02.{S}",
-        "finger_3": "f_index.03.{S}", "thumb_1": "thumb.01.{S}", "thumb_2": "thumb.02.{S}",
-        "thumb_3": "thumb.03.{S}", "thigh": "thigh_fk.{S}", "shin": "shin_fk.{S}",
-        "foot": "foot_fk.{S}", "toes": "toe_fk.{S}",
+        "hips": "hips",
+        "spine": "spine_fk.001",
+        "chest": "chest",
+        "neck": "neck",
+        "head": "head",
+        "clavicle": "shoulder.{S}",
+        "upper_arm": "upper_arm_fk.{S}",
+        "forearm": "forearm_fk.{S}",
+        "hand": "hand_fk.{S}",
+        "finger_1": "f_index.01.{S}",
+        "finger_2": "f_index.02.{S}",
+        "finger_3": "f_index.03.{S}",
+        "thumb_1": "thumb.01.{S}",
+        "thumb_2": "thumb.02.{S}",
+        "thumb_3": "thumb.03.{S}",
+        "thigh": "thigh_fk.{S}",
+        "shin": "shin_fk.{S}",
+        "foot": "foot_fk.{S}",
+        "toes": "toe_fk.{S}",
     },
     "auto_rig_pro": {
-        "hips": "c_root.x", "spine": "c_spine_01.x", "chest": "c_spine_02.x", "neck": "c_neck.x",
-        "head": "c_head.x", "clavicle": "c_shoulder.{s}", "upper_arm": "c_arm_fk.{s}",
-        "forearm": "c_forearm_fk.{s}", "hand": "c_hand_fk.{s}", "finger_1": "c_index1.{s}",
-        "finger_2": "c_index2.{s}", "finger_3": "c_index3.{s}", "thumb_1": "c_thumb1.{s}",
-        "thumb_2": "c_thumb2.{s}", "thumb_3": "c_thumb3.{s}", "thigh": "c_thigh_fk.{s}",
-        "shin": "c_leg_fk.{s}", "foot": "c_foot_fk.{s}", "toes": "c_toes_fk.{s}",
+        "hips": "c_root.x",
+        "spine": "c_spine_01.x",
+        "chest": "c_spine_02.x",
+        "neck": "c_neck.x",
+        "head": "c_head.x",
+        "clavicle": "c_shoulder.{s}",
+        "upper_arm": "c_arm_fk.{s}",
+        "forearm": "c_forearm_fk.{s}",
+        "hand": "c_hand_fk.{s}",
+        "finger_1": "c_index1.{s}",
+        "finger_2": "c_index2.{s}",
+        "finger_3": "c_index3.{s}",
+        "thumb_1": "c_thumb1.{s}",
+        "thumb_2": "c_thumb2.{s}",
+        "thumb_3": "c_thumb3.{s}",
+        "thigh": "c_thigh_fk.{s}",
+        "shin": "c_leg_fk.{s}",
+        "foot": "c_foot_fk.{s}",
+        "toes": "c_toes_fk.{s}",
     },
     "character_creator": {
-        "hips": "CC_Base_Hip", "spine": "CC_Base_Waist", "chest": "CC_Base_Spine02",
-        "neck": "CC_Base_NeckTwist01", "head": "CC_Base_Head", "clavicle": "CC_Base_{S}_Clavicle",
-        "upper_arm": "CC_Base_{S}_Upperarm", "forearm": "CC_Base_{S}_Forearm",
-        "hand": "CC_Base_{S}_Hand", "finger_1": "CC_Base_{S}_Index1", "finger_2": "CC_Base_{S}_Index2",
-        "finger_3": "CC_Base_{S}_Index3", "thumb_1": "CC_Base_{S}_Thumb1",
-        "thumb_2": "CC_Base_{S}_Thumb2", "thumb_3": "CC_Base_{S}_Thumb3",
-        "thigh": "CC_Base_{S}_Thigh", "shin": "CC_Base_{S}_Calf", "foot": "CC_Base_{S}_Foot",
+        "hips": "CC_Base_Hip",
+        "spine": "CC_Base_Waist",
+        "chest": "CC_Base_Spine02",
+        "neck": "CC_Base_NeckTwist01",
+        "head": "CC_Base_Head",
+        "clavicle": "CC_Base_{S}_Clavicle",
+        "upper_arm": "CC_Base_{S}_Upperarm",
+        "forearm": "CC_Base_{S}_Forearm",
+        "hand": "CC_Base_{S}_Hand",
+        "finger_1": "CC_Base_{S}_Index1",
+        "finger_2": "CC_Base_{S}_Index2",
+        "finger_3": "CC_Base_{S}_Index3",
+        "thumb_1": "CC_Base_{S}_Thumb1",
+        "thumb_2": "CC_Base_{S}_Thumb2",
+        "thumb_3": "CC_Base_{S}_Thumb3",
+        "thigh": "CC_Base_{S}_Thigh",
+        "shin": "CC_Base_{S}_Calf",
+        "foot": "CC_Base_{S}_Foot",
         "toes": "CC_Base_{S}_ToeBase",
     },
     "daz_genesis_8": {
-        "hips": "hip", "spine": "abdomenLower", "chest": "chestLower", "neck": "neckLower",
-        "head": "head", "clavicle": "{s}Collar", "upper_arm": "{s}ShldrBend",
-        "forearm": "{s}ForearmBend", "hand": "{s}Hand", "finger_1": "{s}Index1",
-        "finger_2": "{s}Index2", "finger_3": "{s}Index3", "thumb_1": "{s}Thumb1",
-        "thumb_2": "{s}Thumb2", "thumb_3": "{s}Thumb3", "thigh": "{s}ThighBend",
-        "shin": "{s}Shin", "foot": "{s}Foot", "toes": "{s}Toe",
+        "hips": "hip",
+        "spine": "abdomenLower",
+        "chest": "chestLower",
+        "neck": "neckLower",
+        "head": "head",
+        "clavicle": "{s}Collar",
+        "upper_arm": "{s}ShldrBend",
+        "forearm": "{s}ForearmBend",
+        "hand": "{s}Hand",
+        "finger_1": "{s}Index1",
+        "finger_2": "{s}Index2",
+        "finger_3": "{s}Index3",
+        "thumb_1": "{s}Thumb1",
+        "thumb_2": "{s}Thumb2",
+        "thumb_3": "{s}Thumb3",
+        "thigh": "{s}ThighBend",
+        "shin": "{s}Shin",
+        "foot": "{s}Foot",
+        "toes": "{s}Toe",
     },
 }
 
 
 def bone_name(convention, role, side):
-    words = {"S": side, "s": side.lower(), "Side": "Left" if side == "L" else "Right",
-             "side": "left" if side == "L" else "right"}
+    words = {
+        "S": side,
+        "s": side.lower(),
+        "Side": "Left" if side == "L" else "Right",
+        "side": "left" if side == "L" else "right",
+    }
     return CONVENTIONS[convention][role].format(**words)
 
 
 def rest_matrix(head, tail, roll=0.0):
     head, tail = np.array(head, float), np.array(tail, float)
-    rotation = quat.multiply(quat.shortest_arc((0, 1, 0), tail - head),
-                             quat.from_axis_angle((0, 1, 0), roll))
+    rotation = quat.multiply(quat.shortest_arc((0, 1, 0), tail - head), quat.from_axis_angle((0, 1, 0), roll))
     m = np.eye(4)
     m[:3, :3] = quat.to_matrix(rotation)
     m[:3, 3] = head
@@ -179,12 +316,14 @@ def build_rig(convention="mixamo", rolls=None, transform=None):
         if transform is not None:
             rest = transform @ rest
         parent_side = None if parent in CENTRE else side
-        bones.append({
-            "name": bone_name(convention, role, side or "L"),
-            "parent": None if parent is None else bone_name(convention, parent, parent_side or "L"),
-            "rest": rest.tolist(),
-            "length": float(np.linalg.norm(np.subtract(tail, head))),
-        })
+        bones.append(
+            {
+                "name": bone_name(convention, role, side or "L"),
+                "parent": None if parent is None else bone_name(convention, parent, parent_side or "L"),
+                "rest": rest.tolist(),
+                "length": float(np.linalg.norm(np.subtract(tail, head))),
+            }
+        )
     return bones
 
 
@@ -205,30 +344,95 @@ def test_bone_roles_per_convention(convention):
 
 
 def test_bone_roles_cmu_3dsmax_and_asf_names():
-    names = ["Hips", "LHipJoint", "LeftHip", "LeftKnee", "LeftAnkle", "LeftToe", "lowerback",
-             "Chest", "Chest2", "lowerneck", "Neck", "Head", "LeftCollar", "LeftShoulder",
-             "LeftElbow", "LeftWrist", "lhand", "LFingers", "LThumb", "RightShoulder"]
+    names = [
+        "Hips",
+        "LHipJoint",
+        "LeftHip",
+        "LeftKnee",
+        "LeftAnkle",
+        "LeftToe",
+        "lowerback",
+        "Chest",
+        "Chest2",
+        "lowerneck",
+        "Neck",
+        "Head",
+        "LeftCollar",
+        "LeftShoulder",
+        "LeftElbow",
+        "LeftWrist",
+        "lhand",
+        "LFingers",
+        "LThumb",
+        "RightShoulder",
+    ]
     roles = bone_roles(names)
     assert roles == {
-        "Hips": "hips", "LHipJoint": "pelvis_side.L", "LeftHip": "thigh.L", "LeftKnee": "shin.L",
-        "LeftAnkle": "foot.L", "LeftToe": "toes.L", "lowerback": "spine", "Chest": "chest",
-        "Chest2": "chest", "lowerneck": "neck", "Neck": "neck", "Head": "head",
-        "LeftCollar": "clavicle.L", "LeftShoulder": "upper_arm.L", "LeftElbow": "forearm.L",
-        "LeftWrist": "wrist.L", "lhand": "hand.L", "LFingers": "fingers.L", "LThumb": "thumb.L",
-        "RightShoulder": "upper_arm.R"}
-    asf = bone_roles(["root", "lfemur", "ltibia", "lfoot", "ltoes", "upperback", "thorax",
-                      "upperneck", "lclavicle", "lhumerus", "lradius", "lwrist", "rhand"])
+        "Hips": "hips",
+        "LHipJoint": "pelvis_side.L",
+        "LeftHip": "thigh.L",
+        "LeftKnee": "shin.L",
+        "LeftAnkle": "foot.L",
+        "LeftToe": "toes.L",
+        "lowerback": "spine",
+        "Chest": "chest",
+        "Chest2": "chest",
+        "lowerneck": "neck",
+        "Neck": "neck",
+        "Head": "head",
+        "LeftCollar": "clavicle.L",
+        "LeftShoulder": "upper_arm.L",
+        "LeftElbow": "forearm.L",
+        "LeftWrist": "wrist.L",
+        "lhand": "hand.L",
+        "LFingers": "fingers.L",
+        "LThumb": "thumb.L",
+        "RightShoulder": "upper_arm.R",
+    }
+    asf = bone_roles(
+        [
+            "root",
+            "lfemur",
+            "ltibia",
+            "lfoot",
+            "ltoes",
+            "upperback",
+            "thorax",
+            "upperneck",
+            "lclavicle",
+            "lhumerus",
+            "lradius",
+            "lwrist",
+            "rhand",
+        ]
+    )
     assert asf["lfemur"] == "thigh.L" and asf["lhumerus"] == "upper_arm.L"
     assert asf["lradius"] == "forearm.L" and asf["rhand"] == "hand.R" and asf["thorax"] == "chest"
 
 
 def test_unrecognised_and_segment_names():
-    roles = bone_roles(["breast.L", "heel.02.L", "Armature", "mixamorig:HeadTop_End",
-                        "mixamorig:LeftHandIndex4", "DEF-upper_arm.L.001", "DEF-forearm.R.001",
-                        "DEF-thigh.L.001", "palm.01.L", "ORG-hand.L", "lowerback"])
-    assert roles == {"DEF-upper_arm.L.001": "upper_arm_twist.L",
-                     "DEF-forearm.R.001": "forearm_twist.R", "DEF-thigh.L.001": "thigh_twist.L",
-                     "palm.01.L": "palm.L", "lowerback": "spine"}
+    roles = bone_roles(
+        [
+            "breast.L",
+            "heel.02.L",
+            "Armature",
+            "mixamorig:HeadTop_End",
+            "mixamorig:LeftHandIndex4",
+            "DEF-upper_arm.L.001",
+            "DEF-forearm.R.001",
+            "DEF-thigh.L.001",
+            "palm.01.L",
+            "ORG-hand.L",
+            "lowerback",
+        ]
+    )
+    assert roles == {
+        "DEF-upper_arm.L.001": "upper_arm_twist.L",
+        "DEF-forearm.R.001": "forearm_twist.R",
+        "DEF-thigh.L.001": "thigh_twist.L",
+        "palm.01.L": "palm.L",
+        "lowerback": "spine",
+    }
 
 
 def test_available_presets():
@@ -241,8 +445,7 @@ def test_available_presets():
 
 def joint_limits(bones, limits):
     index = {b["name"]: i for i, b in enumerate(bones)}
-    return JointLimits({index[n]: Kusudama.from_dict(d, bone=n) for n, d in limits.items()},
-                       len(bones))
+    return JointLimits({index[n]: Kusudama.from_dict(d, bone=n) for n, d in limits.items()}, len(bones))
 
 
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))
@@ -380,13 +583,21 @@ def test_independent_of_up_axis_and_placement():
     a, b = preset_limits(plain), preset_limits(moved)
     assert a.keys() == b.keys()
     for name in a:
-        np.testing.assert_allclose([c["direction"] for c in a[name]["cones"]],
-                                   [c["direction"] for c in b[name]["cones"]], atol=1e-9)
+        np.testing.assert_allclose(
+            [c["direction"] for c in a[name]["cones"]], [c["direction"] for c in b[name]["cones"]], atol=1e-9
+        )
 
 
 def test_apply_limit_preset_returns_new_document():
-    bones = build_rig("rigify") + [{"name": "prop", "parent": "hand.L", "rest": np.eye(4).tolist(),
-                                    "length": 0.1, "limits": {"cones": []}}]
+    bones = build_rig("rigify") + [
+        {
+            "name": "prop",
+            "parent": "hand.L",
+            "rest": np.eye(4).tolist(),
+            "length": 0.1,
+            "limits": {"cones": []},
+        }
+    ]
     scene = {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": []}
     before = copy.deepcopy(scene)
     out = apply_limit_preset(scene)
@@ -439,9 +650,13 @@ def test_straight_line_rest_keeps_every_frames_joints(clip):
 
 def pose_of(mocap, frame):
     """The clip's frame as a preset_limits pose: {bone: {rotation, location}}."""
-    return {b["name"]: {"rotation": mocap.rotations[frame, i].tolist(),
-                        "location": mocap.locations[frame, i].tolist()}
-            for i, b in enumerate(mocap.bones)}
+    return {
+        b["name"]: {
+            "rotation": mocap.rotations[frame, i].tolist(),
+            "location": mocap.locations[frame, i].tolist(),
+        }
+        for i, b in enumerate(mocap.bones)
+    }
 
 
 def stub_wrists(mocap, length=0.006):
@@ -485,8 +700,9 @@ def test_captured_poses_inside_on_any_rest(clip):
     Before the pose rule the straight rest gave 50 %, the stubs' wrists 18-43 %."""
     normal = captured_violation(clip, preset_limits(clip.bones))
     straight_clip = straight_line_rest(clip)
-    straight = captured_violation(straight_clip, preset_limits(straight_clip.bones,
-                                                               pose=pose_of(straight_clip, 0)))
+    straight = captured_violation(
+        straight_clip, preset_limits(straight_clip.bones, pose=pose_of(straight_clip, 0))
+    )
     stub_clip = stub_wrists(clip)
     stubs = captured_violation(stub_clip, preset_limits(stub_clip.bones))
     assert inside_share(normal) >= 0.985
@@ -564,8 +780,9 @@ def test_pose_of_a_turned_body_gives_the_rest_limits():
     pose = {"spine": {"rotation": turn.tolist(), "location": [0.4, -1.0, 2.0]}}
     a, b = preset_limits(bones), preset_limits(bones, pose=pose)
     for name in a:
-        np.testing.assert_allclose([c["direction"] for c in b[name]["cones"]],
-                                   [c["direction"] for c in a[name]["cones"]], atol=1e-9)
+        np.testing.assert_allclose(
+            [c["direction"] for c in b[name]["cones"]], [c["direction"] for c in a[name]["cones"]], atol=1e-9
+        )
         assert b[name]["twist"]["min"] == pytest.approx(a[name]["twist"]["min"], abs=1e-9)
 
 
@@ -577,16 +794,37 @@ def test_has_humanoid_limbs():
 
 
 def test_twist_segments_and_genesis_9_limbs():
-    names = ["upperarm_twist_01_l", "lowerarm_twist_02_r", "calf_twist_01_l", "CC_Base_L_UpperarmTwist01",
-             "CC_Base_R_ForearmTwist02", "lShldrTwist", "rThighTwist", "c_root_master.x", "c_traj", "torso",
-             "l_upperarm", "r_forearm", "l_thigh", "r_shin", "neckUpper"]
+    names = [
+        "upperarm_twist_01_l",
+        "lowerarm_twist_02_r",
+        "calf_twist_01_l",
+        "CC_Base_L_UpperarmTwist01",
+        "CC_Base_R_ForearmTwist02",
+        "lShldrTwist",
+        "rThighTwist",
+        "c_root_master.x",
+        "c_traj",
+        "torso",
+        "l_upperarm",
+        "r_forearm",
+        "l_thigh",
+        "r_shin",
+        "neckUpper",
+    ]
     assert bone_roles(names) == {
-        "l_upperarm": "upper_arm.L", "r_forearm": "forearm.R", "l_thigh": "thigh.L", "r_shin": "shin.R",
+        "l_upperarm": "upper_arm.L",
+        "r_forearm": "forearm.R",
+        "l_thigh": "thigh.L",
+        "r_shin": "shin.R",
         "neckUpper": "neck",
-        "upperarm_twist_01_l": "upper_arm_twist.L", "lowerarm_twist_02_r": "forearm_twist.R",
-        "calf_twist_01_l": "shin_twist.L", "CC_Base_L_UpperarmTwist01": "upper_arm_twist.L",
-        "CC_Base_R_ForearmTwist02": "forearm_twist.R", "lShldrTwist": "upper_arm_twist.L",
-        "rThighTwist": "thigh_twist.R"}
+        "upperarm_twist_01_l": "upper_arm_twist.L",
+        "lowerarm_twist_02_r": "forearm_twist.R",
+        "calf_twist_01_l": "shin_twist.L",
+        "CC_Base_L_UpperarmTwist01": "upper_arm_twist.L",
+        "CC_Base_R_ForearmTwist02": "forearm_twist.R",
+        "lShldrTwist": "upper_arm_twist.L",
+        "rThighTwist": "thigh_twist.R",
+    }
 
 
 def test_overrides_map_unknown_names_and_leave_bones_out():
@@ -604,10 +842,14 @@ def test_overrides_map_unknown_names_and_leave_bones_out():
     reference = preset_limits(build_rig("mixamo"))
     assert "mixamorig:Neck" not in mapped
     for ours, theirs in renamed.items():
-        np.testing.assert_allclose([c["direction"] for c in mapped[theirs]["cones"]],
-                                   [c["direction"] for c in reference[ours]["cones"]], atol=1e-12)
+        np.testing.assert_allclose(
+            [c["direction"] for c in mapped[theirs]["cones"]],
+            [c["direction"] for c in reference[ours]["cones"]],
+            atol=1e-12,
+        )
     assert has_humanoid_limbs(names, overrides) and not has_humanoid_limbs(
-        names, {"mixamorig:LeftUpLeg": "", "mixamorig:LeftArm": ""})
+        names, {"mixamorig:LeftUpLeg": "", "mixamorig:LeftArm": ""}
+    )
 
 
 def test_override_with_an_unknown_role_names_the_bone():

@@ -16,8 +16,12 @@ ALL_AXES = np.eye(3)
 
 def rotation_of(moved, targets, weights, exact=True):
     """One unbatched QCP solve: the unit quaternion for a single point set."""
-    q = qcp_rotations(np.asarray(moved, float)[None], np.asarray(targets, float)[None],
-                      np.asarray(weights, float)[None], exact=exact)[0]
+    q = qcp_rotations(
+        np.asarray(moved, float)[None],
+        np.asarray(targets, float)[None],
+        np.asarray(weights, float)[None],
+        exact=exact,
+    )[0]
     assert np.all(np.isfinite(q)) and abs(np.linalg.norm(q) - 1.0) < 1e-12
     return q
 

@@ -81,7 +81,9 @@ def test_from_matrix_of_float32_roundtrip_is_close_and_unit():
 def test_conjugate_inverts_and_normalize_canonicalizes():
     rng = np.random.default_rng(11)
     q = random_unit_quaternions(rng, 30)
-    np.testing.assert_allclose(quat.multiply(q, quat.conjugate(q)), np.tile([1, 0, 0, 0], (30, 1)), atol=1e-12)
+    np.testing.assert_allclose(
+        quat.multiply(q, quat.conjugate(q)), np.tile([1, 0, 0, 0], (30, 1)), atol=1e-12
+    )
     n = quat.normalize(q * rng.uniform(0.1, 10, size=(30, 1)))
     assert np.all(n[:, 0] >= 0)
     assert same_rotation(n, q)

@@ -157,7 +157,9 @@ def test_rotation_and_location_of_the_document_are_the_warm_start():
     doc["bones"][0]["location"] = [0.1, 0.0, 0.0]
     scene = parse_scene(doc)
     i = scene.skeleton.index[doc["bones"][-1]["name"]]
-    np.testing.assert_allclose(scene.rotations[i], np.array([0.9, 0.1, 0.3, -0.2]) / np.linalg.norm([0.9, 0.1, 0.3, -0.2]))
+    np.testing.assert_allclose(
+        scene.rotations[i], np.array([0.9, 0.1, 0.3, -0.2]) / np.linalg.norm([0.9, 0.1, 0.3, -0.2])
+    )
     np.testing.assert_allclose(scene.locations[scene.skeleton.index[doc["bones"][0]["name"]]], [0.1, 0, 0])
 
 
@@ -195,49 +197,84 @@ BAD_DOCUMENTS = {
     "cycle": (edit(lambda d: bone_named(d, "root").update(parent="b3")), "bones[0].parent"),
     "duplicate name": (edit(lambda d: bone_named(d, "b3").update(name="b2")), "bones[3].name"),
     "missing rest": (edit(lambda d: bone_named(d, "b1").pop("rest")), "bones[1].rest"),
-    "rest 3x3": (edit(lambda d: bone_named(d, "b1").update(rest=[[1, 0, 0], [0, 1, 0], [0, 0, 1]])),
-                 "bones[1].rest"),
-    "NaN in rest": (edit(lambda d: bone_named(d, "b1")["rest"][0].__setitem__(3, float("nan"))),
-                    "bones[1].rest[0][3]"),
-    "huge rest": (edit(lambda d: bone_named(d, "b1")["rest"][0].__setitem__(3, 1e200)), "bones[1].rest[0][3]"),
+    "rest 3x3": (
+        edit(lambda d: bone_named(d, "b1").update(rest=[[1, 0, 0], [0, 1, 0], [0, 0, 1]])),
+        "bones[1].rest",
+    ),
+    "NaN in rest": (
+        edit(lambda d: bone_named(d, "b1")["rest"][0].__setitem__(3, float("nan"))),
+        "bones[1].rest[0][3]",
+    ),
+    "huge rest": (
+        edit(lambda d: bone_named(d, "b1")["rest"][0].__setitem__(3, 1e200)),
+        "bones[1].rest[0][3]",
+    ),
     "sheared rest": (edit(lambda d: bone_named(d, "b1")["rest"][0].__setitem__(1, 0.5)), "bones[1].rest"),
-    "text in rest": (edit(lambda d: bone_named(d, "b1")["rest"][0].__setitem__(0, "1")), "bones[1].rest[0][0]"),
+    "text in rest": (
+        edit(lambda d: bone_named(d, "b1")["rest"][0].__setitem__(0, "1")),
+        "bones[1].rest[0][0]",
+    ),
     "missing length": (edit(lambda d: bone_named(d, "b1").pop("length")), "bones[1].length"),
     "zero length": (edit(lambda d: bone_named(d, "b1").update(length=0)), "bones[1].length"),
     "negative length": (edit(lambda d: bone_named(d, "b1").update(length=-1.0)), "bones[1].length"),
     "boolean length": (edit(lambda d: bone_named(d, "b1").update(length=True)), "bones[1].length"),
     "400-digit length": (edit(lambda d: bone_named(d, "b1").update(length=10**400)), "bones[1].length"),
-    "NaN rotation": (edit(lambda d: bone_named(d, "b2").update(rotation=[float("nan"), 0, 0, 0])),
-                     "bones[2].rotation[0]"),
-    "zero quaternion": (edit(lambda d: bone_named(d, "b2").update(rotation=[0, 0, 0, 0])), "bones[2].rotation"),
-    "overflowing quaternion": (edit(lambda d: bone_named(d, "b2").update(rotation=[1e300, 1e300, 0, 0])),
-                               "bones[2].rotation[0]"),
+    "NaN rotation": (
+        edit(lambda d: bone_named(d, "b2").update(rotation=[float("nan"), 0, 0, 0])),
+        "bones[2].rotation[0]",
+    ),
+    "zero quaternion": (
+        edit(lambda d: bone_named(d, "b2").update(rotation=[0, 0, 0, 0])),
+        "bones[2].rotation",
+    ),
+    "overflowing quaternion": (
+        edit(lambda d: bone_named(d, "b2").update(rotation=[1e300, 1e300, 0, 0])),
+        "bones[2].rotation[0]",
+    ),
     "short rotation": (edit(lambda d: bone_named(d, "b2").update(rotation=[1, 0, 0])), "bones[2].rotation"),
-    "infinite location": (edit(lambda d: bone_named(d, "b2").update(location=[0, float("inf"), 0])),
-                          "bones[2].location[1]"),
+    "infinite location": (
+        edit(lambda d: bone_named(d, "b2").update(location=[0, float("inf"), 0])),
+        "bones[2].location[1]",
+    ),
     "stiffness above one": (edit(lambda d: bone_named(d, "b2").update(stiffness=1.5)), "bones[2].stiffness"),
     "unknown bone field": (edit(lambda d: bone_named(d, "b2").update(roll=0.3)), "bones[2].roll"),
-    "unknown rotation mode": (edit(lambda d: bone_named(d, "b2").update(blender={"rotation_mode": "XXY"})),
-                              "bones[2].blender.rotation_mode"),
-    "lock as a number": (edit(lambda d: bone_named(d, "b2").update(blender={"lock_rotation": [0, 1, 0]})),
-                         "bones[2].blender.lock_rotation[0]"),
+    "unknown rotation mode": (
+        edit(lambda d: bone_named(d, "b2").update(blender={"rotation_mode": "XXY"})),
+        "bones[2].blender.rotation_mode",
+    ),
+    "lock as a number": (
+        edit(lambda d: bone_named(d, "b2").update(blender={"lock_rotation": [0, 1, 0]})),
+        "bones[2].blender.lock_rotation[0]",
+    ),
     "pins not a list": (edit(lambda d: d.update(pins={"b3": {}})), "pins"),
     "pin without bone": (edit(lambda d: d["pins"][1].pop("bone")), "pins[1].bone"),
     "pin on unknown bone": (edit(lambda d: d["pins"][1].update(bone="hand")), "pins[1].bone"),
     "pin twice on a bone": (edit(lambda d: d["pins"].append(copy.deepcopy(d["pins"][1]))), "pins[2].bone"),
     "pin without target": (edit(lambda d: d["pins"][1].pop("target")), "pins[1].target"),
     "non-4x4 target": (edit(lambda d: d["pins"][1].update(target=[[1, 0, 0, 0]] * 3)), "pins[1].target"),
-    "NaN target": (edit(lambda d: d["pins"][1]["target"][1].__setitem__(3, float("nan"))), "pins[1].target[1][3]"),
-    "far target": (edit(lambda d: d["pins"][1]["target"][1].__setitem__(3, 1.34e154)), "pins[1].target[1][3]"),
-    "degenerate target": (edit(lambda d: d["pins"][1].update(target=[[0] * 4] * 3 + [[0, 0, 0, 1]])),
-                          "pins[1].target"),
+    "NaN target": (
+        edit(lambda d: d["pins"][1]["target"][1].__setitem__(3, float("nan"))),
+        "pins[1].target[1][3]",
+    ),
+    "far target": (
+        edit(lambda d: d["pins"][1]["target"][1].__setitem__(3, 1.34e154)),
+        "pins[1].target[1][3]",
+    ),
+    "degenerate target": (
+        edit(lambda d: d["pins"][1].update(target=[[0] * 4] * 3 + [[0, 0, 0, 1]])),
+        "pins[1].target",
+    ),
     "negative weight": (edit(lambda d: d["pins"][1].update(weight=-0.5)), "pins[1].weight"),
     "huge weight": (edit(lambda d: d["pins"][1].update(weight=9e307)), "pins[1].weight"),
     "tiny weight": (edit(lambda d: d["pins"][1].update(weight=1e-200)), "pins[1].weight"),
-    "negative orientation weight": (edit(lambda d: d["pins"][1].update(orientation_weights=[1, -1, 1])),
-                                    "pins[1].orientation_weights[1]"),
-    "two orientation weights": (edit(lambda d: d["pins"][1].update(orientation_weights=[1, 1])),
-                                "pins[1].orientation_weights"),
+    "negative orientation weight": (
+        edit(lambda d: d["pins"][1].update(orientation_weights=[1, -1, 1])),
+        "pins[1].orientation_weights[1]",
+    ),
+    "two orientation weights": (
+        edit(lambda d: d["pins"][1].update(orientation_weights=[1, 1])),
+        "pins[1].orientation_weights",
+    ),
     "falloff above one": (edit(lambda d: d["pins"][1].update(falloff=2.0)), "pins[1].falloff"),
     "unknown pin field": (edit(lambda d: d["pins"][1].update(position=[0, 0, 0])), "pins[1].position"),
     "settings not an object": (edit(lambda d: d.update(settings=[15])), "settings"),
@@ -250,10 +287,14 @@ BAD_DOCUMENTS = {
     "huge tolerance": (edit(lambda d: d["settings"].update(tolerance=1.35e154)), "settings.tolerance"),
     "zero dampening": (edit(lambda d: d["settings"].update(dampening=0)), "settings.dampening"),
     "NaN dampening": (edit(lambda d: d["settings"].update(dampening=float("nan"))), "settings.dampening"),
-    "negative passes": (edit(lambda d: d["settings"].update(stabilization_passes=-1)),
-                        "settings.stabilization_passes"),
-    "translate_root as text": (edit(lambda d: d["settings"].update(translate_root="yes")),
-                               "settings.translate_root"),
+    "negative passes": (
+        edit(lambda d: d["settings"].update(stabilization_passes=-1)),
+        "settings.stabilization_passes",
+    ),
+    "translate_root as text": (
+        edit(lambda d: d["settings"].update(translate_root="yes")),
+        "settings.translate_root",
+    ),
     "exact as text": (edit(lambda d: d["settings"].update(exact="no")), "settings.exact"),
     "relaxation of two": (edit(lambda d: d["settings"].update(relaxation=2)), "settings.relaxation"),
     "backend in a document": (edit(lambda d: d["settings"].update(backend="numpy")), "settings.backend"),
@@ -271,13 +312,19 @@ def test_bad_documents_raise_scene_error_naming_the_field(case):
     assert str(err.value).startswith(f"{field}: " if field else "the document must be an object")
 
 
-@pytest.mark.parametrize("limits, field", [
-    ({"cones": [{"direction": [0, 0, 0], "radius": 0.5}]}, "bones[2].limits.cones[0].direction"),
-    ({"cones": [{"direction": [0, 1, 0], "radius": -0.5}]}, "bones[2].limits.cones[0].radius"),
-    ({"cones": "wide"}, "bones[2].limits.cones"),
-    ({"cones": [{"direction": [0, 1, 0], "radius": 0.5}], "twist": {"min": 0.5}}, "bones[2].limits.twist.max"),
-    ("stiff", "bones[2].limits"),
-])
+@pytest.mark.parametrize(
+    "limits, field",
+    [
+        ({"cones": [{"direction": [0, 0, 0], "radius": 0.5}]}, "bones[2].limits.cones[0].direction"),
+        ({"cones": [{"direction": [0, 1, 0], "radius": -0.5}]}, "bones[2].limits.cones[0].radius"),
+        ({"cones": "wide"}, "bones[2].limits.cones"),
+        (
+            {"cones": [{"direction": [0, 1, 0], "radius": 0.5}], "twist": {"min": 0.5}},
+            "bones[2].limits.twist.max",
+        ),
+        ("stiff", "bones[2].limits"),
+    ],
+)
 def test_bad_limits_raise_scene_error_naming_the_bone_and_field(limits, field):
     doc = chain_doc()
     bone_named(doc, "b2")["limits"] = limits
@@ -289,9 +336,18 @@ def test_bad_limits_raise_scene_error_naming_the_bone_and_field(limits, field):
 
 def test_every_solver_setting_travels_in_a_document():
     """The document's settings are SolverSettings' fields (less the choice of loop), all of them parsed."""
-    changed = {"iterations": 7, "time_budget_ms": 50.0, "tolerance": 1e-4, "dampening": 0.2,
-               "stabilization_passes": 2, "translate_root": True, "exact": False, "relaxation": 1.3,
-               "acceleration": 0, "analytic_limbs": False}
+    changed = {
+        "iterations": 7,
+        "time_budget_ms": 50.0,
+        "tolerance": 1e-4,
+        "dampening": 0.2,
+        "stabilization_passes": 2,
+        "translate_root": True,
+        "exact": False,
+        "relaxation": 1.3,
+        "acceleration": 0,
+        "analytic_limbs": False,
+    }
     fields = {f.name for f in dataclasses.fields(solver.SolverSettings)} - {"backend"}
     assert set(changed) == set(SETTINGS_FIELDS) == fields
     doc = edit(lambda d: d.update(settings=changed))
@@ -300,8 +356,17 @@ def test_every_solver_setting_travels_in_a_document():
 
 def test_blender_fields_are_accepted_and_ignored_by_the_solver():
     plain = chain_doc()
-    marked = edit(lambda d: bone_named(d, "b2").update(blender={
-        "rotation_mode": "YZX", "lock_rotation": [True, False, False], "lock_rotation_w": False,
-        "lock_rotations_4d": False, "lock_location": [True, True, True], "connected": True,
-        "collections": ["Arms", "IK"]}))
+    marked = edit(
+        lambda d: bone_named(d, "b2").update(
+            blender={
+                "rotation_mode": "YZX",
+                "lock_rotation": [True, False, False],
+                "lock_rotation_w": False,
+                "lock_rotations_4d": False,
+                "lock_location": [True, True, True],
+                "connected": True,
+                "collections": ["Arms", "IK"],
+            }
+        )
+    )
     assert solve_scene(marked)["bones"] == solve_scene(plain)["bones"]

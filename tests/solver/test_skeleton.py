@@ -106,7 +106,10 @@ def test_ancestors_and_levels():
     chain = [skeleton.names[i] for i in skeleton.ancestors(skeleton.index["shin"])]
     assert chain == ["shin", "thigh", "hips"]
     assert [sorted(skeleton.names[i] for i in level) for level in skeleton.levels] == [
-        ["hips"], ["spine", "thigh"], ["head", "shin"]]
+        ["hips"],
+        ["spine", "thigh"],
+        ["head", "shin"],
+    ]
 
 
 # ------------------------------------------------------------------ validation
@@ -130,11 +133,14 @@ def test_unknown_parent_names_the_bone():
     assert "'b2'" in str(expect_error("bones[2].parent", names, parents, rest, lengths))
 
 
-@pytest.mark.parametrize("parents, field", [
-    (["b2", "b0", "b1"], "bones[0].parent"),
-    ([None, "b2", "b1"], "bones[1].parent"),
-    ([None, "b1", "b1"], "bones[1].parent"),
-])
+@pytest.mark.parametrize(
+    "parents, field",
+    [
+        (["b2", "b0", "b1"], "bones[0].parent"),
+        ([None, "b2", "b1"], "bones[1].parent"),
+        ([None, "b1", "b1"], "bones[1].parent"),
+    ],
+)
 def test_cycles_are_rejected_naming_a_bone(parents, field):
     names, _, rest, lengths = chain()
     expect_error(field, names, parents, rest, lengths)
@@ -167,11 +173,14 @@ def test_nan_rest_names_the_bone():
     expect_error("bones[2].rest[0][3]", names, parents, rest, lengths)
 
 
-@pytest.mark.parametrize("basis", [
-    np.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]]),  # sheared
-    np.diag([1.0, 1.0, -1.0]),  # mirrored
-    np.diag([1.0, 0.0, 1.0]),  # collapsed axis
-])
+@pytest.mark.parametrize(
+    "basis",
+    [
+        np.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]]),  # sheared
+        np.diag([1.0, 1.0, -1.0]),  # mirrored
+        np.diag([1.0, 0.0, 1.0]),  # collapsed axis
+    ],
+)
 def test_non_rigid_rest_names_the_bone(basis):
     names, parents, rest, lengths = chain()
     rest[1] = frame(basis, (0, 1, 0))
@@ -192,8 +201,10 @@ def test_rest_must_be_4x4():
     expect_error("bones[0].rest", names, parents, rest, lengths)
 
 
-@pytest.mark.parametrize("names, field", [([], "bones"), (["b0", 3, "b2"], "bones[1].name"),
-                                          (["b0", "b\x001", "b2"], "bones[1].name")])
+@pytest.mark.parametrize(
+    "names, field",
+    [([], "bones"), (["b0", 3, "b2"], "bones[1].name"), (["b0", "b\x001", "b2"], "bones[1].name")],
+)
 def test_empty_skeletons_and_bad_names_are_refused(names, field):
     _, _, rest, lengths = chain(len(names))
     expect_error(field, names, [None] * len(names), rest, lengths)

@@ -77,7 +77,9 @@ def reference_chain():
 def test_whole_chain_reference_after_300_warm_started_calls(analytic_limbs):
     skeleton, pins = reference_chain()
     rotations, locations = identity_pose(4)
-    every_call = config(analytic_limbs, iterations=15, dampening=FIVE_DEGREES, stabilization_passes=1, tolerance=0.0)
+    every_call = config(
+        analytic_limbs, iterations=15, dampening=FIVE_DEGREES, stabilization_passes=1, tolerance=0.0
+    )
     for _ in range(300):
         result = solve(skeleton, pins, rotations, locations, every_call)
         rotations, locations = result.rotations, result.locations
@@ -100,8 +102,13 @@ def test_position_only_pin_moves_the_chain():
     skeleton = chain_skeleton(3)
     target = np.array([0.8, 1.2, 0.5])
     rotations, locations = identity_pose(3)
-    result = solve(skeleton, [Pin("b2", translation(target), orientation_weights=POSITION_ONLY)],
-                   rotations, locations, SolverSettings(iterations=500, tolerance=1e-9))
+    result = solve(
+        skeleton,
+        [Pin("b2", translation(target), orientation_weights=POSITION_ONLY)],
+        rotations,
+        locations,
+        SolverSettings(iterations=500, tolerance=1e-9),
+    )
     assert not np.allclose(result.rotations, rotations)
     np.testing.assert_allclose(heads(skeleton, result)[2], target, atol=1e-8)
     assert result.converged
@@ -162,10 +169,26 @@ def branched_skeleton():
     """hips -> spine -> {arm.L -> hand.L, arm.R -> hand.R}, hips -> leg -> foot."""
     names = ["hips", "spine", "arm.L", "hand.L", "arm.R", "hand.R", "leg", "foot"]
     parents = [None, "hips", "spine", "arm.L", "spine", "arm.R", "hips", "leg"]
-    heads = [(0, 0, 0), (0, 0.5, 0), (0.2, 1.0, 0), (0.7, 1.0, 0), (-0.2, 1.0, 0), (-0.7, 1.0, 0),
-             (0.1, 0, 0), (0.1, -0.8, 0)]
-    tails = [(0, 0.5, 0), (0, 1.0, 0), (0.7, 1.0, 0), (0.9, 1.0, 0), (-0.7, 1.0, 0), (-0.9, 1.0, 0),
-             (0.1, -0.8, 0), (0.1, -0.9, 0.1)]
+    heads = [
+        (0, 0, 0),
+        (0, 0.5, 0),
+        (0.2, 1.0, 0),
+        (0.7, 1.0, 0),
+        (-0.2, 1.0, 0),
+        (-0.7, 1.0, 0),
+        (0.1, 0, 0),
+        (0.1, -0.8, 0),
+    ]
+    tails = [
+        (0, 0.5, 0),
+        (0, 1.0, 0),
+        (0.7, 1.0, 0),
+        (0.9, 1.0, 0),
+        (-0.7, 1.0, 0),
+        (-0.9, 1.0, 0),
+        (0.1, -0.8, 0),
+        (0.1, -0.9, 0.1),
+    ]
     rest, lengths = [], []
     for h, t in zip(heads, tails):
         y = np.subtract(t, h)
@@ -182,7 +205,9 @@ def test_unpinned_branches_are_bit_identical():
     pins = [Pin("hand.L", translation((0.5, 1.3, 0.3)))]
     result = solve(skeleton, pins, rotations, locations, SolverSettings(iterations=20))
     untouched = [skeleton.index[n] for n in ("arm.R", "hand.R", "leg", "foot")]
-    assert np.array_equal(result.rotations[untouched], (rotations / np.linalg.norm(rotations, axis=1)[:, None])[untouched])
+    assert np.array_equal(
+        result.rotations[untouched], (rotations / np.linalg.norm(rotations, axis=1)[:, None])[untouched]
+    )
     assert np.array_equal(result.locations, locations)
     assert not np.any(result.moved[untouched])
     assert result.moved[skeleton.index["arm.L"]] and result.moved[skeleton.index["hips"]]
@@ -192,8 +217,13 @@ def test_solve_does_not_modify_its_inputs():
     skeleton = branched_skeleton()
     rotations, locations = identity_pose(len(skeleton))
     r0, l0 = rotations.copy(), locations.copy()
-    solve(skeleton, [Pin("hand.L", translation((0.5, 1.3, 0.3)))], rotations, locations,
-          SolverSettings(iterations=5, translate_root=True))
+    solve(
+        skeleton,
+        [Pin("hand.L", translation((0.5, 1.3, 0.3)))],
+        rotations,
+        locations,
+        SolverSettings(iterations=5, translate_root=True),
+    )
     assert np.array_equal(rotations, r0) and np.array_equal(locations, l0)
 
 
@@ -205,8 +235,14 @@ def test_stiffness_one_freezes_a_bone(frozen, analytic_limbs):
     rotations[frozen] = quat.from_axis_angle([1, 0, 0], 0.3)
     stiffness = np.zeros(4)
     stiffness[frozen] = 1.0
-    result = solve(skeleton, [Pin("b3", translation((1.0, 2.0, 0.5)), orientation_weights=POSITION_ONLY)],
-                   rotations, locations, config(analytic_limbs, iterations=50), stiffness=stiffness)
+    result = solve(
+        skeleton,
+        [Pin("b3", translation((1.0, 2.0, 0.5)), orientation_weights=POSITION_ONLY)],
+        rotations,
+        locations,
+        config(analytic_limbs, iterations=50),
+        stiffness=stiffness,
+    )
     given = rotations[frozen] / np.linalg.norm(rotations[frozen])  # the solver's own unit rescale
     assert np.array_equal(result.rotations[frozen], given)
     assert not result.moved[frozen]
@@ -251,10 +287,17 @@ def test_one_iteration_of_a_90_degree_need_turns_10_degrees():
     skeleton = chain_skeleton(1)
     target = frame(quat.to_matrix(quat.from_axis_angle([0, 0, 1], math.pi / 2)), (0, 0, 0))
     rotations, locations = identity_pose(1)
-    result = solve(skeleton, [Pin("root", target)], rotations, locations,
-                   SolverSettings(iterations=1, dampening=math.radians(10)))
+    result = solve(
+        skeleton,
+        [Pin("root", target)],
+        rotations,
+        locations,
+        SolverSettings(iterations=1, dampening=math.radians(10)),
+    )
     assert result.iterations == 1
-    np.testing.assert_allclose(result.rotations[0], quat.from_axis_angle([0, 0, 1], math.radians(10)), atol=1e-12)
+    np.testing.assert_allclose(
+        result.rotations[0], quat.from_axis_angle([0, 0, 1], math.radians(10)), atol=1e-12
+    )
     assert result.orientation_errors_deg[0] == pytest.approx(80.0, abs=1e-9)
 
 
@@ -266,8 +309,13 @@ def test_k_iterations_never_turn_a_bone_more_than_k_dampening_steps(analytic_lim
     rotations, locations = identity_pose(5)
     pin = Pin("b4", translation((1.5, 1.0, 0.5)), orientation_weights=POSITION_ONLY)
     for k in range(1, 7):
-        result = solve(skeleton, [pin], rotations, locations,
-                       config(analytic_limbs, acceleration, iterations=k, tolerance=0.0, dampening=math.radians(10)))
+        result = solve(
+            skeleton,
+            [pin],
+            rotations,
+            locations,
+            config(analytic_limbs, acceleration, iterations=k, tolerance=0.0, dampening=math.radians(10)),
+        )
         turned = quat.angle(result.rotations)
         assert np.all(turned <= k * math.radians(10) + 1e-12), (k, np.degrees(turned))
 
@@ -276,8 +324,12 @@ def test_one_iteration_position_only_turns_the_root_10_degrees():
     skeleton = chain_skeleton(2)
     rotations, locations = identity_pose(2)
     pin = Pin("b1", translation((-1.0, 0.0, 0.0)), orientation_weights=POSITION_ONLY)
-    result = solve(skeleton, [pin], rotations, locations, SolverSettings(iterations=1, dampening=math.radians(10)))
-    np.testing.assert_allclose(result.rotations[0], quat.from_axis_angle([0, 0, 1], math.radians(10)), atol=1e-12)
+    result = solve(
+        skeleton, [pin], rotations, locations, SolverSettings(iterations=1, dampening=math.radians(10))
+    )
+    np.testing.assert_allclose(
+        result.rotations[0], quat.from_axis_angle([0, 0, 1], math.radians(10)), atol=1e-12
+    )
     np.testing.assert_allclose(result.rotations[1], [1, 0, 0, 0], atol=1e-12)
 
 
@@ -291,8 +343,15 @@ def random_problem(seed, n_bones, n_pins, chain_bias=0.6):
     pins = []
     for pin in random_pose_targets(skeleton, rng, pinned, spread=float(rng.uniform(0.2, 2.0))):
         weights = tuple(rng.choice([0.0, 0.3, 1.0], size=3))
-        pins.append(Pin(pin.bone, pin.target, weight=float(rng.uniform(0.1, 3.0)),
-                        orientation_weights=weights, falloff=float(rng.choice([0.0, 0.5, 1.0]))))
+        pins.append(
+            Pin(
+                pin.bone,
+                pin.target,
+                weight=float(rng.uniform(0.1, 3.0)),
+                orientation_weights=weights,
+                falloff=float(rng.choice([0.0, 0.5, 1.0])),
+            )
+        )
     rotations = random_unit_quaternions(rng, n_bones)
     return skeleton, pins, rotations, np.zeros((n_bones, 3)), rng
 
@@ -302,9 +361,12 @@ def random_problem(seed, n_bones, n_pins, chain_bias=0.6):
 def test_no_nan_on_random_trees(seed, n_bones, n_pins, translate_root, exact):
     skeleton, pins, rotations, locations, rng = random_problem(seed, n_bones, n_pins)
     if rng.random() < 0.3:  # some targets out of reach, far away, or exactly on a head
-        pins[0] = Pin(pins[0].bone, translation(rng.normal(scale=20, size=3)), orientation_weights=POSITION_ONLY)
-    config = SolverSettings(iterations=30, translate_root=translate_root, exact=exact,
-                            dampening=float(rng.uniform(0.01, math.pi)))
+        pins[0] = Pin(
+            pins[0].bone, translation(rng.normal(scale=20, size=3)), orientation_weights=POSITION_ONLY
+        )
+    config = SolverSettings(
+        iterations=30, translate_root=translate_root, exact=exact, dampening=float(rng.uniform(0.01, math.pi))
+    )
     result = solve(skeleton, pins, rotations, locations, config)
     for field in (result.rotations, result.locations, result.position_errors, result.orientation_errors_deg):
         assert np.all(np.isfinite(field))
@@ -328,8 +390,13 @@ def test_error_never_increases_between_iterations(analytic_limbs, acceleration, 
     pins = [Pin(p.bone, p.target, p.weight, p.orientation_weights, falloff=1.0) for p in pins]
     previous = seven_point_fit(skeleton, pins, rotations, locations)
     for k in range(1, 9):
-        result = solve(skeleton, pins, rotations, locations,
-                       config(analytic_limbs, acceleration, iterations=k, tolerance=0.0))
+        result = solve(
+            skeleton,
+            pins,
+            rotations,
+            locations,
+            config(analytic_limbs, acceleration, iterations=k, tolerance=0.0),
+        )
         fit = seven_point_fit(skeleton, pins, result.rotations, result.locations)
         assert fit <= previous * (1 + 1e-6) + 1e-12, f"iteration {k}: {previous} -> {fit}"
         previous = fit
@@ -344,7 +411,9 @@ def test_reachable_chain_position_targets_are_reached(seed, n_bones):
     reach = float(sum(skeleton.lengths[:tip]))
     pin = random_pose_targets(skeleton, rng, [tip], orientation=False, spread=float(rng.uniform(0.2, 2.0)))
     rotations, locations = identity_pose(n_bones)
-    result = solve(skeleton, pin, rotations, locations, SolverSettings(iterations=5000, tolerance=1e-7 * reach))
+    result = solve(
+        skeleton, pin, rotations, locations, SolverSettings(iterations=5000, tolerance=1e-7 * reach)
+    )
     assert result.position_errors[0] <= 1e-6 * reach, f"seed {seed}: {result.iterations} iterations"
     assert result.converged
 
@@ -360,8 +429,13 @@ def unreachable_problem():
 
 def test_time_budget_zero_stops_after_one_iteration():
     skeleton, pins, rotations, locations = unreachable_problem()
-    result = solve(skeleton, pins, rotations, locations,
-                   SolverSettings(iterations=10_000, tolerance=0.0, time_budget_ms=0.0))
+    result = solve(
+        skeleton,
+        pins,
+        rotations,
+        locations,
+        SolverSettings(iterations=10_000, tolerance=0.0, time_budget_ms=0.0),
+    )
     assert result.iterations == 1
     assert not result.converged
 
@@ -393,8 +467,14 @@ def test_the_numpy_loop_checks_the_budget_between_batches(monkeypatch):
     batches = []
     real_batch = solve_module._solve_batch
     monkeypatch.setattr(solve_module, "_solve_batch", lambda *args: batches.append(1) or real_batch(*args))
-    config = SolverSettings(iterations=100, tolerance=0.0, time_budget_ms=5.0, backend="numpy",
-                            acceleration=0, analytic_limbs=False)
+    config = SolverSettings(
+        iterations=100,
+        tolerance=0.0,
+        time_budget_ms=5.0,
+        backend="numpy",
+        acceleration=0,
+        analytic_limbs=False,
+    )
     result = solve(skeleton, pins, rotations, locations, config)
     plan = next(iter(skeleton.normalized().plan_cache.values()))
     assert result.iterations == 1 and not result.converged
@@ -449,8 +529,13 @@ def test_translate_root_moves_the_root_to_satisfy_pins():
     fixed = solve(skeleton, pins, rotations, locations, SolverSettings(iterations=500, tolerance=1e-9))
     assert np.array_equal(fixed.locations, locations)
     assert fixed.position_errors[0] > 0.5
-    free = solve(skeleton, pins, rotations, locations,
-                 SolverSettings(iterations=500, tolerance=1e-9, translate_root=True))
+    free = solve(
+        skeleton,
+        pins,
+        rotations,
+        locations,
+        SolverSettings(iterations=500, tolerance=1e-9, translate_root=True),
+    )
     assert np.linalg.norm(free.locations[0]) > 0.1
     assert np.array_equal(free.locations[1:], locations[1:])
     assert free.position_errors[0] < 1e-8
@@ -463,8 +548,13 @@ def test_translate_root_with_root_and_tip_pins_follows_a_shifted_pose():
     shift = np.array([0.4, -0.3, 0.2])
     pins = [Pin(p.bone, p.target + np.pad(shift[:, None], ((0, 1), (3, 0)))) for p in posed]
     rotations, locations = identity_pose(4)
-    result = solve(skeleton, pins, rotations, locations,
-                   SolverSettings(iterations=3000, tolerance=1e-7, translate_root=True))
+    result = solve(
+        skeleton,
+        pins,
+        rotations,
+        locations,
+        SolverSettings(iterations=3000, tolerance=1e-7, translate_root=True),
+    )
     np.testing.assert_allclose(heads(skeleton, result)[0], pins[0].target[:3, 3], atol=1e-6)
     assert np.all(result.position_errors < 1e-6)
 
@@ -490,8 +580,9 @@ def test_two_arms_solved_together_match_one_at_a_time():
     arm_r = [skeleton.index[b] for b in ("arm.R", "hand.R")]
     np.testing.assert_allclose(both.rotations[arm_l], only_left.rotations[arm_l], atol=1e-7)
     np.testing.assert_allclose(both.rotations[arm_r], only_right.rotations[arm_r], atol=1e-7)
-    np.testing.assert_allclose(both.position_errors, [only_left.position_errors[0], only_right.position_errors[0]],
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        both.position_errors, [only_left.position_errors[0], only_right.position_errors[0]], atol=1e-7
+    )
 
 
 @pytest.mark.parametrize("exact", [True, False])
@@ -499,7 +590,9 @@ def test_exact_and_e0_both_converge_with_orientation(exact):
     skeleton = chain_skeleton(4)
     pins = random_pose_targets(skeleton, np.random.default_rng(21), [0, 3])
     rotations, locations = identity_pose(4)
-    result = solve(skeleton, pins, rotations, locations, SolverSettings(iterations=3000, tolerance=1e-7, exact=exact))
+    result = solve(
+        skeleton, pins, rotations, locations, SolverSettings(iterations=3000, tolerance=1e-7, exact=exact)
+    )
     assert result.converged, (result.position_errors, result.orientation_errors_deg)
 
 
@@ -509,8 +602,13 @@ def test_exact_and_e0_both_converge_position_only(exact, analytic_limbs):
     skeleton = chain_skeleton(4)
     pins = [Pin("b3", translation((0.8, 1.9, 0.5)), orientation_weights=POSITION_ONLY)]
     rotations, locations = identity_pose(4)
-    result = solve(skeleton, pins, rotations, locations,
-                   config(analytic_limbs, iterations=300, tolerance=1e-8, exact=exact))
+    result = solve(
+        skeleton,
+        pins,
+        rotations,
+        locations,
+        config(analytic_limbs, iterations=300, tolerance=1e-8, exact=exact),
+    )
     assert result.converged, f"exact={exact}: {result.iterations} iterations, error {result.position_errors}"
 
 
@@ -526,16 +624,22 @@ def bent_limb(r1=0.8, r2=0.6):
 
 
 @pytest.mark.parametrize("analytic_limbs", LIMB_MODES)
-@pytest.mark.parametrize("target", [(0.9, 0.6, 0.0), (0.3, 1.1, 0.0), (1.2, -0.2, 0.0), (-0.4, 0.9, 0.0),
-                                    (0.5, 0.7, 0.6)])
+@pytest.mark.parametrize(
+    "target", [(0.9, 0.6, 0.0), (0.3, 1.1, 0.0), (1.2, -0.2, 0.0), (-0.4, 0.9, 0.0), (0.5, 0.7, 0.6)]
+)
 def test_two_bone_chain_matches_the_analytic_solution(target, analytic_limbs):
     """The iterative elbow must be one of the two analytic elbows in the limb's plane."""
     r1, r2 = 0.8, 0.6
     skeleton = bent_limb(r1, r2)
     rotations, locations = identity_pose(3)
     target = np.array(target)
-    result = solve(skeleton, [Pin("hand", translation(target), orientation_weights=POSITION_ONLY)],
-                   rotations, locations, config(analytic_limbs, iterations=5000, tolerance=1e-10))
+    result = solve(
+        skeleton,
+        [Pin("hand", translation(target), orientation_weights=POSITION_ONLY)],
+        rotations,
+        locations,
+        config(analytic_limbs, iterations=5000, tolerance=1e-10),
+    )
     solved = heads(skeleton, result)
     assert result.position_errors[0] < 1e-9
     np.testing.assert_allclose(np.linalg.norm(solved[1] - solved[0]), r1, atol=1e-12)
@@ -572,56 +676,102 @@ def test_bad_solve_inputs_name_the_bone():
     assert "'b2'" in str(raises_field("bones[2].location", solve, skeleton, pin, rotations, bad, config))
     bad[2, 0] = 1e300
     raises_field("bones[2].location", solve, skeleton, pin, rotations, bad, config)
-    raises_field("bones[0].stiffness", solve, skeleton, pin, rotations, locations, config,
-                 stiffness=np.array([1.5, 0, 0]))
+    raises_field(
+        "bones[0].stiffness",
+        solve,
+        skeleton,
+        pin,
+        rotations,
+        locations,
+        config,
+        stiffness=np.array([1.5, 0, 0]),
+    )
     raises_field("pins[0].bone", solve, skeleton, [Pin("nope", np.eye(4))], rotations, locations, config)
     raises_field("pins[1].bone", solve, skeleton, pin * 2, rotations, locations, config)
     raises_field("rotation", solve, skeleton, pin, rotations[:2], locations, config)
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"skeleton": None}, "skeleton"),
-    ({"settings": None}, "settings"),
-    ({"settings": {"iterations": 15}}, "settings"),
-    ({"pins": [("b2", np.eye(4))]}, "pins[0]"),
-    ({"limits": {1: "cone"}}, "limits"),
-    ({"rotations": "identity"}, "rotation"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"skeleton": None}, "skeleton"),
+        ({"settings": None}, "settings"),
+        ({"settings": {"iterations": 15}}, "settings"),
+        ({"pins": [("b2", np.eye(4))]}, "pins[0]"),
+        ({"limits": {1: "cone"}}, "limits"),
+        ({"rotations": "identity"}, "rotation"),
+    ],
+)
 def test_wrong_argument_types_are_refused_naming_the_argument(change, field):
-    args = {"skeleton": chain_skeleton(3), "pins": [Pin("b2", translation((0, 1, 0)))],
-            "rotations": identity_pose(3)[0], "locations": identity_pose(3)[1], "settings": SolverSettings()}
+    args = {
+        "skeleton": chain_skeleton(3),
+        "pins": [Pin("b2", translation((0, 1, 0)))],
+        "rotations": identity_pose(3)[0],
+        "locations": identity_pose(3)[1],
+        "settings": SolverSettings(),
+    }
     args.update(change)
     raises_field(field, solve, **args)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"weight": -1.0}, "weight"), ({"weight": float("nan")}, "weight"), ({"weight": 9e307}, "weight"),
-    ({"weight": 1e-200}, "weight"), ({"weight": "1"}, "weight"),
-    ({"orientation_weights": (1.0, -1.0, 0.0)}, "orientation_weights[1]"),
-    ({"orientation_weights": (1.0, 1.0)}, "orientation_weights"),
-    ({"falloff": 1.5}, "falloff"), ({"falloff": None}, "falloff"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"weight": -1.0}, "weight"),
+        ({"weight": float("nan")}, "weight"),
+        ({"weight": 9e307}, "weight"),
+        ({"weight": 1e-200}, "weight"),
+        ({"weight": "1"}, "weight"),
+        ({"orientation_weights": (1.0, -1.0, 0.0)}, "orientation_weights[1]"),
+        ({"orientation_weights": (1.0, 1.0)}, "orientation_weights"),
+        ({"falloff": 1.5}, "falloff"),
+        ({"falloff": None}, "falloff"),
+    ],
+)
 def test_bad_pins_name_the_pin_and_field(kwargs, field):
     assert "pin 'hand'" in str(raises_field(field, Pin, "hand", np.eye(4), **kwargs))
 
 
-@pytest.mark.parametrize("target, field", [
-    (np.full((4, 4), np.nan), "target[0][0]"), (np.eye(3), "target"), (np.diag([1.0, 0.0, 1.0, 1.0]), "target"),
-    (np.array([[1, 0.7, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]]), "target"),
-    (translation((0, 1.34e154, 0)), "target[1][3]"),
-])
+@pytest.mark.parametrize(
+    "target, field",
+    [
+        (np.full((4, 4), np.nan), "target[0][0]"),
+        (np.eye(3), "target"),
+        (np.diag([1.0, 0.0, 1.0, 1.0]), "target"),
+        (np.array([[1, 0.7, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]]), "target"),
+        (translation((0, 1.34e154, 0)), "target[1][3]"),
+    ],
+)
 def test_bad_pin_targets_name_the_pin(target, field):
     assert "pin 'hand'" in str(raises_field(field, Pin, "hand", target))
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"iterations": 0}, {"iterations": 2.5}, {"iterations": float("inf")}, {"iterations": True},
-    {"time_budget_ms": -1.0}, {"time_budget_ms": float("inf")}, {"time_budget_ms": "10"},
-    {"tolerance": -1e-3}, {"tolerance": float("nan")}, {"tolerance": None}, {"tolerance": 1.35e154},
-    {"dampening": 0.0}, {"dampening": 4.0}, {"dampening": float("nan")}, {"stabilization_passes": -1},
-    {"exact": "no"}, {"translate_root": 1}, {"analytic_limbs": None}, {"relaxation": 2.0},
-    {"acceleration": -1}, {"backend": ["numpy"]},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"iterations": 0},
+        {"iterations": 2.5},
+        {"iterations": float("inf")},
+        {"iterations": True},
+        {"time_budget_ms": -1.0},
+        {"time_budget_ms": float("inf")},
+        {"time_budget_ms": "10"},
+        {"tolerance": -1e-3},
+        {"tolerance": float("nan")},
+        {"tolerance": None},
+        {"tolerance": 1.35e154},
+        {"dampening": 0.0},
+        {"dampening": 4.0},
+        {"dampening": float("nan")},
+        {"stabilization_passes": -1},
+        {"exact": "no"},
+        {"translate_root": 1},
+        {"analytic_limbs": None},
+        {"relaxation": 2.0},
+        {"acceleration": -1},
+        {"backend": ["numpy"]},
+    ],
+)
 def test_bad_settings_are_rejected(kwargs):
     raises_field(f"settings.{next(iter(kwargs))}", SolverSettings, **kwargs)
 
@@ -629,13 +779,23 @@ def test_bad_settings_are_rejected(kwargs):
 def test_translated_root_location_is_in_the_rest_frame_like_blender():
     """A root with a turned rest frame: its solved location, posed by Blender's rule, hits the target."""
     rest_turn = quat.to_matrix(quat.from_axis_angle([1, 2, 3], 0.9))
-    skeleton = Skeleton(["hips", "spine"], [None, "hips"],
-                        [frame(rest_turn, (0.1, 0.2, 1.0)), frame(rest_turn, (0.1, 0.2, 1.0) + rest_turn[:, 1] * 0.4)],
-                        [0.4, 0.3])
+    skeleton = Skeleton(
+        ["hips", "spine"],
+        [None, "hips"],
+        [frame(rest_turn, (0.1, 0.2, 1.0)), frame(rest_turn, (0.1, 0.2, 1.0) + rest_turn[:, 1] * 0.4)],
+        [0.4, 0.3],
+    )
     target = frame(quat.to_matrix(quat.from_axis_angle([0.3, 1, 0.2], 1.1)), (0.5, -0.4, 0.9))
     rotations, locations = identity_pose(2)
-    result = solve(skeleton, [Pin("hips", target)], rotations, locations,
-                   SolverSettings(iterations=3, translate_root=True, tolerance=1e-10))
-    posed = pose_matrices(list(skeleton.names), [None, "hips"], skeleton.rest, result.rotations, result.locations)
+    result = solve(
+        skeleton,
+        [Pin("hips", target)],
+        rotations,
+        locations,
+        SolverSettings(iterations=3, translate_root=True, tolerance=1e-10),
+    )
+    posed = pose_matrices(
+        list(skeleton.names), [None, "hips"], skeleton.rest, result.rotations, result.locations
+    )
     np.testing.assert_allclose(posed[0], target, atol=1e-7)
     assert result.position_errors[0] < 1e-9

@@ -38,16 +38,19 @@ def test_reference_swing_20_twist_50_clamps_to_30():
     np.testing.assert_allclose(swing_dir(out), swing_dir(q), atol=1e-12)
 
 
-@pytest.mark.parametrize("low, high, given_deg, expected_deg", [
-    (0.2, 1.0, 0.0, 0.2),
-    (0.2, 1.0, 1.5, 1.0),
-    (0.2, 1.0, -2.5, 0.2),
-    (0.2, 1.0, 0.7, 0.7),
-    (2.5, 3.5, 3.0, 3.0),
-    (2.5, 3.5, -3.0, -3.0),
-    (2.5, 3.5, 0.3, 2.5),
-    (-0.5, -0.5, 0.4, -0.5),
-])
+@pytest.mark.parametrize(
+    "low, high, given_deg, expected_deg",
+    [
+        (0.2, 1.0, 0.0, 0.2),
+        (0.2, 1.0, 1.5, 1.0),
+        (0.2, 1.0, -2.5, 0.2),
+        (0.2, 1.0, 0.7, 0.7),
+        (2.5, 3.5, 3.0, 3.0),
+        (2.5, 3.5, -3.0, -3.0),
+        (2.5, 3.5, 0.3, 2.5),
+        (-0.5, -0.5, 0.4, -0.5),
+    ],
+)
 def test_twist_clamp_to_nearest_end(low, high, given_deg, expected_deg):
     """Angles in radians despite the names: twist-only limit, rotation about the bone axis."""
     limits = limits_of(Kusudama([], TwistLimit(low, high)))
@@ -56,9 +59,14 @@ def test_twist_clamp_to_nearest_end(low, high, given_deg, expected_deg):
     diff = (twist_about_y(out) - expected_deg + math.pi) % (2 * math.pi) - math.pi
     assert abs(diff) < 1e-12
     assert limits.violation(out[None])[0] < 1e-12
-    expected_violation = 0.0 if abs(given_deg - expected_deg) < 1e-15 else min(
-        abs((given_deg - low + math.pi) % (2 * math.pi) - math.pi),
-        abs((given_deg - high + math.pi) % (2 * math.pi) - math.pi))
+    expected_violation = (
+        0.0
+        if abs(given_deg - expected_deg) < 1e-15
+        else min(
+            abs((given_deg - low + math.pi) % (2 * math.pi) - math.pi),
+            abs((given_deg - high + math.pi) % (2 * math.pi) - math.pi),
+        )
+    )
     assert abs(limits.violation(q[None])[0] - expected_violation) < 1e-12
 
 
@@ -91,8 +99,9 @@ def test_result_does_not_depend_on_bone_roll():
     rolled = JointLimits({0: Kusudama(rolled_cones, TwistLimit(-0.4, 0.7))}, 1)
     q = quat.normalize(rng.normal(size=(50, 4)))
     q_rolled = quat.multiply(quat.multiply(quat.conjugate(roll), q), roll)
-    a = quat.multiply(quat.multiply(roll, rolled.constrain(np.zeros(50, int), q_rolled)),
-                      quat.conjugate(roll))
+    a = quat.multiply(
+        quat.multiply(roll, rolled.constrain(np.zeros(50, int), q_rolled)), quat.conjugate(roll)
+    )
     b = base.constrain(np.zeros(50, int), q)
     np.testing.assert_allclose(quat.normalize(a), quat.normalize(b), atol=1e-9)
     np.testing.assert_allclose(rolled.violation(q_rolled[:1]), base.violation(q[:1]), atol=1e-9)
@@ -104,8 +113,7 @@ def make_limits(rng, n_bones=12):
         if i % 4 == 3:
             continue
         dirs = rng.normal(size=(1 + i % 3, 3))
-        cones = [LimitCone(d / np.linalg.norm(d), r)
-                 for d, r in zip(dirs, rng.uniform(0, 1.2, len(dirs)))]
+        cones = [LimitCone(d / np.linalg.norm(d), r) for d, r in zip(dirs, rng.uniform(0, 1.2, len(dirs)))]
         low = rng.uniform(-2, 1)
         twist = TwistLimit(low, low + rng.uniform(0, 2)) if i % 2 else None
         kusudamas[i] = Kusudama(cones if i % 5 else [], twist)
@@ -118,14 +126,13 @@ def test_batched_constrain_matches_single_bone_and_leaves_free_bones():
     q = quat.normalize(rng.normal(size=(12, 4)))
     batch = limits.constrain(np.arange(12), q)
     for i in range(12):
-        single = limits.constrain([i], q[i:i + 1])[0]
+        single = limits.constrain([i], q[i : i + 1])[0]
         np.testing.assert_allclose(batch[i], single, atol=1e-14)
         if not limits.limited[i]:
             np.testing.assert_array_equal(batch[i], q[i])
         else:
             single_limits = JointLimits({0: limits.kusudamas[i]}, 1)
-            np.testing.assert_allclose(single_limits.constrain([0], q[i:i + 1])[0], batch[i],
-                                       atol=1e-14)
+            np.testing.assert_allclose(single_limits.constrain([0], q[i : i + 1])[0], batch[i], atol=1e-14)
     assert np.all(limits.violation(batch) < 1e-9)
     expected = [i % 4 != 3 and (i % 5 != 0 or i % 2 == 1) for i in range(12)]
     np.testing.assert_array_equal(limits.limited, expected)
@@ -139,8 +146,9 @@ def test_swing_clamp_goes_to_closest_allowed_direction():
     out = limits.constrain(np.zeros(100, int), q)
     np.testing.assert_allclose(swing_dir(out), kusudama.closest_allowed(swing_dir(q)), atol=1e-12)
     many = JointLimits({i: kusudama for i in range(100)}, 100)
-    np.testing.assert_allclose(many.violation(q), np.arccos(np.clip(
-        np.sum(swing_dir(out) * swing_dir(q), -1), -1, 1)), atol=1e-7)
+    np.testing.assert_allclose(
+        many.violation(q), np.arccos(np.clip(np.sum(swing_dir(out) * swing_dir(q), -1), -1, 1)), atol=1e-7
+    )
 
 
 quaternion = st.tuples(*[st.floats(-1, 1)] * 4).filter(lambda v: np.linalg.norm(v) > 1e-3)

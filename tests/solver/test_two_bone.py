@@ -38,8 +38,11 @@ def test_joint_bends_toward_the_bend_direction(root, target, r1, r2, bend):
     line = target - root
     dist = np.linalg.norm(line)
     side = perpendicular_part(bend, line) if dist > 1e-6 else bend
-    if not (abs(r1 - r2) + 1e-3 < dist < r1 + r2 - 1e-3) or np.linalg.norm(side) < 1e-3 * np.linalg.norm(bend) \
-            or np.linalg.norm(bend) < 1e-6:
+    if (
+        not (abs(r1 - r2) + 1e-3 < dist < r1 + r2 - 1e-3)
+        or np.linalg.norm(side) < 1e-3 * np.linalg.norm(bend)
+        or np.linalg.norm(bend) < 1e-6
+    ):
         return
     joint, _ = two_bone_ik(root, target, r1, r2, bend)
     offset = perpendicular_part(joint - root, line)

@@ -12,7 +12,9 @@ from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_
 from tests.solver.conftest import captured_pins
 
 MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
-QUARTER_TURN_ABOUT_X = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+QUARTER_TURN_ABOUT_X = np.array(
+    [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+)
 pytestmark = pytest.mark.skipif(not os.path.exists(MOCAP), reason="mocap data not present")
 
 
@@ -25,7 +27,9 @@ def knee_lift(scale, turn):
     rest[:, :3, 3] *= scale
     rest = turn @ rest
     names = [b["name"] for b in clip.bones]
-    skeleton = Skeleton(names, [b["parent"] for b in clip.bones], rest, [b["length"] * scale for b in clip.bones])
+    skeleton = Skeleton(
+        names, [b["parent"] for b in clip.bones], rest, [b["length"] * scale for b in clip.bones]
+    )
     order = [names.index(n) for n in skeleton.names]
     rotations, locations = clip.rotations[0, order], clip.locations[0, order] * scale
     pins = captured_pins(skeleton, rotations, locations)
@@ -33,27 +37,37 @@ def knee_lift(scale, turn):
     target = pins[lifted].target.copy()
     target[:3, 3] += turn[:3, :3] @ np.array([0.0, -0.2, 0.4]) * scale
     pins[lifted] = Pin("LeftAnkle", target)
-    limits = JointLimits({skeleton.index[n]: Kusudama.from_dict(d, bone=n)
-                          for n, d in preset_limits(clip.bones).items()}, len(skeleton))
+    limits = JointLimits(
+        {skeleton.index[n]: Kusudama.from_dict(d, bone=n) for n, d in preset_limits(clip.bones).items()},
+        len(skeleton),
+    )
     stiffness = np.zeros(len(skeleton))
     stiffness[skeleton.index["Hips"]] = 1.0
     return skeleton, pins, rotations, locations, limits, stiffness
 
 
 @pytest.mark.parametrize("with_limits", [False, True], ids=["free", "limited"])
-@pytest.mark.parametrize("scale, turn", [(0.01, np.eye(4)), (100.0, np.eye(4)), (1.0, QUARTER_TURN_ABOUT_X),
-                                         (0.01, QUARTER_TURN_ABOUT_X)],
-                         ids=["centimetre-object", "hundredfold", "turned", "fbx-layout"])
+@pytest.mark.parametrize(
+    "scale, turn",
+    [(0.01, np.eye(4)), (100.0, np.eye(4)), (1.0, QUARTER_TURN_ABOUT_X), (0.01, QUARTER_TURN_ABOUT_X)],
+    ids=["centimetre-object", "hundredfold", "turned", "fbx-layout"],
+)
 def test_results_do_not_depend_on_units_or_armature_orientation(scale, turn, with_limits):
     settings = SolverSettings(iterations=40, tolerance=0.0)
     reference = knee_lift(1.0, np.eye(4))
     other = knee_lift(scale, turn)
     a = solve(*reference[:4], settings, limits=reference[4] if with_limits else None, stiffness=reference[5])
-    b = solve(*other[:4], dataclasses.replace(settings, tolerance=settings.tolerance * scale), limits=other[4] if with_limits else None,
-              stiffness=other[5])
+    b = solve(
+        *other[:4],
+        dataclasses.replace(settings, tolerance=settings.tolerance * scale),
+        limits=other[4] if with_limits else None,
+        stiffness=other[5],
+    )
     np.testing.assert_allclose(b.position_errors / scale, a.position_errors, atol=1e-9)
     np.testing.assert_allclose(b.orientation_errors_deg, a.orientation_errors_deg, atol=1e-6)
-    np.testing.assert_allclose(quat.angle(quat.multiply(quat.conjugate(a.rotations), b.rotations)), 0.0, atol=1e-6)
+    np.testing.assert_allclose(
+        quat.angle(quat.multiply(quat.conjugate(a.rotations), b.rotations)), 0.0, atol=1e-6
+    )
     np.testing.assert_allclose(b.locations / scale, a.locations, atol=1e-9)
 
 

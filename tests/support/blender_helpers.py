@@ -18,7 +18,9 @@ POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # Blend
 
 def load_build_tool():
     """tools/build_extension.py as a module (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("ewbik_build_extension", REPO_ROOT / "tools" / "build_extension.py")
+    spec = importlib.util.spec_from_file_location(
+        "ewbik_build_extension", REPO_ROOT / "tools" / "build_extension.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

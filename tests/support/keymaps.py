@@ -21,6 +21,8 @@ def default_pose_mode_bindings():
         if name in active:
             for _idname, event, _props in data["items"]:
                 if event.get("value") in {"PRESS", "CLICK"}:
-                    modifiers = [bool(event.get(key)) or bool(event.get("any")) for key in ("shift", "ctrl", "alt")]
+                    modifiers = [
+                        bool(event.get(key)) or bool(event.get("any")) for key in ("shift", "ctrl", "alt")
+                    ]
                     bindings.add((event["type"], *modifiers))
     return bindings

@@ -20,7 +20,10 @@ MIXAMO_BONES = (
 
 def build_mixamo_rig():
     """A small armature named as Mixamo names bones, left and right mirror images (rolls too)."""
-    bones = [(name, parent, head, tail, 0.3 if "Left" in name else -0.3) for name, parent, head, tail in MIXAMO_BONES]
+    bones = [
+        (name, parent, head, tail, 0.3 if "Left" in name else -0.3)
+        for name, parent, head, tail in MIXAMO_BONES
+    ]
     obj = build_armature("mixamo", bones)
     bpy.ops.object.mode_set(mode="POSE")
     return obj

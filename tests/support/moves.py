@@ -65,12 +65,30 @@ class RigSpec:
 
 
 RIGS = {
-    "metarig": RigSpec("metarig", "spine", "spine.006", ("hand.L", "hand.R"), ("foot.L", "foot.R"),
-                       ("upper_arm.L", "upper_arm.R"), ("forearm.L", "forearm.R"),
-                       ("thigh.L", "thigh.R"), ("shin.L", "shin.R"), ("hand.L", "hand.R")),
-    "cmu": RigSpec("cmu", "Hips", "Head", ("LeftWrist", "RightWrist"), ("LeftAnkle", "RightAnkle"),
-                   ("LeftShoulder", "RightShoulder"), ("LeftElbow", "RightElbow"),
-                   ("LeftHip", "RightHip"), ("LeftKnee", "RightKnee"), ("lhand", "rhand")),
+    "metarig": RigSpec(
+        "metarig",
+        "spine",
+        "spine.006",
+        ("hand.L", "hand.R"),
+        ("foot.L", "foot.R"),
+        ("upper_arm.L", "upper_arm.R"),
+        ("forearm.L", "forearm.R"),
+        ("thigh.L", "thigh.R"),
+        ("shin.L", "shin.R"),
+        ("hand.L", "hand.R"),
+    ),
+    "cmu": RigSpec(
+        "cmu",
+        "Hips",
+        "Head",
+        ("LeftWrist", "RightWrist"),
+        ("LeftAnkle", "RightAnkle"),
+        ("LeftShoulder", "RightShoulder"),
+        ("LeftElbow", "RightElbow"),
+        ("LeftHip", "RightHip"),
+        ("LeftKnee", "RightKnee"),
+        ("lhand", "rhand"),
+    ),
 }
 CONFIGS = ("free", "humanoid")
 
@@ -199,7 +217,9 @@ def drag(targets, ends):
         for bone, end in ends.items():
             loc0, rot0, scale = starts[bone].decompose()
             loc1, rot1, _ = end.decompose()
-            targets[bone].matrix_world = Matrix.LocRotScale(loc0.lerp(loc1, ease), rot0.slerp(rot1, ease), scale)
+            targets[bone].matrix_world = Matrix.LocRotScale(
+                loc0.lerp(loc1, ease), rot0.slerp(rot1, ease), scale
+            )
         bpy.context.view_layer.update()
 
 
@@ -225,12 +245,16 @@ class Outcome:
 
     @property
     def knees_forward(self):
-        return tuple(bend < STRAIGHT_DEG or front > 0.0 for bend, front in zip(self.knee_bend_deg, self.knee_front_mm))
+        return tuple(
+            bend < STRAIGHT_DEG or front > 0.0 for bend, front in zip(self.knee_bend_deg, self.knee_front_mm)
+        )
 
     @property
     def elbows_anatomical(self):
-        return tuple(bend < STRAIGHT_DEG or hinge < 90.0
-                     for bend, hinge in zip(self.elbow_bend_deg, self.elbow_hinge_deg))
+        return tuple(
+            bend < STRAIGHT_DEG or hinge < 90.0
+            for bend, hinge in zip(self.elbow_bend_deg, self.elbow_hinge_deg)
+        )
 
 
 def perform(rig_name, move, config):
@@ -250,8 +274,15 @@ def perform(rig_name, move, config):
     result = bpy.ops.ewbik.solve()
     assert result == {"FINISHED"}, (result, obj.ewbik.status)
     bpy.context.view_layer.update()
-    outcome = Outcome(rig=rig_name, move=move, config=config, height_mm=body.height * 1e3, dragged=tuple(ends),
-                      solve_status=obj.ewbik.status, **measure(obj, spec, targets, planted))
+    outcome = Outcome(
+        rig=rig_name,
+        move=move,
+        config=config,
+        height_mm=body.height * 1e3,
+        dragged=tuple(ends),
+        solve_status=obj.ewbik.status,
+        **measure(obj, spec, targets, planted),
+    )
     return obj, targets, outcome
 
 
@@ -297,19 +328,29 @@ def torso_twist(obj, spec):
 
 def measure(obj, spec, targets, planted_start):
     """The measured fields of an Outcome; planted_start: {foot: (head, tail) in world space before the move}."""
-    pin_error = {bone: (_head(obj, bone) - target.matrix_world.translation).length * 1e3
-                 for bone, target in targets.items()}
-    slide = {foot: max((_head(obj, foot) - head).length, (_tail(obj, foot) - tail).length) * 1e3
-             for foot, (head, tail) in planted_start.items()}
+    pin_error = {
+        bone: (_head(obj, bone) - target.matrix_world.translation).length * 1e3
+        for bone, target in targets.items()
+    }
+    slide = {
+        foot: max((_head(obj, foot) - head).length, (_tail(obj, foot) - tail).length) * 1e3
+        for foot, (head, tail) in planted_start.items()
+    }
     elbows = [elbow(obj, spec, side) for side in (0, 1)]
     knees = [knee(obj, spec, side) for side in (0, 1)]
     values = [*pin_error.values(), *slide.values(), *(x for pair in elbows + knees for x in pair)]
     values += [c for b in obj.pose.bones for c in (*b.rotation_quaternion, *b.rotation_euler, *b.location)]
-    raised = tuple((_head(obj, spec.forearms[side]).z - _head(obj, spec.upper_arms[side]).z) * 1e3 for side in (0, 1))
+    raised = tuple(
+        (_head(obj, spec.forearms[side]).z - _head(obj, spec.upper_arms[side]).z) * 1e3 for side in (0, 1)
+    )
     return {
-        "pin_error_mm": pin_error, "foot_slide_mm": slide,
-        "elbow_bend_deg": tuple(e[0] for e in elbows), "elbow_hinge_deg": tuple(e[1] for e in elbows),
-        "knee_bend_deg": tuple(k[0] for k in knees), "knee_front_mm": tuple(k[1] for k in knees),
-        "elbow_above_shoulder_mm": raised, "torso_twist_deg": torso_twist(obj, spec),
+        "pin_error_mm": pin_error,
+        "foot_slide_mm": slide,
+        "elbow_bend_deg": tuple(e[0] for e in elbows),
+        "elbow_hinge_deg": tuple(e[1] for e in elbows),
+        "knee_bend_deg": tuple(k[0] for k in knees),
+        "knee_front_mm": tuple(k[1] for k in knees),
+        "elbow_above_shoulder_mm": raised,
+        "torso_twist_deg": torso_twist(obj, spec),
         "finite": all(math.isfinite(v) for v in values),
     }
