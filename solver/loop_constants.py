@@ -18,6 +18,7 @@ POLISH_LAMBDA_MAX = 1e4  # ... its ceiling (a short gradient step) ...
 POLISH_GROW = 10.0  # ... its growth after a step that did not lower the misfit ...
 POLISH_SHRINK = 4.0  # ... and its decrease after one that did
 POLISH_CLAMPED = 1e-9  # radians a limit's clamp must move a polished bone to count as an active boundary
+POLISH_MAX_PINS = 10  # the polish's dense residual-space system grows with the cube of the pin count: past this many pins only the sweeps run
 POLISH_SLOW = 0.5  # a polish step keeping more of the misfit than this has stalled
 BEND_TILT = 1e-3  # sine of a joint's allowed-centre tilt below which it shows no bend side
 STRAIGHT_SINE = 0.2  # sine of the bend below which a limb counts as straight (singular) for that finish

@@ -29,6 +29,7 @@ from .loop_constants import (
     POLISH_GROW,
     POLISH_LAMBDA_MAX,
     POLISH_LAMBDA_MIN,
+    POLISH_MAX_PINS,
     POLISH_SHRINK,
     POLISH_TRIES,
 )
@@ -49,7 +50,8 @@ def polish_plan(solved, below, seen, translating_bones):
 
     With a pin falloff below 1 a bone serves the pins under a pinned bone only partly (or not
     at all), so the sweeps do not minimise the plain total misfit; the polish, which does, is
-    then left out rather than pull the pose somewhere else.
+    then left out rather than pull the pose somewhere else. It is also left out past
+    POLISH_MAX_PINS pins, where one of its steps costs more than a time budget's worth of sweeps.
     """
     bones = np.flatnonzero(solved)
     column = {int(b): c for c, b in enumerate(bones)}
@@ -62,6 +64,8 @@ def polish_plan(solved, below, seen, translating_bones):
     if not pairs:
         return None
     pair_pin, pair_column = np.array(pairs, dtype=int).T
+    if len(np.unique(pair_pin)) > POLISH_MAX_PINS:
+        return None
     return PolishPlan(bones, pair_pin, pair_column, np.isin(bones, translating_bones))
 
 

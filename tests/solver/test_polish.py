@@ -24,11 +24,12 @@ from solver import (
     quat,
     solve,
 )
+from solver.loop_constants import POLISH_MAX_PINS
 from solver.polish import Polisher, damped_step, jacobian, residuals
 from solver.solve import _State, plan_solve
 from tests.solver.conftest import pose_matrices
 from tests.solver.test_mocap import CLIPS
-from tests.solver.test_solve import random_problem
+from tests.solver.test_solve import chain_skeleton, random_problem
 
 
 def polished_problem(seed, n_bones=10, n_pins=3, translate_root=False):
@@ -108,6 +109,15 @@ def test_a_pin_falloff_below_one_leaves_the_polish_out():
             np.zeros(len(skeleton), dtype=bool),
             False,
         )
+        assert (plan.polish is not None) == polished
+
+
+def test_more_pins_than_the_polish_carries_leave_it_out():
+    """Past POLISH_MAX_PINS pins one polish step costs more than a budget's worth of sweeps."""
+    skeleton = chain_skeleton(2 * POLISH_MAX_PINS)
+    for count, polished in ((POLISH_MAX_PINS, True), (POLISH_MAX_PINS + 1, False)):
+        pin_bones = list(range(len(skeleton) - count, len(skeleton)))
+        plan = plan_solve(skeleton, pin_bones, [1.0] * count, np.zeros(len(skeleton), dtype=bool), False)
         assert (plan.polish is not None) == polished
 
 
