@@ -25,11 +25,8 @@ Results go to stdout and into docs/BENCHMARKS.md between the naturalness markers
 
 import argparse
 import dataclasses
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -291,33 +288,9 @@ def measure(solved, body):
 
 def run_blender(python, clip, body, repeats):
     """({"warm": Solved, "rest": Solved}, the bpy run's document) for Blender's IK on the clip."""
-    with tempfile.TemporaryDirectory(prefix="ewbik-natural-") as tmp:
-        out = os.path.join(tmp, "blender.json")
-        cmd = [
-            python,
-            os.path.join(BENCH_DIR, "blender_ik.py"),
-            "--clip",
-            clip.path,
-            "--frames",
-            ",".join(str(int(f)) for f in clip.frames),
-            "--scale",
-            repr(clip.scale / bs.CMU_METRES_PER_UNIT),
-            "--effectors",
-            ",".join(bs.EFFECTORS),
-            "--repeats",
-            str(repeats),
-            "--modes",
-            "rest,warm",
-            "--joints",
-            ",".join(body.joints),
-            "--out",
-            out,
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0 or not os.path.exists(out):
-            raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-        with open(out) as f:
-            doc = json.load(f)
+    doc = bs.blender_ik_document(
+        python, clip, repeats, "--modes", "rest,warm", "--joints", ",".join(body.joints)
+    )
     truth = np.array(doc["captured_heads"])
     solved = {}
     for mode, data in doc["modes"].items():

@@ -336,8 +336,9 @@ def clip_violations(clip, limits):
     return {clip.skeleton.names[i]: float(outside[i]) for i in np.flatnonzero(outside) if i in moved}
 
 
-def run_blender(python, clip, iterations, repeats):
-    """Blender's IK on the clip's sampled frames, in a subprocess of that bpy interpreter."""
+def blender_ik_document(python, clip, repeats, *options):
+    """The document bench/blender_ik.py writes for Blender's IK on the clip's sampled frames, run in
+    a subprocess of that bpy interpreter; `options` are its further command-line options."""
     with tempfile.TemporaryDirectory(prefix="ewbik-bench-") as tmp:
         out = os.path.join(tmp, "blender.json")
         cmd = [
@@ -351,10 +352,9 @@ def run_blender(python, clip, iterations, repeats):
             repr(clip.scale / CMU_METRES_PER_UNIT),
             "--effectors",
             ",".join(EFFECTORS),
-            "--iterations",
-            str(iterations),
             "--repeats",
             str(repeats),
+            *options,
             "--out",
             out,
         ]
@@ -362,7 +362,12 @@ def run_blender(python, clip, iterations, repeats):
         if proc.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
         with open(out) as f:
-            doc = json.load(f)
+            return json.load(f)
+
+
+def run_blender(python, clip, iterations, repeats):
+    """Blender's IK on the clip's sampled frames, in a subprocess of that bpy interpreter."""
+    doc = blender_ik_document(python, clip, repeats, "--iterations", str(iterations))
     runs = {}
     for mode, data in doc["modes"].items():
         keep = slice(1, None) if mode == "warm" else slice(None)
