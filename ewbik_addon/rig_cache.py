@@ -6,6 +6,7 @@ settings) changes. The live handler skips even that signature when only pin targ
 """
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import bpy
 import numpy as np
@@ -17,6 +18,9 @@ from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
 from .limit_settings import MIN_DIRECTION, has_limits, limits_dict
 from .pose_io import PoseBuffers, read_locks
 from .production_checks import placed_controls, posed_bones, with_mechanism
+
+if TYPE_CHECKING:  # pin_reading imports this module
+    from .pin_reading import CheckedPins
 
 
 @dataclasses.dataclass
@@ -36,7 +40,7 @@ class Rig:
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     pins: tuple = ()  # (bone name, target object), pose.bones order
-    checked_pins: object = None  # pin_reading.CheckedPins validated at the last scan; None: check again
+    checked_pins: "CheckedPins | None" = None  # validated at the last scan; None: check again
     validated_pins: dict = dataclasses.field(
         default_factory=dict
     )  # (bone, its pin settings) -> a Pin with them
