@@ -49,6 +49,7 @@ from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
+_REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
 
 
 @dataclass
@@ -185,6 +186,8 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     scaled_locations = locations / unit
     state = _State(work, pins, pin_bones, rotations, scaled_locations.copy(), plan.levels, unit)
     attempt = _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
+    if limits is not None:
+        attempt.centre_resting_bones()
     attempt.run()
     if limits is not None and not attempt.converged and attempt.time_left():
         attempt = attempt.better_restart()
@@ -264,27 +267,70 @@ class _Attempt:
             reach[p] = distance <= length + _RESTART_MISS
         return reach
 
+    def _missed_bones(self, missed):
+        """The limited, solved bones that move a pin of `missed` (P,) bool, and those below them.
+
+        A bone below one that moves a missed pin is carried along when that one turns, and its
+        pose was fitted to where it was (a limb's reached pin below a missed one's chain), so
+        it starts afresh as well; limbs hanging off elsewhere keep their pose.
+        """
+        skeleton = self.state.skeleton
+        movable = self.plan.solved & ~self.frozen & self.limits.limited
+        moves_missed = np.zeros(len(skeleton), dtype=bool)
+        for bone in np.asarray(self.state.pin_bones)[missed]:
+            moves_missed[skeleton.ancestors(int(bone))] = True
+        carried = moves_missed & movable
+        for bone, parent in enumerate(skeleton.parents):
+            carried[bone] |= parent >= 0 and carried[parent]
+        return carried & movable
+
+    def _turn_toward_centres(self, state, bones):
+        """Turn `bones` of `state` the (1 - stiffness) part of the way to their limits' centres
+        (their dampening over the full one), so stiff bones (clavicles) stay nearly put."""
+        current = state.rotations[bones]
+        willingness = self.max_step[bones, None] / self.settings.dampening
+        turn = _log(quat.multiply(self.limits.centres()[bones], quat.conjugate(current))) * willingness
+        state.rotations[bones] = quat.normalize(quat.multiply(_exp(turn), current))
+
+    def centre_resting_bones(self):
+        """Start the bones still at their rest rotation that move a missed pin from their limits'
+        centres instead.
+
+        A bone at rest tells nothing about the pose its targets ask for (a warm start from a
+        solved frame is never exactly at rest), and the rest pose sits on the edge of many
+        limits (a straight knee on its hinge), where the sweeps stall and then need a restart.
+        Solves from rest then fall into two families, those the first attempt finished and
+        those the restart did, and neighbouring frames jump between them. Started from the
+        middle of their ranges (the restart's start), they all take the same road.
+        """
+        state = self.state
+        resting = np.linalg.norm(state.rotations[:, 1:], axis=-1) <= _REST_SINE
+        if not (resting & self.plan.solved & ~self.frozen & self.limits.limited).any():
+            return
+        state.forward()
+        bones = self._missed_bones(state.pin_errors()[0] > _RESTART_MISS) & resting
+        if bones.any():
+            self._turn_toward_centres(state, bones)
+
     def better_restart(self):
         """This attempt, or a second one from the limits' centres if that fits the pins much better.
 
         Coordinate descent stalls where a bone sits on its limit's boundary and the way to the
         target leads around it (a straight elbow whose hinge faces away from the target: the
         upper arm would have to twist first, which it has no reason to do). From the middle of
-        every limited bone's range the same targets are reached. Each limited bone goes the
-        (1 - stiffness) part of the way there (its dampening over the full one), so stiff bones
-        (clavicles) stay nearly put. The restart is kept only when it halves the misfit and this attempt misses a
-        pin by more than 0.2 % of the rig's size, so a solve that is merely still on its way (a
-        fast drag) never jumps to another pose.
+        every limited bone's range the same targets are reached. Only the bones that move a
+        missed pin go there (`_turn_toward_centres`); the limbs that reached their pins keep
+        their pose, so the restart changes nothing a warm start got right. The restart is kept
+        only when it halves the misfit and this attempt misses a pin by more than 0.2 % of the
+        rig's size, so a solve that is merely still on its way (a fast drag) never jumps to
+        another pose.
         """
-        limited = self.plan.solved & ~self.frozen & self.limits.limited
-        missed = self.position_errors > _RESTART_MISS
-        if not limited.any() or not missed.any() or not self._within_reach()[missed].any():
+        missed = (self.position_errors > _RESTART_MISS) & self._within_reach()
+        limited = self._missed_bones(missed)
+        if not limited.any():
             return self
         restart = _State.like(self.state)
-        current = restart.rotations[limited]
-        willingness = self.max_step[limited, None] / self.settings.dampening
-        turn = _log(quat.multiply(self.limits.centres()[limited], quat.conjugate(current))) * willingness
-        restart.rotations[limited] = quat.normalize(quat.multiply(_exp(turn), current))
+        self._turn_toward_centres(restart, limited)
         second = _Attempt(
             restart,
             self.plan,
