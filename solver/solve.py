@@ -361,83 +361,115 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
 
     Returns (iterations, converged). csrc/ewbik.c runs the same steps in C.
     """
-    pins = len(state.pin_bones)
-    if limits is not None and np.any(plan.solved & limits.limited):
-        bones = np.flatnonzero(plan.solved & limits.limited)
-        state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
-    constants = [_batch_constants(state, batch, max_step, settings, limits) for batch in plan.batches]
-    accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
+    loop = _Loop(state, plan, settings, limits, max_step, frozen, initial, start)
+    while len(state.pin_bones) and loop.iterations < settings.iterations:
+        kept = loop.polish_step() if loop.polish_due() else False
+        out_of_time = False if kept else loop.sweep_step()
+        loop.iterations += 1
+        loop.finish_when_only_limbs_miss()
+        if loop.stops(out_of_time):
+            break
+    if loop.finish and not loop.converged and loop.iterations:
+        _finish_limbs(state, plan.limbs, frozen, limits, initial, loop.iterations * max_step)
+    return loop.iterations, loop.converged
 
-    iterations, converged = 0, False
-    deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
-    previous = np.inf
-    finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
-    polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
-    hinges = _hinged_limbs(plan.limbs, limits) if finish and polisher is not None else None
-    others = np.ones(pins, dtype=bool)
-    others[plan.limbs.pin] = False
-    state.forward()
-    total, reached = state.errors(settings.tolerance)
-    polish_from, settled, polishing = POLISH_AFTER, False, False
-    while pins and iterations < settings.iterations:
-        # The polish takes over once the sweeps have found the basin: no bone step capped by
-        # its dampening in the last sweep (far from the targets Gauss-Newton steps mislead).
-        kept, out_of_time = False, False
-        if polisher is not None and iterations >= polish_from and settled:
-            before = total
-            total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
-            polishing |= kept
-            # A failed polish gives the sweeps a few iterations to move on before the next one.
-            polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
-            stuck = (
-                None
-                if hinges is None or reached or total <= POLISH_SLOW * before
-                else _stuck(state, hinges, settings.tolerance)
-            )
-            if stuck is not None:
-                stalled = total
-                _finish_limbs(
-                    state,
-                    stuck,
-                    frozen,
-                    limits,
-                    initial,
-                    (iterations + 1) * max_step,
-                    _allowed_bends(state, stuck, limits),
-                )
-                total, reached = state.errors(settings.tolerance)
-                kept |= total < stalled
-        if not kept:
-            state.capped = False
-            total, reached, out_of_time = _sweep(
+
+class _Loop:
+    """The numpy loop's state between iterations and its named steps (`_iterate` runs them)."""
+
+    def __init__(self, state, plan, settings, limits, max_step, frozen, initial, start):
+        self.state, self.plan, self.settings, self.limits = state, plan, settings, limits
+        self.max_step, self.frozen, self.initial = max_step, frozen, initial
+        if limits is not None and np.any(plan.solved & limits.limited):
+            bones = np.flatnonzero(plan.solved & limits.limited)
+            state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
+        self.constants = [
+            _batch_constants(state, batch, max_step, settings, limits) for batch in plan.batches
+        ]
+        self.accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
+        self.deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
+        self.finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
+        self.polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
+        self.hinges = _hinged_limbs(plan.limbs, limits) if self.finish and self.polisher is not None else None
+        self.others = np.ones(len(state.pin_bones), dtype=bool)
+        self.others[plan.limbs.pin] = False
+        state.forward()
+        self.total, self.reached = state.errors(settings.tolerance)
+        self.iterations, self.converged, self.previous = 0, False, np.inf
+        self.polish_from, self.settled, self.polishing = POLISH_AFTER, False, False
+
+    def polish_due(self):
+        """The polish takes over once the sweeps have found the basin: no bone step capped by
+        its dampening in the last sweep (far from the targets Gauss-Newton steps mislead)."""
+        return self.polisher is not None and self.iterations >= self.polish_from and self.settled
+
+    def polish_step(self):
+        """One polish step, then the analytic finish of straight hinged limbs if it stalled.
+        Returns whether the misfit dropped (else this iteration is a sweep)."""
+        state, tolerance = self.state, self.settings.tolerance
+        before = self.total
+        self.total, self.reached, kept = polish(
+            state, self.polisher, self.limits, self.iterations, self.total, tolerance
+        )
+        self.polishing |= kept
+        # A failed polish gives the sweeps a few iterations to move on before the next one.
+        self.polish_from = self.iterations if kept else self.iterations + 1 + POLISH_AFTER
+        if self.hinges is None or self.reached or self.total <= POLISH_SLOW * before:
+            return kept
+        stuck = _stuck(state, self.hinges, tolerance)
+        if stuck is None:
+            return kept
+        stalled = self.total
+        allowance = (self.iterations + 1) * self.max_step
+        bends = _allowed_bends(state, stuck, self.limits)
+        _finish_limbs(state, stuck, self.frozen, self.limits, self.initial, allowance, bends)
+        self.total, self.reached = state.errors(tolerance)
+        return kept or self.total < stalled
+
+    def sweep_step(self):
+        """One EWBIK sweep (Anderson-accelerated until the polish has kept a step). Returns
+        whether the time budget ran out during it."""
+        self.state.capped = False
+        self.total, self.reached, out_of_time = _sweep(
+            self.state,
+            self.plan,
+            self.constants,
+            self.settings,
+            self.limits,
+            self.iterations,
+            None if self.polishing else self.accelerator,
+            self.initial,
+            self.max_step,
+            self.deadline,
+        )
+        self.settled = not self.state.capped
+        return out_of_time
+
+    def finish_when_only_limbs_miss(self):
+        """Without a polish: when only limbs miss, the analytic finish places them directly."""
+        state, tolerance = self.state, self.settings.tolerance
+        if self.reached or not self.finish or self.polisher is not None:
+            return
+        if state.reached(tolerance)[self.others].all():
+            _finish_limbs(
                 state,
-                plan,
-                constants,
-                settings,
-                limits,
-                iterations,
-                None if polishing else accelerator,
-                initial,
-                max_step,
-                deadline,
+                self.plan.limbs,
+                self.frozen,
+                self.limits,
+                self.initial,
+                self.iterations * self.max_step,
             )
-            settled = not state.capped
-        iterations += 1
-        if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
-            # Only limbs are left, and the analytic finish places them directly.
-            _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
-            total, reached = state.errors(settings.tolerance)
-        if reached:
-            converged = True
-            break
-        if np.isfinite(previous) and abs(previous - total) <= STALL * previous:
-            break
-        previous = total
-        if out_of_time or (deadline is not None and time.perf_counter() >= deadline):
-            break
-    if finish and not converged and iterations:
-        _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
-    return iterations, converged
+            self.total, self.reached = state.errors(tolerance)
+
+    def stops(self, out_of_time):
+        """The stopping rules after an iteration: reached, stalled, or out of time."""
+        if self.reached:
+            self.converged = True
+            return True
+        if np.isfinite(self.previous) and abs(self.previous - self.total) <= STALL * self.previous:
+            return True
+        self.previous = self.total
+        return out_of_time or (self.deadline is not None and time.perf_counter() >= self.deadline)
 
 
 def _hinged_limbs(limbs, limits):
