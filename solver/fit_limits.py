@@ -37,7 +37,8 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
 Floors: cones of at least `FLOOR_RADIUS` and twist ranges of at least `FLOOR_TWIST`. A bone
 that never moves over the clip (a CMU collar or hip helper) still gets a region around its
 pose, `margin` times `MIN_SPREAD` wide: left free, the solver would swing it wherever the pins
-pull, far from any captured body. Root bones get no limits.
+pull, far from any captured body. Root bones get no limits, and neither does any bone of a clip
+in which no bone turns by more than `STILL_ANGLE` (a pose held, not motion).
 """
 
 import math
@@ -49,6 +50,7 @@ from .kusudama import Kusudama, LimitCone, TwistLimit
 
 FLOOR_RADIUS = math.radians(2.0)
 FLOOR_TWIST = math.radians(4.0)
+STILL_ANGLE = math.radians(0.1)
 DEFAULT_MAX_CONES = 4
 DEFAULT_MARGIN = 0.35
 MIN_SPREAD = math.radians(20.0)
@@ -94,7 +96,8 @@ def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES, mar
     margin = _check_margin(margin)
     frames = quat.normalize(np.swapaxes(rotations, 0, 1))
     fitted = np.flatnonzero([p is not None for p in parents])
-    if len(fitted) == 0:
+    turned = quat.angle(quat.multiply(quat.conjugate(frames[fitted, :1]), frames[fitted]))
+    if len(fitted) == 0 or turned.max() <= STILL_ANGLE:
         return {}
     kept = _drop_outliers(frames[fitted], coverage)
     dirs = _swing_directions(kept)
@@ -298,9 +301,10 @@ def _hinge_bands(dirs, cones, widen):
     angle = np.arctan2(np.einsum("bmk,bk->bm", dirs, v), np.einsum("bmk,bk->bm", dirs, u))
     low, high = angle.min(1), angle.max(1)
     rest = np.arctan2(v[:, 1], u[:, 1])
+    hinged = (off <= HINGE_WIDTH) & (high - low >= HINGE_MIN_ARC)
     low = np.where(rest - low < 1e-6, low, low - widen)
     high = np.where(high - rest < 1e-6, high, high + widen)
-    hinged = (off <= HINGE_WIDTH) & (high - low >= HINGE_MIN_ARC) & (high - low < np.pi)
+    hinged &= high - low < np.pi
     radius = _floored(off) + np.minimum(widen, HINGE_SIDE_MARGIN)
     out = list(cones)
     for bone in np.flatnonzero(hinged):

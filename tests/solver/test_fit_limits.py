@@ -205,6 +205,12 @@ def test_roots_get_no_limits_and_still_bones_keep_a_little_room_around_their_pos
     assert (violations(limits, nudged) <= INSIDE).mean() >= 0.99
 
 
+def test_a_clip_in_which_nothing_turns_gets_no_limits():
+    held = np.tile(wxyz(Rotation.from_rotvec([0.3, 0.2, -0.5])), (50, 3, 1))
+    held[:, 0] = wxyz(Rotation.from_rotvec(np.outer(np.linspace(0.0, 1.0, 50), [0.0, 1.0, 0.0])))
+    assert fit_limits(bones(2), held) == {}
+
+
 def bent(angles_deg, off_plane_deg=0.0):
     """An elbow's rotations: a bend of each angle about +X (the forearm swings from +Y toward +Z),
     then a turn of `off_plane_deg` about +Z (out of the bending plane)."""
