@@ -49,6 +49,8 @@ from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
+# A pin farther than this (share of the rig's size) from where a rest start puts it: start from the limits' centres.
+_FAR_FROM_REST = 0.1
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
 
 
@@ -293,22 +295,27 @@ class _Attempt:
         state.rotations[bones] = quat.normalize(quat.multiply(_exp(turn), current))
 
     def centre_resting_bones(self):
-        """Start the bones still at their rest rotation that move a missed pin from their limits'
-        centres instead.
+        """When a pin is far from where the start puts it, start the bones still at their rest
+        rotation that move a missed pin from their limits' centres instead.
 
-        A bone at rest tells nothing about the pose its targets ask for (a warm start from a
-        solved frame is never exactly at rest), and the rest pose sits on the edge of many
-        limits (a straight knee on its hinge), where the sweeps stall and then need a restart.
-        Solves from rest then fall into two families, those the first attempt finished and
-        those the restart did, and neighbouring frames jump between them. Started from the
-        middle of their ranges (the restart's start), they all take the same road.
+        A bone at rest tells nothing about a pose far from rest that its targets ask for (a warm
+        start from a solved frame is never exactly at rest), and the rest pose sits on the edge
+        of many limits (a straight knee on its hinge), where the sweeps stall and then need a
+        restart. Solves from rest then fall into two families, those the first attempt finished
+        and those the restart did, and neighbouring frames jump between them. Started from the
+        middle of their ranges (the restart's start), they all take the same road. A target
+        dragged a little from the rest pose (the first move of a live drag) is reached from
+        rest, the nearest pose, so nothing pops.
         """
         state = self.state
         resting = np.linalg.norm(state.rotations[:, 1:], axis=-1) <= _REST_SINE
         if not (resting & self.plan.solved & ~self.frozen & self.limits.limited).any():
             return
         state.forward()
-        bones = self._missed_bones(state.pin_errors()[0] > _RESTART_MISS) & resting
+        misses = state.pin_errors()[0]
+        if not misses.max(initial=0.0) > _FAR_FROM_REST:
+            return
+        bones = self._missed_bones(misses > _RESTART_MISS) & resting
         if bones.any():
             self._turn_toward_centres(state, bones)
 
