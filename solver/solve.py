@@ -295,11 +295,12 @@ class _Attempt:
         state.rotations[bones] = quat.normalize(quat.multiply(_exp(turn), current))
 
     def centre_resting_bones(self):
-        """When a pin is far from where the start puts it, start the bones still at their rest
-        rotation that move a missed pin from their limits' centres instead.
+        """When the start is the rest pose and a pin is far from where it puts it, start the
+        bones that move a missed pin from their limits' centres instead.
 
-        A bone at rest tells nothing about a pose far from rest that its targets ask for (a warm
-        start from a solved frame is never exactly at rest), and the rest pose sits on the edge
+        The rest pose tells nothing about a pose far from it that the targets ask for (a warm
+        start from a solved frame is never exactly at rest; a pose the user made by hand on some
+        of those bones is kept, and so are the others), and the rest pose sits on the edge
         of many limits (a straight knee on its hinge), where the sweeps stall and then need a
         restart. Solves from rest then fall into two families, those the first attempt finished
         and those the restart did, and neighbouring frames jump between them. Started from the
@@ -315,8 +316,8 @@ class _Attempt:
         misses = state.pin_errors()[0]
         if not misses.max(initial=0.0) > _FAR_FROM_REST:
             return
-        bones = self._missed_bones(misses > _RESTART_MISS) & resting
-        if bones.any():
+        bones = self._missed_bones(misses > _RESTART_MISS)
+        if bones.any() and resting[bones].all():
             self._turn_toward_centres(state, bones)
 
     def better_restart(self):
