@@ -5,6 +5,7 @@ would be thrown away. Arrays in the returned SolveResult follow `obj.pose.bones`
 """
 
 import dataclasses
+import functools
 import time
 
 import numpy as np
@@ -18,12 +19,14 @@ from .properties import STORED_SETTINGS
 from .rig_cache import rig_for
 
 
-def solve_armature(obj, *, full=False, rescan=True):
+def solve_armature(obj, *, full=False, rescan=True, channels_kept=False):
     """Read the armature's pose and pins, solve, write the moved bones back.
 
     full: ignore the time budget (the Solve operator, baking).
     rescan: re-read per-bone settings (pins, stiffness, limits). The live handler
     passes False when only pin targets moved since the last solve.
+    channels_kept: nothing but the last solve changed the pose channels since (the live handler
+    knows when only targets moved), so they are not read from Blender again (`read_pose`).
     Raises RigError for anything the user must fix; the pose is then unchanged (unless the
     second solve for partly locked bones fails: the first solve's pose stays).
     """
@@ -34,8 +37,9 @@ def solve_armature(obj, *, full=False, rescan=True):
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     check_pins_movable(obj, rig)
     place_ik_controls(obj, rig)
-    rotations, locations, locks = read_pose(obj, rig)
-    track_underneath(rig, rotations, locations)
+    channels_kept = channels_kept and not rig.placed.any()  # placing the IK controls set their channels
+    rotations, locations, locks = read_pose(obj, rig, channels_kept)
+    track_underneath(rig, rotations, locations, channels_kept)
     settings = solver_settings(
         obj, full
     )  # before the pins: a zero scale would make their targets infinitely far
@@ -71,7 +75,6 @@ def solver_settings(obj, full):
     """The solver's settings; the tolerance is a scene distance, turned into armature units."""
     props = obj.ewbik
     budget = props.time_budget_ms
-    scale = armature_scale(obj)
     axes = [abs(s) for s in obj.matrix_world.to_scale()]
     if not min(axes) > 1e-6 * max(max(axes), 1e-300):
         raise RigError(
@@ -79,11 +82,21 @@ def solver_settings(obj, full):
             "give it a scale in every axis to solve"
         )
     stored = {name: getattr(props, name) for name in STORED_SETTINGS}
-    stored.update(time_budget_ms=None if full or budget <= 0.0 else budget, tolerance=props.tolerance / scale)
+    stored.update(
+        time_budget_ms=None if full or budget <= 0.0 else budget,
+        tolerance=props.tolerance / armature_scale(obj),
+    )
     try:
-        return SolverSettings(**stored)
+        return _settings_of(tuple(stored.items()))
     except ValueError as error:
         raise RigError(f"'{obj.name}' {error}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _settings_of(fields):
+    """SolverSettings from (name, value) pairs, validated once per distinct set of values (every
+    live update asks again for the same ones)."""
+    return SolverSettings(**dict(fields))
 
 
 def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations):
@@ -177,16 +190,20 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     return written, shown_rotations
 
 
-def track_underneath(rig, rotations, locations):
+def track_underneath(rig, rotations, locations, channels_kept=False):
     """Keep the pose the solver blends over: the channels as last set by anyone but the solver.
 
     A channel that differs from what the last solve wrote was set by the animation (frame change)
     or by the user, and becomes the pose underneath; one that still holds the solver's value keeps
     the earlier pose underneath, so repeated live solves at a partial influence do not compound.
+    channels_kept: nobody but the solver set them since its last write (`solve_armature`).
     """
     if rig.underneath is None or rig.written is None or len(rig.underneath[0]) != len(rotations):
         rig.underneath = (rotations.copy(), locations.copy())
         rig.holding = np.zeros(len(rotations), bool)
+        return
+    if channels_kept:
+        rig.holding = np.ones(len(rotations), bool)
         return
     written_rotations, written_locations = rig.written
     changed = (1.0 - np.abs(np.einsum("ij,ij->i", rotations, written_rotations)) > 1e-10) | np.any(

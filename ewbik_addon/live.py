@@ -102,7 +102,10 @@ def _solve_live(view_layer, changed, moved):
         if len(due) > 1:
             _solve_crowd(due)
         elif due:
-            _solve_one(*next(iter(due.items())))
+            obj, unpinned = next(iter(due.items()))
+            _solve_one(
+                obj, unpinned, channels_kept=changed is not None and not _armature_changed(obj, changed)
+            )
     finally:
         _state["busy"] = False
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
@@ -115,8 +118,7 @@ def _is_due(obj, changed, moved):
     message about pins it just lost ("" for none); a rig problem is reported on the armature."""
     uid = obj.session_uid
     refining = uid in _state["tagged"]
-    # The refinement timer's own tag is not a change of the rig: its bone settings stay cached.
-    rescan = changed is not None and not refining and (uid in changed or obj.data.session_uid in changed)
+    rescan = changed is not None and _armature_changed(obj, changed)
     try:
         if obj.mode == "EDIT":
             _report_edit_mode(obj)
@@ -142,9 +144,19 @@ def _is_due(obj, changed, moved):
     return None
 
 
-def _solve_one(obj, unpinned):
+def _armature_changed(obj, changed):
+    """Whether the depsgraph update changed the armature itself (bones, settings, pose), not only
+    targets. The refinement timer's own tag is no change: its bone settings and pose channels
+    are as the last solve left them."""
+    if obj.session_uid in _state["tagged"]:
+        return False
+    return obj.session_uid in changed or obj.data.session_uid in changed
+
+
+def _solve_one(obj, unpinned, *, channels_kept=False):
+    """channels_kept: only targets moved since the armature's last solve (`solve_armature`)."""
     try:
-        result = armature_solve.solve_armature(obj, rescan=False)
+        result = armature_solve.solve_armature(obj, rescan=False, channels_kept=channels_kept)
     except armature_checks.RigError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
