@@ -96,7 +96,7 @@ def _solve_live(view_layer, changed, moved):
         due = {}
         for obj in view_layer.objects:
             if obj.type == "ARMATURE" and obj.ewbik.live:
-                unpinned = _is_due(obj, changed, moved)
+                unpinned = _is_due(obj, changed, moved, view_layer)
                 if unpinned is not None:
                     due[obj] = unpinned
         if len(due) > 1:
@@ -111,11 +111,12 @@ def _solve_live(view_layer, changed, moved):
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
 
 
-def _is_due(obj, changed, moved):
+def _is_due(obj, changed, moved, view_layer):
     """Whether obj needs a solve for this update (changed/moved: session uids from the depsgraph
     update; None on frame change: solve if pinned). Rescans its bone settings when it changed,
     unpins deleted targets and follows renamed bones. Returns None when no solve is due, else the
-    message about pins it just lost ("" for none); a rig problem is reported on the armature."""
+    message about pins it just lost ("" for none); a rig problem is reported on the armature.
+    view_layer: the one being updated, where the targets are looked for first."""
     uid = obj.session_uid
     refining = uid in _state["tagged"]
     rescan = changed is not None and _armature_changed(obj, changed)
@@ -124,7 +125,7 @@ def _is_due(obj, changed, moved):
             _report_edit_mode(obj)
             return None
         pinned = pin_reading.pinned_targets(obj, rescan=rescan)
-        unpinned = targets.unpin_deleted(obj, pinned)
+        unpinned = targets.unpin_deleted(obj, pinned, view_layer)
         if unpinned:
             pinned = pin_reading.pinned_targets(obj, rescan=True)
         if rescan:

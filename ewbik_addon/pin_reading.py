@@ -97,10 +97,8 @@ def _target_frames(obj, rig, checked):
     (an armature target: its bone), read in one pass; a deleted or non-finite target raises
     RigError naming its pin."""
     to_armature = obj.matrix_world.inverted_safe()
-    frames = np.empty((len(checked.targets), 7))
-    for i, (bone, target, target_bone) in enumerate(
-        zip(checked.bones, checked.targets, checked.target_bones)
-    ):
+    rows = []
+    for bone, target, target_bone in zip(checked.bones, checked.targets, checked.target_bones):
         try:
             if target_bone is None:
                 matrix = target.matrix_world
@@ -109,8 +107,8 @@ def _target_frames(obj, rig, checked):
         except ReferenceError:
             raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
         location, rotation, _ = (to_armature @ matrix).decompose()
-        frames[i, :4] = rotation
-        frames[i, 4:] = location
+        rows.append((*rotation, *location))
+    frames = np.array(rows, dtype=float).reshape(-1, 7)
     frames[frames[:, 0] < 0.0, :4] *= -1.0
     bad = ~(np.isfinite(frames).all(axis=1) & (np.abs(frames[:, 4:]) <= MAX_COORDINATE).all(axis=1))
     if np.any(bad):

@@ -106,6 +106,7 @@ class _Locks:
     location: np.ndarray  # (N, 3)
     any_rotation: np.ndarray
     fully_locked: np.ndarray
+    free_quaternion: np.ndarray  # quaternion bones without rotation locks: written in one go
 
 
 def read_locks(pose_bones, buffers):
@@ -118,15 +119,17 @@ def read_locks(pose_bones, buffers):
     pose_bones.foreach_get("lock_location", buffers.lock_location.reshape(-1))
     euler = (buffers.modes != _QUATERNION) & (buffers.modes != _AXIS_ANGLE)
     four_d = buffers.lock_4d & ~euler
+    any_rotation = buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w)
     buffers.locks = _Locks(
         rotation=buffers.lock_rotation,
         w=buffers.lock_w,
         four_d=four_d,
         location=buffers.lock_location,
-        any_rotation=buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w),
+        any_rotation=any_rotation,
         fully_locked=buffers.lock_rotation.all(
             axis=1
         ),  # locking X, Y and Z freezes the bone, whatever W (4D) says
+        free_quaternion=(buffers.modes == _QUATERNION) & ~any_rotation,
     )
     return buffers.locks
 
@@ -201,38 +204,45 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     Returns the rotations actually written, as unit quaternions in pose.bones order.
     """
     buffers = rig.buffers
-    modes = buffers.modes
-    old_quaternion = buffers.quaternion.astype(float)
     written = rotations.copy()
-    quaternion_bones = moved & (modes == _QUATERNION)
-    same_side = np.einsum("ij,ij->i", rotations, old_quaternion) >= 0.0
-    new_quaternion = np.where(same_side[:, None], rotations, -rotations)
-    fast = quaternion_bones & ~locks.any_rotation
-    quaternion = np.where(fast[:, None], new_quaternion, old_quaternion)
-    euler = buffers.euler.copy()
-    axis_angle = buffers.axis_angle.copy()
-    one_by_one = np.flatnonzero(moved & ((modes != _QUATERNION) | locks.any_rotation))
-    for i in one_by_one:
-        written[i] = _write_one(
-            i, rotations[i], old_quaternion, euler, axis_angle, quaternion, buffers, locks
-        )
-    other_modes = one_by_one[modes[one_by_one] != _QUATERNION]
-    buffers.converted.remember(other_modes, modes, euler, axis_angle, written[other_modes])
+    quaternion = buffers.quaternion.copy()
+    plain = np.flatnonzero(moved & locks.free_quaternion)
+    turned = rotations[plain]
+    turned[np.einsum("ij,ij->i", turned, quaternion[plain]) < 0.0] *= -1.0
+    quaternion[plain] = turned
+    one_by_one = np.flatnonzero(moved & ~locks.free_quaternion)
     pose_bones = obj.pose.bones
-    buffers.quaternion = quaternion.astype(np.float32)
-    pose_bones.foreach_set("rotation_quaternion", buffers.quaternion.reshape(-1))
-    if np.any(moved & (modes == _AXIS_ANGLE)):
-        buffers.axis_angle = axis_angle
-        pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
-    if np.any(moved & (modes != _QUATERNION) & (modes != _AXIS_ANGLE)):
-        buffers.euler = euler
-        pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
+    if len(one_by_one):
+        _write_one_by_one(pose_bones, buffers, locks, one_by_one, rotations, quaternion, written)
+    buffers.quaternion = quaternion
+    pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))
     if translate_root:
         move = moved[:, None] & ~locks.location
         buffers.location = np.where(move, locations, buffers.location).astype(np.float32)
         pose_bones.foreach_set("location", buffers.location.reshape(-1))
     obj.update_tag(refresh=_POSE_REFRESH)
     return written
+
+
+def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, written):
+    """The moved bones in Euler or axis-angle mode or with rotation locks (`_write_one`): their
+    channels into `quaternion` (float32) and Blender, what they now hold into `written`."""
+    modes = buffers.modes
+    old_quaternion = buffers.quaternion.astype(float)
+    euler = buffers.euler.copy()
+    axis_angle = buffers.axis_angle.copy()
+    for i in bones:
+        written[i] = _write_one(
+            i, rotations[i], old_quaternion, euler, axis_angle, quaternion, buffers, locks
+        )
+    other_modes = bones[modes[bones] != _QUATERNION]
+    buffers.converted.remember(other_modes, modes, euler, axis_angle, written[other_modes])
+    if np.any(modes[bones] == _AXIS_ANGLE):
+        buffers.axis_angle = axis_angle
+        pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
+    if np.any(modes[other_modes] != _AXIS_ANGLE):
+        buffers.euler = euler
+        pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
 
 
 def _write_one(i, rotation, old_quaternion, euler, axis_angle, quaternion, buffers, locks):
