@@ -19,14 +19,15 @@ from .properties import STORED_SETTINGS
 from .rig_cache import rig_for
 
 
-def solve_armature(obj, *, full=False, rescan=True, channels_kept=False):
+def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     """Read the armature's pose and pins, solve, write the moved bones back.
 
     full: ignore the time budget (the Solve operator, baking).
     rescan: re-read per-bone settings (pins, stiffness, limits). The live handler
     passes False when only pin targets moved since the last solve.
-    channels_kept: nothing but the last solve changed the pose channels since (the live handler
-    knows when only targets moved), so they are not read from Blender again (`read_pose`).
+    only_targets_moved: since this armature's last solve nothing changed but its targets (the
+    live handler knows from the depsgraph), so its pose channels are not read from Blender again
+    (`read_pose`) and its settings are the ones that solve used.
     Raises RigError for anything the user must fix; the pose is then unchanged (unless the
     second solve for partly locked bones fails: the first solve's pose stays).
     """
@@ -37,12 +38,11 @@ def solve_armature(obj, *, full=False, rescan=True, channels_kept=False):
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     check_pins_movable(obj, rig)
     place_ik_controls(obj, rig)
-    channels_kept = channels_kept and not rig.placed.any()  # placing the IK controls set their channels
+    channels_kept = only_targets_moved and not rig.placed.any()  # placing IK controls set their channels
     rotations, locations, locks = read_pose(obj, rig, channels_kept)
     track_underneath(rig, rotations, locations, channels_kept)
-    settings = solver_settings(
-        obj, full
-    )  # before the pins: a zero scale would make their targets infinitely far
+    # Before the pins: a zero scale would make their targets infinitely far.
+    settings = _settings_for(obj, rig, full, only_targets_moved)
     pins = read_pins(obj, rig)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
@@ -51,8 +51,11 @@ def solve_armature(obj, *, full=False, rescan=True, channels_kept=False):
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
     # the written pose misses the targets by what those channels contributed. A second solve
     # from that pose, with those bones held, lets the other bones make up for it.
+    partly_locked = locks.any_rotation & ~locks.fully_locked
+    if not np.any(result.moved & partly_locked):
+        return result
     turned = np.abs(np.einsum("ij,ij->i", result.rotations, solved)) < 1.0 - 1e-12
-    held = result.moved & locks.any_rotation & ~locks.fully_locked & turned
+    held = result.moved & partly_locked & turned
     if not np.any(held):
         return result
     if settings.time_budget_ms is not None:
@@ -69,6 +72,17 @@ def solve_armature(obj, *, full=False, rescan=True, channels_kept=False):
         ms=result.ms + second.ms,
         moved=result.moved | second.moved,
     )
+
+
+def _settings_for(obj, rig, full, only_targets_moved):
+    """`solver_settings`, or the ones the rig's last solve used when only targets moved since
+    (the armature's settings and scale are as they were)."""
+    if only_targets_moved and rig.last_settings is not None and rig.last_settings[0] == full:
+        return rig.last_settings[1]
+    rig.last_settings = None  # until these are known good
+    settings = solver_settings(obj, full)
+    rig.last_settings = (full, settings)
+    return settings
 
 
 def solver_settings(obj, full):
@@ -111,10 +125,8 @@ def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locatio
     kinds = [obj.pose.bones[pin.bone].ewbik.pin_kind for pin in pins]
     if "ROTATION" not in kinds:
         return pins, settings
-    solver_rotations = np.empty_like(rotations)
-    solver_rotations[rig.to_solver] = rotations
-    solver_locations = np.empty_like(locations)
-    solver_locations[rig.to_solver] = locations
+    solver_rotations = in_solver_order(rig, rotations)
+    solver_locations = in_solver_order(rig, locations)
     others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
     if others and settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
@@ -143,15 +155,16 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
     Returns (the result with the rotations as written, the rotations meant to be written: the solver's
     own, blended by the influence), both in pose.bones order.
     """
-    to_solver = rig.to_solver
     start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
-    solver_rotations = np.empty_like(rotations)
-    solver_rotations[to_solver] = start_rotations
-    solver_locations = np.empty_like(locations)
-    solver_locations[to_solver] = start_locations
     try:
         result = solve(
-            rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness
+            rig.skeleton,
+            pins,
+            in_solver_order(rig, start_rotations),
+            in_solver_order(rig, start_locations),
+            settings,
+            rig.limits,
+            stiffness,
         )
     except ValueError as error:
         raise RigError(str(error)) from None
@@ -159,12 +172,27 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
         obj,
         rig,
         result,
-        result.rotations[to_solver],
-        result.locations[to_solver],
-        result.moved[to_solver],
+        in_pose_order(rig, result.rotations),
+        in_pose_order(rig, result.locations),
+        in_pose_order(rig, result.moved),
         (rotations, locations, locks),
         settings,
     )
+
+
+def in_solver_order(rig, rows):
+    """Rows in pose.bones order rearranged into the skeleton's order (the same array where the two
+    orders agree, as on most rigs)."""
+    if rig.same_order:
+        return rows
+    rearranged = np.empty_like(rows)
+    rearranged[rig.to_solver] = rows
+    return rearranged
+
+
+def in_pose_order(rig, rows):
+    """Rows in the skeleton's order rearranged into pose.bones order (see in_solver_order)."""
+    return rows if rig.same_order else rows[rig.to_solver]
 
 
 def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):

@@ -104,7 +104,7 @@ def _solve_live(view_layer, changed, moved):
         elif due:
             obj, unpinned = next(iter(due.items()))
             _solve_one(
-                obj, unpinned, channels_kept=changed is not None and not _armature_changed(obj, changed)
+                obj, unpinned, only_targets_moved=changed is not None and not _armature_changed(obj, changed)
             )
     finally:
         _state["busy"] = False
@@ -120,6 +120,8 @@ def _is_due(obj, changed, moved, view_layer):
     uid = obj.session_uid
     refining = uid in _state["tagged"]
     rescan = changed is not None and _armature_changed(obj, changed)
+    if changed is None or rescan:  # its pose or settings may have changed: the next solve reads them
+        rig_cache.forget_armature_state(obj)
     try:
         if obj.mode == "EDIT":
             _report_edit_mode(obj)
@@ -154,10 +156,10 @@ def _armature_changed(obj, changed):
     return obj.session_uid in changed or obj.data.session_uid in changed
 
 
-def _solve_one(obj, unpinned, *, channels_kept=False):
-    """channels_kept: only targets moved since the armature's last solve (`solve_armature`)."""
+def _solve_one(obj, unpinned, *, only_targets_moved=False):
+    """only_targets_moved: nothing but targets changed since the armature's last solve."""
     try:
-        result = armature_solve.solve_armature(obj, rescan=False, channels_kept=channels_kept)
+        result = armature_solve.solve_armature(obj, rescan=False, only_targets_moved=only_targets_moved)
     except armature_checks.RigError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead

@@ -143,13 +143,14 @@ def read_pose(obj, rig, channels_kept=False):
     or drivers pose are evaluated again all the same.
     """
     buffers = rig.buffers
-    if not (channels_kept and buffers.mirrors_channels):
+    fetch = not (channels_kept and buffers.mirrors_channels)
+    if fetch:
         _fetch_channels(obj.pose.bones, buffers)
     locks = buffers.locks
     rotations = buffers.quaternion.astype(float)
     other = buffers.modes != _QUATERNION
     if other.any():
-        rotations[other] = _other_mode_quaternions(buffers, other)
+        rotations[other] = _other_mode_quaternions(buffers, other, fetched=fetch)
     locations = buffers.location.astype(float)
     if not (np.isfinite(rotations).all() and np.isfinite(locations).all()):
         bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
@@ -177,12 +178,15 @@ def _fetch_channels(pose_bones, buffers):
     buffers.mirrors_channels = True
 
 
-def _other_mode_quaternions(buffers, other):
+def _other_mode_quaternions(buffers, other, fetched):
     """Quaternions (not normalized) of the bones in Euler or axis-angle mode (`other`), converted
-    only where the mode or channels differ from what `buffers.converted` remembers."""
+    only where the mode or channels differ from what `buffers.converted` remembers; with nothing
+    fetched since the last read or write it remembers them all."""
+    known = buffers.converted
+    if not fetched:
+        return known.quaternions[other]
     modes = buffers.modes
     axis_angle = modes == _AXIS_ANGLE
-    known = buffers.converted
     changed = np.where(
         axis_angle,
         (buffers.axis_angle != known.axis_angle).any(axis=1),
