@@ -5,7 +5,7 @@ import dataclasses
 import mathutils
 import numpy as np
 
-from ..solver import Pin
+from ..solver import Pin, quat
 from ..solver.validation import MAX_COORDINATE
 from .armature_checks import RigError, armature_scale
 from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
@@ -39,12 +39,22 @@ def read_pins(obj, rig):
         checked = rig.checked_pins = _check_pins(obj, rig)
     _check_feedback(obj, rig, checked)
     frames = _target_frames(obj, rig, checked)
-    for i in np.flatnonzero((frames != checked.frames).any(axis=1)):
-        rotation, position = frames[i, :4].copy(), frames[i, 4:].copy()
-        matrix = np.array(mathutils.Matrix.LocRotScale(position, mathutils.Quaternion(rotation), None))
-        checked.pins[i] = checked.pins[i].moved_to(matrix, rotation, position)
+    moved = np.flatnonzero((frames != checked.frames).any(axis=1))
+    if len(moved):
+        matrices = target_matrices(frames[moved])
+        for i, matrix in zip(moved.tolist(), matrices):
+            checked.pins[i] = checked.pins[i].moved_to(matrix, frames[i, :4], frames[i, 4:])
     checked.frames = frames
     return list(checked.pins)
+
+
+def target_matrices(frames):
+    """(k, 4, 4) rigid matrices of (k, 7) frames (unit quaternion, position), all in one go."""
+    matrices = np.zeros((len(frames), 4, 4))
+    matrices[:, :3, :3] = quat.to_matrix(frames[:, :4])
+    matrices[:, :3, 3] = frames[:, 4:]
+    matrices[:, 3, 3] = 1.0
+    return matrices
 
 
 def _check_pins(obj, rig):
@@ -71,8 +81,7 @@ def _check_pins(obj, rig):
         if known is None:
             pin = _make_pin(bone, mathutils.Vector(frame[4:]), mathutils.Quaternion(frame[:4]), props)
         else:
-            matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
-            pin = known.moved_to(matrix, frame[:4].copy(), frame[4:].copy())
+            pin = known.moved_to(target_matrices(frame[None])[0], frame[:4], frame[4:])
         checked.pins.append(pin)
         checked.keys.append(key)
     checked.frames = frames
