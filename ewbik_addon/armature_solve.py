@@ -46,7 +46,7 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     pins = read_pins(obj, rig)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
-    pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
+    pins, settings = _place_rotation_only(rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
     # the written pose misses the targets by what those channels contributed. A second solve
@@ -113,7 +113,7 @@ def _settings_of(fields):
     return SolverSettings(**dict(fields))
 
 
-def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations):
+def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     """(pins, settings): each rotation-only pin's position set where the rest of the body puts its bone.
 
     The solver's pins always hold a position, so a rotation-only pin gets, as its position, the
@@ -122,7 +122,7 @@ def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locatio
     solve, only while some pin is rotation-only; the two share the live time budget, so the returned
     settings give the main solve its half.
     """
-    kinds = [obj.pose.bones[pin.bone].ewbik.pin_kind for pin in pins]
+    kinds = rig.checked_pins.kinds  # read_pins checked them with the pins, in the same order
     if "ROTATION" not in kinds:
         return pins, settings
     solver_rotations = in_solver_order(rig, rotations)

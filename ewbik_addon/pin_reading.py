@@ -30,6 +30,7 @@ class CheckedPins:
     pins: list
     frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
     keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
+    kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
 
 
 def read_pins(obj, rig):
@@ -84,6 +85,7 @@ def _check_pins(obj, rig):
             pin = known.moved_to(target_matrices(frame[None])[0], frame[:4], frame[4:])
         checked.pins.append(pin)
         checked.keys.append(key)
+        checked.kinds.append(props.pin_kind)
     checked.frames = frames
     rig.validated_pins = dict(zip(checked.keys, checked.pins))
     return checked
