@@ -96,6 +96,7 @@ def test_a_frame_change_between_drags_is_read_back(metarig):
 
 
 def test_a_rotation_mode_switched_between_drags_is_written_in_the_new_mode(metarig):
+    metarig.ewbik.time_budget_ms = 0.0  # reach the targets however busy the machine is
     targets = pin(metarig, *HANDS_FEET_HEAD)
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
