@@ -630,11 +630,11 @@ static double reject_history(State *st, int *reached)
     return total_errors(st, reached);
 }
 
-/* One Anderson step after a sweep (solve._Anderson.extrapolate); returns the new total. */
-static double extrapolate(State *st, double total, double allowance_scale, int *reached)
+/* The sweep just run joins the history, its start pose as input and the swept pose as output;
+ * past memory + 1 pairs the oldest goes (solve._Anderson._remember_sweep). */
+static void remember_sweep(State *st)
 {
-    const ewbik_problem *pb = st->pb;
-    int dims = st->dims, memory = pb->acceleration;
+    int dims = st->dims, memory = st->pb->acceleration;
     if (st->history == memory + 1) {
         memmove(st->inputs, st->inputs + dims, (size_t)memory * dims * sizeof(double));
         memmove(st->outputs, st->outputs + dims, (size_t)memory * dims * sizeof(double));
@@ -643,12 +643,13 @@ static double extrapolate(State *st, double total, double allowance_scale, int *
     memcpy(st->inputs + (size_t)st->history * dims, st->start, dims * sizeof(double));
     pose_vector(st, st->outputs + (size_t)st->history * dims);
     st->history++;
-    if (st->history < 2) {
-        forward(st);
-        *reached = 0;
-        return total;
-    }
-    int m = st->history, k = m - 1;
+}
+
+/* Where the sweeps are heading, extrapolated from the history into st->guess; returns whether
+ * it is finite (solve._Anderson._anderson_guess). */
+static int anderson_guess(State *st)
+{
+    int dims = st->dims, m = st->history, k = m - 1;
     const double *last_out = st->outputs + (size_t)(m - 1) * dims, *last_in = st->inputs + (size_t)(m - 1) * dims;
     double *residual = st->guess;
     for (int d = 0; d < dims; d++)
@@ -668,17 +669,30 @@ static double extrapolate(State *st, double total, double allowance_scale, int *
         st->guess[d] = value;
         finite &= isfinite(value) != 0;
     }
-    if (!finite)
-        return reject_history(st, reached);
-    double *saved = st->saved;
+    return finite;
+}
+
+/* The guess's rotations, limited and normalized, into st->saved; returns whether a bone would end
+ * farther from the warm start than allowance_scale dampening steps (solve._Anderson._settle_guess). */
+static int settle_guess(State *st, double allowance_scale)
+{
+    const ewbik_problem *pb = st->pb;
     for (int i = 0; i < pb->n_solved; i++) {
-        int b = pb->solved[i];
         double q[4];
         quat_exp(st->guess + 6 * i, q);
-        if (settle(pb, b, q, allowance_scale))
-            return reject_history(st, reached);
-        memcpy(saved + 7 * i, q, sizeof q);
+        if (settle(pb, pb->solved[i], q, allowance_scale))
+            return 1;
+        memcpy(st->saved + 7 * i, q, sizeof q);
     }
+    return 0;
+}
+
+/* The guess posed and kept if it lowers the total misfit; otherwise the swept pose back and the
+ * history dropped (solve._Anderson._try_guess). Returns the new total. */
+static double try_guess(State *st, double total, int *reached)
+{
+    const ewbik_problem *pb = st->pb;
+    double *saved = st->saved;
     for (int i = 0; i < pb->n_solved; i++) {
         int b = pb->solved[i];
         double swap[7];
@@ -702,6 +716,20 @@ static double extrapolate(State *st, double total, double allowance_scale, int *
         memcpy(pb->locations + 3 * b, saved + 7 * i + 4, 3 * sizeof(double));
     }
     return reject_history(st, reached);
+}
+
+/* One Anderson step after a sweep (solve._Anderson.extrapolate); returns the new total. */
+static double extrapolate(State *st, double total, double allowance_scale, int *reached)
+{
+    remember_sweep(st);
+    if (st->history < 2) {
+        forward(st);
+        *reached = 0;
+        return total;
+    }
+    if (!anderson_guess(st) || settle_guess(st, allowance_scale))
+        return reject_history(st, reached);
+    return try_guess(st, total, reached);
 }
 
 /* ---- analytic finish of two-bone limbs (solve._finish_limbs, two_bone.two_bone_ik) ---- */
