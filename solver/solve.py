@@ -107,11 +107,33 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
     cached = skeleton.plan_cache.get(key)
     if cached is not None:
         return cached
-    n = len(skeleton)
     parents = skeleton.parents
+    seen, below = _pins_per_bone(skeleton, pin_bones, falloffs)
+    solved = np.array([bool(seen[i]) and not frozen[i] for i in range(len(skeleton))], dtype=bool)
+    height = _heights(parents, solved)
+    batches = [
+        _batch(np.flatnonzero(solved & (height == h)), seen, below, parents, translate_root)
+        for h in sorted(set(height[solved].tolist()))
+    ]
+    translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
+    plan = _Plan(
+        solved,
+        batches,
+        _limbs(parents, pin_bones, below, solved),
+        skeleton.kinematic_levels(pin_bones),
+        polish_plan(solved, below, seen, translating_bones),
+    )
+    if len(skeleton.plan_cache) > 32:
+        skeleton.plan_cache.clear()
+    skeleton.plan_cache[key] = plan
+    return plan
+
+
+def _pins_per_bone(skeleton, pin_bones, falloffs):
+    """Per bone: the (pin, falloff factor) pairs it sees, and every pin on it or below it."""
     pinned_falloff = dict(zip(pin_bones, falloffs))
-    seen = [[] for _ in range(n)]
-    below = [[] for _ in range(n)]
+    seen = [[] for _ in range(len(skeleton))]
+    below = [[] for _ in range(len(skeleton))]
     for p, bone in enumerate(pin_bones):
         factor = 1.0
         for node in skeleton.ancestors(bone):
@@ -120,45 +142,43 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
                 factor *= pinned_falloff[node]
             if factor > 0.0:
                 seen[node].append((p, factor))
-    solved = np.array([bool(seen[i]) and not frozen[i] for i in range(n)], dtype=bool)
-    height = np.zeros(n, dtype=int)
-    for i in range(n - 1, -1, -1):
+    return seen, below
+
+
+def _heights(parents, solved):
+    """Each bone's height above its deepest solved descendant: the batch it is solved in."""
+    height = np.zeros(len(parents), dtype=int)
+    for i in range(len(parents) - 1, -1, -1):
         if parents[i] >= 0:
             height[parents[i]] = max(height[parents[i]], height[i] + 1 if solved[i] else height[i])
-    batches = []
-    for h in sorted(set(height[solved].tolist())):
-        bones = np.flatnonzero(solved & (height == h))
-        width = max(len(seen[b]) for b in bones)
-        seen_idx = np.zeros((len(bones), width), dtype=int)
-        factor = np.zeros((len(bones), width))
-        rows, pins = [], []
-        for r, b in enumerate(bones):
-            for s, (p, f) in enumerate(seen[b]):
-                seen_idx[r, s] = p
-                factor[r, s] = f
-            rows.extend([r] * len(below[b]))
-            pins.extend(below[b])
-        translating = (parents[bones] < 0) & bool(translate_root)
-        batches.append(_Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating))
+    return height
+
+
+def _batch(bones, seen, below, parents, translate_root):
+    """The batch of `bones`: the pins each sees (padded to the widest) and the pins each carries."""
+    width = max(len(seen[b]) for b in bones)
+    seen_idx = np.zeros((len(bones), width), dtype=int)
+    factor = np.zeros((len(bones), width))
+    rows, pins = [], []
+    for r, b in enumerate(bones):
+        for s, (p, f) in enumerate(seen[b]):
+            seen_idx[r, s] = p
+            factor[r, s] = f
+        rows.extend([r] * len(below[b]))
+        pins.extend(below[b])
+    translating = (parents[bones] < 0) & bool(translate_root)
+    return _Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating)
+
+
+def _limbs(parents, pin_bones, below, solved):
+    """The two-bone limbs ending in a pin that no other pin shares, both their bones solved."""
     limbs = []
     for p, end in enumerate(pin_bones):
         lower = parents[end]
         upper = parents[lower] if lower >= 0 else -1
         if upper >= 0 and below[upper] == [p] and solved[lower] and solved[upper]:
             limbs.append((upper, lower, end, p))
-    columns = np.array(limbs, dtype=int).reshape(-1, 4).T
-    translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
-    plan = _Plan(
-        solved,
-        batches,
-        _Limbs(*columns),
-        skeleton.kinematic_levels(pin_bones),
-        polish_plan(solved, below, seen, translating_bones),
-    )
-    if len(skeleton.plan_cache) > 32:
-        skeleton.plan_cache.clear()
-    skeleton.plan_cache[key] = plan
-    return plan
+    return _Limbs(*np.array(limbs, dtype=int).reshape(-1, 4).T)
 
 
 def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness=None):
