@@ -201,6 +201,7 @@ static void clamp_angle(double *q, double max_angle, double relaxation)
 
 typedef struct {
     const ewbik_problem *pb;
+    void *block;          /* the one allocation every array below lives in */
     double *world;        /* (n, 9) */
     double *head;         /* (n, 3) */
     double *eff_pos;      /* (P, 3) */
@@ -1358,6 +1359,7 @@ static int allocate(State *st)
     double *block = malloc(doubles * sizeof(double) + (size_t)limbs + 1);
     if (!block)
         return -1;
+    st->block = block;
     double *next = block;
 #define TAKE(field, count) (st->field = next, next += (count))
     TAKE(world, (size_t)n * 9);
@@ -1454,7 +1456,7 @@ int ewbik_solve(const ewbik_problem *pb)
     Polish polish = {0};
     int polishing = pb->polish_after >= 0 && pb->n_pins > 0;
     if (polishing && polish_allocate(pb, &polish) != 0) {
-        free(st.world);
+        free(st.block);
         return -1;
     }
     int iterations = 0, converged = 0, reached = 0;
@@ -1509,6 +1511,6 @@ int ewbik_solve(const ewbik_problem *pb)
     *pb->converged = converged;
     if (polishing)
         polish_free(&polish);
-    free(st.world);
+    free(st.block);
     return 0;
 }
