@@ -611,12 +611,12 @@ class _Covariance:
     """What a batch's bone steps know of the pins they solve for, measured from each bone's head."""
 
     eff_origin: np.ndarray  # (k, S, 3) effectors
+    tgt_origin: np.ndarray  # (k, S, 3) targets
     s_origin: np.ndarray  # (k, 3, 3) the pins' origins: sum w_origin e t^T
     s_axes: np.ndarray  # (k, 3, 3) the pins' axes: sum w_axis e_a t_a^T
     s_scaled: np.ndarray  # (k, 3, 3) origins plus axes scaled by max(1, |t|^2) (the paper's basis scaling)
     fit: np.ndarray  # (k,) sum w_origin (|e|^2 + |t|^2): the origins' misfit before any turn
     e0: np.ndarray | None  # (k,) the references' estimate of the top eigenvalue (None: exact)
-    tgt_origin: np.ndarray  # (k, S, 3) targets
     mean_e: np.ndarray | None = None  # (k, 3) weighted means of effectors and targets (translating roots)
     mean_t: np.ndarray | None = None
 
@@ -657,7 +657,7 @@ def _pin_covariance(state, batch, const, head, exact):
     s_scaled = s_origin + np.einsum("ksa,ksai,ksaj->kij", w_axis * stretch, eff_axes, tgt_axes)
     fit = (w_origin * ((eff_origin * eff_origin).sum(-1) + tgt_len2)).sum(-1)
     e0 = None if exact else 0.5 * (fit + 2.0 * (w_axis * stretch).sum((-1, -2)))
-    return _Covariance(eff_origin, s_origin, s_axes, s_scaled, fit, e0, tgt_origin)
+    return _Covariance(eff_origin, tgt_origin, s_origin, s_axes, s_scaled, fit, e0)
 
 
 def _centre_translation(cov, const, translating):
