@@ -50,8 +50,7 @@ from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
-# A pin farther than this (share of the rig's size) from where a rest start puts it: start from the limits' centres.
-_FAR_FROM_REST = 0.1
+_FAR_FROM_REST = 0.1  # share of the rig's size a pin must miss by from rest for the centred start
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
 
 
@@ -355,11 +354,11 @@ class _Attempt:
         target leads around it (a straight elbow whose hinge faces away from the target: the
         upper arm would have to twist first, which it has no reason to do). From the middle of
         every limited bone's range the same targets are reached. Only the bones that move a
-        missed pin go there (`_turn_toward_centres`); the limbs that reached their pins keep
-        their pose, so the restart changes nothing a warm start got right. The restart is kept
-        only when it halves the misfit and this attempt misses a pin by more than 0.2 % of the
-        rig's size, so a solve that is merely still on its way (a fast drag) never jumps to
-        another pose.
+        missed pin, and those below them, go there (`_missed_bones`); limbs that reached their
+        pins elsewhere keep their pose, so the restart changes nothing a warm start got right.
+        The restart is kept only when it halves the misfit and this attempt misses a pin by more
+        than 0.2 % of the rig's size, so a solve that is merely still on its way (a fast drag)
+        never jumps to another pose.
         """
         missed = (self.position_errors > _RESTART_MISS) & self._within_reach()
         limited = self._missed_bones(missed)
