@@ -39,7 +39,8 @@ def fitted_sequence(rows):
 def test_a_warm_sequence_under_fitted_limits_keeps_the_elbow_swivel(default_backend):
     """Test frames 0-69 of 131_03 warm-started. At frames 62-65 the right elbow swings 100-200
     mm out of the captured swivel and back (216 mm/frame^2 where the capture moves at most 71):
-    the first sweeps of each frame move it 90-140 mm although the hand moves a few mm. The oracle
-    is the capture: the elbow may accelerate at most the capture's fastest frame plus JUMP."""
+    in a fast reach (the hand moves 70-135 mm per test frame) the sweeps carry it along the
+    swivel past the captured elbow. The oracle is the capture: the elbow may accelerate at most
+    the capture's fastest frame plus JUMP."""
     solved, captured = fitted_sequence(np.arange(70))
     assert solved.max() <= captured.max() + JUMP
