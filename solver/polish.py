@@ -210,12 +210,18 @@ def polish(state, polisher, limits, iteration, total, tolerance):
     one in which that bone may not turn along the clamp's correction (the step stays in the
     tangent space of its active boundary), up to POLISH_TRIES times; a try that lowers nothing
     raises the damping, up to POLISH_TRIES times; the best try that lowers the misfit is kept.
-    The trees try side by side, one forward pass per round for all of them.
+    The trees try side by side, one forward pass per round for all of them; a tree whose pins
+    are all within tolerance sits the step out (at its floor it would only spend tries on noise).
     """
     residual, sqrt_weights = residuals(state)
     costs = state.weight * state.pin_costs()
     start = float(np.sum(costs))
-    trying = [_TreeTry.start(state, tree, residual, sqrt_weights, costs) for tree in polisher.trees]
+    reached = state.reached(tolerance)
+    trying = [
+        _TreeTry.start(state, tree, residual, sqrt_weights, costs)
+        for tree in polisher.trees
+        if not reached[tree.plan.pins].all()
+    ]
     active = trying
     while active:
         active = [one for one in active if one.next_step()]

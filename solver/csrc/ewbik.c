@@ -878,73 +878,70 @@ static int tree_root(const int *tree_of, int p)
     return p;
 }
 
-/* polish._pin_trees: tree_of[p] = the first pin of p's tree (pins below one solved bone share
- * a tree), -1 for a pin no solved bone moves; returns the number of trees. */
-static int pin_trees(const ewbik_problem *pb, int *tree_of)
+/* polish._pin_trees over the pins below each solved bone (the plan's moved pins): tree_of[p] = the
+ * first pin of p's tree, -1 for a pin no solved bone moves; row_tree[row] = the tree of the batch
+ * row's bone. Returns the number of trees. */
+static int pin_trees(const ewbik_problem *pb, int *tree_of, int *row_tree)
 {
-    int count = 0;
-    for (int p = 0; p < pb->n_pins; p++) {
+    int count = 0, rows = pb->batch_start[pb->n_batches];
+    for (int p = 0; p < pb->n_pins; p++)
         tree_of[p] = -1;
-        for (int i = 0; i < pb->n_solved && tree_of[p] < 0; i++)
-            if (is_below(pb, pb->solved[i], p))
-                tree_of[p] = p;
-    }
-    for (int i = 0; i < pb->n_solved; i++) {
+    for (int x = 0; x < pb->moved_start[rows]; x++)
+        tree_of[pb->moved_pin[x]] = pb->moved_pin[x];
+    for (int row = 0; row < rows; row++) {
         int smallest = -1;
-        for (int pass = 0; pass < 2; pass++)
-            for (int p = 0; p < pb->n_pins; p++) {
-                if (!is_below(pb, pb->solved[i], p))
-                    continue;
-                int root = tree_root(tree_of, p);
-                if (pass == 0 && (smallest < 0 || root < smallest))
-                    smallest = root;
-                if (pass == 1)
-                    tree_of[root] = smallest;
-            }
+        for (int x = pb->moved_start[row]; x < pb->moved_start[row + 1]; x++) {
+            int root = tree_root(tree_of, pb->moved_pin[x]);
+            smallest = smallest < 0 || root < smallest ? root : smallest;
+        }
+        for (int x = pb->moved_start[row]; x < pb->moved_start[row + 1]; x++)
+            tree_of[tree_root(tree_of, pb->moved_pin[x])] = smallest;
     }
     for (int p = 0; p < pb->n_pins; p++)
         if (tree_of[p] >= 0) {
             tree_of[p] = tree_root(tree_of, p);
             count += tree_of[p] == p;
         }
+    for (int row = 0; row < rows; row++)
+        row_tree[row] = pb->moved_start[row] < pb->moved_start[row + 1] ? tree_of[pb->moved_pin[pb->moved_start[row]]] : -1;
     return count;
 }
 
-/* The tree's bones (those above its first pin's tree mates), pins and translating roots, and
- * the sizes that follow; -1 when memory ran out. */
-static int tree_members(const ewbik_problem *pb, const int *tree_of, int first, PolishTree *pl)
+/* The tree's bones (column_tree: each solved bone's tree), pins and translating roots, and the
+ * sizes that follow; -1 when memory ran out. */
+static int tree_members(const ewbik_problem *pb, const int *tree_of, const int *column_tree, int first, PolishTree *pl)
 {
     int c_count = 0, pins = 0, pairs = 0;
     for (int p = 0; p < pb->n_pins; p++)
         pins += tree_of[p] == first;
     for (int i = 0; i < pb->n_solved; i++)
-        for (int p = 0, own = 0; p < pb->n_pins; p++)
-            if (tree_of[p] == first && is_below(pb, pb->solved[i], p)) {
-                pairs++;
-                c_count += !own;
-                own = 1;
-            }
-    pl->bones = malloc(((size_t)c_count + pins + 2 * (size_t)pairs + 1) * sizeof(int));
+        c_count += column_tree[i] == first;
+    pl->bones = malloc(((size_t)c_count + pins + 1) * sizeof(int));
     pl->translating = calloc((size_t)c_count + 1, 1);
     if (!pl->bones || !pl->translating)
         return -1;
     pl->pin = pl->bones + c_count;
-    pl->pair_pin = pl->pin + pins;
-    pl->pair_column = pl->pair_pin + pairs;
-    pl->columns = 0, pl->pins = 0, pl->pairs = 0, pl->moving = 0;
+    pl->columns = 0, pl->pins = 0, pl->moving = 0;
     for (int p = 0; p < pb->n_pins; p++)
         if (tree_of[p] == first)
             pl->pin[pl->pins++] = p;
-    for (int i = 0; i < pb->n_solved; i++) {
-        int column = pl->columns;
+    for (int i = 0; i < pb->n_solved; i++)
+        if (column_tree[i] == first)
+            pl->bones[pl->columns++] = pb->solved[i];
+    for (int i = 0; i < pl->columns; i++)
         for (int k = 0; k < pl->pins; k++)
-            if (is_below(pb, pb->solved[i], pl->pin[k])) {
+            pairs += is_below(pb, pl->bones[i], pl->pin[k]);
+    pl->pair_pin = malloc(2 * ((size_t)pairs + 1) * sizeof(int));
+    if (!pl->pair_pin)
+        return -1;
+    pl->pair_column = pl->pair_pin + pairs;
+    pl->pairs = 0;
+    for (int i = 0; i < pl->columns; i++)
+        for (int k = 0; k < pl->pins; k++)
+            if (is_below(pb, pl->bones[i], pl->pin[k])) {
                 pl->pair_pin[pl->pairs] = k;
-                pl->pair_column[pl->pairs++] = column;
-                pl->bones[column] = pb->solved[i];
-                pl->columns = column + 1;
+                pl->pair_column[pl->pairs++] = i;
             }
-    }
     for (int row = 0; row < pb->batch_start[pb->n_batches]; row++)
         for (int i = 0; i < pl->columns && pb->translating[row]; i++)
             if (pl->bones[i] == pb->batch_bones[row])
@@ -997,6 +994,7 @@ static void polish_free(Polish *pl)
 {
     for (int t = 0; t < pl->count; t++) {
         free(pl->trees[t].bones);
+        free(pl->trees[t].pair_pin);
         free(pl->trees[t].translating);
         free(pl->trees[t].scale);
     }
@@ -1006,14 +1004,23 @@ static void polish_free(Polish *pl)
 /* polish.polish_plan's trees and polish.Polisher.make; -1 when memory ran out. */
 static int polish_allocate(const ewbik_problem *pb, Polish *pl)
 {
-    int *tree_of = malloc(((size_t)pb->n_pins + 1) * sizeof(int)), failed = 0;
+    int rows = pb->batch_start[pb->n_batches], failed = 0;
+    int *tree_of = malloc(((size_t)pb->n_pins + rows + pb->n_solved + pb->n_bones + 1) * sizeof(int));
     if (!tree_of)
         return -1;
-    pl->count = pin_trees(pb, tree_of);
+    int *row_tree = tree_of + pb->n_pins, *column_tree = row_tree + rows, *bone_tree = column_tree + pb->n_solved;
+    pl->count = pin_trees(pb, tree_of, row_tree);
+    for (int b = 0; b < pb->n_bones; b++)
+        bone_tree[b] = -1;
+    for (int row = 0; row < rows; row++)
+        bone_tree[pb->batch_bones[row]] = row_tree[row];
+    for (int i = 0; i < pb->n_solved; i++)
+        column_tree[i] = bone_tree[pb->solved[i]];
     pl->trees = calloc((size_t)pl->count + 1, sizeof(PolishTree));
     for (int p = 0, t = 0; pl->trees && p < pb->n_pins && !failed; p++)
         if (tree_of[p] == p)
-            failed = tree_members(pb, tree_of, p, pl->trees + t) != 0 || tree_allocate(pb, pl->trees + t) != 0,
+            failed = tree_members(pb, tree_of, column_tree, p, pl->trees + t) != 0 ||
+                     tree_allocate(pb, pl->trees + t) != 0,
             t++;
     free(tree_of);
     if (!pl->trees || failed) {
@@ -1280,18 +1287,23 @@ static double tree_misfit(const State *st, const PolishTree *pl)
     return misfit;
 }
 
-/* polish._TreeTry.start: linearize the tree at the step's start. */
+/* polish._TreeTry.start: linearize the tree at the step's start; a tree whose pins are all
+ * reached sits the step out. */
 static void tree_start(State *st, PolishTree *pl)
 {
+    pl->kept = pl->grown = pl->restricted_count = 0;
+    pl->active = 0;
+    for (int k = 0; k < pl->pins && !pl->active; k++)
+        pl->active = !pin_reached(st, pl->pin[k], st->pb->tolerance);
+    polish_pose(st->pb, pl, pl->saved, 1);
+    if (!pl->active)
+        return;
     polish_linearize(st, pl);
     for (int i = 0; i < pl->columns; i++) {
         parent_frame(st, pl->bones[i], pl->frames + 9 * i);
         memcpy(pl->free + 9 * i, IDENTITY3, sizeof IDENTITY3);
     }
-    polish_pose(st->pb, pl, pl->saved, 1);
     pl->misfit = tree_misfit(st, pl);
-    pl->kept = pl->grown = pl->restricted_count = 0;
-    pl->active = 1;
 }
 
 /* polish._TreeTry.judge: keep a try that lowers the tree's misfit; whether the tree tries again. */
