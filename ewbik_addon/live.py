@@ -93,10 +93,11 @@ def _solve_live(view_layer, changed, moved):
     several of them in one solver call (crowd_solve.solve_crowd)."""
     _state["busy"] = True
     try:
-        due = {}
+        due, present = {}, None
         for obj in view_layer.objects:
             if obj.type == "ARMATURE" and obj.ewbik.live:
-                unpinned = _is_due(obj, changed, moved)
+                present = targets.objects_in_collections() if present is None else present
+                unpinned = _is_due(obj, changed, moved, present)
                 if unpinned is not None:
                     due[obj] = unpinned
         if len(due) > 1:
@@ -108,9 +109,10 @@ def _solve_live(view_layer, changed, moved):
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
 
 
-def _is_due(obj, changed, moved):
+def _is_due(obj, changed, moved, present):
     """Whether obj needs a solve for this update (changed/moved: session uids from the depsgraph
-    update; None on frame change: solve if pinned). Rescans its bone settings when it changed,
+    update; None on frame change: solve if pinned; present: the objects in collections, for
+    deleted targets). Rescans its bone settings when it changed,
     unpins deleted targets and follows renamed bones. Returns None when no solve is due, else the
     message about pins it just lost ("" for none); a rig problem is reported on the armature."""
     uid = obj.session_uid
@@ -122,7 +124,7 @@ def _is_due(obj, changed, moved):
             _report_edit_mode(obj)
             return None
         pinned = pin_reading.pinned_targets(obj, rescan=rescan)
-        unpinned = targets.unpin_deleted(obj, pinned)
+        unpinned = targets.unpin_deleted(obj, pinned, present)
         if unpinned:
             pinned = pin_reading.pinned_targets(obj, rescan=True)
         if rescan:

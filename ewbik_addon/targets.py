@@ -104,20 +104,33 @@ def display_size(obj, pose_bone):
     return max(pose_bone.bone.length * scale, MIN_SIZE_OF_RIG * max(obj.dimensions), 1e-3)
 
 
-def is_deleted(target):
-    """True when the user deleted the empty: it lingers, held by the pin, but is in no collection."""
+def objects_in_collections():
+    """Every object some collection or scene holds, gathered in one pass over the file.
+
+    `users_collection` lists every collection's objects for each object it is asked about, so
+    checking a crowd's targets one by one grows with targets times objects (2 ms an update for
+    20 pinned metarigs); with this set each check is one lookup.
+    """
+    return {obj for collection in bpy.data.collections for obj in collection.objects} | {
+        obj for scene in bpy.data.scenes for obj in scene.collection.objects
+    }
+
+
+def is_deleted(target, present=None):
+    """True when the user deleted the empty: it lingers, held by the pin, but is in no collection
+    (`present`: objects_in_collections(), when many targets are checked at once)."""
     try:
-        return not target.users_collection
+        return not target.users_collection if present is None else target not in present
     except ReferenceError:
         return True
 
 
-def unpin_deleted(obj, pinned):
+def unpin_deleted(obj, pinned, present=None):
     """Unpin the bones of obj whose target (among pinned) the user deleted.
 
     Returns what to tell the user ("" when every target is still there).
     """
-    deleted = {target for target in pinned if is_deleted(target)}
+    deleted = {target for target in pinned if is_deleted(target, present)}
     if not deleted:
         return ""
     bones = [pose_bone for pose_bone in obj.pose.bones if pose_bone.ewbik.target in deleted]
