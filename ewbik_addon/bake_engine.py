@@ -405,12 +405,13 @@ class CrowdBake:
             self.solve_next()
 
     def finish(self):
-        """Key every armature, then return them all to the starting frame together; if one fails,
-        the keyed ones are put back too."""
+        """Key every armature, then return them all to the starting frame together. If one fails,
+        its action is put back, the armatures keyed before it keep their keys, and every armature
+        still returns to its starting pose."""
         summaries = []
         try:
             for bake in self.bakes:
-                summaries.append(bake.write_keys())
+                summaries.append(bake.write_keys())  # noqa: PERF401 (on a failure, how many were keyed)
         except BaseException:
             keyed = self.bakes[: len(summaries)]
             return_to_start(

@@ -251,9 +251,9 @@ class _TreeTry:
     saved: tuple  # (rotations, locations) of the tree's bones at the step's start
     free: np.ndarray  # (C, 3, 3) per bone: projector onto the turns it may take
     misfit: float  # the tree's best misfit so far (its start, until a try lowers it)
-    best: tuple = None  # (rotations, locations) of the best try
-    step: np.ndarray = None
-    corrections: np.ndarray = None
+    best: tuple | None = None  # (rotations, locations) of the best try
+    step: np.ndarray | None = None
+    corrections: np.ndarray | None = None
     grown: int = 0
     restricted: int = 0
 
