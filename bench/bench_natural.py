@@ -517,6 +517,9 @@ def parse_args(argv):
         "--blender-repeats", type=int, default=3, help="timing passes of Blender's IK per frame"
     )
     parser.add_argument("--no-blender", action="store_true")
+    parser.add_argument(
+        "--runs", nargs="*", help="run only the EWBIK runs whose label contains one of these texts"
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
     parser.add_argument("--quick", action="store_true", help="smoke run: every 32nd frame; writes no files")
     return parser.parse_args(argv)
@@ -588,6 +591,9 @@ def main(argv=None):
     body = body_of(sources[0]["clip"].skeleton)
     results, outside = {}, {}
     for label, make, _, from_first_frame in EWBIK_RUNS:
+        if args.runs and not any(text in label for text in args.runs):
+            results[label] = "not selected (--runs)"
+            continue
         t = time.perf_counter()
         try:
             results[label], outside[label] = run_ewbik(

@@ -567,9 +567,21 @@ def sweep(clip, rest_settings, iteration_counts, dampenings, stride):
     return markdown_table(header, lines), len(rows), stride * int(clip.frames[1] - clip.frames[0])
 
 
-def variants(clip, warm_settings, rest_settings, stride, rest_stride):
-    """Warm and from-rest runs of one clip under single changes to the bench settings or pins,
-    so it shows which knob moves accuracy and time."""
+VARIANT_HEADER = [
+    "variant",
+    "warm position mm median / p95 / max",
+    "warm orientation p95 deg",
+    "warm iterations median",
+    "warm CPU ms median",
+    "rest position mm median / p95 / max",
+    "rest orientation p95 deg",
+    "rest iterations median",
+    "rest CPU ms median",
+]
+
+
+def variant_candidates(warm_settings):
+    """(label, settings changes, pins' orientation weight) of each variant, the bench settings first."""
     base_fields = dataclasses.asdict(warm_settings)
     candidates = [("bench settings", {}, 1.0)]
     if "acceleration" in base_fields:
@@ -578,56 +590,56 @@ def variants(clip, warm_settings, rest_settings, stride, rest_stride):
         candidates.append(("relaxation=1.5", {"relaxation": 1.5}, 1.0))
     if "analytic_limbs" in base_fields:
         candidates.append(("analytic_limbs=False", {"analytic_limbs": False}, 1.0))
-    candidates += [
+    return candidates + [
         ("dampening x4", {"dampening": 4 * warm_settings.dampening}, 1.0),
         ("pins orientation weight 0.3", {}, 0.3),
         ("pins orientation weight 0.1", {}, 0.1),
     ]
+
+
+def variant_cells(clip, candidate, warm_settings, rest_settings, warm_rows, rest_rows):
+    """One variant's table row: its warm run, then its from-rest run."""
+    label, change, weight = candidate
+    warm_run = solve_clip(
+        clip,
+        label,
+        dataclasses.replace(warm_settings, **change),
+        warm=True,
+        rest_settings=dataclasses.replace(rest_settings, **change),
+        rows=warm_rows,
+        orientation_weight=weight,
+    )
+    rest_run = solve_clip(
+        clip,
+        label,
+        dataclasses.replace(rest_settings, **change),
+        warm=False,
+        rows=rest_rows,
+        orientation_weight=weight,
+    )
+    cells = [label]
+    for run in (warm_run, rest_run):
+        pos = stats(run.position_mm)
+        cells += [
+            f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}",
+            f"{stats(run.orientation_deg)[1]:.3f}",
+            f"{np.median(run.iterations):.0f}",
+            f"{np.median(run.cpu_ms):.1f}",
+        ]
+    return cells
+
+
+def variants(clip, warm_settings, rest_settings, stride, rest_stride):
+    """Warm and from-rest runs of one clip under single changes to the bench settings or pins,
+    so it shows which knob moves accuracy and time."""
     warm_rows = np.arange(0, len(clip.frames), stride)
     rest_rows = np.arange(0, len(clip.frames), rest_stride)
     lines = []
-    for label, change, weight in candidates:
-        warm_run = solve_clip(
-            clip,
-            label,
-            dataclasses.replace(warm_settings, **change),
-            warm=True,
-            rest_settings=dataclasses.replace(rest_settings, **change),
-            rows=warm_rows,
-            orientation_weight=weight,
-        )
-        rest_run = solve_clip(
-            clip,
-            label,
-            dataclasses.replace(rest_settings, **change),
-            warm=False,
-            rows=rest_rows,
-            orientation_weight=weight,
-        )
-        cells = [label]
-        for run in (warm_run, rest_run):
-            pos = stats(run.position_mm)
-            cells += [
-                f"{pos[0]:.3f} / {pos[1]:.3f} / {pos[2]:.2f}",
-                f"{stats(run.orientation_deg)[1]:.3f}",
-                f"{np.median(run.iterations):.0f}",
-                f"{np.median(run.cpu_ms):.1f}",
-            ]
-        lines.append(cells)
-        print("  variant", " | ".join(cells), flush=True)
-    header = [
-        "variant",
-        "warm position mm median / p95 / max",
-        "warm orientation p95 deg",
-        "warm iterations median",
-        "warm CPU ms median",
-        "rest position mm median / p95 / max",
-        "rest orientation p95 deg",
-        "rest iterations median",
-        "rest CPU ms median",
-    ]
+    for candidate in variant_candidates(warm_settings):
+        lines.append(variant_cells(clip, candidate, warm_settings, rest_settings, warm_rows, rest_rows))
+        print("  variant", " | ".join(lines[-1]), flush=True)
     spacing = int(clip.frames[1] - clip.frames[0])
-    return markdown_table(header, lines), (
+    return markdown_table(VARIANT_HEADER, lines), (
         len(warm_rows),
         stride * spacing,
         len(rest_rows),
@@ -644,6 +656,61 @@ CONVERGENCE_TOLERANCE = 1e-6
 CONVERGENCE_TARGETS = {"iterations_median": 30, "warm_p95_mm": 0.05, "rest_max_mm": 2.0, "speed_ratio": 0.5}
 
 
+CONVERGENCE_HEADER = [
+    "rig",
+    "warm frames",
+    "iterations median / p95 / max",
+    "converged",
+    "position mm p95 / max",
+    "ms median",
+    "ms / Blender warm",
+    "rest frames",
+    "rest iterations median",
+    "rest position mm p95 / max",
+]
+
+
+def convergence_runs(clip_names, rig, convert, warm_settings, rest_settings, rest_stride):
+    """(warm, from rest) runs of every clip re-expressed on one rig, merged."""
+    warm_runs, rest_runs = [], []
+    for name in clip_names:
+        path = os.path.join(MOCAP_DIR, name)
+        clip = load_clip(path, 1, convert(mocap.load_bvh(path, height=RIG_HEIGHT)))
+        warm_runs.append(solve_clip(clip, rig, warm_settings, warm=True, rest_settings=rest_settings))
+        rest_runs.append(
+            solve_clip(clip, rig, rest_settings, warm=False, rows=np.arange(0, len(clip.frames), rest_stride))
+        )
+    return merged(warm_runs), merged(rest_runs)
+
+
+def convergence_row(rig, warm, rest, baseline):
+    """(table row, target lines) of one rig."""
+    its, pos, ms = stats(warm.iterations), stats(warm.position_mm), stats(warm.ms)
+    ratio = ms[0] / baseline[0] if baseline else float("nan")
+    row = [
+        rig,
+        str(len(warm.ms)),
+        f"{its[0]:.0f} / {its[1]:.0f} / {its[2]:.0f}",
+        f"{100.0 * warm.converged.mean():.1f}%",
+        f"{pos[1]:.4f} / {pos[2]:.4f}",
+        f"{ms[0]:.2f}",
+        f"{ratio:.2f}x",
+        str(len(rest.ms)),
+        f"{np.median(rest.iterations):.0f}",
+        f"{stats(rest.position_mm)[1]:.4f} / {stats(rest.position_mm)[2]:.4f}",
+    ]
+    checks = [
+        f"- {rig}: {label} {value:.3f} (target <= {limit}) {'PASS' if value <= limit else 'FAIL'}"
+        for label, value, limit in (
+            ("warm iterations median", its[0], CONVERGENCE_TARGETS["iterations_median"]),
+            ("warm position p95 mm", pos[1], CONVERGENCE_TARGETS["warm_p95_mm"]),
+            ("from rest position max mm", stats(rest.position_mm)[2], CONVERGENCE_TARGETS["rest_max_mm"]),
+            ("warm median ms / Blender warm median ms", ratio, CONVERGENCE_TARGETS["speed_ratio"]),
+        )
+    ]
+    return row, checks
+
+
 def convergence(clip_names, base, rest_stride, baseline):
     """Warm solves of every frame and from-rest solves of every `rest_stride`-th one at tolerance
     1e-6 (metres), on the CMU rig and on the same motion re-expressed exactly by FK on other
@@ -652,56 +719,12 @@ def convergence(clip_names, base, rest_stride, baseline):
     rest_settings = dataclasses.replace(base, iterations=500, tolerance=CONVERGENCE_TOLERANCE)
     rows, checks = [], []
     for rig, convert in RIGS:
-        warm_runs, rest_runs = [], []
-        for name in clip_names:
-            path = os.path.join(MOCAP_DIR, name)
-            clip = load_clip(path, 1, convert(mocap.load_bvh(path, height=RIG_HEIGHT)))
-            warm_runs.append(solve_clip(clip, rig, warm_settings, warm=True, rest_settings=rest_settings))
-            rest_runs.append(
-                solve_clip(
-                    clip, rig, rest_settings, warm=False, rows=np.arange(0, len(clip.frames), rest_stride)
-                )
-            )
-        warm, rest = merged(warm_runs), merged(rest_runs)
-        its, pos, ms = stats(warm.iterations), stats(warm.position_mm), stats(warm.ms)
-        ratio = ms[0] / baseline[0] if baseline else float("nan")
-        rows.append(
-            [
-                rig,
-                str(len(warm.ms)),
-                f"{its[0]:.0f} / {its[1]:.0f} / {its[2]:.0f}",
-                f"{100.0 * warm.converged.mean():.1f}%",
-                f"{pos[1]:.4f} / {pos[2]:.4f}",
-                f"{ms[0]:.2f}",
-                f"{ratio:.2f}x",
-                str(len(rest.ms)),
-                f"{np.median(rest.iterations):.0f}",
-                f"{stats(rest.position_mm)[1]:.4f} / {stats(rest.position_mm)[2]:.4f}",
-            ]
-        )
-        print("  convergence", " | ".join(rows[-1]), flush=True)
-        for label, value, limit in (
-            ("warm iterations median", its[0], CONVERGENCE_TARGETS["iterations_median"]),
-            ("warm position p95 mm", pos[1], CONVERGENCE_TARGETS["warm_p95_mm"]),
-            ("from rest position max mm", stats(rest.position_mm)[2], CONVERGENCE_TARGETS["rest_max_mm"]),
-            ("warm median ms / Blender warm median ms", ratio, CONVERGENCE_TARGETS["speed_ratio"]),
-        ):
-            checks.append(
-                f"- {rig}: {label} {value:.3f} (target <= {limit}) {'PASS' if value <= limit else 'FAIL'}"
-            )
-    header = [
-        "rig",
-        "warm frames",
-        "iterations median / p95 / max",
-        "converged",
-        "position mm p95 / max",
-        "ms median",
-        "ms / Blender warm",
-        "rest frames",
-        "rest iterations median",
-        "rest position mm p95 / max",
-    ]
-    return markdown_table(header, rows), checks
+        warm, rest = convergence_runs(clip_names, rig, convert, warm_settings, rest_settings, rest_stride)
+        row, rig_checks = convergence_row(rig, warm, rest, baseline)
+        rows.append(row)
+        print("  convergence", " | ".join(row), flush=True)
+        checks += rig_checks
+    return markdown_table(CONVERGENCE_HEADER, rows), checks
 
 
 def write_repros(runs, limit_dicts_by_clip, clips_by_name):
@@ -809,59 +832,69 @@ def solve_clips(args, warm_settings, rest_settings, numpy_settings):
     """Every clip warm-started (compiled and numpy loop), from rest, under the humanoid preset,
     and through Blender's IK in each venv."""
     measured = Measured([], {"warm": [], "numpy": [], "rest": [], "limits": []}, {}, [], {}, {})
-    runs = measured.runs
     for name in args.clips:
         clip = load_clip(os.path.join(MOCAP_DIR, name), args.step)
         measured.clips.append(clip)
-        runs["warm"].append(
-            timed(
-                f"{clip.name}: warm {len(clip.frames)} frames",
-                clip,
-                "EWBIK warm-started",
-                warm_settings,
-                warm=True,
-                rest_settings=rest_settings,
-            )
-        )
-        if native.available():
-            runs["numpy"].append(
-                timed(
-                    f"{clip.name}: warm, numpy loop,",
-                    clip,
-                    "EWBIK warm-started, numpy loop",
-                    numpy_settings,
-                    warm=True,
-                    rest_settings=dataclasses.replace(rest_settings, backend="numpy"),
-                )
-            )
-        rest_rows = np.arange(0, len(clip.frames), args.rest_every)
-        runs["rest"].append(
-            timed(
-                f"{clip.name}: rest {len(rest_rows)} frames",
-                clip,
-                "EWBIK from rest",
-                rest_settings,
-                warm=False,
-                rows=rest_rows,
-            )
-        )
-        limits, limit_dicts = (None, None) if args.no_limits else humanoid_limits(clip)
-        if limits is not None:
-            measured.violations[clip.name] = clip_violations(clip, limits)
-            measured.limit_dicts_by_clip[clip.name] = limit_dicts
-            runs["limits"].append(
-                timed(
-                    f"{clip.name}: limits {len(clip.frames)} frames",
-                    clip,
-                    "EWBIK warm-started, humanoid limits",
-                    warm_settings,
-                    warm=True,
-                    rest_settings=rest_settings,
-                    limits=limits,
-                )
-            )
+        solve_without_limits(args, clip, measured.runs, warm_settings, rest_settings, numpy_settings)
+        solve_with_limits(args, clip, measured, warm_settings, rest_settings)
         solve_in_blender(args, clip, measured)
     return measured
+
+
+def solve_without_limits(args, clip, runs, warm_settings, rest_settings, numpy_settings):
+    """The clip warm-started (compiled loop, and the numpy loop where both exist) and from rest."""
+    runs["warm"].append(
+        timed(
+            f"{clip.name}: warm {len(clip.frames)} frames",
+            clip,
+            "EWBIK warm-started",
+            warm_settings,
+            warm=True,
+            rest_settings=rest_settings,
+        )
+    )
+    if native.available():
+        runs["numpy"].append(
+            timed(
+                f"{clip.name}: warm, numpy loop,",
+                clip,
+                "EWBIK warm-started, numpy loop",
+                numpy_settings,
+                warm=True,
+                rest_settings=dataclasses.replace(rest_settings, backend="numpy"),
+            )
+        )
+    rest_rows = np.arange(0, len(clip.frames), args.rest_every)
+    runs["rest"].append(
+        timed(
+            f"{clip.name}: rest {len(rest_rows)} frames",
+            clip,
+            "EWBIK from rest",
+            rest_settings,
+            warm=False,
+            rows=rest_rows,
+        )
+    )
+
+
+def solve_with_limits(args, clip, measured, warm_settings, rest_settings):
+    """The clip warm-started under the humanoid preset, and how far the capture itself leaves it."""
+    limits, limit_dicts = (None, None) if args.no_limits else humanoid_limits(clip)
+    if limits is None:
+        return
+    measured.violations[clip.name] = clip_violations(clip, limits)
+    measured.limit_dicts_by_clip[clip.name] = limit_dicts
+    measured.runs["limits"].append(
+        timed(
+            f"{clip.name}: limits {len(clip.frames)} frames",
+            clip,
+            "EWBIK warm-started, humanoid limits",
+            warm_settings,
+            warm=True,
+            rest_settings=rest_settings,
+            limits=limits,
+        )
+    )
 
 
 def solve_in_blender(args, clip, measured):
@@ -998,6 +1031,95 @@ def extra_sections(args, measured, base, warm_settings, rest_settings, baseline)
     return lines
 
 
+RESULTS_HEADER = [
+    "run",
+    "position mm median / p95 / max",
+    "orientation deg median / p95 / max",
+    "ms per frame median / p95",
+    "CPU ms median",
+    "iterations median / p95 / max",
+    "converged",
+    "median ms / Blender warm (wall / CPU)",
+    "frames",
+]
+
+
+@dataclasses.dataclass
+class Summary:
+    """A bench's runs merged over its clips: the table's EWBIK runs, Blender's by (venv, mode),
+    and the speed baseline (Blender's warm median wall and CPU ms, or None)."""
+
+    warm: Run
+    rest: Run
+    limited: Run | None
+    table_runs: list
+    blender: dict
+    baseline: tuple | None
+
+
+def summarize(measured, blender_venvs):
+    runs = measured.runs
+    warm, rest = merged(runs["warm"]), merged(runs["rest"])
+    limited = merged(runs["limits"]) if runs["limits"] else None
+    blender = {key: merged(v) for key, v in measured.blender_runs.items()}
+    reference_key = next(((v, "warm") for v in blender_venvs if (v, "warm") in blender), None)
+    baseline = (
+        (stats(blender[reference_key].ms)[0], stats(blender[reference_key].cpu_ms)[0])
+        if reference_key
+        else None
+    )
+    numpy_warm = merged(runs["numpy"]) if runs["numpy"] else None
+    table_runs = (
+        [warm]
+        + ([numpy_warm] if numpy_warm is not None else [])
+        + [rest]
+        + ([limited] if limited is not None else [])
+    )
+    return Summary(warm, rest, limited, table_runs, blender, baseline)
+
+
+def results_table(summary):
+    """The main table: EWBIK's runs, then Blender's (whose labels it completes)."""
+    rows = [row_cells(r, summary.baseline) for r in summary.table_runs]
+    return markdown_table(RESULTS_HEADER, rows + blender_rows(summary.blender, summary.baseline))
+
+
+def detail_lines(args, measured, summary, warm_settings, numpy_settings):
+    """Below the table: pin building cost, memory, the capture against the preset, targets,
+    per-pin errors, the worst frames and (full runs) their scene documents."""
+    lines = [
+        f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
+        f"{np.median(summary.warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.",
+        "",
+    ]
+    lines += memory_lines(args, measured.clips[0], warm_settings, numpy_settings)
+    lines += violation_lines(measured.violations)
+    lines += (
+        ["Targets:"] + target_checks(summary.warm, summary.rest, summary.limited, summary.baseline) + [""]
+    )
+    blender = summary.blender
+    lines += [
+        "Per pin (p95):",
+        "",
+        per_pin_table(summary.table_runs + [blender[k] for k in sorted(blender) if k[1] != "muted"]),
+        "",
+    ]
+    lines += ["Largest position errors:", ""]
+    for run in summary.table_runs:
+        lines += ["- " + line for line in worst_frames(run, 3)]
+    if not args.quick:
+        repros = write_repros(
+            measured.runs, measured.limit_dicts_by_clip, {c.name: c for c in measured.clips}
+        )
+        lines += [
+            "",
+            "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):",
+            "",
+        ]
+        lines += [f"- {label}, {clip}: {error:.2f} mm: `{path}`" for label, clip, error, path in repros]
+    return lines
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.quick:
@@ -1008,67 +1130,13 @@ def main(argv=None):
     print(f"warm settings: {settings_text(warm_settings)}")
     print(f"rest settings: {settings_text(rest_settings)}", flush=True)
     measured = solve_clips(args, warm_settings, rest_settings, numpy_settings)
-    runs = measured.runs
-    warm, rest = merged(runs["warm"]), merged(runs["rest"])
-    limited = merged(runs["limits"]) if runs["limits"] else None
-    blender = {key: merged(v) for key, v in measured.blender_runs.items()}
-    reference_key = next(((v, "warm") for v in args.blender if (v, "warm") in blender), None)
-    baseline = (
-        (stats(blender[reference_key].ms)[0], stats(blender[reference_key].cpu_ms)[0])
-        if reference_key
-        else None
-    )
-
-    header = [
-        "run",
-        "position mm median / p95 / max",
-        "orientation deg median / p95 / max",
-        "ms per frame median / p95",
-        "CPU ms median",
-        "iterations median / p95 / max",
-        "converged",
-        "median ms / Blender warm (wall / CPU)",
-        "frames",
-    ]
-    numpy_warm = merged(runs["numpy"]) if runs["numpy"] else None
-    table_runs = (
-        [warm]
-        + ([numpy_warm] if numpy_warm is not None else [])
-        + [rest]
-        + ([limited] if limited is not None else [])
-    )
-    rows = [row_cells(r, baseline) for r in table_runs] + blender_rows(blender, baseline)
+    summary = summarize(measured, args.blender)
+    table = results_table(summary)
     if solver_fingerprint() != fingerprint:
         fingerprint += f" as imported at the start (files on disk are {solver_fingerprint()} by the end)"
-    lines = header_lines(args, measured, fingerprint, warm_settings, rest_settings)
-    lines += [
-        markdown_table(header, rows),
-        "",
-        f"Building the five `Pin`s (matrix validation) outside `solve()`: median "
-        f"{np.median(warm.pins_cpu_ms):.2f} CPU ms per frame, not included above.",
-        "",
-    ]
-    lines += memory_lines(args, measured.clips[0], warm_settings, numpy_settings)
-    lines += violation_lines(measured.violations)
-    lines += ["Targets:"] + target_checks(warm, rest, limited, baseline) + [""]
-    lines += [
-        "Per pin (p95):",
-        "",
-        per_pin_table(table_runs + [blender[k] for k in sorted(blender) if k[1] != "muted"]),
-        "",
-    ]
-    lines += ["Largest position errors:", ""]
-    for run in table_runs:
-        lines += ["- " + line for line in worst_frames(run, 3)]
-    if not args.quick:
-        repros = write_repros(runs, measured.limit_dicts_by_clip, {c.name: c for c in measured.clips})
-        lines += [
-            "",
-            "Worst frame of each run as a scene document (replay: `python -m solver solve FILE`):",
-            "",
-        ]
-        lines += [f"- {label}, {clip}: {error:.2f} mm: `{path}`" for label, clip, error, path in repros]
-    lines += extra_sections(args, measured, base, warm_settings, rest_settings, baseline)
+    lines = header_lines(args, measured, fingerprint, warm_settings, rest_settings) + [table, ""]
+    lines += detail_lines(args, measured, summary, warm_settings, numpy_settings)
+    lines += extra_sections(args, measured, base, warm_settings, rest_settings, summary.baseline)
     lines += ["", f"Bench wall time {time.perf_counter() - started:.0f} s."]
     markdown = "\n".join(lines)
     print()

@@ -114,16 +114,34 @@ def load_bvh(path, height=1.75):
     """Read a BVH file; scale so that the rest pose stands `height` metres tall."""
     with open(path) as f:
         joints, values, frame_time = _parse(f.read())
-    n = len(joints)
-    children = [[c for c in range(n) if joints[c].parent == j] for j in range(n)]
-    rest_joint = np.zeros((n, 3))
+    rest_joint = _rest_joints(joints)
+    scale = _scale_to_height(joints, rest_joint, height)
+    head = rest_joint @ BVH_TO_BLENDER.T * scale
+    bones, rest_rotation = _scene_bones(joints, head, _tails(joints, head, scale, height))
+    rotations, locations = _local_motion(joints, values, rest_rotation, head, scale)
+    return Mocap(bones, rotations, locations, frame_time, scale)
+
+
+def _rest_joints(joints):
+    """Each joint's rest position in the file's units and axes (offsets summed from the root)."""
+    rest_joint = np.zeros((len(joints), 3))
     for j, joint in enumerate(joints):
         rest_joint[j] = joint.offset + (rest_joint[joint.parent] if joint.parent >= 0 else 0.0)
+    return rest_joint
+
+
+def _scale_to_height(joints, rest_joint, height):
+    """The factor that makes the rest pose, end sites included, `height` tall along Blender's Z."""
     ends = [rest_joint[j] + e for j, joint in enumerate(joints) for e in joint.end_offsets]
     every_point = (np.concatenate((rest_joint, np.array(ends))) if ends else rest_joint) @ BVH_TO_BLENDER.T
-    scale = height / float(np.ptp(every_point[:, 2]))
+    return height / float(np.ptp(every_point[:, 2]))
 
-    head = rest_joint @ BVH_TO_BLENDER.T * scale
+
+def _tails(joints, head, scale, height):
+    """Each bone's tail: the mean of its children's (and end sites') offsets; a leaf without one
+    continues its parent's direction, a lone root points up."""
+    n = len(joints)
+    children = [[c for c in range(n) if joints[c].parent == j] for j in range(n)]
     tail = np.zeros((n, 3))
     for j, joint in enumerate(joints):
         offsets = [joints[c].offset for c in children[j]] + list(joint.end_offsets)
@@ -136,10 +154,15 @@ def load_bvh(path, height=1.75):
             tail[j] = head[j] + direction * _FALLBACK_FRACTION * np.linalg.norm(tail[p] - head[p])
         else:
             tail[j] = head[j] + np.array([0.0, 0.0, _ROOT_FALLBACK * height])
+    return tail
+
+
+def _scene_bones(joints, head, tail):
+    """(scene-document bones, rest rotations): each bone's +Y runs head to tail."""
     direction = tail - head
     lengths = np.linalg.norm(direction, axis=1)
     rest_rotation = quat.shortest_arc(_Y, direction)
-    rest_matrix = np.tile(np.eye(4), (n, 1, 1))
+    rest_matrix = np.tile(np.eye(4), (len(joints), 1, 1))
     rest_matrix[:, :3, :3] = quat.to_matrix(rest_rotation)
     rest_matrix[:, :3, 3] = head
     bones = [
@@ -151,7 +174,12 @@ def load_bvh(path, height=1.75):
         }
         for j, joint in enumerate(joints)
     ]
+    return bones, rest_rotation
 
+
+def _local_motion(joints, values, rest_rotation, head, scale):
+    """Per frame, each bone's rotation relative to its rest and the root's location."""
+    n = len(joints)
     convert = quat.from_matrix(BVH_TO_BLENDER)
     rotations = np.empty((len(values), n, 4))
     column = 0
@@ -167,7 +195,7 @@ def load_bvh(path, height=1.75):
         if joint.parent < 0:
             world = (_root_position(joint, joint_values) + joint.offset) @ BVH_TO_BLENDER.T * scale
             locations[:, j] = quat.rotate(quat.conjugate(bone), world - head[j])
-    return Mocap(bones, rotations, locations, frame_time, scale)
+    return rotations, locations
 
 
 def forward_kinematics(mocap, frame):

@@ -42,18 +42,19 @@ def animated_rotations(scene, obj, frame_start, frame_end):
     return quat.normalize(rotations)
 
 
-def fit_action_limits(scene, obj, frame_start, frame_end, *, coverage, max_cones, bone_names=None):
+def fit_action_limits(scene, obj, frame_start, frame_end, *, coverage, max_cones, margin, bone_names=None):
     """Fit limits to the animation over the range and store them; the names of the bones limited.
 
     `bone_names` (None: every bone) are the bones whose limits may change. Bones the fit leaves
-    unlimited (roots, bones that never turn) keep what they had, and so does every bone's comfort.
+    unlimited (roots; every bone when nothing turns) keep what they had, and so does every bone's
+    comfort.
     """
     rotations = animated_rotations(scene, obj, frame_start, frame_end)
     bones = scene_bones(obj)
     pose_index = {pose_bone.name: i for i, pose_bone in enumerate(obj.pose.bones)}
     in_bone_order = rotations[:, [pose_index[bone["name"]] for bone in bones]]
     try:
-        limits = fit_limits(bones, in_bone_order, coverage=coverage, max_cones=max_cones)
+        limits = fit_limits(bones, in_bone_order, coverage=coverage, max_cones=max_cones, margin=margin)
     except FitError as error:
         raise RigError(f"Cannot fit limits: {error}") from None
     limited = []

@@ -7,7 +7,7 @@ from ..ewbik_addon.action_limits import fit_action_limits
 from ..ewbik_addon.active import armature_to_step_through, is_selected
 from ..ewbik_addon.armature_checks import RigError
 from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
-from ..solver.fit_limits import DEFAULT_MAX_CONES
+from ..solver.fit_limits import DEFAULT_MARGIN, DEFAULT_MAX_CONES
 
 
 class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
@@ -31,6 +31,17 @@ class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
         min=1,
         soft_max=8,
         default=DEFAULT_MAX_CONES,
+    )
+    margin: FloatProperty(
+        name="Margin",
+        description=(
+            "Room added around the fitted limits for motion the action does not show, as a share of "
+            "each bone's range of motion (0: exactly the action's motion)"
+        ),
+        subtype="FACTOR",
+        min=0.0,
+        max=1.0,
+        default=DEFAULT_MARGIN,
     )
     only_selected: BoolProperty(
         name="Only Selected Bones",
@@ -60,6 +71,7 @@ class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
                 self.frame_end,
                 coverage=self.coverage,
                 max_cones=self.max_cones,
+                margin=self.margin,
                 bone_names=names,
             )
         except RigError as error:

@@ -17,15 +17,28 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
    lattice over a cap bounding it) and the smallest wins; a chain must beat the best so far by
    `_CHAIN_GAIN`, so sampling noise never buys an extra cone. (The candidates are measured one
    Kusudama at a time: at most 2 (max_cones - 1) per bone, all other steps are batched.)
-3. Twist: measured in the twist frame `JointLimits` derives from the fitted cones (the angle of
+3. Hinges: a bone whose directions (and the rest direction) lie on one great circle turns
+   about one axis (an elbow or a knee). Its region becomes a band of constant width along that
+   arc (two cones at its ends, joined by their bridge) from the rest direction, the straight
+   limb, to past the most bent direction: the limb bends only its captured way, and a solve
+   starting from rest cannot cross the straight pose to the other side.
+4. Margin: a clip shows only some of the motion a joint makes, and a region that is tight on
+   it forces the solver against the boundary on other motion (iterations, jitter, wrong-way
+   restarts). Every cone grows by `margin` times the bone's spread (the radius of the
+   smallest cap holding all its directions, taken within [`MIN_SPREAD`, `MAX_SPREAD`]); a
+   hinge band's bent end reaches that far past the captured arc and its sides at most
+   `HINGE_SIDE_MARGIN` past the off-plane spread.
+5. Twist: measured in the twist frame `JointLimits` derives from the fitted cones (the angle of
    (shortest_arc(+Y, centre))^-1 Q about +Y), so the fitted range is what the solver enforces.
-   The range is the interval of the kept twists within [-pi, pi] (as Blender stores it); when it
-   misses less than `FLOOR_TWIST` of the whole turn the bone gets no twist limit.
+   The range is the interval of the kept twists, widened on each side by `margin` times its
+   width (within the same bounds), within [-pi, pi] (as Blender stores it); when it misses less
+   than `FLOOR_TWIST` of the whole turn the bone gets no twist limit.
 
-Floors: a bone that moved at all gets cones of at least `FLOOR_RADIUS` and a twist range of at
-least `FLOOR_TWIST`, so a bone that moved a little is never frozen by its fitted limits. Bones
-whose rotation never changes by more than `STILL_ANGLE` over the clip (at rest or held in one
-pose: limits fitted to them would lock them), and root bones, get no limits.
+Floors: cones of at least `FLOOR_RADIUS` and twist ranges of at least `FLOOR_TWIST`. A bone
+that never moves over the clip (a CMU collar or hip helper) still gets a region around its
+pose, `margin` times `MIN_SPREAD` wide: left free, the solver would swing it wherever the pins
+pull, far from any captured body. Root bones get no limits, and neither does any bone of a clip
+in which no bone turns by more than `STILL_ANGLE` (a pose held, not motion).
 """
 
 import math
@@ -39,6 +52,12 @@ FLOOR_RADIUS = math.radians(2.0)
 FLOOR_TWIST = math.radians(4.0)
 STILL_ANGLE = math.radians(0.1)
 DEFAULT_MAX_CONES = 4
+DEFAULT_MARGIN = 0.35
+MIN_SPREAD = math.radians(20.0)
+MAX_SPREAD = math.radians(40.0)
+HINGE_WIDTH = math.radians(6.0)
+HINGE_MIN_ARC = math.radians(30.0)
+HINGE_SIDE_MARGIN = math.radians(3.0)
 
 _Y = np.array([0.0, 1.0, 0.0])
 _MARGIN = 1e-6
@@ -61,27 +80,34 @@ class FitError(ValueError):
         self.field = field
 
 
-def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES):
+def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES, margin=DEFAULT_MARGIN):
     """Fit joint limits to a clip: {bone name: scene-document limits dict}.
 
     `bones` are scene-document bone dicts (name, parent, ...); `rotations` is (F, N, 4), the
     local rotations (w, x, y, z, relative to rest) of the N bones in `bones` order over F frames.
-    Each fitted bone's limits hold at least `coverage` of the frames; see the module docstring.
+    Each fitted bone's limits hold at least `coverage` of the frames; `margin` (a share of each
+    bone's spread, 0 = the tight fit) widens them for motion the clip did not show; see the
+    module docstring.
     """
     names, parents = _check_bones(bones)
     rotations = _check_rotations(rotations, len(names))
     coverage = _check_coverage(coverage)
     max_cones = _check_max_cones(max_cones)
+    margin = _check_margin(margin)
     frames = quat.normalize(np.swapaxes(rotations, 0, 1))
-    turned = quat.angle(quat.multiply(quat.conjugate(frames[:, :1]), frames)).max(1)
-    moving = np.array([p is not None for p in parents]) & (turned > STILL_ANGLE)
-    fitted = np.flatnonzero(moving)
-    if len(fitted) == 0:
+    fitted = np.flatnonzero([p is not None for p in parents])
+    turned = quat.angle(quat.multiply(quat.conjugate(frames[fitted, :1]), frames[fitted]))
+    if len(fitted) == 0 or turned.max() <= STILL_ANGLE:
         return {}
     kept = _drop_outliers(frames[fitted], coverage)
-    cones = _fit_cones(_swing_directions(kept), max_cones)
-    kusudamas = [Kusudama([LimitCone(tuple(d), r) for d, r in bone_cones]) for bone_cones in cones]
-    twists = _twist_ranges(kept, np.array([k.centre for k in kusudamas]))
+    dirs = _swing_directions(kept)
+    cones, spread = _fit_cones(dirs, max_cones)
+    widen = margin * np.clip(spread, MIN_SPREAD, MAX_SPREAD)
+    cones = [[(d, min(r + w, np.pi)) for d, r in bone_cones] for bone_cones, w in zip(cones, widen)]
+    if max_cones >= 2:
+        cones = _hinge_bands(dirs, cones, widen)
+    kusudamas = [Kusudama([LimitCone(tuple(d), float(r)) for d, r in bone_cones]) for bone_cones in cones]
+    twists = _twist_ranges(kept, np.array([k.centre for k in kusudamas]), margin)
     return {
         names[bone]: Kusudama(kusudama.cones, twist).to_dict()
         for bone, kusudama, twist in zip(fitted, kusudamas, twists)
@@ -130,6 +156,14 @@ def _check_max_cones(max_cones):
     if max_cones < 1:
         raise FitError("max_cones", f"must be at least 1 ({max_cones})")
     return int(max_cones)
+
+
+def _check_margin(margin):
+    if isinstance(margin, bool) or not isinstance(margin, (int, float, np.number)):
+        raise FitError("margin", f"is not a number ({margin!r})")
+    if not 0.0 <= float(margin) <= 1.0:
+        raise FitError("margin", f"must lie in [0, 1] ({margin})")
+    return float(margin)
 
 
 def _swing_directions(q):
@@ -218,13 +252,14 @@ def _floored(radius):
 
 
 def _fit_cones(dirs, max_cones):
-    """Per bone, the ordered cones [(direction, radius), ...] of the smallest candidate region."""
+    """Per bone, the ordered cones [(direction, radius), ...] of the smallest candidate region,
+    and the radius of the smallest cap holding all directions (the spread of the motion, (B,))."""
     n_bones, n_kept, _ = dirs.shape
     centre, radius = (a[:, 0] for a in _enclosing_caps(dirs, np.ones((n_bones, 1, n_kept), dtype=bool)))
     best = [[(c, r)] for c, r in zip(centre, _floored(radius))]
     best_area = 2.0 * np.pi * (1.0 - np.cos(_floored(radius)))
     if max_cones == 1 or n_kept < 2:
-        return best
+        return best, radius
     position = _principal_position(dirs, centre)
     for n in range(2, max_cones + 1):
         cuts = _runs(dirs, position, n)
@@ -242,7 +277,40 @@ def _fit_cones(dirs, max_cones):
                 area = _region_area(chain, centre[bone])
                 if area < _CHAIN_GAIN * best_area[bone]:
                     best[bone], best_area[bone] = chain, area
-    return best
+    return best, radius
+
+
+def _hinge_bands(dirs, cones, widen):
+    """`cones` with each one-axis joint's region replaced by a band along its arc of motion.
+
+    A bone whose directions and rest direction lie within `HINGE_WIDTH` of a great circle, over
+    an arc of at least `HINGE_MIN_ARC`, turns about one axis (an elbow or knee). Its region
+    becomes two cones at the ends of that arc, which the bridge joins into a band of constant
+    width: a chain of caps over a thin arc is a row of lenses as wide as each cap, which lets
+    the limb swing out of its plane. The band is the off-plane spread plus at most
+    `HINGE_SIDE_MARGIN` wide, and reaches from the rest direction (the straight limb) to
+    `widen` beyond the most bent one: the rest end gets no margin, so the limb cannot bend
+    through the straight pose the other way.
+    """
+    dirs = np.concatenate((dirs, np.broadcast_to(_Y, (len(dirs), 1, 3))), axis=1)
+    normal = np.linalg.eigh(np.swapaxes(dirs, 1, 2) @ dirs)[1][..., 0]
+    off = np.arcsin(np.clip(np.abs(np.einsum("bmk,bk->bm", dirs, normal)), 0.0, 1.0)).max(1)
+    mean = dirs.mean(1)
+    u = _unit(mean - np.sum(mean * normal, -1, keepdims=True) * normal)
+    v = np.cross(normal, u)
+    angle = np.arctan2(np.einsum("bmk,bk->bm", dirs, v), np.einsum("bmk,bk->bm", dirs, u))
+    low, high = angle.min(1), angle.max(1)
+    rest = np.arctan2(v[:, 1], u[:, 1])
+    hinged = (off <= HINGE_WIDTH) & (high - low >= HINGE_MIN_ARC)
+    low = np.where(rest - low < 1e-6, low, low - widen)
+    high = np.where(high - rest < 1e-6, high, high + widen)
+    hinged &= high - low < np.pi
+    radius = _floored(off) + np.minimum(widen, HINGE_SIDE_MARGIN)
+    out = list(cones)
+    for bone in np.flatnonzero(hinged):
+        ends = [np.cos(t) * u[bone] + np.sin(t) * v[bone] for t in (low[bone], high[bone])]
+        out[bone] = [(end, radius[bone]) for end in ends]
+    return out
 
 
 def _principal_position(dirs, centre):
@@ -301,11 +369,14 @@ def _region_area(chain, around):
     return 2.0 * np.pi * (1.0 - np.cos(bound)) * float(kusudama.allows(samples).mean())
 
 
-def _twist_ranges(kept, centres):
-    """Per bone a TwistLimit holding every kept twist (floored, within [-pi, pi]), or None when
-    the range misses less than `FLOOR_TWIST` of the full turn (the twist is free in practice)."""
+def _twist_ranges(kept, centres, margin):
+    """Per bone a TwistLimit holding every kept twist (floored, widened by `margin` of the range
+    (within [`MIN_SPREAD`, `MAX_SPREAD`]) on each side, within [-pi, pi]), or None when the range
+    misses less than `FLOOR_TWIST` of the full turn (the twist is free in practice)."""
     twist = _twist_angles(kept, centres)
-    low, high = twist.min(1) - _MARGIN, twist.max(1) + _MARGIN
+    low, high = twist.min(1), twist.max(1)
+    widen = margin * np.clip(high - low, MIN_SPREAD, MAX_SPREAD) + _MARGIN
+    low, high = low - widen, high + widen
     middle = 0.5 * (low + high)
     half = np.maximum(0.5 * (high - low), 0.5 * FLOOR_TWIST)
     middle = np.clip(middle, -np.pi + half, np.pi - half)

@@ -107,11 +107,33 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
     cached = skeleton.plan_cache.get(key)
     if cached is not None:
         return cached
-    n = len(skeleton)
     parents = skeleton.parents
+    seen, below = _pins_per_bone(skeleton, pin_bones, falloffs)
+    solved = np.array([bool(seen[i]) and not frozen[i] for i in range(len(skeleton))], dtype=bool)
+    height = _heights(parents, solved)
+    batches = [
+        _batch(np.flatnonzero(solved & (height == h)), seen, below, parents, translate_root)
+        for h in sorted(set(height[solved].tolist()))
+    ]
+    translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
+    plan = _Plan(
+        solved,
+        batches,
+        _limbs(parents, pin_bones, below, solved),
+        skeleton.kinematic_levels(pin_bones),
+        polish_plan(solved, below, seen, translating_bones),
+    )
+    if len(skeleton.plan_cache) > 32:
+        skeleton.plan_cache.clear()
+    skeleton.plan_cache[key] = plan
+    return plan
+
+
+def _pins_per_bone(skeleton, pin_bones, falloffs):
+    """Per bone: the (pin, falloff factor) pairs it sees, and every pin on it or below it."""
     pinned_falloff = dict(zip(pin_bones, falloffs))
-    seen = [[] for _ in range(n)]
-    below = [[] for _ in range(n)]
+    seen = [[] for _ in range(len(skeleton))]
+    below = [[] for _ in range(len(skeleton))]
     for p, bone in enumerate(pin_bones):
         factor = 1.0
         for node in skeleton.ancestors(bone):
@@ -120,45 +142,43 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
                 factor *= pinned_falloff[node]
             if factor > 0.0:
                 seen[node].append((p, factor))
-    solved = np.array([bool(seen[i]) and not frozen[i] for i in range(n)], dtype=bool)
-    height = np.zeros(n, dtype=int)
-    for i in range(n - 1, -1, -1):
+    return seen, below
+
+
+def _heights(parents, solved):
+    """Each bone's height above its deepest solved descendant: the batch it is solved in."""
+    height = np.zeros(len(parents), dtype=int)
+    for i in range(len(parents) - 1, -1, -1):
         if parents[i] >= 0:
             height[parents[i]] = max(height[parents[i]], height[i] + 1 if solved[i] else height[i])
-    batches = []
-    for h in sorted(set(height[solved].tolist())):
-        bones = np.flatnonzero(solved & (height == h))
-        width = max(len(seen[b]) for b in bones)
-        seen_idx = np.zeros((len(bones), width), dtype=int)
-        factor = np.zeros((len(bones), width))
-        rows, pins = [], []
-        for r, b in enumerate(bones):
-            for s, (p, f) in enumerate(seen[b]):
-                seen_idx[r, s] = p
-                factor[r, s] = f
-            rows.extend([r] * len(below[b]))
-            pins.extend(below[b])
-        translating = (parents[bones] < 0) & bool(translate_root)
-        batches.append(_Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating))
+    return height
+
+
+def _batch(bones, seen, below, parents, translate_root):
+    """The batch of `bones`: the pins each sees (padded to the widest) and the pins each carries."""
+    width = max(len(seen[b]) for b in bones)
+    seen_idx = np.zeros((len(bones), width), dtype=int)
+    factor = np.zeros((len(bones), width))
+    rows, pins = [], []
+    for r, b in enumerate(bones):
+        for s, (p, f) in enumerate(seen[b]):
+            seen_idx[r, s] = p
+            factor[r, s] = f
+        rows.extend([r] * len(below[b]))
+        pins.extend(below[b])
+    translating = (parents[bones] < 0) & bool(translate_root)
+    return _Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating)
+
+
+def _limbs(parents, pin_bones, below, solved):
+    """The two-bone limbs ending in a pin that no other pin shares, both their bones solved."""
     limbs = []
     for p, end in enumerate(pin_bones):
         lower = parents[end]
         upper = parents[lower] if lower >= 0 else -1
         if upper >= 0 and below[upper] == [p] and solved[lower] and solved[upper]:
             limbs.append((upper, lower, end, p))
-    columns = np.array(limbs, dtype=int).reshape(-1, 4).T
-    translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
-    plan = _Plan(
-        solved,
-        batches,
-        _Limbs(*columns),
-        skeleton.kinematic_levels(pin_bones),
-        polish_plan(solved, below, seen, translating_bones),
-    )
-    if len(skeleton.plan_cache) > 32:
-        skeleton.plan_cache.clear()
-    skeleton.plan_cache[key] = plan
-    return plan
+    return _Limbs(*np.array(limbs, dtype=int).reshape(-1, 4).T)
 
 
 def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness=None):
@@ -586,71 +606,127 @@ def _batch_constants(state, batch, max_step, settings, limits):
     )
 
 
+@dataclass
+class _Covariance:
+    """What a batch's bone steps know of the pins they solve for, measured from each bone's head."""
+
+    eff_origin: np.ndarray  # (k, S, 3) effectors
+    tgt_origin: np.ndarray  # (k, S, 3) targets
+    s_origin: np.ndarray  # (k, 3, 3) the pins' origins: sum w_origin e t^T
+    s_axes: np.ndarray  # (k, 3, 3) the pins' axes: sum w_axis e_a t_a^T
+    s_scaled: np.ndarray  # (k, 3, 3) origins plus axes scaled by max(1, |t|^2) (the paper's basis scaling)
+    fit: np.ndarray  # (k,) sum w_origin (|e|^2 + |t|^2): the origins' misfit before any turn
+    e0: np.ndarray | None  # (k,) the references' estimate of the top eigenvalue (None: exact)
+    mean_e: np.ndarray | None = None  # (k, 3) weighted means of effectors and targets (translating roots)
+    mean_t: np.ndarray | None = None
+
+
 def _solve_batch(state, batch, const, settings, limits, iteration):
-    """One EWBIK bone step for every bone of the batch at once."""
+    """One EWBIK bone step for every bone of the batch at once.
+
+    csrc/ewbik.c's solve_bone_step takes the same steps for one bone at a time.
+    """
     bones = batch.bones
     head = state.world_head[bones]
     frame = state.skeleton.parent_frames(bones, state.world)
+    cov = _pin_covariance(state, batch, const, head, settings.exact)
+    if const.translating:
+        _centre_translation(cov, const, batch.translating)
+    delta = _dampen_turn(state, const, _fit_rotation(cov))
     old_local = state.rotations[bones]
+    new_local = _turn_locally(frame, delta, old_local)
+    if const.limited:
+        new_local, delta = _apply_limits(limits, bones, frame, old_local, iteration, new_local)
+    turn = quat.to_matrix(delta)
+    shift = _root_shift(cov, turn, batch.translating) if const.translating else None
+    if settings.stabilization_passes > 0:
+        _guard_step(cov, const, old_local, turn, new_local, shift)
+    _commit_step(state, batch, head, frame, new_local, turn, shift)
 
+
+def _pin_covariance(state, batch, const, head, exact):
+    """The covariances of the pins each bone of the batch solves for, about its head."""
     eff_origin = state.effector_pos[batch.seen] - head[:, None]
     tgt_origin = state.target_pos[batch.seen] - head[:, None]
     eff_axes = state.effector_axes[batch.seen]
     w_origin, w_axis, tgt_axes = const.w_origin, const.w_axis, const.target_axes
     tgt_len2 = (tgt_origin * tgt_origin).sum(-1)
+    stretch = np.maximum(1.0, tgt_len2)[..., None]
     s_origin = np.swapaxes(eff_origin * w_origin[..., None], -1, -2) @ tgt_origin
     s_axes = np.einsum("ksa,ksai,ksaj->kij", w_axis, eff_axes, tgt_axes)
-    s_scaled = s_origin + np.einsum(
-        "ksa,ksai,ksaj->kij", w_axis * np.maximum(1.0, tgt_len2)[..., None], eff_axes, tgt_axes
-    )
+    s_scaled = s_origin + np.einsum("ksa,ksai,ksaj->kij", w_axis * stretch, eff_axes, tgt_axes)
+    fit = (w_origin * ((eff_origin * eff_origin).sum(-1) + tgt_len2)).sum(-1)
+    e0 = None if exact else 0.5 * (fit + 2.0 * (w_axis * stretch).sum((-1, -2)))
+    return _Covariance(eff_origin, tgt_origin, s_origin, s_axes, s_scaled, fit, e0)
 
-    shift = None
-    if const.translating:
-        translating = batch.translating[:, None]
-        w_sum = np.maximum(w_origin.sum(-1), 1e-300)[:, None]
-        mean_e = np.where(translating, (w_origin[..., None] * eff_origin).sum(1) / w_sum, 0.0)
-        mean_t = np.where(translating, (w_origin[..., None] * tgt_origin).sum(1) / w_sum, 0.0)
-        centred = w_sum[:, :, None] * (mean_e[:, :, None] * mean_t[:, None, :])
-        s_scaled = s_scaled - centred
-        s_origin = s_origin - centred
-    e0 = None
-    if not settings.exact:
-        e0 = 0.5 * (
-            (w_origin * ((eff_origin**2).sum(-1) + tgt_len2)).sum(-1)
-            + 2.0 * (w_axis * np.maximum(1.0, tgt_len2)[..., None]).sum((-1, -2))
-        )
-    best_turn = rotations_from_covariance(s_scaled, e0)
+
+def _centre_translation(cov, const, translating):
+    """A translating root's rotation is fitted about the weighted means of effectors and targets."""
+    translating = translating[:, None]
+    w_origin = const.w_origin
+    w_sum = np.maximum(w_origin.sum(-1), 1e-300)[:, None]
+    cov.mean_e = np.where(translating, (w_origin[..., None] * cov.eff_origin).sum(1) / w_sum, 0.0)
+    cov.mean_t = np.where(translating, (w_origin[..., None] * cov.tgt_origin).sum(1) / w_sum, 0.0)
+    centred = w_sum[:, :, None] * (cov.mean_e[:, :, None] * cov.mean_t[:, None, :])
+    cov.s_scaled = cov.s_scaled - centred
+    cov.s_origin = cov.s_origin - centred
+
+
+def _fit_rotation(cov):
+    """Each bone's best world turn about its head: QCP on the scaled covariance."""
+    return rotations_from_covariance(cov.s_scaled, cov.e0)
+
+
+def _dampen_turn(state, const, best_turn):
+    """The turns over-relaxed and cut to each bone's dampening; a cut marks the sweep."""
     state.capped |= bool(np.any(const.relaxation * quat.angle(best_turn) > const.max_angle))
-    delta = _clamp_angle(best_turn, const.max_angle, const.relaxation)
+    return _clamp_angle(best_turn, const.max_angle, const.relaxation)
 
-    # A world-space turn (w, v) about the head is (w, A^T v) in the bone's
-    # constraint frame A, so no matrix-to-quaternion conversion is needed.
+
+def _turn_locally(frame, delta, old_local):
+    """The bones' local rotations after the world turns.
+
+    A world-space turn (w, v) about the head is (w, A^T v) in the bone's constraint frame A, so
+    no matrix-to-quaternion conversion is needed.
+    """
     frame_t = np.swapaxes(frame, -1, -2)
     local_delta = np.concatenate((delta[:, :1], (frame_t @ delta[:, 1:, None])[..., 0]), axis=-1)
-    new_local = quat.multiply(local_delta, old_local)
-    if const.limited:
-        new_local = quat.normalize(limits.constrain(bones, new_local, iteration))
-        local_delta = quat.multiply(new_local, quat.conjugate(old_local))
-        delta = np.concatenate((local_delta[:, :1], (frame @ local_delta[:, 1:, None])[..., 0]), axis=-1)
-    turn = quat.to_matrix(delta)
-    if const.translating:
-        shift = np.where(batch.translating[:, None], mean_t - (turn @ mean_e[..., None])[..., 0], 0.0)
+    return quat.multiply(local_delta, old_local)
 
-    if settings.stabilization_passes > 0:
-        # The unscaled points' misfit is C - 2 tr(R S): compare tr(R S) with tr(S).
-        s_guard = s_origin + s_axes
-        trace = np.trace(s_guard, axis1=1, axis2=2)
-        gain = (turn * np.swapaxes(s_guard, -1, -2)).sum((-1, -2)) - trace
-        before = (
-            (w_origin * ((eff_origin * eff_origin).sum(-1) + tgt_len2)).sum(-1) + const.axis_fit - 2.0 * trace
-        )
-        worse = -2.0 * gain > GUARD_SLACK * np.abs(before) + GUARD_FLOOR
-        if worse.any():
-            turn[worse] = np.eye(3)
-            new_local[worse] = old_local[worse]
-            if shift is not None:
-                shift[worse] = 0.0
 
+def _apply_limits(limits, bones, frame, old_local, iteration, new_local):
+    """The new local rotations held to the bones' limits, and the world turns they now amount to."""
+    new_local = quat.normalize(limits.constrain(bones, new_local, iteration))
+    local_delta = quat.multiply(new_local, quat.conjugate(old_local))
+    delta = np.concatenate((local_delta[:, :1], (frame @ local_delta[:, 1:, None])[..., 0]), axis=-1)
+    return new_local, delta
+
+
+def _root_shift(cov, turn, translating):
+    """A translating root's shift: the targets' mean less the turned effectors' mean (0 elsewhere)."""
+    return np.where(translating[:, None], cov.mean_t - (turn @ cov.mean_e[..., None])[..., 0], 0.0)
+
+
+def _guard_step(cov, const, old_local, turn, new_local, shift):
+    """The stabilization guard: a step that worsens the misfit of the bone's own pins beyond
+    rounding is undone (in place). The unscaled points' misfit is C - 2 tr(R S): compare
+    tr(R S) with tr(S)."""
+    s_guard = cov.s_origin + cov.s_axes
+    trace = np.trace(s_guard, axis1=1, axis2=2)
+    gain = (turn * np.swapaxes(s_guard, -1, -2)).sum((-1, -2)) - trace
+    before = cov.fit + const.axis_fit - 2.0 * trace
+    worse = -2.0 * gain > GUARD_SLACK * np.abs(before) + GUARD_FLOOR
+    if worse.any():
+        turn[worse] = np.eye(3)
+        new_local[worse] = old_local[worse]
+        if shift is not None:
+            shift[worse] = 0.0
+
+
+def _commit_step(state, batch, head, frame, new_local, turn, shift):
+    """The step written: the bones' rotations, the pins they carry turned about their heads and
+    shifted, translating roots' locations."""
+    bones = batch.bones
     state.rotations[bones] = new_local
     rows, moved = batch.moved_rows, batch.moved_pins
     pivot = head[rows]
@@ -658,7 +734,7 @@ def _solve_batch(state, batch, const, settings, limits, iteration):
     state.effector_pos[moved] = pivot + (turn_rows @ (state.effector_pos[moved] - pivot)[..., None])[..., 0]
     state.effector_axes[moved] = state.effector_axes[moved] @ np.swapaxes(turn_rows, -1, -2)
     if shift is not None:
-        state.locations[bones] += (frame_t @ shift[..., None])[..., 0]
+        state.locations[bones] += (np.swapaxes(frame, -1, -2) @ shift[..., None])[..., 0]
         state.effector_pos[moved] += shift[rows]
 
 
@@ -684,26 +760,45 @@ class _Anderson:
         return np.concatenate((_log(state.rotations[self.bones]), state.locations[self.bones]), axis=-1)
 
     def extrapolate(self, state, total, limits, tolerance, initial, allowance):
-        swept = self._pose(state)
-        self.inputs.append(self.start)
-        self.outputs.append(swept)
-        del self.inputs[: -self.memory - 1], self.outputs[: -self.memory - 1]
+        """One Anderson step after a sweep; returns (total misfit, every pin reached)."""
+        self._remember_sweep(state)
         if len(self.inputs) < 2:
             state.forward()
             return total, False
+        guess = self._anderson_guess()
+        new = None if guess is None else self._settle_guess(guess, limits, initial, allowance)
+        if new is None:
+            return self._reject_history(state, tolerance)
+        return self._try_guess(state, total, tolerance, guess, new)
+
+    def _remember_sweep(self, state):
+        """The sweep just run joins the history, its start pose as input and the swept pose as
+        output; past memory + 1 pairs the oldest goes."""
+        self.inputs.append(self.start)
+        self.outputs.append(self._pose(state))
+        del self.inputs[: -self.memory - 1], self.outputs[: -self.memory - 1]
+
+    def _anderson_guess(self):
+        """Where the sweeps are heading, extrapolated from the history; None if not finite."""
         outputs = np.array(self.outputs).reshape(len(self.outputs), -1)
         residuals = outputs - np.array(self.inputs).reshape(len(self.inputs), -1)
         gamma = np.linalg.lstsq(np.diff(residuals, axis=0).T, residuals[-1], rcond=1e-10)[0]
-        guess = (outputs[-1] - np.diff(outputs, axis=0).T @ gamma).reshape(swept.shape)
-        if not np.all(np.isfinite(guess)):
-            return self._reject(state, tolerance)
+        guess = (outputs[-1] - np.diff(outputs, axis=0).T @ gamma).reshape(self.outputs[-1].shape)
+        return guess if np.all(np.isfinite(guess)) else None
+
+    def _settle_guess(self, guess, limits, initial, allowance):
+        """The guess's rotations, limited and normalized; None where a bone would end farther
+        from the warm start than `allowance`."""
         new = _exp(guess[:, :3])
         if limits is not None:
             new = limits.constrain(self.bones, new, 0)
         new = quat.normalize(new)
         travel = quat.angle(quat.multiply(quat.conjugate(initial[self.bones]), new))
-        if np.any(travel > allowance + 1e-12):
-            return self._reject(state, tolerance)
+        return None if np.any(travel > allowance + 1e-12) else new
+
+    def _try_guess(self, state, total, tolerance, guess, new):
+        """The guess posed and kept if it lowers the total misfit; otherwise the swept pose back
+        and the history dropped."""
         old_rotations = state.rotations[self.bones].copy()
         old_locations = state.locations[self.bones].copy()
         state.rotations[self.bones] = new
@@ -714,9 +809,10 @@ class _Anderson:
             return guess_total, reached
         state.rotations[self.bones] = old_rotations
         state.locations[self.bones] = old_locations
-        return self._reject(state, tolerance)
+        return self._reject_history(state, tolerance)
 
-    def _reject(self, state, tolerance):
+    def _reject_history(self, state, tolerance):
+        """The history dropped (the next sweeps start it afresh); the swept pose's misfit."""
         self.inputs.clear()
         self.outputs.clear()
         state.forward()

@@ -203,6 +203,7 @@ static void clamp_angle(double *q, double max_angle, double relaxation)
 
 typedef struct {
     const ewbik_problem *pb;
+    void *block;          /* the one allocation every array below lives in */
     double *world;        /* (n, 9) */
     double *head;         /* (n, 3) */
     double *eff_pos;      /* (P, 3) */
@@ -326,16 +327,25 @@ static int batch_limited(const ewbik_problem *pb, int batch)
     return 0;
 }
 
-/* One EWBIK bone step (solve._solve_batch for one row); `limited_batch` from batch_limited. */
-static void solve_bone_step(State *st, int row, int iteration, int limited_batch)
+/* What a bone step knows of the pins it solves for, measured from the bone's head
+ * (solve._Covariance). */
+typedef struct {
+    double s_origin[9];    /* the pins' origins: sum w_origin e t^T */
+    double s_axes[9];      /* the pins' axes: sum w_axis e_a t_a^T */
+    double scaled_axes[9]; /* the same axes, each scaled by max(1, |t|^2) (the paper's basis scaling) */
+    double sum_e[3], sum_t[3], w_sum;
+    double mean_e[3], mean_t[3]; /* weighted means of the effectors and targets (translating roots) */
+    double fit;      /* sum w_origin (|e|^2 + |t|^2): the origins' misfit before any turn */
+    double axis_fit; /* sum 2 w_axis: the unit axes' misfit before any turn, less 2 tr(s_axes) */
+    double e0;       /* the references' estimate of the top eigenvalue */
+} Covariance;
+
+/* The covariances of the pins bone step `row` solves for (solve._pin_covariance). The sums run
+ * in locals, which the compiler keeps in registers. */
+static void pin_covariance(const State *st, int row, const double *head, Covariance *cov)
 {
     const ewbik_problem *pb = st->pb;
-    int b = pb->batch_bones[row];
-    int translating = pb->translating[row];
-    const double *head = st->head + 3 * b;
-    double frame[9];
-    parent_frame(st, b, frame);
-    double s_origin[9] = {0}, s_axes[9] = {0}, s_scaled[9] = {0};
+    double s_origin[9] = {0}, s_axes[9] = {0}, scaled_axes[9] = {0};
     double sum_e[3] = {0}, sum_t[3] = {0}, w_sum = 0.0, e0 = 0.0, fit = 0.0, axis_fit = 0.0;
     for (int i = pb->seen_start[row]; i < pb->seen_start[row + 1]; i++) {
         int p = pb->seen_pin[i];
@@ -359,7 +369,7 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
                 for (int c = 0; c < 3; c++) {
                     double term = w_axis[a] * ea[r] * ta[c];
                     s_axes[3 * r + c] += term;
-                    s_scaled[3 * r + c] += term * stretch;
+                    scaled_axes[3 * r + c] += term * stretch;
                 }
             axis_fit += 2.0 * w_axis[a];
             e0 += 2.0 * w_axis[a] * stretch;
@@ -371,70 +381,109 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
             sum_t[c] += w_origin * t[c];
         }
     }
-    e0 = 0.5 * (fit + e0);
-    double mean_e[3] = {0}, mean_t[3] = {0};
-    if (translating) {
-        w_sum = fmax(w_sum, 1e-300);
-        for (int c = 0; c < 3; c++) {
-            mean_e[c] = sum_e[c] / w_sum;
-            mean_t[c] = sum_t[c] / w_sum;
-        }
-        for (int r = 0; r < 3; r++)
-            for (int c = 0; c < 3; c++)
-                s_origin[3 * r + c] -= w_sum * (mean_e[r] * mean_t[c]);
-    }
-    for (int i = 0; i < 9; i++)
-        s_scaled[i] += s_origin[i];
+    memcpy(cov->s_origin, s_origin, sizeof s_origin);
+    memcpy(cov->s_axes, s_axes, sizeof s_axes);
+    memcpy(cov->scaled_axes, scaled_axes, sizeof scaled_axes);
+    memcpy(cov->sum_e, sum_e, sizeof sum_e);
+    memcpy(cov->sum_t, sum_t, sizeof sum_t);
+    cov->w_sum = w_sum, cov->fit = fit, cov->axis_fit = axis_fit, cov->e0 = 0.5 * (fit + e0);
+}
 
-    double delta[4];
-    rotation_from_covariance(pb, s_scaled, !pb->exact, e0, delta);
+/* A translating root's rotation is fitted about the weighted means (solve._centre_translation). */
+static void centre_translation(Covariance *cov)
+{
+    double w_sum = fmax(cov->w_sum, 1e-300);
+    for (int c = 0; c < 3; c++) {
+        cov->mean_e[c] = cov->sum_e[c] / w_sum;
+        cov->mean_t[c] = cov->sum_t[c] / w_sum;
+    }
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++)
+            cov->s_origin[3 * r + c] -= w_sum * (cov->mean_e[r] * cov->mean_t[c]);
+}
+
+/* The best world turn about the head: QCP on the scaled covariance (solve._fit_rotation). */
+static void fit_rotation(const ewbik_problem *pb, const Covariance *cov, double *delta)
+{
+    double s_scaled[9];
+    for (int i = 0; i < 9; i++)
+        s_scaled[i] = cov->scaled_axes[i] + cov->s_origin[i];
+    rotation_from_covariance(pb, s_scaled, !pb->exact, cov->e0, delta);
+}
+
+/* The turn over-relaxed and cut to the bone's dampening; a cut marks the sweep (solve._dampen_turn). */
+static void dampen_turn(State *st, int b, int translating, double *delta)
+{
+    const ewbik_problem *pb = st->pb;
     if (!translating) {
         double turn_angle = 2.0 * atan2(sqrt(delta[1] * delta[1] + delta[2] * delta[2] + delta[3] * delta[3]),
                                         fabs(delta[0]));
         st->capped |= pb->relaxation * turn_angle > pb->max_step[b];
     }
     clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
+}
 
-    double *rotation = pb->rotations + 4 * b, old_local[4], new_local[4], local_delta[4];
-    memcpy(old_local, rotation, sizeof old_local);
+/* The bone's local rotation after the world turn (solve._turn_locally). */
+static void turn_locally(const double *frame, const double *delta, const double *old_local, double *new_local)
+{
+    double local_delta[4];
     local_delta[0] = delta[0];
     matvec_t(frame, delta + 1, local_delta + 1);
     quat_multiply(local_delta, old_local, new_local);
-    if (limited_batch) {
-        double inverse[4] = {old_local[0], -old_local[1], -old_local[2], -old_local[3]};
-        ewbik_constrain(pb->limits, b, new_local, iteration);
-        quat_normalize(new_local);
-        quat_multiply(new_local, inverse, local_delta);
-        delta[0] = local_delta[0];
-        matvec(frame, local_delta + 1, delta + 1);
-    }
-    double turn[9], shift[3] = {0, 0, 0};
-    quat_to_matrix(delta, turn);
-    if (translating) {
-        double turned[3];
-        matvec(turn, mean_e, turned);
+}
+
+/* The new local rotation held to the bone's limits, and the world turn it now amounts to
+ * (solve._apply_limits). */
+static void apply_limits(const ewbik_problem *pb, int b, const double *frame, const double *old_local, int iteration,
+                         double *new_local, double *delta)
+{
+    double inverse[4] = {old_local[0], -old_local[1], -old_local[2], -old_local[3]}, local_delta[4];
+    ewbik_constrain(pb->limits, b, new_local, iteration);
+    quat_normalize(new_local);
+    quat_multiply(new_local, inverse, local_delta);
+    delta[0] = local_delta[0];
+    matvec(frame, local_delta + 1, delta + 1);
+}
+
+/* A translating root's shift: the targets' mean less the turned effectors' mean (solve._root_shift). */
+static void root_shift(const Covariance *cov, const double *turn, double *shift)
+{
+    double turned[3];
+    matvec(turn, cov->mean_e, turned);
+    for (int c = 0; c < 3; c++)
+        shift[c] = cov->mean_t[c] - turned[c];
+}
+
+/* The stabilization guard: a step that worsens the misfit of the bone's own pins beyond rounding
+ * is undone (solve._guard_step). */
+static void guard_step(const ewbik_problem *pb, const Covariance *cov, const double *old_local, double *turn,
+                       double *new_local, double *shift)
+{
+    double guard[9], trace, gain = 0.0;
+    for (int i = 0; i < 9; i++)
+        guard[i] = cov->s_origin[i] + cov->s_axes[i];
+    trace = guard[0] + guard[4] + guard[8];
+    for (int r = 0; r < 3; r++)
         for (int c = 0; c < 3; c++)
-            shift[c] = mean_t[c] - turned[c];
+            gain += turn[3 * r + c] * guard[3 * c + r];
+    gain -= trace;
+    double before = cov->fit + cov->axis_fit - 2.0 * trace;
+    if (-2.0 * gain > pb->guard_slack * fabs(before) + pb->guard_floor) {
+        memcpy(turn, IDENTITY3, 9 * sizeof(double));
+        memcpy(new_local, old_local, 4 * sizeof(double));
+        shift[0] = shift[1] = shift[2] = 0.0;
     }
+}
 
-    if (pb->stabilization > 0) {
-        double guard[9], trace, gain = 0.0;
-        for (int i = 0; i < 9; i++)
-            guard[i] = s_origin[i] + s_axes[i];
-        trace = guard[0] + guard[4] + guard[8];
-        for (int r = 0; r < 3; r++)
-            for (int c = 0; c < 3; c++)
-                gain += turn[3 * r + c] * guard[3 * c + r];
-        gain -= trace;
-        double before = fit + axis_fit - 2.0 * trace;
-        if (-2.0 * gain > pb->guard_slack * fabs(before) + pb->guard_floor) {
-            memcpy(turn, IDENTITY3, sizeof turn);
-            memcpy(new_local, old_local, sizeof new_local);
-            shift[0] = shift[1] = shift[2] = 0.0;
-        }
-    }
-
-    memcpy(rotation, new_local, sizeof new_local);
+/* The step written: the bone's rotation, the pins it carries turned about its head and shifted,
+ * a translating root's location (solve._commit_step). */
+static void commit_step(State *st, int row, const double *frame, const double *new_local, const double *turn,
+                        const double *shift)
+{
+    const ewbik_problem *pb = st->pb;
+    int b = pb->batch_bones[row];
+    const double *head = st->head + 3 * b;
+    memcpy(pb->rotations + 4 * b, new_local, 4 * sizeof(double));
     for (int i = pb->moved_start[row]; i < pb->moved_start[row + 1]; i++) {
         int m = pb->moved_pin[i];
         double *pos = st->eff_pos + 3 * m, rel[3];
@@ -446,12 +495,39 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
         for (int a = 0; a < 3; a++)
             matvec(turn, st->eff_axes + 9 * m + 3 * a, st->eff_axes + 9 * m + 3 * a);
     }
-    if (translating) {
+    if (pb->translating[row]) {
         double local_shift[3];
         matvec_t(frame, shift, local_shift);
         for (int c = 0; c < 3; c++)
             pb->locations[3 * b + c] += local_shift[c];
     }
+}
+
+/* One EWBIK bone step (solve._solve_batch for one row, the same steps); `limited_batch` from
+ * batch_limited. */
+static void solve_bone_step(State *st, int row, int iteration, int limited_batch)
+{
+    const ewbik_problem *pb = st->pb;
+    int b = pb->batch_bones[row], translating = pb->translating[row];
+    const double *head = st->head + 3 * b;
+    double frame[9], delta[4], old_local[4], new_local[4], turn[9], shift[3] = {0, 0, 0};
+    Covariance cov;
+    parent_frame(st, b, frame);
+    pin_covariance(st, row, head, &cov);
+    if (translating)
+        centre_translation(&cov);
+    fit_rotation(pb, &cov, delta);
+    dampen_turn(st, b, translating, delta);
+    memcpy(old_local, pb->rotations + 4 * b, sizeof old_local);
+    turn_locally(frame, delta, old_local, new_local);
+    if (limited_batch)
+        apply_limits(pb, b, frame, old_local, iteration, new_local, delta);
+    quat_to_matrix(delta, turn);
+    if (translating)
+        root_shift(&cov, turn, shift);
+    if (pb->stabilization > 0)
+        guard_step(pb, &cov, old_local, turn, new_local, shift);
+    commit_step(st, row, frame, new_local, turn, shift);
 }
 
 /* Limit and normalize a jump proposal q for bone b (an extrapolation or a limb placement);
@@ -557,11 +633,11 @@ static double reject_history(State *st, int *reached)
     return total_errors(st, reached);
 }
 
-/* One Anderson step after a sweep (solve._Anderson.extrapolate); returns the new total. */
-static double extrapolate(State *st, double total, double allowance_scale, int *reached)
+/* The sweep just run joins the history, its start pose as input and the swept pose as output;
+ * past memory + 1 pairs the oldest goes (solve._Anderson._remember_sweep). */
+static void remember_sweep(State *st)
 {
-    const ewbik_problem *pb = st->pb;
-    int dims = st->dims, memory = pb->acceleration;
+    int dims = st->dims, memory = st->pb->acceleration;
     if (st->history == memory + 1) {
         memmove(st->inputs, st->inputs + dims, (size_t)memory * dims * sizeof(double));
         memmove(st->outputs, st->outputs + dims, (size_t)memory * dims * sizeof(double));
@@ -570,12 +646,13 @@ static double extrapolate(State *st, double total, double allowance_scale, int *
     memcpy(st->inputs + (size_t)st->history * dims, st->start, dims * sizeof(double));
     pose_vector(st, st->outputs + (size_t)st->history * dims);
     st->history++;
-    if (st->history < 2) {
-        forward(st);
-        *reached = 0;
-        return total;
-    }
-    int m = st->history, k = m - 1;
+}
+
+/* Where the sweeps are heading, extrapolated from the history into st->guess; returns whether
+ * it is finite (solve._Anderson._anderson_guess). */
+static int anderson_guess(State *st)
+{
+    int dims = st->dims, m = st->history, k = m - 1;
     const double *last_out = st->outputs + (size_t)(m - 1) * dims, *last_in = st->inputs + (size_t)(m - 1) * dims;
     double *residual = st->guess;
     for (int d = 0; d < dims; d++)
@@ -595,17 +672,30 @@ static double extrapolate(State *st, double total, double allowance_scale, int *
         st->guess[d] = value;
         finite &= isfinite(value) != 0;
     }
-    if (!finite)
-        return reject_history(st, reached);
-    double *saved = st->saved;
+    return finite;
+}
+
+/* The guess's rotations, limited and normalized, into st->saved; returns whether a bone would end
+ * farther from the warm start than allowance_scale dampening steps (solve._Anderson._settle_guess). */
+static int settle_guess(State *st, double allowance_scale)
+{
+    const ewbik_problem *pb = st->pb;
     for (int i = 0; i < pb->n_solved; i++) {
-        int b = pb->solved[i];
         double q[4];
         quat_exp(st->guess + 6 * i, q);
-        if (settle(pb, b, q, allowance_scale))
-            return reject_history(st, reached);
-        memcpy(saved + 7 * i, q, sizeof q);
+        if (settle(pb, pb->solved[i], q, allowance_scale))
+            return 1;
+        memcpy(st->saved + 7 * i, q, sizeof q);
     }
+    return 0;
+}
+
+/* The guess posed and kept if it lowers the total misfit; otherwise the swept pose back and the
+ * history dropped (solve._Anderson._try_guess). Returns the new total. */
+static double try_guess(State *st, double total, int *reached)
+{
+    const ewbik_problem *pb = st->pb;
+    double *saved = st->saved;
     for (int i = 0; i < pb->n_solved; i++) {
         int b = pb->solved[i];
         double swap[7];
@@ -629,6 +719,20 @@ static double extrapolate(State *st, double total, double allowance_scale, int *
         memcpy(pb->locations + 3 * b, saved + 7 * i + 4, 3 * sizeof(double));
     }
     return reject_history(st, reached);
+}
+
+/* One Anderson step after a sweep (solve._Anderson.extrapolate); returns the new total. */
+static double extrapolate(State *st, double total, double allowance_scale, int *reached)
+{
+    remember_sweep(st);
+    if (st->history < 2) {
+        forward(st);
+        *reached = 0;
+        return total;
+    }
+    if (!anderson_guess(st) || settle_guess(st, allowance_scale))
+        return reject_history(st, reached);
+    return try_guess(st, total, reached);
 }
 
 /* ---- analytic finish of two-bone limbs (solve._finish_limbs, two_bone.two_bone_ik) ---- */
@@ -1412,6 +1516,7 @@ static int allocate(State *st)
     double *block = malloc(doubles * sizeof(double) + (size_t)limbs + 1);
     if (!block)
         return -1;
+    st->block = block;
     double *next = block;
 #define TAKE(field, count) (st->field = next, next += (count))
     TAKE(world, (size_t)n * 9);
@@ -1508,7 +1613,7 @@ int ewbik_solve(const ewbik_problem *pb)
     Polish polish = {0};
     int polishing = pb->polish_after >= 0 && pb->n_pins > 0;
     if (polishing && polish_allocate(pb, &polish) != 0) {
-        free(st.world);
+        free(st.block);
         return -1;
     }
     int iterations = 0, converged = 0, reached = 0;
@@ -1563,6 +1668,6 @@ int ewbik_solve(const ewbik_problem *pb)
     *pb->converged = converged;
     if (polishing)
         polish_free(&polish);
-    free(st.world);
+    free(st.block);
     return 0;
 }

@@ -84,6 +84,19 @@ def test_fitted_limits_hold_the_rigs_own_frames(mocap_rig, capfd):
     assert f"Limits fitted on {len(limits)} bones from {LAST - FIRST + 1} frames" in capfd.readouterr().out
 
 
+def test_the_margin_widens_the_fitted_limits(mocap_rig):
+    use_range()
+    assert bpy.ops.ewbik.limits_from_action(margin=0.0) == {"FINISHED"}
+    tight = stored_limits(mocap_rig)
+    assert bpy.ops.ewbik.limits_from_action() == {"FINISHED"}
+    default = stored_limits(mocap_rig)
+    assert set(tight) == set(default)
+    for name in ("LeftShoulder", "Neck", "LeftCollar"):
+        wide, narrow = default[name]["cones"], tight[name]["cones"]
+        assert len(wide) == len(narrow)
+        assert all(w["radius"] > n["radius"] + 0.05 for w, n in zip(wide, narrow))
+
+
 def test_keeps_comfort_and_only_changes_selected_bones(mocap_rig):
     use_range()
     mocap_rig.pose.bones["LeftKnee"].ewbik.comfort = 0.25

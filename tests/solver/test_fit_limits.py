@@ -15,7 +15,7 @@ from scipy.spatial.transform import Rotation
 
 from bench.mocap import load_bvh
 from solver import FitError, JointLimits, Kusudama, fit_limits
-from solver.fit_limits import FLOOR_RADIUS, FLOOR_TWIST
+from solver.fit_limits import DEFAULT_MARGIN, FLOOR_RADIUS, FLOOR_TWIST, MIN_SPREAD
 
 from .conftest import wxyz
 
@@ -121,9 +121,10 @@ def sample_inside(limits, count, seed):
 
 
 def fit_one(samples, **options):
-    """Limits fitted to one bone's rotations (F, 4) under a root."""
+    """Limits fitted to one bone's rotations (F, 4) under a root; the tight fit (no margin)
+    unless `options` give one."""
     rotations = np.stack((np.tile([1.0, 0.0, 0.0, 0.0], (len(samples), 1)), samples), axis=1)
-    return fit_limits(bones(1), rotations, **options)
+    return fit_limits(bones(1), rotations, **{"margin": 0.0, **options})
 
 
 @pytest.mark.parametrize(
@@ -183,7 +184,7 @@ def test_outlier_frames_are_dropped_jointly_for_swing_and_twist():
     assert fitted["twist"]["max"] - fitted["twist"]["min"] <= math.radians(70)
 
 
-def test_roots_and_still_bones_get_no_limits_and_small_motion_is_not_frozen():
+def test_roots_get_no_limits_and_still_bones_keep_a_little_room_around_their_pose():
     frames = 200
     rng = np.random.default_rng(2)
     root = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3))))
@@ -191,11 +192,54 @@ def test_roots_and_still_bones_get_no_limits_and_small_motion_is_not_frozen():
     held = np.tile(wxyz(Rotation.from_rotvec([0.3, 0.2, -0.5])), (frames, 1))
     nudged = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3)) * math.radians(0.2)))
     fitted = fit_limits(bones(3), np.stack((root, at_rest, held, nudged), axis=1))
-    assert set(fitted) == {"b2"}
+    assert set(fitted) == {"b0", "b1", "b2"}
+    for name, pose in (("b0", at_rest[0]), ("b1", held[0])):
+        room = MIN_SPREAD * DEFAULT_MARGIN
+        near = wxyz(Rotation.from_rotvec([0.0, 0.0, 0.8 * room]) * Rotation.from_quat(np.roll(pose, -1)))
+        far = wxyz(Rotation.from_rotvec([0.0, 0.0, 3.0 * room]) * Rotation.from_quat(np.roll(pose, -1)))
+        assert violations(fitted[name], np.array([pose, near])).max() <= INSIDE
+        assert violations(fitted[name], far[None])[0] > 0.0
     limits = fitted["b2"]
     assert all(c["radius"] >= FLOOR_RADIUS for c in limits["cones"])
     assert limits["twist"]["max"] - limits["twist"]["min"] >= FLOOR_TWIST - 1e-12
     assert (violations(limits, nudged) <= INSIDE).mean() >= 0.99
+
+
+def test_a_clip_in_which_nothing_turns_gets_no_limits():
+    held = np.tile(wxyz(Rotation.from_rotvec([0.3, 0.2, -0.5])), (50, 3, 1))
+    held[:, 0] = wxyz(Rotation.from_rotvec(np.outer(np.linspace(0.0, 1.0, 50), [0.0, 1.0, 0.0])))
+    assert fit_limits(bones(2), held) == {}
+
+
+def bent(angles_deg, off_plane_deg=0.0):
+    """An elbow's rotations: a bend of each angle about +X (the forearm swings from +Y toward +Z),
+    then a turn of `off_plane_deg` about +Z (out of the bending plane)."""
+    bend = Rotation.from_rotvec(np.outer(np.radians(angles_deg), [1.0, 0.0, 0.0]))
+    return wxyz(Rotation.from_rotvec([0.0, 0.0, math.radians(off_plane_deg)]) * bend)
+
+
+def test_one_axis_motion_gets_a_thin_band_from_the_straight_limb_that_bends_only_its_way():
+    rng = np.random.default_rng(6)
+    fitted = fit_one(bent(rng.uniform(25.0, 120.0, 400)), margin=DEFAULT_MARGIN)["b0"]
+    assert len(fitted["cones"]) == 2
+    assert violations(fitted, bent(np.arange(0.0, 121.0, 5.0))).max() <= INSIDE
+    assert violations(fitted, bent([-12.0, -25.0, 150.0])).min() > 0.0
+    assert violations(fitted, bent([10.0, 60.0, 110.0], off_plane_deg=12.0)).min() > 0.0
+    radius = max(c["radius"] for c in fitted["cones"])
+    assert radius <= math.radians(6.0)
+    length = math.acos(np.dot(fitted["cones"][0]["direction"], fitted["cones"][1]["direction"]))
+    band = 2.0 * length * math.sin(radius) + 2.0 * math.pi * (1.0 - math.cos(radius))
+    assert area(fitted) <= 1.05 * band
+
+
+@pytest.mark.parametrize("truth", [ONE_CONE, CHAIN_WITH_TWIST], ids=["cone", "chain+twist"])
+def test_the_margin_holds_motion_the_clip_did_not_show(truth):
+    seen = sample_inside(truth, 80, seed=12)
+    unseen = sample_inside(truth, N_SAMPLES, seed=13)
+    tight = (violations(fit_one(seen, margin=0.0)["b0"], unseen) <= INSIDE).mean()
+    fitted = fit_one(seen, margin=DEFAULT_MARGIN)["b0"]
+    assert (violations(fitted, unseen) <= INSIDE).mean() >= max(0.98, tight + 0.05)
+    assert area(fitted) <= 2.5 * area(truth)
 
 
 def test_free_twist_gets_no_twist_limit():
@@ -209,28 +253,29 @@ def test_same_input_gives_the_same_limits():
 
 
 @pytest.mark.skipif(not (MOCAP / "cmu_131_01.bvh").exists(), reason="mocap data not present")
-def test_limits_fitted_on_a_clip_hold_its_frames(record_property, capsys):
-    fitted_on = load_bvh(str(MOCAP / "cmu_131_01.bvh"))
-    other = load_bvh(str(MOCAP / "cmu_131_03.bvh"))
+@pytest.mark.parametrize("fitted_name, other_name", [("131_01", "131_03"), ("131_03", "131_01")])
+def test_limits_fitted_on_a_clip_hold_its_frames_and_most_of_another_clip(fitted_name, other_name, capsys):
+    fitted_on = load_bvh(str(MOCAP / f"cmu_{fitted_name}.bvh"))
+    other = load_bvh(str(MOCAP / f"cmu_{other_name}.bvh"))
     assert other.names == fitted_on.names
-    limits = fit_limits(fitted_on.bones, fitted_on.rotations, coverage=0.99)
     index = {name: i for i, name in enumerate(fitted_on.names)}
-    joint = JointLimits({index[n]: Kusudama.from_dict(d) for n, d in limits.items()}, len(index))
-    limited = np.flatnonzero(joint.limited)
-    assert len(limited) >= 20
 
-    def held(rotations):
+    def held(limits, rotations):
+        joint = JointLimits({index[n]: Kusudama.from_dict(d) for n, d in limits.items()}, len(index))
         inside = np.array([joint.violation(q) <= INSIDE for q in rotations])
-        return inside[:, limited].mean(0)
+        return inside[:, np.flatnonzero(joint.limited)].mean(0)
 
-    assert held(fitted_on.rotations).min() >= 0.99
-    other_held = held(other.rotations)
-    record_property("131_03 frames held, worst bone", float(other_held.min()))
-    record_property("131_03 frames held, mean over bones", float(other_held.mean()))
+    limits = fit_limits(fitted_on.bones, fitted_on.rotations, coverage=0.99)
+    assert len(limits) == len(index) - 1
+    assert held(limits, fitted_on.rotations).min() >= 0.99
+    other_held = held(limits, other.rotations)
+    tight_held = held(fit_limits(fitted_on.bones, fitted_on.rotations, margin=0.0), other.rotations)
+    assert other_held.min() >= 0.9
+    assert other_held.mean() > tight_held.mean()
     with capsys.disabled():
         print(
-            f"\nlimits fitted on 131_01 hold of 131_03: worst bone {other_held.min():.3f}, "
-            f"mean {other_held.mean():.3f}"
+            f"\nlimits fitted on {fitted_name} hold of {other_name}: worst bone {other_held.min():.3f} "
+            f"(no margin {tight_held.min():.3f}), mean {other_held.mean():.3f} ({tight_held.mean():.3f})"
         )
 
 
@@ -254,6 +299,9 @@ GOOD_ROTATIONS = np.tile([1.0, 0.0, 0.0, 0.0], (10, 2, 1))
         ((bones(1), GOOD_ROTATIONS, float("nan")), "coverage"),
         ((bones(1), GOOD_ROTATIONS, 0.9, 0), "max_cones"),
         ((bones(1), GOOD_ROTATIONS, 0.9, 2.5), "max_cones"),
+        ((bones(1), GOOD_ROTATIONS, 0.9, 4, -0.1), "margin"),
+        ((bones(1), GOOD_ROTATIONS, 0.9, 4, 1.5), "margin"),
+        ((bones(1), GOOD_ROTATIONS, 0.9, 4, "wide"), "margin"),
     ],
 )
 def test_bad_input_raises_a_fit_error_naming_the_field(arguments, field):
