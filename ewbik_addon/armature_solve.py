@@ -5,6 +5,7 @@ would be thrown away. Arrays in the returned SolveResult follow `obj.pose.bones`
 """
 
 import dataclasses
+import functools
 import time
 
 import numpy as np
@@ -18,12 +19,15 @@ from .properties import STORED_SETTINGS
 from .rig_cache import rig_for
 
 
-def solve_armature(obj, *, full=False, rescan=True):
+def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     """Read the armature's pose and pins, solve, write the moved bones back.
 
     full: ignore the time budget (the Solve operator, baking).
     rescan: re-read per-bone settings (pins, stiffness, limits). The live handler
     passes False when only pin targets moved since the last solve.
+    only_targets_moved: since this armature's last solve nothing changed but its targets (the
+    live handler knows from the depsgraph), so its pose channels are not read from Blender again
+    (`read_pose`) and its settings are the ones that solve used.
     Raises RigError for anything the user must fix; the pose is then unchanged (unless the
     second solve for partly locked bones fails: the first solve's pose stays).
     """
@@ -34,21 +38,24 @@ def solve_armature(obj, *, full=False, rescan=True):
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     check_pins_movable(obj, rig)
     place_ik_controls(obj, rig)
-    rotations, locations, locks = read_pose(obj, rig)
-    track_underneath(rig, rotations, locations)
-    settings = solver_settings(
-        obj, full
-    )  # before the pins: a zero scale would make their targets infinitely far
+    channels_kept = only_targets_moved and not rig.placed.any()  # placing IK controls set their channels
+    rotations, locations, locks = read_pose(obj, rig, channels_kept)
+    track_underneath(rig, rotations, locations, channels_kept)
+    # Before the pins: a zero scale would make their targets infinitely far.
+    settings = _settings_for(obj, rig, full, only_targets_moved)
     pins = read_pins(obj, rig)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
-    pins, settings = _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations)
+    pins, settings = _place_rotation_only(rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
     # the written pose misses the targets by what those channels contributed. A second solve
     # from that pose, with those bones held, lets the other bones make up for it.
+    partly_locked = locks.any_rotation & ~locks.fully_locked
+    if not np.any(result.moved & partly_locked):
+        return result
     turned = np.abs(np.einsum("ij,ij->i", result.rotations, solved)) < 1.0 - 1e-12
-    held = result.moved & locks.any_rotation & ~locks.fully_locked & turned
+    held = result.moved & partly_locked & turned
     if not np.any(held):
         return result
     if settings.time_budget_ms is not None:
@@ -67,11 +74,21 @@ def solve_armature(obj, *, full=False, rescan=True):
     )
 
 
+def _settings_for(obj, rig, full, only_targets_moved):
+    """`solver_settings`, or the ones the rig's last solve used when only targets moved since
+    (the armature's settings and scale are as they were)."""
+    if only_targets_moved and rig.last_settings is not None and rig.last_settings[0] == full:
+        return rig.last_settings[1]
+    rig.last_settings = None  # until these are known good
+    settings = solver_settings(obj, full)
+    rig.last_settings = (full, settings)
+    return settings
+
+
 def solver_settings(obj, full):
     """The solver's settings; the tolerance is a scene distance, turned into armature units."""
     props = obj.ewbik
     budget = props.time_budget_ms
-    scale = armature_scale(obj)
     axes = [abs(s) for s in obj.matrix_world.to_scale()]
     if not min(axes) > 1e-6 * max(max(axes), 1e-300):
         raise RigError(
@@ -79,14 +96,24 @@ def solver_settings(obj, full):
             "give it a scale in every axis to solve"
         )
     stored = {name: getattr(props, name) for name in STORED_SETTINGS}
-    stored.update(time_budget_ms=None if full or budget <= 0.0 else budget, tolerance=props.tolerance / scale)
+    stored.update(
+        time_budget_ms=None if full or budget <= 0.0 else budget,
+        tolerance=props.tolerance / armature_scale(obj),
+    )
     try:
-        return SolverSettings(**stored)
+        return _settings_of(tuple(stored.items()))
     except ValueError as error:
         raise RigError(f"'{obj.name}' {error}") from None
 
 
-def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locations):
+@functools.lru_cache(maxsize=64)
+def _settings_of(fields):
+    """SolverSettings from (name, value) pairs, validated once per distinct set of values (every
+    live update asks again for the same ones)."""
+    return SolverSettings(**dict(fields))
+
+
+def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     """(pins, settings): each rotation-only pin's position set where the rest of the body puts its bone.
 
     The solver's pins always hold a position, so a rotation-only pin gets, as its position, the
@@ -95,13 +122,11 @@ def _place_rotation_only(obj, rig, pins, settings, stiffness, rotations, locatio
     solve, only while some pin is rotation-only; the two share the live time budget, so the returned
     settings give the main solve its half.
     """
-    kinds = [obj.pose.bones[pin.bone].ewbik.pin_kind for pin in pins]
+    kinds = rig.checked_pins.kinds  # read_pins checked them with the pins, in the same order
     if "ROTATION" not in kinds:
         return pins, settings
-    solver_rotations = np.empty_like(rotations)
-    solver_rotations[rig.to_solver] = rotations
-    solver_locations = np.empty_like(locations)
-    solver_locations[rig.to_solver] = locations
+    solver_rotations = in_solver_order(rig, rotations)
+    solver_locations = in_solver_order(rig, locations)
     others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
     if others and settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
@@ -130,15 +155,16 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
     Returns (the result with the rotations as written, the rotations meant to be written: the solver's
     own, blended by the influence), both in pose.bones order.
     """
-    to_solver = rig.to_solver
     start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
-    solver_rotations = np.empty_like(rotations)
-    solver_rotations[to_solver] = start_rotations
-    solver_locations = np.empty_like(locations)
-    solver_locations[to_solver] = start_locations
     try:
         result = solve(
-            rig.skeleton, pins, solver_rotations, solver_locations, settings, rig.limits, stiffness
+            rig.skeleton,
+            pins,
+            in_solver_order(rig, start_rotations),
+            in_solver_order(rig, start_locations),
+            settings,
+            rig.limits,
+            stiffness,
         )
     except ValueError as error:
         raise RigError(str(error)) from None
@@ -146,12 +172,27 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
         obj,
         rig,
         result,
-        result.rotations[to_solver],
-        result.locations[to_solver],
-        result.moved[to_solver],
+        in_pose_order(rig, result.rotations),
+        in_pose_order(rig, result.locations),
+        in_pose_order(rig, result.moved),
         (rotations, locations, locks),
         settings,
     )
+
+
+def in_solver_order(rig, rows):
+    """Rows in pose.bones order rearranged into the skeleton's order (the same array where the two
+    orders agree, as on most rigs)."""
+    if rig.same_order:
+        return rows
+    rearranged = np.empty_like(rows)
+    rearranged[rig.to_solver] = rows
+    return rearranged
+
+
+def in_pose_order(rig, rows):
+    """Rows in the skeleton's order rearranged into pose.bones order (see in_solver_order)."""
+    return rows if rig.same_order else rows[rig.to_solver]
 
 
 def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):
@@ -177,16 +218,20 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     return written, shown_rotations
 
 
-def track_underneath(rig, rotations, locations):
+def track_underneath(rig, rotations, locations, channels_kept=False):
     """Keep the pose the solver blends over: the channels as last set by anyone but the solver.
 
     A channel that differs from what the last solve wrote was set by the animation (frame change)
     or by the user, and becomes the pose underneath; one that still holds the solver's value keeps
     the earlier pose underneath, so repeated live solves at a partial influence do not compound.
+    channels_kept: nobody but the solver set them since its last write (`solve_armature`).
     """
     if rig.underneath is None or rig.written is None or len(rig.underneath[0]) != len(rotations):
         rig.underneath = (rotations.copy(), locations.copy())
         rig.holding = np.zeros(len(rotations), bool)
+        return
+    if channels_kept:
+        rig.holding = np.ones(len(rotations), bool)
         return
     written_rotations, written_locations = rig.written
     changed = (1.0 - np.abs(np.einsum("ij,ij->i", rotations, written_rotations)) > 1e-10) | np.any(

@@ -93,38 +93,41 @@ def _solve_live(view_layer, changed, moved):
     several of them in one solver call (crowd_solve.solve_crowd)."""
     _state["busy"] = True
     try:
-        due, present = {}, None
+        due = {}
         for obj in view_layer.objects:
             if obj.type == "ARMATURE" and obj.ewbik.live:
-                present = targets.objects_in_collections() if present is None else present
-                unpinned = _is_due(obj, changed, moved, present)
+                unpinned = _is_due(obj, changed, moved, view_layer)
                 if unpinned is not None:
                     due[obj] = unpinned
         if len(due) > 1:
             _solve_crowd(due)
         elif due:
-            _solve_one(*next(iter(due.items())))
+            obj, unpinned = next(iter(due.items()))
+            _solve_one(
+                obj, unpinned, only_targets_moved=changed is not None and not _armature_changed(obj, changed)
+            )
     finally:
         _state["busy"] = False
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
 
 
-def _is_due(obj, changed, moved, present):
+def _is_due(obj, changed, moved, view_layer):
     """Whether obj needs a solve for this update (changed/moved: session uids from the depsgraph
-    update; None on frame change: solve if pinned; present: the objects in collections, for
-    deleted targets). Rescans its bone settings when it changed,
+    update; None on frame change: solve if pinned). Rescans its bone settings when it changed,
     unpins deleted targets and follows renamed bones. Returns None when no solve is due, else the
-    message about pins it just lost ("" for none); a rig problem is reported on the armature."""
+    message about pins it just lost ("" for none); a rig problem is reported on the armature.
+    view_layer: the one being updated, where the targets are looked for first."""
     uid = obj.session_uid
     refining = uid in _state["tagged"]
-    # The refinement timer's own tag is not a change of the rig: its bone settings stay cached.
-    rescan = changed is not None and not refining and (uid in changed or obj.data.session_uid in changed)
+    rescan = changed is not None and _armature_changed(obj, changed)
+    if changed is None or rescan:  # its pose or settings may have changed: the next solve reads them
+        rig_cache.forget_armature_state(obj)
     try:
         if obj.mode == "EDIT":
             _report_edit_mode(obj)
             return None
         pinned = pin_reading.pinned_targets(obj, rescan=rescan)
-        unpinned = targets.unpin_deleted(obj, pinned, present)
+        unpinned = targets.unpin_deleted(obj, pinned, view_layer)
         if unpinned:
             pinned = pin_reading.pinned_targets(obj, rescan=True)
         if rescan:
@@ -144,9 +147,19 @@ def _is_due(obj, changed, moved, present):
     return None
 
 
-def _solve_one(obj, unpinned):
+def _armature_changed(obj, changed):
+    """Whether the depsgraph update changed the armature itself (bones, settings, pose), not only
+    targets. The refinement timer's own tag is no change: its bone settings and pose channels
+    are as the last solve left them."""
+    if obj.session_uid in _state["tagged"]:
+        return False
+    return obj.session_uid in changed or obj.data.session_uid in changed
+
+
+def _solve_one(obj, unpinned, *, only_targets_moved=False):
+    """only_targets_moved: nothing but targets changed since the armature's last solve."""
     try:
-        result = armature_solve.solve_armature(obj, rescan=False)
+        result = armature_solve.solve_armature(obj, rescan=False, only_targets_moved=only_targets_moved)
     except armature_checks.RigError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead

@@ -5,7 +5,7 @@ import dataclasses
 import mathutils
 import numpy as np
 
-from ..solver import Pin
+from ..solver import Pin, quat
 from ..solver.validation import MAX_COORDINATE
 from .armature_checks import RigError, armature_scale
 from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
@@ -30,6 +30,7 @@ class CheckedPins:
     pins: list
     frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
     keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
+    kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
 
 
 def read_pins(obj, rig):
@@ -39,12 +40,22 @@ def read_pins(obj, rig):
         checked = rig.checked_pins = _check_pins(obj, rig)
     _check_feedback(obj, rig, checked)
     frames = _target_frames(obj, rig, checked)
-    for i in np.flatnonzero((frames != checked.frames).any(axis=1)):
-        rotation, position = frames[i, :4].copy(), frames[i, 4:].copy()
-        matrix = np.array(mathutils.Matrix.LocRotScale(position, mathutils.Quaternion(rotation), None))
-        checked.pins[i] = checked.pins[i].moved_to(matrix, rotation, position)
+    moved = np.flatnonzero((frames != checked.frames).any(axis=1))
+    if len(moved):
+        matrices = target_matrices(frames[moved])
+        for i, matrix in zip(moved.tolist(), matrices):
+            checked.pins[i] = checked.pins[i].moved_to(matrix, frames[i, :4], frames[i, 4:])
     checked.frames = frames
     return list(checked.pins)
+
+
+def target_matrices(frames):
+    """(k, 4, 4) rigid matrices of (k, 7) frames (unit quaternion, position), all in one go."""
+    matrices = np.zeros((len(frames), 4, 4))
+    matrices[:, :3, :3] = quat.to_matrix(frames[:, :4])
+    matrices[:, :3, 3] = frames[:, 4:]
+    matrices[:, 3, 3] = 1.0
+    return matrices
 
 
 def _check_pins(obj, rig):
@@ -71,10 +82,10 @@ def _check_pins(obj, rig):
         if known is None:
             pin = _make_pin(bone, mathutils.Vector(frame[4:]), mathutils.Quaternion(frame[:4]), props)
         else:
-            matrix = np.array(mathutils.Matrix.LocRotScale(frame[4:], mathutils.Quaternion(frame[:4]), None))
-            pin = known.moved_to(matrix, frame[:4].copy(), frame[4:].copy())
+            pin = known.moved_to(target_matrices(frame[None])[0], frame[:4], frame[4:])
         checked.pins.append(pin)
         checked.keys.append(key)
+        checked.kinds.append(props.pin_kind)
     checked.frames = frames
     rig.validated_pins = dict(zip(checked.keys, checked.pins))
     return checked
@@ -97,10 +108,8 @@ def _target_frames(obj, rig, checked):
     (an armature target: its bone), read in one pass; a deleted or non-finite target raises
     RigError naming its pin."""
     to_armature = obj.matrix_world.inverted_safe()
-    frames = np.empty((len(checked.targets), 7))
-    for i, (bone, target, target_bone) in enumerate(
-        zip(checked.bones, checked.targets, checked.target_bones)
-    ):
+    rows = []
+    for bone, target, target_bone in zip(checked.bones, checked.targets, checked.target_bones):
         try:
             if target_bone is None:
                 matrix = target.matrix_world
@@ -109,8 +118,8 @@ def _target_frames(obj, rig, checked):
         except ReferenceError:
             raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
         location, rotation, _ = (to_armature @ matrix).decompose()
-        frames[i, :4] = rotation
-        frames[i, 4:] = location
+        rows.append((*rotation, *location))
+    frames = np.array(rows, dtype=float).reshape(-1, 7)
     frames[frames[:, 0] < 0.0, :4] *= -1.0
     bad = ~(np.isfinite(frames).all(axis=1) & (np.abs(frames[:, 4:]) <= MAX_COORDINATE).all(axis=1))
     if np.any(bad):

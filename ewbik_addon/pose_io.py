@@ -39,6 +39,33 @@ _POSE_REFRESH = {"OBJECT"} if bpy.app.version >= (4, 5, 0) else {"DATA"}
 
 
 @dataclasses.dataclass
+class ConvertedChannels:
+    """The quaternions of the Euler and axis-angle bones' channels as last read or written, with
+    those channels: a bone whose mode and channels still hold them is not converted again, so a
+    drag converts nothing (the bones the solve turned were written, and remembered, here)."""
+
+    modes: np.ndarray  # -1: nothing remembered
+    euler: np.ndarray
+    axis_angle: np.ndarray
+    quaternions: np.ndarray
+
+    @classmethod
+    def empty(cls, n):
+        return cls(
+            modes=np.full(n, -1, np.int32),
+            euler=np.zeros((n, 3), np.float32),
+            axis_angle=np.zeros((n, 4), np.float32),
+            quaternions=np.zeros((n, 4)),
+        )
+
+    def remember(self, bones, modes, euler, axis_angle, quaternions):
+        self.modes[bones] = modes[bones]
+        self.euler[bones] = euler[bones]
+        self.axis_angle[bones] = axis_angle[bones]
+        self.quaternions[bones] = quaternions
+
+
+@dataclasses.dataclass
 class PoseBuffers:
     """float32 mirrors of the pose-bone channels, in pose.bones order."""
 
@@ -51,19 +78,23 @@ class PoseBuffers:
     lock_w: np.ndarray
     lock_4d: np.ndarray
     lock_location: np.ndarray
+    converted: ConvertedChannels
+    mirrors_channels: bool = False  # the buffers hold the channels as last read, or as written since
+    locks: "_Locks | None" = None  # derived from the lock buffers as last read
 
     @classmethod
     def empty(cls, n):
         return cls(
             modes=np.empty(n, np.int32),
             quaternion=np.empty((n, 4), np.float32),
-            euler=np.empty((n, 3), np.float32),
-            axis_angle=np.empty((n, 4), np.float32),
+            euler=np.zeros((n, 3), np.float32),
+            axis_angle=np.zeros((n, 4), np.float32),
             location=np.empty((n, 3), np.float32),
             lock_rotation=np.empty((n, 3), bool),
             lock_w=np.empty(n, bool),
             lock_4d=np.empty(n, bool),
             lock_location=np.empty((n, 3), bool),
+            converted=ConvertedChannels.empty(n),
         )
 
 
@@ -75,6 +106,7 @@ class _Locks:
     location: np.ndarray  # (N, 3)
     any_rotation: np.ndarray
     fully_locked: np.ndarray
+    free_quaternion: np.ndarray  # quaternion bones without rotation locks: written in one go
 
 
 def read_locks(pose_bones, buffers):
@@ -87,48 +119,87 @@ def read_locks(pose_bones, buffers):
     pose_bones.foreach_get("lock_location", buffers.lock_location.reshape(-1))
     euler = (buffers.modes != _QUATERNION) & (buffers.modes != _AXIS_ANGLE)
     four_d = buffers.lock_4d & ~euler
-    return _Locks(
+    any_rotation = buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w)
+    buffers.locks = _Locks(
         rotation=buffers.lock_rotation,
         w=buffers.lock_w,
         four_d=four_d,
         location=buffers.lock_location,
-        any_rotation=buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w),
+        any_rotation=any_rotation,
         fully_locked=buffers.lock_rotation.all(
             axis=1
         ),  # locking X, Y and Z freezes the bone, whatever W (4D) says
+        free_quaternion=(buffers.modes == _QUATERNION) & ~any_rotation,
     )
+    return buffers.locks
 
 
-def read_pose(obj, rig):
-    """Local rotations as unit quaternions (N, 4) float64, locations (N, 3), locks; pose.bones order."""
-    pose_bones = obj.pose.bones
+def read_pose(obj, rig, channels_kept=False):
+    """Local rotations as unit quaternions (N, 4) float64, locations (N, 3), locks; pose.bones order.
+
+    channels_kept: the caller knows that nothing but this add-on's own writes changed the pose
+    channels since the last read (a live drag moves only targets), so the rig's buffers, which
+    mirror those writes, stand for them and Blender is not asked again. Bones that constraints
+    or drivers pose are evaluated again all the same.
+    """
     buffers = rig.buffers
-    locks = read_locks(pose_bones, buffers)
-    pose_bones.foreach_get("rotation_quaternion", buffers.quaternion.reshape(-1))
-    pose_bones.foreach_get("location", buffers.location.reshape(-1))
+    fetch = not (channels_kept and buffers.mirrors_channels)
+    if fetch:
+        _fetch_channels(obj.pose.bones, buffers)
+    locks = buffers.locks
     rotations = buffers.quaternion.astype(float)
-    axis_angle = buffers.modes == _AXIS_ANGLE
-    if np.any(axis_angle):
-        pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
-    if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
-        pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
-    other = np.flatnonzero(buffers.modes != _QUATERNION)
-    if len(other):
-        names = [_MODE_NAME[mode] for mode in buffers.modes[other].tolist()]
-        rotations[other] = channels_to_quaternions(
-            names, rotations[other], buffers.euler[other], buffers.axis_angle[other]
-        )
+    other = buffers.modes != _QUATERNION
+    if other.any():
+        rotations[other] = _other_mode_quaternions(buffers, other, fetched=fetch)
     locations = buffers.location.astype(float)
-    bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
-    if np.any(bad):
+    if not (np.isfinite(rotations).all() and np.isfinite(locations).all()):
+        bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
         raise RigError(
             f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite"
         )
-    norms = np.linalg.norm(rotations, axis=1, keepdims=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
     rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
     if rig.fixed_mask is not None and rig.fixed_mask.any():
         rotations[rig.fixed_mask], locations[rig.fixed_mask] = evaluated_locals(obj, rig, rig.fixed_mask)
     return rotations, locations, locks
+
+
+def _fetch_channels(pose_bones, buffers):
+    """Every channel a solve reads, one foreach_get each (Euler and axis-angle only when some bone
+    uses them)."""
+    read_locks(pose_bones, buffers)
+    pose_bones.foreach_get("rotation_quaternion", buffers.quaternion.reshape(-1))
+    pose_bones.foreach_get("location", buffers.location.reshape(-1))
+    axis_angle = buffers.modes == _AXIS_ANGLE
+    if axis_angle.any():
+        pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
+    if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
+        pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
+    buffers.mirrors_channels = True
+
+
+def _other_mode_quaternions(buffers, other, fetched):
+    """Quaternions (not normalized) of the bones in Euler or axis-angle mode (`other`), converted
+    only where the mode or channels differ from what `buffers.converted` remembers; with nothing
+    fetched since the last read or write it remembers them all."""
+    known = buffers.converted
+    if not fetched:
+        return known.quaternions[other]
+    modes = buffers.modes
+    axis_angle = modes == _AXIS_ANGLE
+    changed = np.where(
+        axis_angle,
+        (buffers.axis_angle != known.axis_angle).any(axis=1),
+        (buffers.euler != known.euler).any(axis=1),
+    )
+    stale = np.flatnonzero(other & ((modes != known.modes) | changed))
+    if len(stale):
+        names = [_MODE_NAME[mode] for mode in modes[stale].tolist()]
+        quaternions = channels_to_quaternions(
+            names, buffers.quaternion[stale], buffers.euler[stale], buffers.axis_angle[stale]
+        )
+        known.remember(stale, modes, buffers.euler, buffers.axis_angle, quaternions)
+    return known.quaternions[other]
 
 
 def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
@@ -137,33 +208,45 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     Returns the rotations actually written, as unit quaternions in pose.bones order.
     """
     buffers = rig.buffers
+    written = rotations.copy()
+    quaternion = buffers.quaternion.copy()
+    plain = np.flatnonzero(moved & locks.free_quaternion)
+    turned = rotations[plain]
+    turned[np.einsum("ij,ij->i", turned, quaternion[plain]) < 0.0] *= -1.0
+    quaternion[plain] = turned
+    one_by_one = np.flatnonzero(moved & ~locks.free_quaternion)
+    pose_bones = obj.pose.bones
+    if len(one_by_one):
+        _write_one_by_one(pose_bones, buffers, locks, one_by_one, rotations, quaternion, written)
+    buffers.quaternion = quaternion
+    pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))
+    if translate_root:
+        move = moved[:, None] & ~locks.location
+        buffers.location = np.where(move, locations, buffers.location).astype(np.float32)
+        pose_bones.foreach_set("location", buffers.location.reshape(-1))
+    obj.update_tag(refresh=_POSE_REFRESH)
+    return written
+
+
+def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, written):
+    """The moved bones in Euler or axis-angle mode or with rotation locks (`_write_one`): their
+    channels into `quaternion` (float32) and Blender, what they now hold into `written`."""
     modes = buffers.modes
     old_quaternion = buffers.quaternion.astype(float)
-    written = rotations.copy()
-    quaternion_bones = moved & (modes == _QUATERNION)
-    same_side = np.einsum("ij,ij->i", rotations, old_quaternion) >= 0.0
-    new_quaternion = np.where(same_side[:, None], rotations, -rotations)
-    fast = quaternion_bones & ~locks.any_rotation
-    quaternion = np.where(fast[:, None], new_quaternion, old_quaternion)
     euler = buffers.euler.copy()
     axis_angle = buffers.axis_angle.copy()
-    for i in np.flatnonzero(moved & ((modes != _QUATERNION) | locks.any_rotation)):
+    for i in bones:
         written[i] = _write_one(
             i, rotations[i], old_quaternion, euler, axis_angle, quaternion, buffers, locks
         )
-    pose_bones = obj.pose.bones
-    pose_bones.foreach_set("rotation_quaternion", quaternion.astype(np.float32).reshape(-1))
-    if np.any(moved & (modes == _AXIS_ANGLE)):
+    other_modes = bones[modes[bones] != _QUATERNION]
+    buffers.converted.remember(other_modes, modes, euler, axis_angle, written[other_modes])
+    if np.any(modes[bones] == _AXIS_ANGLE):
+        buffers.axis_angle = axis_angle
         pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
-    if np.any(moved & (modes != _QUATERNION) & (modes != _AXIS_ANGLE)):
+    if np.any(modes[other_modes] != _AXIS_ANGLE):
+        buffers.euler = euler
         pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
-    if translate_root:
-        move = moved[:, None] & ~locks.location
-        pose_bones.foreach_set(
-            "location", np.where(move, locations, buffers.location).astype(np.float32).reshape(-1)
-        )
-    obj.update_tag(refresh=_POSE_REFRESH)
-    return written
 
 
 def _write_one(i, rotation, old_quaternion, euler, axis_angle, quaternion, buffers, locks):

@@ -32,6 +32,7 @@ class Rig:
     index: dict  # bone name -> pose.bones index
     skeleton: Skeleton
     to_solver: np.ndarray  # pose.bones index -> skeleton index
+    same_order: bool  # to_solver is the identity
     rest: np.ndarray  # (N, 4, 4) armature-space rest matrices, pose.bones order
     parents: tuple  # parent name or None, pose.bones order
     buffers: PoseBuffers
@@ -57,6 +58,7 @@ class Rig:
     written: tuple = None  # (rotations, locations) as the last solve wrote them
     solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
     holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
+    last_settings: tuple = None  # (full, SolverSettings) of the last solve_armature
 
 
 _rigs = {}  # object session uid -> Rig
@@ -72,6 +74,16 @@ def clear_cache():
 def cached_rig(obj):
     """The rig of obj as last built, or None; never rebuilds."""
     return _rigs.get(obj.session_uid)
+
+
+def forget_armature_state(obj):
+    """Something but the solver may have changed obj (the user, the animation): forget what a solve
+    reuses while only targets move, the pose channels the rig's buffers mirror
+    (`pose_io.read_pose`) and the last solve's settings."""
+    rig = _rigs.get(obj.session_uid)
+    if rig is not None:
+        rig.buffers.mirrors_channels = False
+        rig.last_settings = None
 
 
 def forget_deleted_rigs():
@@ -144,6 +156,7 @@ def _build_rig(obj, key, rest, lengths):
         index={name: i for i, name in enumerate(pose_names)},
         skeleton=skeleton,
         to_solver=to_solver,
+        same_order=bool(np.array_equal(to_solver, np.arange(len(to_solver)))),
         rest=rest,
         parents=parents,
         buffers=PoseBuffers.empty(len(pose_names)),

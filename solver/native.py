@@ -207,6 +207,14 @@ class _Template:
         problem.n_solved = len(self.arrays["solved"])
         problem.n_limbs = len(limbs.pin)
         self.problem = problem
+        self._outputs = {}  # pin count -> _Outputs
+
+    def outputs(self, n_pins):
+        """The answer arrays for this pin count (reused: `run` copies the errors out)."""
+        found = self._outputs.get(n_pins)
+        if found is None:
+            found = self._outputs[n_pins] = _Outputs(n_pins)
+        return found
 
 
 def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, deadline):
@@ -219,26 +227,52 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     if template is None:
         template = plan.native_template = _Template(skeleton, plan)
     problem = _Problem.from_buffer_copy(template.problem)
-    n_pins = len(state.pin_bones)
-    keep = {
-        "pin_bone": _ints(state.pin_bones),
-        "weight": _floats(state.weight),
-        "axis_weight": _floats(state.axis_weight),
-        "target_pos": _floats(state.target_pos),
-        "target_axes": _floats(state.target_axes),
-        "max_step": _floats(max_step),
-        "frozen": np.ascontiguousarray(frozen, dtype=np.uint8),
-        "initial": _floats(initial),
-        "rotations": state.rotations,
-        "locations": state.locations,
-        "position_errors": np.zeros(n_pins),
-        "orientation_errors": np.zeros(n_pins),
-        "iterations_done": np.zeros(1, dtype=np.intc),
-        "converged": np.zeros(1, dtype=np.intc),
-    }
-    for name, array in keep.items():
+    _configure(problem, settings, limits, plan.polish is not None)
+    outputs = template.outputs(len(state.pin_bones))
+    inputs = (
+        ("pin_bone", _ints(state.pin_bones)),
+        ("weight", _floats(state.weight)),
+        ("axis_weight", _floats(state.axis_weight)),
+        ("target_pos", _floats(state.target_pos)),
+        ("target_axes", _floats(state.target_axes)),
+        ("max_step", _floats(max_step)),
+        ("frozen", np.ascontiguousarray(frozen, dtype=np.uint8)),
+        ("initial", _floats(initial)),
+        ("rotations", state.rotations),
+        ("locations", state.locations),
+    )
+    for name, array in inputs:
         setattr(problem, name, array.ctypes.data)
-    problem.n_pins = n_pins
+    for name, address in outputs.addresses:
+        setattr(problem, name, address)
+    problem.n_pins = len(state.pin_bones)
+    problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
+    if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
+        raise MemoryError("the native solver could not allocate its workspace")
+    return (
+        int(outputs.iterations_done[0]),
+        bool(outputs.converged[0]),
+        outputs.position_errors.copy(),
+        outputs.orientation_errors.copy(),
+    )
+
+
+class _Outputs:
+    """The arrays C writes its answer into, for one pin count, with their addresses."""
+
+    def __init__(self, n_pins):
+        self.position_errors = np.zeros(n_pins)
+        self.orientation_errors = np.zeros(n_pins)
+        self.iterations_done = np.zeros(1, dtype=np.intc)
+        self.converged = np.zeros(1, dtype=np.intc)
+        self.addresses = tuple(
+            (name, getattr(self, name).ctypes.data)
+            for name in ("position_errors", "orientation_errors", "iterations_done", "converged")
+        )
+
+
+def _configure(problem, settings, limits, polish):
+    """The settings' and the loop constants' fields of a problem, and its limits."""
     problem.limits = None if limits is None else ctypes.addressof(native_limits(limits))
     problem.iterations = int(settings.iterations)
     problem.tolerance = settings.tolerance
@@ -250,7 +284,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.analytic_limbs = settings.analytic_limbs
     problem.guard_slack, problem.guard_floor, problem.stall = GUARD_SLACK, GUARD_FLOOR, STALL
     problem.prefer_small = PREFER_SMALL
-    problem.polish_after = -1 if plan.polish is None else POLISH_AFTER
+    problem.polish_after = POLISH_AFTER if polish else -1
     problem.polish_tries = POLISH_TRIES
     problem.polish_lambda_min, problem.polish_lambda_max = POLISH_LAMBDA_MIN, POLISH_LAMBDA_MAX
     problem.polish_grow, problem.polish_shrink = POLISH_GROW, POLISH_SHRINK
@@ -258,12 +292,3 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     problem.polish_slow, problem.bend_tilt = POLISH_SLOW, BEND_TILT
     problem.straight_sine, problem.straight_reach = STRAIGHT_SINE, STRAIGHT_REACH
     problem.adjugate_trust = ADJUGATE_TRUST
-    problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
-    if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
-        raise MemoryError("the native solver could not allocate its workspace")
-    return (
-        int(keep["iterations_done"][0]),
-        bool(keep["converged"][0]),
-        keep["position_errors"],
-        keep["orientation_errors"],
-    )

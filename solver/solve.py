@@ -22,6 +22,7 @@ guarded last step of a solve that ends unconverged.
 """
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 
@@ -199,7 +200,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     work = skeleton.normalized()
     plan = plan_solve(work, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
     if unit != 1.0:
-        settings = dataclasses.replace(settings, tolerance=min(settings.tolerance / unit, MAX_COORDINATE))
+        settings = _in_rig_units(settings, unit)
     max_step = (1.0 - stiffness) * settings.dampening
     deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
     scaled_locations = locations / unit
@@ -221,6 +222,13 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         orientation_errors_deg=np.degrees(attempt.orientation_errors),
         moved=plan.solved.copy(),
     )
+
+
+@functools.lru_cache(maxsize=32)
+def _in_rig_units(settings, unit):
+    """The settings with the tolerance in rig units, validated once per settings and rig size (a
+    live drag solves with the same ones every update)."""
+    return dataclasses.replace(settings, tolerance=min(settings.tolerance / unit, MAX_COORDINATE))
 
 
 class _Attempt:
