@@ -17,7 +17,7 @@ import time
 import bpy
 import numpy as np
 
-from . import armature_solve, crowd_solve, live, pin_reading, production_checks
+from . import armature_solve, crowd_solve, live, pin_reading, production_checks, rig_cache
 from .active import is_selected
 from .armature_checks import RigError
 from .fcurve_keys import (
@@ -28,7 +28,7 @@ from .fcurve_keys import (
     continuous_quaternions,
     locked_rotation_components,
 )
-from .pose_channels import read_pose_channels, write_pose_channels
+from .pose_channels import POSE_CHANNELS, read_pose_channels, write_pose_channels
 from .pose_io import PoseBuffers, read_locks
 from .rig_cache import pinned_chains
 from .rotation_channels import rotation_channel
@@ -108,8 +108,14 @@ class PoseBake:
             if not (self.allowed & self.may_move).any():
                 raise RigError("None of the selected bones is in a pinned chain; nothing to bake")
         self.rotation_modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
+        self.pose_animated = pose_set_on_frame_change(obj)
         self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
         self.rotation_locked = read_locks(pose_bones, PoseBuffers.empty(len(pose_bones))).any_rotation
+        keyed_rotation = np.array([rotation_channel(mode) for mode in self.rotation_modes])
+        # warm_start carries a bone's rotation on the property its mode sets (the one keyed)
+        self.carried_rotation = {
+            name: (keyed_rotation == name) & ~self.rotation_locked for name in POSE_CHANNELS
+        }
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
         self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
         check_action(
@@ -164,6 +170,13 @@ class PoseBake:
         while not self.done and time.perf_counter() < deadline:
             self.solve_next()
 
+    @property
+    def keeps_pose(self):
+        """Whether this frame's solve starts from the pose the last one wrote, as the solve left it
+        in the rig's buffers (`solve_armature`'s only_targets_moved): after the first frame, when
+        no animation sets the armature's channels on a frame change."""
+        return self.solved > 0 and not self.pose_animated
+
     def _solve(self, frame):
         with live.suspended():
             self.scene.frame_set(frame)
@@ -174,7 +187,9 @@ class PoseBake:
         with live.suspended():
             self.warm_start()
             try:
-                result = armature_solve.solve_armature(self.obj, rescan=not self.solved)
+                result = armature_solve.solve_armature(
+                    self.obj, rescan=not self.solved, only_targets_moved=self.keeps_pose
+                )
             except RigError as error:
                 raise RigError(f"Frame {self.frame}: {error}") from error
             self.record(result)
@@ -188,7 +203,7 @@ class PoseBake:
         pose_bones = self.obj.pose.bones
         pose = read_pose_channels(pose_bones)
         for name, values in pose.items():
-            carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
+            carry = self.moved & (self.keys_location if name == "location" else self.carried_rotation[name])
             values[carry] = self.poses[name][self.solved - 1][carry]
         write_pose_channels(pose_bones, pose)
 
@@ -199,9 +214,21 @@ class PoseBake:
         except RigError as error:
             raise RigError(f"Frame {self.frame}: {error}") from error
         self.moved |= result.moved
-        for name, values in read_pose_channels(self.obj.pose.bones).items():
+        for name, values in self.channels_written().items():
             self.poses[name][self.solved] = values
         self.solved += 1
+
+    def channels_written(self):
+        """The pose channels as the solve left them: the rig's buffers, which mirror what it read
+        and wrote (each bone's own rotation property and the location; the properties of other
+        rotation modes are only read where some bone uses them, and are never keyed)."""
+        buffers = rig_cache.rig_for(self.obj, False).buffers
+        return {
+            "rotation_quaternion": buffers.quaternion,
+            "rotation_euler": buffers.euler,
+            "rotation_axis_angle": buffers.axis_angle,
+            "location": buffers.location,
+        }
 
     def _check_targets_evaluated(self):
         """Blender does not evaluate a disabled or excluded target: its animation stops moving it."""
@@ -303,6 +330,15 @@ class PoseBake:
         self.obj.update_tag()
 
 
+def pose_set_on_frame_change(obj):
+    """Whether a frame change may set the armature's channels or settings (an action, NLA strips,
+    drivers): then every baked frame reads its pose from Blender."""
+    animation = obj.animation_data
+    return animation is not None and (
+        animation.action is not None or len(animation.nla_tracks) > 0 or len(animation.drivers) > 0
+    )
+
+
 def return_to_start(restores):
     """Back to the starting frame with each bake's starting pose: restores holds (PoseBake, bones
     its action now plays) of bakes that share the scene and the starting frame.
@@ -390,7 +426,9 @@ class CrowdBake:
                 pin_reading.pinned_targets(bake.obj, rescan=not bake.solved)
             except RigError as error:
                 raise RigError(f"Frame {bake.frame}: {error}") from error
-        outcomes = crowd_solve.solve_crowd([bake.obj for bake in self.bakes])
+        outcomes = crowd_solve.solve_crowd(
+            [bake.obj for bake in self.bakes], {bake.obj for bake in self.bakes if bake.keeps_pose}
+        )
         for bake in self.bakes:
             outcome = outcomes[bake.obj]
             if isinstance(outcome, RigError):
