@@ -180,7 +180,7 @@ def _scan_bone_settings(obj, rig):
     rig.fixed = with_mechanism(obj, posed)
     rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
     rig.posed_mask = np.array([name in posed for name in rig.names], bool)
-    rig.placed = placed_controls(obj)
+    rig.placed = placed_controls(obj, pinned)
     locks = read_locks(obj.pose.bones, rig.buffers)
     settings_key = (
         tuple(bone for bone, _ in pins),
