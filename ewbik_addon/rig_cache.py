@@ -6,7 +6,6 @@ settings) changes. The live handler skips even that signature when only pin targ
 """
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING
 
 import bpy
@@ -16,7 +15,7 @@ from ..solver import Skeleton
 from ..solver.kusudama import JointLimits, Kusudama
 from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
-from .limit_settings import MIN_DIRECTION, has_limits, limits_key
+from .limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
 from .pose_io import PoseBuffers, read_locks
 from .production_checks import placed_controls, posed_bones, with_mechanism
 
@@ -42,6 +41,7 @@ class Rig:
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     limit_keys: tuple = None  # (bone, limits_key, comfort) of every limited bone `limits` was built for
+    bone_limits: dict = dataclasses.field(default_factory=dict)  # limit_keys entry -> (limits dict, Kusudama)
     pins: tuple = ()  # (bone name, target object), pose.bones order
     checked_pins: "CheckedPins | None" = None  # validated at the last scan; None: check again
     validated_pins: dict = dataclasses.field(
@@ -196,7 +196,7 @@ def _scan_bone_settings(obj, rig):
     if settings_key != rig.settings_key:
         rig.settings_key = None
         try:
-            _apply_bone_settings(rig, np.array(stiffness, dtype=float), limit_keys, locks)
+            _apply_bone_settings(obj, rig, np.array(stiffness, dtype=float), limit_keys, locks)
         except RigError as error:
             rig.settings_error = str(error)
             raise
@@ -222,7 +222,7 @@ def _read_bone_settings(obj):
     return pins, stiffness, tuple(limit_keys)
 
 
-def _apply_bone_settings(rig, stiffness, limit_keys, locks):
+def _apply_bone_settings(obj, rig, stiffness, limit_keys, locks):
     if not np.all(np.isfinite(stiffness)):
         raise RigError(
             f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN"
@@ -231,7 +231,7 @@ def _apply_bone_settings(rig, stiffness, limit_keys, locks):
     rig.stiffness[rig.to_solver] = stiffness
     if limit_keys != rig.limit_keys:
         rig.limit_keys = None
-        _set_joint_limits(rig, limit_keys)
+        _set_joint_limits(obj, rig, limit_keys)
         rig.limit_keys = limit_keys
     rig.held = _held_bones(rig) | rig.placed
     rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
@@ -244,43 +244,36 @@ def _alive(target):
         return False
 
 
-def _set_joint_limits(rig, limit_keys):
-    """The rig's limit dicts and JointLimits from its limited bones' keys (a bone keeps the
-    Kusudama its limits made before, so an edit rebuilds only the edited bone's)."""
-    bone_limits = [_bone_limits(bone, key, comfort) for bone, key, comfort in limit_keys]
-    rig.limit_dicts = {bone: limit for (bone, _, _), (limit, _) in zip(limit_keys, bone_limits)}
-    if not bone_limits:
-        rig.limits = None
-        return
-    kusudamas = {
-        rig.skeleton.index[bone]: kusudama for (bone, _, _), (_, kusudama) in zip(limit_keys, bone_limits)
-    }
+def _set_joint_limits(obj, rig, limit_keys):
+    """The rig's limit dicts and JointLimits from its limited bones (`_read_bone_settings`); a bone
+    whose limits are as before keeps its dict and Kusudama, so an edit rebuilds only the edited bone's."""
+    bone_limits = {}
+    for entry in limit_keys:
+        found = rig.bone_limits.get(entry)
+        if found is None:
+            bone = entry[0]
+            found = _bone_limits(bone, limits_dict(obj.pose.bones[bone].ewbik))
+        bone_limits[entry] = found
+    rig.bone_limits = bone_limits
+    rig.limit_dicts = {bone: bone_limits[(bone, *rest)][0] for bone, *rest in limit_keys}
+    kusudamas = {rig.skeleton.index[bone]: bone_limits[(bone, *rest)][1] for bone, *rest in limit_keys}
     try:
-        rig.limits = JointLimits(kusudamas, len(rig.names))
+        rig.limits = JointLimits(kusudamas, len(rig.names)) if kusudamas else None
     except ValueError as error:
         raise RigError(str(error)) from None
 
 
-@functools.lru_cache(maxsize=4096)
-def _bone_limits(bone, key, comfort):
-    """(scene-document limits dict, Kusudama) of one bone's `limits_key` and comfort.
-
-    Cone directions become unit vectors (the property panel lets them be any length). Bad limits
-    raise RigError naming the bone.
-    """
-    cone_rows, twist = key
+def _bone_limits(bone, limit):
+    """(limits dict with unit cone directions, its Kusudama): the property panel lets directions be
+    any length. Bad limits raise RigError naming the bone."""
     cones = []
-    for i, (*direction, radius) in enumerate(cone_rows):
-        direction = np.array(direction, dtype=float)
+    for i, cone in enumerate(limit["cones"]):
+        direction = np.array(cone["direction"], dtype=float)
         length = np.linalg.norm(direction)
         if not np.isfinite(length) or length < MIN_DIRECTION:
             raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
-        cones.append({"direction": (direction / length).tolist(), "radius": float(radius)})
-    limit = {"cones": cones}
-    if twist is not None:
-        limit["twist"] = {"min": twist[0], "max": twist[1]}
-    if comfort:
-        limit["comfort"] = comfort
+        cones.append({"direction": (direction / length).tolist(), "radius": float(cone["radius"])})
+    limit = {**limit, "cones": cones}
     try:
         return limit, Kusudama.from_dict(limit, bone=bone)
     except ValueError as error:
