@@ -236,13 +236,22 @@ class PoseBake:
     def finish(self):
         """Key every solved frame, go back to the starting frame, and say what was keyed."""
         try:
-            return self._finish()
+            summary = self.write_keys()
         except BaseException:
             self.cancel()
             raise
+        return_to_start([(self, self.keyed)])
+        return summary
 
-    def _finish(self):
-        if not (self.moved & self.allowed).any():
+    @property
+    def keyed(self):
+        """The bones whose keys the bake writes."""
+        return self.moved & self.allowed
+
+    def write_keys(self):
+        """Key every solved frame (the pose and the frame stay as the last solve left them); if a
+        write fails, the action is put back before the error propagates."""
+        if not self.keyed.any():
             raise RigError("The solver moved none of the bones to bake; nothing keyed")
         frames = self.frames.astype(np.float32)
         pose_bones = self.obj.pose.bones
@@ -268,8 +277,7 @@ class PoseBake:
         except BaseException:
             writer.restore()
             raise
-        keyed = self.moved & self.allowed
-        self._return_to_start(from_action=keyed)
+        keyed = self.keyed
         if self.options.disable_live:
             self.obj.ewbik.live = False
         return BakeSummary(
@@ -282,24 +290,34 @@ class PoseBake:
 
     def cancel(self):
         """Put the pose and the current frame back as they were before the bake."""
-        self._return_to_start(from_action=np.zeros_like(self.moved))
+        return_to_start([(self, np.zeros_like(self.moved))])
 
-    def _return_to_start(self, from_action):
-        """Back to the starting frame with the starting pose, except bones `from_action` now plays.
-
-        Evaluated while live solving is paused: the restored pose is the one the user left, not a
-        fresh solve of it.
-        """
+    def restore_pose(self, from_action):
+        """The starting pose back, except bones `from_action` (the scene is at the starting frame,
+        so their channels are what the action now plays); the armature tagged for evaluation."""
         pose_bones = self.obj.pose.bones
-        frame, subframe = self.start_frame
-        with live.suspended():
-            self.scene.frame_set(frame, subframe=subframe)
-            pose = {name: values.copy() for name, values in self.start_pose.items()}
-            for name, values in read_pose_channels(pose_bones).items():
-                pose[name][from_action] = values[from_action]
-            write_pose_channels(pose_bones, pose)
-            self.obj.update_tag()
-            self.view_layer.update()
+        pose = {name: values.copy() for name, values in self.start_pose.items()}
+        for name, values in read_pose_channels(pose_bones).items():
+            pose[name][from_action] = values[from_action]
+        write_pose_channels(pose_bones, pose)
+        self.obj.update_tag()
+
+
+def return_to_start(restores):
+    """Back to the starting frame with each bake's starting pose: restores holds (PoseBake, bones
+    its action now plays) of bakes that share the scene and the starting frame.
+
+    One frame change and one evaluation for all of them (a crowd of armatures returns in the
+    time of one), while live solving is paused: the restored pose is the one the user left, not
+    a fresh solve of it.
+    """
+    first = restores[0][0]
+    frame, subframe = first.start_frame
+    with live.suspended():
+        first.scene.frame_set(frame, subframe=subframe)
+        for bake, from_action in restores:
+            bake.restore_pose(from_action)
+        first.view_layer.update()
 
 
 def armatures_to_bake(context):
@@ -387,17 +405,21 @@ class CrowdBake:
             self.solve_next()
 
     def finish(self):
-        """Key every armature; if one fails, the ones not yet keyed are put back too."""
+        """Key every armature, then return them all to the starting frame together. If one fails,
+        its action is put back, the armatures keyed before it keep their keys, and every armature
+        still returns to its starting pose."""
         summaries = []
-        for i, bake in enumerate(self.bakes):
-            try:
-                summaries.append(bake.finish())
-            except BaseException:
-                for later in self.bakes[i + 1 :]:
-                    later.cancel()
-                raise
+        try:
+            for bake in self.bakes:
+                summaries.append(bake.write_keys())  # noqa: PERF401 (on a failure, how many were keyed)
+        except BaseException:
+            keyed = self.bakes[: len(summaries)]
+            return_to_start(
+                [(bake, bake.keyed if bake in keyed else np.zeros_like(bake.moved)) for bake in self.bakes]
+            )
+            raise
+        return_to_start([(bake, bake.keyed) for bake in self.bakes])
         return CrowdSummary(tuple(summaries))
 
     def cancel(self):
-        for bake in reversed(self.bakes):
-            bake.cancel()
+        return_to_start([(bake, np.zeros_like(bake.moved)) for bake in self.bakes])

@@ -50,6 +50,8 @@ from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
+_FAR_FROM_REST = 0.1  # share of the rig's size a pin must miss by from rest for the centred start
+_REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
 
 
 @dataclass
@@ -206,6 +208,8 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     scaled_locations = locations / unit
     state = _State(work, pins, pin_bones, rotations, scaled_locations.copy(), plan.levels, unit)
     attempt = _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
+    if limits is not None:
+        attempt.centre_resting_bones()
     attempt.run()
     if limits is not None and not attempt.converged and attempt.time_left():
         attempt = attempt.better_restart()
@@ -292,27 +296,76 @@ class _Attempt:
             reach[p] = distance <= length + _RESTART_MISS
         return reach
 
+    def _missed_bones(self, missed):
+        """The limited, solved bones that move a pin of `missed` (P,) bool, and those below them.
+
+        A bone below one that moves a missed pin is carried along when that one turns, and its
+        pose was fitted to where it was (a limb's reached pin below a missed one's chain), so
+        it starts afresh as well; limbs hanging off elsewhere keep their pose.
+        """
+        skeleton = self.state.skeleton
+        movable = self.plan.solved & ~self.frozen & self.limits.limited
+        moves_missed = np.zeros(len(skeleton), dtype=bool)
+        for bone in np.asarray(self.state.pin_bones)[missed]:
+            moves_missed[skeleton.ancestors(int(bone))] = True
+        carried = moves_missed & movable
+        for bone, parent in enumerate(skeleton.parents):
+            carried[bone] |= parent >= 0 and carried[parent]
+        return carried & movable
+
+    def _turn_toward_centres(self, state, bones):
+        """Turn `bones` of `state` the (1 - stiffness) part of the way to their limits' centres
+        (their dampening over the full one), so stiff bones (clavicles) stay nearly put."""
+        current = state.rotations[bones]
+        willingness = self.max_step[bones, None] / self.settings.dampening
+        turn = _log(quat.multiply(self.limits.centres()[bones], quat.conjugate(current))) * willingness
+        state.rotations[bones] = quat.normalize(quat.multiply(_exp(turn), current))
+
+    def centre_resting_bones(self):
+        """When the start is the rest pose and a pin is far from where it puts it, start the
+        bones that move a missed pin from their limits' centres instead.
+
+        The rest pose tells nothing about a pose far from it that the targets ask for (a warm
+        start from a solved frame is never exactly at rest; a pose the user made by hand on some
+        of those bones is kept, and so are the others), and the rest pose sits on the edge
+        of many limits (a straight knee on its hinge), where the sweeps stall and then need a
+        restart. Solves from rest then fall into two families, those the first attempt finished
+        and those the restart did, and neighbouring frames jump between them. Started from the
+        middle of their ranges (the restart's start), they all take the same road. A target
+        dragged a little from the rest pose (the first move of a live drag) is reached from
+        rest, the nearest pose, so nothing pops.
+        """
+        state = self.state
+        resting = np.linalg.norm(state.rotations[:, 1:], axis=-1) <= _REST_SINE
+        if not (resting & self.plan.solved & ~self.frozen & self.limits.limited).any():
+            return
+        state.forward()
+        misses = state.pin_errors()[0]
+        if not misses.max(initial=0.0) > _FAR_FROM_REST:
+            return
+        bones = self._missed_bones(misses > _RESTART_MISS)
+        if bones.any() and resting[bones].all():
+            self._turn_toward_centres(state, bones)
+
     def better_restart(self):
         """This attempt, or a second one from the limits' centres if that fits the pins much better.
 
         Coordinate descent stalls where a bone sits on its limit's boundary and the way to the
         target leads around it (a straight elbow whose hinge faces away from the target: the
         upper arm would have to twist first, which it has no reason to do). From the middle of
-        every limited bone's range the same targets are reached. Each limited bone goes the
-        (1 - stiffness) part of the way there (its dampening over the full one), so stiff bones
-        (clavicles) stay nearly put. The restart is kept only when it halves the misfit and this attempt misses a
-        pin by more than 0.2 % of the rig's size, so a solve that is merely still on its way (a
-        fast drag) never jumps to another pose.
+        every limited bone's range the same targets are reached. Only the bones that move a
+        missed pin, and those below them, go there (`_missed_bones`); limbs that reached their
+        pins elsewhere keep their pose, so the restart changes nothing a warm start got right.
+        The restart is kept only when it halves the misfit and this attempt misses a pin by more
+        than 0.2 % of the rig's size, so a solve that is merely still on its way (a fast drag)
+        never jumps to another pose.
         """
-        limited = self.plan.solved & ~self.frozen & self.limits.limited
-        missed = self.position_errors > _RESTART_MISS
-        if not limited.any() or not missed.any() or not self._within_reach()[missed].any():
+        missed = (self.position_errors > _RESTART_MISS) & self._within_reach()
+        limited = self._missed_bones(missed)
+        if not limited.any():
             return self
         restart = _State.like(self.state)
-        current = restart.rotations[limited]
-        willingness = self.max_step[limited, None] / self.settings.dampening
-        turn = _log(quat.multiply(self.limits.centres()[limited], quat.conjugate(current))) * willingness
-        restart.rotations[limited] = quat.normalize(quat.multiply(_exp(turn), current))
+        self._turn_toward_centres(restart, limited)
         second = _Attempt(
             restart,
             self.plan,
@@ -343,83 +396,115 @@ def _iterate(state, plan, settings, limits, max_step, frozen, initial, start):
 
     Returns (iterations, converged). csrc/ewbik.c runs the same steps in C.
     """
-    pins = len(state.pin_bones)
-    if limits is not None and np.any(plan.solved & limits.limited):
-        bones = np.flatnonzero(plan.solved & limits.limited)
-        state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
-    constants = [_batch_constants(state, batch, max_step, settings, limits) for batch in plan.batches]
-    accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
+    loop = _Loop(state, plan, settings, limits, max_step, frozen, initial, start)
+    while len(state.pin_bones) and loop.iterations < settings.iterations:
+        kept = loop.polish_step() if loop.polish_due() else False
+        out_of_time = False if kept else loop.sweep_step()
+        loop.iterations += 1
+        loop.finish_when_only_limbs_miss()
+        if loop.stops(out_of_time):
+            break
+    if loop.finish and not loop.converged and loop.iterations:
+        _finish_limbs(state, plan.limbs, frozen, limits, initial, loop.iterations * max_step)
+    return loop.iterations, loop.converged
 
-    iterations, converged = 0, False
-    deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
-    previous = np.inf
-    finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
-    polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
-    hinges = _hinged_limbs(plan.limbs, limits) if finish and polisher is not None else None
-    others = np.ones(pins, dtype=bool)
-    others[plan.limbs.pin] = False
-    state.forward()
-    total, reached = state.errors(settings.tolerance)
-    polish_from, settled, polishing = POLISH_AFTER, False, False
-    while pins and iterations < settings.iterations:
-        # The polish takes over once the sweeps have found the basin: no bone step capped by
-        # its dampening in the last sweep (far from the targets Gauss-Newton steps mislead).
-        kept, out_of_time = False, False
-        if polisher is not None and iterations >= polish_from and settled:
-            before = total
-            total, reached, kept = polish(state, polisher, limits, iterations, total, settings.tolerance)
-            polishing |= kept
-            # A failed polish gives the sweeps a few iterations to move on before the next one.
-            polish_from = iterations if kept else iterations + 1 + POLISH_AFTER
-            stuck = (
-                None
-                if hinges is None or reached or total <= POLISH_SLOW * before
-                else _stuck(state, hinges, settings.tolerance)
-            )
-            if stuck is not None:
-                stalled = total
-                _finish_limbs(
-                    state,
-                    stuck,
-                    frozen,
-                    limits,
-                    initial,
-                    (iterations + 1) * max_step,
-                    _allowed_bends(state, stuck, limits),
-                )
-                total, reached = state.errors(settings.tolerance)
-                kept |= total < stalled
-        if not kept:
-            state.capped = False
-            total, reached, out_of_time = _sweep(
+
+class _Loop:
+    """The numpy loop's state between iterations and its named steps (`_iterate` runs them)."""
+
+    def __init__(self, state, plan, settings, limits, max_step, frozen, initial, start):
+        self.state, self.plan, self.settings, self.limits = state, plan, settings, limits
+        self.max_step, self.frozen, self.initial = max_step, frozen, initial
+        if limits is not None and np.any(plan.solved & limits.limited):
+            bones = np.flatnonzero(plan.solved & limits.limited)
+            state.rotations[bones] = limits.constrain(bones, state.rotations[bones], 0)
+        self.constants = [
+            _batch_constants(state, batch, max_step, settings, limits) for batch in plan.batches
+        ]
+        self.accelerator = _Anderson(settings.acceleration, plan) if settings.acceleration else None
+        self.deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
+        self.finish = settings.analytic_limbs and len(plan.limbs.pin) > 0
+        self.polisher = None if plan.polish is None else Polisher.make(plan.polish, max_step)
+        self.hinges = _hinged_limbs(plan.limbs, limits) if self.finish and self.polisher is not None else None
+        self.others = np.ones(len(state.pin_bones), dtype=bool)
+        self.others[plan.limbs.pin] = False
+        state.forward()
+        self.total, self.reached = state.errors(settings.tolerance)
+        self.iterations, self.converged, self.previous = 0, False, np.inf
+        self.polish_from, self.settled, self.polishing = POLISH_AFTER, False, False
+
+    def polish_due(self):
+        """The polish takes over once the sweeps have found the basin: no bone step capped by
+        its dampening in the last sweep (far from the targets Gauss-Newton steps mislead)."""
+        return self.polisher is not None and self.iterations >= self.polish_from and self.settled
+
+    def polish_step(self):
+        """One polish step, then the analytic finish of straight hinged limbs if it stalled.
+        Returns whether the misfit dropped (else this iteration is a sweep)."""
+        state, tolerance = self.state, self.settings.tolerance
+        before = self.total
+        self.total, self.reached, kept = polish(
+            state, self.polisher, self.limits, self.iterations, self.total, tolerance
+        )
+        self.polishing |= kept
+        # A failed polish gives the sweeps a few iterations to move on before the next one.
+        self.polish_from = self.iterations if kept else self.iterations + 1 + POLISH_AFTER
+        if self.hinges is None or self.reached or self.total <= POLISH_SLOW * before:
+            return kept
+        stuck = _stuck(state, self.hinges, tolerance)
+        if stuck is None:
+            return kept
+        stalled = self.total
+        allowance = (self.iterations + 1) * self.max_step
+        bends = _allowed_bends(state, stuck, self.limits)
+        _finish_limbs(state, stuck, self.frozen, self.limits, self.initial, allowance, bends)
+        self.total, self.reached = state.errors(tolerance)
+        return kept or self.total < stalled
+
+    def sweep_step(self):
+        """One EWBIK sweep (Anderson-accelerated until the polish has kept a step). Returns
+        whether the time budget ran out during it."""
+        self.state.capped = False
+        self.total, self.reached, out_of_time = _sweep(
+            self.state,
+            self.plan,
+            self.constants,
+            self.settings,
+            self.limits,
+            self.iterations,
+            None if self.polishing else self.accelerator,
+            self.initial,
+            self.max_step,
+            self.deadline,
+        )
+        self.settled = not self.state.capped
+        return out_of_time
+
+    def finish_when_only_limbs_miss(self):
+        """Without a polish: when only limbs miss, the analytic finish places them directly."""
+        state, tolerance = self.state, self.settings.tolerance
+        if self.reached or not self.finish or self.polisher is not None:
+            return
+        if state.reached(tolerance)[self.others].all():
+            _finish_limbs(
                 state,
-                plan,
-                constants,
-                settings,
-                limits,
-                iterations,
-                None if polishing else accelerator,
-                initial,
-                max_step,
-                deadline,
+                self.plan.limbs,
+                self.frozen,
+                self.limits,
+                self.initial,
+                self.iterations * self.max_step,
             )
-            settled = not state.capped
-        iterations += 1
-        if not reached and finish and polisher is None and state.reached(settings.tolerance)[others].all():
-            # Only limbs are left, and the analytic finish places them directly.
-            _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
-            total, reached = state.errors(settings.tolerance)
-        if reached:
-            converged = True
-            break
-        if np.isfinite(previous) and abs(previous - total) <= STALL * previous:
-            break
-        previous = total
-        if out_of_time or (deadline is not None and time.perf_counter() >= deadline):
-            break
-    if finish and not converged and iterations:
-        _finish_limbs(state, plan.limbs, frozen, limits, initial, iterations * max_step)
-    return iterations, converged
+            self.total, self.reached = state.errors(tolerance)
+
+    def stops(self, out_of_time):
+        """The stopping rules after an iteration: reached, stalled, or out of time."""
+        if self.reached:
+            self.converged = True
+            return True
+        if np.isfinite(self.previous) and abs(self.previous - self.total) <= STALL * self.previous:
+            return True
+        self.previous = self.total
+        return out_of_time or (self.deadline is not None and time.perf_counter() >= self.deadline)
 
 
 def _hinged_limbs(limbs, limits):
