@@ -378,7 +378,8 @@ def first_updates(limits):
     """Wall ms of the updates that rebuild something, on a fresh metarig, in FIRST_UPDATES order.
 
     Pinning builds the rig's solver objects (skeleton, limits) inside the operator; the rig cache
-    is then cleared to time that build in an update as a file load or an armature edit causes it.
+    is then cleared to time that build in an update as a file load or an armature edit causes it
+    (each bone's Kusudama is kept per distinct limits, so only the first rig with them pays for it).
     """
     enable_extension()
     bpy.ops.wm.read_homefile(use_empty=True)
@@ -542,6 +543,8 @@ def main(argv=None):
     install_extension()
     if args.first_updates_only:
         print(first_updates_table(args.repeats))
+        disable_extension()
+        shutil.rmtree(USER_RESOURCES, ignore_errors=True)
         return
     path, rig_height = target_path(args.steps)
     results = {config: Samples() for config in CONFIGS}

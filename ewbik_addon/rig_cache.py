@@ -41,7 +41,6 @@ class Rig:
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     limit_keys: tuple = None  # (bone, limits_key, comfort) of every limited bone `limits` was built for
-    bone_limits: dict = dataclasses.field(default_factory=dict)  # limit_keys entry -> (limits dict, Kusudama)
     pins: tuple = ()  # (bone name, target object), pose.bones order
     checked_pins: "CheckedPins | None" = None  # validated at the last scan; None: check again
     validated_pins: dict = dataclasses.field(
@@ -65,6 +64,8 @@ class Rig:
 
 _rigs = {}  # object session uid -> Rig
 crowds = {}  # the live armatures' combined rig (crowd_solve), forgotten with the rigs it was built from
+_bone_limits_made = {}  # (bone, limits_key, comfort) -> (limits dict, Kusudama); the key fixes both
+_BONE_LIMITS_KEPT = 4096
 
 
 def clear_cache():
@@ -245,18 +246,23 @@ def _alive(target):
 
 
 def _set_joint_limits(obj, rig, limit_keys):
-    """The rig's limit dicts and JointLimits from its limited bones (`_read_bone_settings`); a bone
-    whose limits are as before keeps its dict and Kusudama, so an edit rebuilds only the edited bone's."""
-    bone_limits = {}
+    """The rig's limit dicts and JointLimits from its limited bones (`_read_bone_settings`).
+
+    A bone's dict and Kusudama are kept per limits key across rigs, so an edit rebuilds only the
+    edited bone's and a rebuilt rig (an armature edit) none; the key determines both, so a kept
+    pair is never stale.
+    """
+    if len(_bone_limits_made) > _BONE_LIMITS_KEPT:
+        _bone_limits_made.clear()
+    made = []
     for entry in limit_keys:
-        found = rig.bone_limits.get(entry)
+        found = _bone_limits_made.get(entry)
         if found is None:
             bone = entry[0]
-            found = _bone_limits(bone, limits_dict(obj.pose.bones[bone].ewbik))
-        bone_limits[entry] = found
-    rig.bone_limits = bone_limits
-    rig.limit_dicts = {bone: bone_limits[(bone, *rest)][0] for bone, *rest in limit_keys}
-    kusudamas = {rig.skeleton.index[bone]: bone_limits[(bone, *rest)][1] for bone, *rest in limit_keys}
+            found = _bone_limits_made[entry] = _bone_limits(bone, limits_dict(obj.pose.bones[bone].ewbik))
+        made.append(found)
+    rig.limit_dicts = {entry[0]: limit for entry, (limit, _) in zip(limit_keys, made)}
+    kusudamas = {rig.skeleton.index[entry[0]]: kusudama for entry, (_, kusudama) in zip(limit_keys, made)}
     try:
         rig.limits = JointLimits(kusudamas, len(rig.names)) if kusudamas else None
     except ValueError as error:
