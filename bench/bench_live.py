@@ -353,6 +353,73 @@ def drag(config, path, samples):
         raise SystemExit(f"bench_live: {config.label}: {rig.ewbik.status}")
 
 
+FIRST_UPDATES = (
+    "ewbik.pin (5 bones)",
+    "update, rig not cached",
+    "update after a stiffness edit",
+    "update after a cone edit",
+    "update, targets moved",
+)
+
+
+def timed_update(rig, targets):
+    """Wall ms of one view_layer.update() after every target moved 1 mm; fails on a live error."""
+    for target in targets.values():
+        target.location.z += 1e-3
+    wall = time.perf_counter()
+    bpy.context.view_layer.update()
+    elapsed = (time.perf_counter() - wall) * 1e3
+    if rig.ewbik.status_is_error:
+        raise SystemExit(f"bench_live: first updates: {rig.ewbik.status}")
+    return elapsed
+
+
+def first_updates(limits):
+    """Wall ms of the updates that rebuild something, on a fresh metarig, in FIRST_UPDATES order.
+
+    Pinning builds the rig's solver objects (skeleton, limits) inside the operator; the rig cache
+    is then cleared to time that build in an update as a file load or an armature edit causes it
+    (each bone's Kusudama is kept per distinct limits, so only the first rig with them pays for it).
+    """
+    enable_extension()
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rig = build_metarig()
+    rig.ewbik.auto_limits = limits
+    make_active(rig)
+    bpy.ops.object.mode_set(mode="POSE")
+    for bone in rig.pose.bones:
+        bone.select = bone.name in PINS
+    wall = time.perf_counter()
+    if bpy.ops.ewbik.pin() != {"FINISHED"}:
+        raise SystemExit("bench_live: first updates: ewbik.pin failed")
+    times = [(time.perf_counter() - wall) * 1e3]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    targets = {bone: rig.pose.bones[bone].ewbik.target for bone in PINS}
+    timed_update(rig, targets)
+    addon_module("ewbik_addon.rig_cache").clear_cache()
+    times.append(timed_update(rig, targets))
+    rig.pose.bones["spine.001"].ewbik.stiffness = 0.25
+    times.append(timed_update(rig, targets))
+    cones = rig.pose.bones["upper_arm.L"].ewbik.cones
+    if len(cones):
+        cones[0].radius *= 0.9
+        times.append(timed_update(rig, targets))
+    else:
+        times.append(float("nan"))
+    times.append(timed_update(rig, targets))
+    return times
+
+
+def first_updates_table(repeats):
+    """Median wall ms over `repeats` fresh metarigs, without and with humanoid limits (on pin)."""
+    rows = []
+    for limits in (False, True):
+        runs = np.array([first_updates(limits) for _ in range(repeats)])
+        label = "metarig, humanoid limits on pin" if limits else "metarig, no limits"
+        rows.append([label] + ["n/a" if np.isnan(v) else f"{v:.2f}" for v in np.median(runs, axis=0)])
+    return markdown_table(["wall ms median", *FIRST_UPDATES], rows)
+
+
 def check_finite(config, samples):
     values = np.array(samples.position_mm + samples.orientation_deg, dtype=float)
     if not np.all(np.isfinite(values)):
@@ -430,6 +497,10 @@ def report(results, args, rig_height, path, seconds):
         table(results),
         "",
         per_pin_table(results),
+        "",
+        f"Updates that rebuild something (median of {args.repeats} fresh metarigs, default settings):",
+        "",
+        first_updates_table(args.repeats),
     ]
     return "\n".join(lines)
 
@@ -454,6 +525,12 @@ def parse_args(argv):
         "--quick", action="store_true", help="smoke run: 40 moves, one round, nothing written"
     )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="fresh metarigs timed for the first-update table"
+    )
+    parser.add_argument(
+        "--first-updates-only", action="store_true", help="print only the first-update table, write nothing"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.rounds, args.no_write = 40, 1, True
@@ -464,6 +541,11 @@ def main(argv=None):
     args = parse_args(argv)
     started = time.perf_counter()
     install_extension()
+    if args.first_updates_only:
+        print(first_updates_table(args.repeats))
+        disable_extension()
+        shutil.rmtree(USER_RESOURCES, ignore_errors=True)
+        return
     path, rig_height = target_path(args.steps)
     results = {config: Samples() for config in CONFIGS}
     for round_index in range(args.rounds):

@@ -15,7 +15,9 @@ where the tail is when head and axes match. Per row, in one process, on the same
   is Blender's evaluation plus the live handler and its write-back. For EWBIK the time splits into
   solve (`solve()` as it times itself), bridge (the rest of the bridge call: reading the pose
   and targets, packing, writing back) and Blender (everything else: the depsgraph before and
-  after, the handler's loop). "no IK" is the same drag with nothing solving.
+  after, the handler's loop). "no IK" is the same drag with nothing solving; "writing the poses
+  only" the same drag with a handler that only writes every armature's pose back as the live
+  write-back does: the floor Blender's re-evaluation of the written poses sets.
 - bake: the targets are animated; `ewbik.bake` with every armature selected against
   `nla.bake(visual_keying=True)` of the IK constraints on the chain bones, in ms per frame.
 
@@ -34,6 +36,7 @@ USER_RESOURCES = tempfile.mkdtemp(prefix="ewbik-bench-scaling-")
 os.environ["BLENDER_USER_RESOURCES"] = USER_RESOURCES  # before bpy: never touch the real config
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
@@ -179,7 +182,7 @@ def build_row(row):
 def use_solver(rigs, chains, solver):
     """'ewbik': live on; 'blender': IK constraints on the chains (they exist only then: a muted
     constraint still makes its armature depend on the goal, which a live rig would not);
-    'none': neither. Every run starts from the rest pose."""
+    'none' and 'writes': neither. Every run starts from the rest pose."""
     for rig, rig_chains in zip(rigs, chains):
         rig.ewbik.live = solver == "ewbik"
         for pose_bone in rig.pose.bones:
@@ -245,6 +248,40 @@ class BridgeTimer:
         return taken
 
 
+class PoseWriter:
+    """A depsgraph handler that only writes every armature's pose back, as the live handler's
+    write-back does (all quaternion channels, the same refresh tag): the floor that Blender's own
+    re-evaluation of the written poses sets under a live update, with no reading and no solve."""
+
+    def __init__(self, rigs):
+        self.rigs = rigs
+        self.poses = []
+        for rig in rigs:
+            pose = np.empty(len(rig.pose.bones) * 4, np.float32)
+            rig.pose.bones.foreach_get("rotation_quaternion", pose)
+            self.poses.append(pose)
+        self.refresh = addon_module("ewbik_addon.pose_io")._POSE_REFRESH
+        self.busy = False
+
+    def __call__(self, scene, depsgraph):
+        if self.busy:
+            return
+        self.busy = True
+        try:
+            for rig, pose in zip(self.rigs, self.poses):
+                rig.pose.bones.foreach_set("rotation_quaternion", pose)
+                rig.update_tag(refresh=self.refresh)
+        finally:
+            self.busy = False
+
+    def __enter__(self):
+        bpy.app.handlers.depsgraph_update_post.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        bpy.app.handlers.depsgraph_update_post.remove(self)
+
+
 def drag(rigs, targets, chains, solver, steps, warmup):
     """Median wall ms of an update with every target moving, and (for EWBIK) the split."""
     use_solver(rigs, chains, solver)
@@ -252,7 +289,8 @@ def drag(rigs, targets, chains, solver, steps, warmup):
     moves = offsets(len(targets), steps + warmup)
     view_layer = bpy.context.view_layer
     totals, bridges, solves = [], [], []
-    with BridgeTimer() as timer:
+    writer = PoseWriter(rigs) if solver == "writes" else contextlib.nullcontext()
+    with BridgeTimer() as timer, writer:
         for step, move in enumerate(moves):
             for target, location in zip(targets, start + move):
                 target.location = location
@@ -278,7 +316,8 @@ def drag(rigs, targets, chains, solver, steps, warmup):
 def live_row(row, steps, warmup):
     rigs, targets, chains = build_row(row)
     result = {
-        solver: drag(rigs, targets, chains, solver, steps, warmup) for solver in ("ewbik", "blender", "none")
+        solver: drag(rigs, targets, chains, solver, steps, warmup)
+        for solver in ("ewbik", "blender", "none", "writes")
     }
     result["pin_ms"] = first_update_ms(rigs, chains, targets)
     return result
@@ -357,6 +396,7 @@ def live_table(results):
         "Blender IK update ms",
         "EWBIK vs Blender IK",
         "no IK ms",
+        "writing the poses only ms",
     ]
     rows = []
     for row, r in results:
@@ -370,6 +410,7 @@ def live_table(results):
                 f"{r['blender']['total']:.2f}",
                 f"{e['total'] / r['blender']['total']:.2f}x",
                 f"{r['none']['total']:.2f}",
+                f"{r['writes']['total']:.2f}",
             ]
         )
     return markdown_table(header, rows)

@@ -38,11 +38,9 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     check_pins_movable(obj, rig)
     place_ik_controls(obj, rig)
-    channels_kept = only_targets_moved and not rig.placed.any()  # placing IK controls set their channels
-    rotations, locations, locks = read_pose(obj, rig, channels_kept)
-    track_underneath(rig, rotations, locations, channels_kept)
+    rotations, locations, locks = read_start_pose(obj, rig, only_targets_moved)
     # Before the pins: a zero scale would make their targets infinitely far.
-    settings = _settings_for(obj, rig, full, only_targets_moved)
+    settings = settings_for(obj, rig, full, only_targets_moved)
     pins = read_pins(obj, rig)
     stiffness = rig.stiffness.copy()
     stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
@@ -74,7 +72,16 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     )
 
 
-def _settings_for(obj, rig, full, only_targets_moved):
+def read_start_pose(obj, rig, only_targets_moved):
+    """(rotations, locations, locks) a solve starts from, the pose underneath tracked; when only
+    targets moved since the last solve, the rig's buffers stand for the channels (`read_pose`)."""
+    channels_kept = only_targets_moved and not rig.placed.any()  # placing IK controls set their channels
+    rotations, locations, locks = read_pose(obj, rig, channels_kept)
+    track_underneath(rig, rotations, locations, channels_kept)
+    return rotations, locations, locks
+
+
+def settings_for(obj, rig, full, only_targets_moved):
     """`solver_settings`, or the ones the rig's last solve used when only targets moved since
     (the armature's settings and scale are as they were)."""
     if only_targets_moved and rig.last_settings is not None and rig.last_settings[0] == full:

@@ -17,7 +17,7 @@ import time
 import bpy
 import numpy as np
 
-from . import armature_solve, crowd_solve, live, pin_reading, production_checks
+from . import armature_solve, crowd_solve, live, pin_reading, production_checks, rig_cache
 from .active import is_selected
 from .armature_checks import RigError
 from .fcurve_keys import (
@@ -28,7 +28,7 @@ from .fcurve_keys import (
     continuous_quaternions,
     locked_rotation_components,
 )
-from .pose_channels import read_pose_channels, write_pose_channels
+from .pose_channels import POSE_CHANNELS, read_pose_channels, write_pose_channels
 from .pose_io import PoseBuffers, read_locks
 from .rig_cache import pinned_chains
 from .rotation_channels import rotation_channel
@@ -108,8 +108,14 @@ class PoseBake:
             if not (self.allowed & self.may_move).any():
                 raise RigError("None of the selected bones is in a pinned chain; nothing to bake")
         self.rotation_modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
+        self.pose_animated = pose_set_on_frame_change(obj)
         self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
         self.rotation_locked = read_locks(pose_bones, PoseBuffers.empty(len(pose_bones))).any_rotation
+        keyed_rotation = np.array([rotation_channel(mode) for mode in self.rotation_modes])
+        # warm_start carries a bone's rotation on the property its mode sets (the one keyed)
+        self.carried_rotation = {
+            name: (keyed_rotation == name) & ~self.rotation_locked for name in POSE_CHANNELS
+        }
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
         self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
         check_action(
@@ -164,6 +170,13 @@ class PoseBake:
         while not self.done and time.perf_counter() < deadline:
             self.solve_next()
 
+    @property
+    def keeps_pose(self):
+        """Whether this frame's solve starts from the pose the last one wrote, as the solve left it
+        in the rig's buffers (`solve_armature`'s only_targets_moved): after the first frame, when
+        no animation sets the armature's channels on a frame change."""
+        return self.solved > 0 and not self.pose_animated
+
     def _solve(self, frame):
         with live.suspended():
             self.scene.frame_set(frame)
@@ -174,7 +187,9 @@ class PoseBake:
         with live.suspended():
             self.warm_start()
             try:
-                result = armature_solve.solve_armature(self.obj, rescan=not self.solved)
+                result = armature_solve.solve_armature(
+                    self.obj, rescan=not self.solved, only_targets_moved=self.keeps_pose
+                )
             except RigError as error:
                 raise RigError(f"Frame {self.frame}: {error}") from error
             self.record(result)
@@ -188,7 +203,7 @@ class PoseBake:
         pose_bones = self.obj.pose.bones
         pose = read_pose_channels(pose_bones)
         for name, values in pose.items():
-            carry = self.moved & (self.keys_location if name == "location" else ~self.rotation_locked)
+            carry = self.moved & (self.keys_location if name == "location" else self.carried_rotation[name])
             values[carry] = self.poses[name][self.solved - 1][carry]
         write_pose_channels(pose_bones, pose)
 
@@ -199,9 +214,21 @@ class PoseBake:
         except RigError as error:
             raise RigError(f"Frame {self.frame}: {error}") from error
         self.moved |= result.moved
-        for name, values in read_pose_channels(self.obj.pose.bones).items():
+        for name, values in self.channels_written().items():
             self.poses[name][self.solved] = values
         self.solved += 1
+
+    def channels_written(self):
+        """The pose channels as the solve left them: the rig's buffers, which mirror what it read
+        and wrote (each bone's own rotation property and the location; the properties of other
+        rotation modes are only read where some bone uses them, and are never keyed)."""
+        buffers = rig_cache.rig_for(self.obj, False).buffers
+        return {
+            "rotation_quaternion": buffers.quaternion,
+            "rotation_euler": buffers.euler,
+            "rotation_axis_angle": buffers.axis_angle,
+            "location": buffers.location,
+        }
 
     def _check_targets_evaluated(self):
         """Blender does not evaluate a disabled or excluded target: its animation stops moving it."""
@@ -236,13 +263,22 @@ class PoseBake:
     def finish(self):
         """Key every solved frame, go back to the starting frame, and say what was keyed."""
         try:
-            return self._finish()
+            summary = self.write_keys()
         except BaseException:
             self.cancel()
             raise
+        return_to_start([(self, self.keyed)])
+        return summary
 
-    def _finish(self):
-        if not (self.moved & self.allowed).any():
+    @property
+    def keyed(self):
+        """The bones whose keys the bake writes."""
+        return self.moved & self.allowed
+
+    def write_keys(self):
+        """Key every solved frame (the pose and the frame stay as the last solve left them); if a
+        write fails, the action is put back before the error propagates."""
+        if not self.keyed.any():
             raise RigError("The solver moved none of the bones to bake; nothing keyed")
         frames = self.frames.astype(np.float32)
         pose_bones = self.obj.pose.bones
@@ -268,8 +304,7 @@ class PoseBake:
         except BaseException:
             writer.restore()
             raise
-        keyed = self.moved & self.allowed
-        self._return_to_start(from_action=keyed)
+        keyed = self.keyed
         if self.options.disable_live:
             self.obj.ewbik.live = False
         return BakeSummary(
@@ -282,24 +317,43 @@ class PoseBake:
 
     def cancel(self):
         """Put the pose and the current frame back as they were before the bake."""
-        self._return_to_start(from_action=np.zeros_like(self.moved))
+        return_to_start([(self, np.zeros_like(self.moved))])
 
-    def _return_to_start(self, from_action):
-        """Back to the starting frame with the starting pose, except bones `from_action` now plays.
-
-        Evaluated while live solving is paused: the restored pose is the one the user left, not a
-        fresh solve of it.
-        """
+    def restore_pose(self, from_action):
+        """The starting pose back, except bones `from_action` (the scene is at the starting frame,
+        so their channels are what the action now plays); the armature tagged for evaluation."""
         pose_bones = self.obj.pose.bones
-        frame, subframe = self.start_frame
-        with live.suspended():
-            self.scene.frame_set(frame, subframe=subframe)
-            pose = {name: values.copy() for name, values in self.start_pose.items()}
-            for name, values in read_pose_channels(pose_bones).items():
-                pose[name][from_action] = values[from_action]
-            write_pose_channels(pose_bones, pose)
-            self.obj.update_tag()
-            self.view_layer.update()
+        pose = {name: values.copy() for name, values in self.start_pose.items()}
+        for name, values in read_pose_channels(pose_bones).items():
+            pose[name][from_action] = values[from_action]
+        write_pose_channels(pose_bones, pose)
+        self.obj.update_tag()
+
+
+def pose_set_on_frame_change(obj):
+    """Whether a frame change may set the armature's channels or settings (an action, NLA strips,
+    drivers): then every baked frame reads its pose from Blender."""
+    animation = obj.animation_data
+    return animation is not None and (
+        animation.action is not None or len(animation.nla_tracks) > 0 or len(animation.drivers) > 0
+    )
+
+
+def return_to_start(restores):
+    """Back to the starting frame with each bake's starting pose: restores holds (PoseBake, bones
+    its action now plays) of bakes that share the scene and the starting frame.
+
+    One frame change and one evaluation for all of them (a crowd of armatures returns in the
+    time of one), while live solving is paused: the restored pose is the one the user left, not
+    a fresh solve of it.
+    """
+    first = restores[0][0]
+    frame, subframe = first.start_frame
+    with live.suspended():
+        first.scene.frame_set(frame, subframe=subframe)
+        for bake, from_action in restores:
+            bake.restore_pose(from_action)
+        first.view_layer.update()
 
 
 def armatures_to_bake(context):
@@ -372,7 +426,9 @@ class CrowdBake:
                 pin_reading.pinned_targets(bake.obj, rescan=not bake.solved)
             except RigError as error:
                 raise RigError(f"Frame {bake.frame}: {error}") from error
-        outcomes = crowd_solve.solve_crowd([bake.obj for bake in self.bakes])
+        outcomes = crowd_solve.solve_crowd(
+            [bake.obj for bake in self.bakes], {bake.obj for bake in self.bakes if bake.keeps_pose}
+        )
         for bake in self.bakes:
             outcome = outcomes[bake.obj]
             if isinstance(outcome, RigError):
@@ -387,17 +443,21 @@ class CrowdBake:
             self.solve_next()
 
     def finish(self):
-        """Key every armature; if one fails, the ones not yet keyed are put back too."""
+        """Key every armature, then return them all to the starting frame together. If one fails,
+        its action is put back, the armatures keyed before it keep their keys, and every armature
+        still returns to its starting pose."""
         summaries = []
-        for i, bake in enumerate(self.bakes):
-            try:
-                summaries.append(bake.finish())
-            except BaseException:
-                for later in self.bakes[i + 1 :]:
-                    later.cancel()
-                raise
+        try:
+            for bake in self.bakes:
+                summaries.append(bake.write_keys())  # noqa: PERF401 (on a failure, how many were keyed)
+        except BaseException:
+            keyed = self.bakes[: len(summaries)]
+            return_to_start(
+                [(bake, bake.keyed if bake in keyed else np.zeros_like(bake.moved)) for bake in self.bakes]
+            )
+            raise
+        return_to_start([(bake, bake.keyed) for bake in self.bakes])
         return CrowdSummary(tuple(summaries))
 
     def cancel(self):
-        for bake in reversed(self.bakes):
-            bake.cancel()
+        return_to_start([(bake, np.zeros_like(bake.moved)) for bake in self.bakes])

@@ -9,7 +9,6 @@ from ..solver.kusudama import JointLimits, Kusudama
 from . import armature_solve
 from .armature_checks import RigError, check_writable
 from .pin_reading import read_pins
-from .pose_io import read_pose
 from .production_checks import check_pins_movable
 from .rig_cache import crowds, rig_for
 
@@ -25,13 +24,15 @@ class _Crowd:
     stiffness: np.ndarray
 
 
-def solve_crowd(objects):
+def solve_crowd(objects, only_targets_moved=frozenset()):
     """Solve several live armatures in one solver call (their bone settings as last scanned).
 
     Armatures with the same settings (and rig size) become one problem whose skeleton holds each
     of them as its own tree, with the sum of their time budgets; the others, and armatures with
     partly locked bones (which need a second solve), are solved one by one. Returns
     {object: SolveResult or RigError}, the poses written like `solve_armature`.
+    only_targets_moved: the armatures that nothing but their targets changed since their last
+    solve (`solve_armature`'s argument): their pose is taken from what that solve wrote.
     """
     outcomes, groups, alone = {}, {}, []
     for obj in objects:
@@ -41,12 +42,12 @@ def solve_crowd(objects):
             if not rig.pins:
                 raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
             check_pins_movable(obj, rig)
-            settings = armature_solve.solver_settings(obj, False)
-            rotations, locations, locks = read_pose(obj, rig)
+            kept = obj in only_targets_moved
+            settings = armature_solve.settings_for(obj, rig, False, kept)
+            rotations, locations, locks = armature_solve.read_start_pose(obj, rig, kept)
             if _needs_own_solve(obj, rig, locks):
                 alone.append(obj)
                 continue
-            armature_solve.track_underneath(rig, rotations, locations)
             entry = (obj, rig, read_pins(obj, rig), rotations, locations, locks)
         except RigError as error:
             outcomes[obj] = error
@@ -58,7 +59,7 @@ def solve_crowd(objects):
         else:
             outcomes.update(_solve_together(settings, entries))
     for obj in alone:
-        outcomes[obj] = _solve_alone(obj)
+        outcomes[obj] = _solve_alone(obj, obj in only_targets_moved)
     return outcomes
 
 
@@ -73,9 +74,9 @@ def _needs_own_solve(obj, rig, locks):
     return any(obj.pose.bones[bone].ewbik.pin_kind == "ROTATION" for bone, _ in rig.pins)
 
 
-def _solve_alone(obj):
+def _solve_alone(obj, only_targets_moved):
     try:
-        return armature_solve.solve_armature(obj, rescan=False)
+        return armature_solve.solve_armature(obj, rescan=False, only_targets_moved=only_targets_moved)
     except RigError as error:
         return error
 

@@ -174,6 +174,17 @@ def objects_animated_with(action, besides):
     return [other for other in bpy.data.objects if other != besides and plays(other.animation_data)]
 
 
+def _set_new_keys(points, frames, values, interpolation, handle_type):
+    """Fill freshly added keys (nothing kept between them) with the baked values: only the fields
+    a bake sets are written; the rest keep what `keyframe_points.add` gave them."""
+    co = np.column_stack([frames, values]).astype(np.float32).ravel()
+    for name in ("co", "handle_left", "handle_right"):
+        points.foreach_set(name, co)
+    points.foreach_set("interpolation", np.full(len(frames), interpolation, dtype=np.int32))
+    for name in ("handle_left_type", "handle_right_type"):
+        points.foreach_set(name, np.full(len(frames), handle_type, dtype=np.int32))
+
+
 class KeyWriter:
     """Writes baked keys into the armature's active action, and can put the action back exactly.
 
@@ -242,6 +253,10 @@ class KeyWriter:
 
         points.clear()
         points.add(kept_count + len(frames))
+        if not kept_count:
+            _set_new_keys(points, frames, values, interpolation, handle_type)
+            points.handles_recalc()
+            return
         keys = read_keys(points)
         order = np.argsort(np.concatenate([when[keep], frames]), kind="stable")
         slot_of = np.empty_like(order)

@@ -99,13 +99,12 @@ def _solve_live(view_layer, changed, moved):
                 unpinned = _is_due(obj, changed, moved, view_layer)
                 if unpinned is not None:
                     due[obj] = unpinned
+        only_targets = {obj for obj in due if changed is not None and not _armature_changed(obj, changed)}
         if len(due) > 1:
-            _solve_crowd(due)
+            _solve_crowd(due, only_targets)
         elif due:
             obj, unpinned = next(iter(due.items()))
-            _solve_one(
-                obj, unpinned, only_targets_moved=changed is not None and not _armature_changed(obj, changed)
-            )
+            _solve_one(obj, unpinned, only_targets_moved=obj in only_targets)
     finally:
         _state["busy"] = False
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
@@ -168,10 +167,11 @@ def _solve_one(obj, unpinned, *, only_targets_moved=False):
         _report(obj, result, unpinned)
 
 
-def _solve_crowd(due):
-    """due: {armature: message about pins it just lost}."""
+def _solve_crowd(due, only_targets):
+    """due: {armature: message about pins it just lost}; only_targets: those of them that nothing
+    but their targets changed since their last solve."""
     try:
-        outcomes = crowd_solve.solve_crowd(list(due))
+        outcomes = crowd_solve.solve_crowd(list(due), only_targets)
     except Exception as error:  # a handler must never raise: report on the armatures instead
         outcomes = {obj: error for obj in due}
     for obj, outcome in outcomes.items():

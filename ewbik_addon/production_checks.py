@@ -118,15 +118,19 @@ def place_ik_controls(obj, rig):
         pose_bone.matrix = mathutils.Matrix.LocRotScale(location, rotation, pose_bone.matrix.to_scale())
 
 
-def placed_controls(obj):
-    """pose.bones-order mask of the pinned IK controls the solve places (their location is keyed)."""
-    return np.array(
-        [
-            pose_bone.ewbik.target is not None and production_rigs.is_ik_control(obj, pose_bone.name)
-            for pose_bone in obj.pose.bones
-        ],
-        bool,
-    )
+def placed_controls(obj, pinned=None):
+    """pose.bones-order mask of the pinned IK controls the solve places (their location is keyed).
+
+    pinned: the pinned bones' names, when the caller has read them already (a rescan).
+    """
+    bones = obj.pose.bones
+    if pinned is None:
+        pinned = [pose_bone.name for pose_bone in bones if pose_bone.ewbik.target is not None]
+    placed = np.zeros(len(bones), bool)
+    for name in pinned:
+        if production_rigs.is_ik_control(obj, name):
+            placed[bones.find(name)] = True
+    return placed
 
 
 def evaluated_locals(obj, rig, mask):

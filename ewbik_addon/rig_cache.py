@@ -15,7 +15,7 @@ from ..solver import Skeleton
 from ..solver.kusudama import JointLimits, Kusudama
 from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
-from .limit_settings import MIN_DIRECTION, has_limits, limits_dict
+from .limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
 from .pose_io import PoseBuffers, read_locks
 from .production_checks import placed_controls, posed_bones, with_mechanism
 
@@ -40,6 +40,7 @@ class Rig:
     stiffness: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stiffness
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
+    limit_keys: tuple = None  # (bone, limits_key, comfort) of every limited bone `limits` was built for
     pins: tuple = ()  # (bone name, target object), pose.bones order
     checked_pins: "CheckedPins | None" = None  # validated at the last scan; None: check again
     validated_pins: dict = dataclasses.field(
@@ -63,6 +64,8 @@ class Rig:
 
 _rigs = {}  # object session uid -> Rig
 crowds = {}  # the live armatures' combined rig (crowd_solve), forgotten with the rigs it was built from
+_bone_limits_made = {}  # (bone, limits_key, comfort) -> (limits dict, Kusudama); the key fixes both
+_BONE_LIMITS_KEPT = 4096
 
 
 def clear_cache():
@@ -169,16 +172,7 @@ def _scan_bone_settings(obj, rig):
     Returns the bones whose target was deleted since the last scan (they are unpinned now).
     Bad settings raise RigError and stay reported until they change.
     """
-    pins = []
-    stiffness = []
-    limits = {}
-    for pose_bone in obj.pose.bones:
-        props = pose_bone.ewbik
-        if props.target is not None:
-            pins.append((pose_bone.name, props.target))
-        stiffness.append(props.stiffness)
-        if has_limits(props):
-            limits[pose_bone.name] = limits_dict(props)
+    pins, stiffness, limit_keys = _read_bone_settings(obj)
     pinned = {bone for bone, _ in pins}
     deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
     rig.pins = tuple(pins)
@@ -187,12 +181,12 @@ def _scan_bone_settings(obj, rig):
     rig.fixed = with_mechanism(obj, posed)
     rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
     rig.posed_mask = np.array([name in posed for name in rig.names], bool)
-    rig.placed = placed_controls(obj)
+    rig.placed = placed_controls(obj, pinned)
     locks = read_locks(obj.pose.bones, rig.buffers)
     settings_key = (
         tuple(bone for bone, _ in pins),
         tuple(stiffness),
-        repr(limits),
+        limit_keys,
         locks.fully_locked.tobytes(),
         (rig.fixed_mask | rig.placed).tobytes(),
     )
@@ -203,7 +197,7 @@ def _scan_bone_settings(obj, rig):
     if settings_key != rig.settings_key:
         rig.settings_key = None
         try:
-            _apply_bone_settings(rig, np.array(stiffness, dtype=float), limits, locks)
+            _apply_bone_settings(obj, rig, np.array(stiffness, dtype=float), limit_keys, locks)
         except RigError as error:
             rig.settings_error = str(error)
             raise
@@ -212,15 +206,34 @@ def _scan_bone_settings(obj, rig):
     return deleted
 
 
-def _apply_bone_settings(rig, stiffness, limits, locks):
+def _read_bone_settings(obj):
+    """(pins as (bone, target), stiffness per bone, (bone, limits_key, comfort) per limited bone).
+
+    Blender's foreach_get cannot reach into the `ewbik` property group, so each bone is read
+    through its properties once, and limits only as a key: their dicts are made from it.
+    """
+    pins, stiffness, limit_keys = [], [], []
+    for pose_bone in obj.pose.bones:
+        props = pose_bone.ewbik
+        if props.target is not None:
+            pins.append((pose_bone.name, props.target))
+        stiffness.append(props.stiffness)
+        if has_limits(props):
+            limit_keys.append((pose_bone.name, limits_key(props), props.comfort))
+    return pins, stiffness, tuple(limit_keys)
+
+
+def _apply_bone_settings(obj, rig, stiffness, limit_keys, locks):
     if not np.all(np.isfinite(stiffness)):
         raise RigError(
             f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN"
         )
     rig.stiffness = np.empty_like(stiffness)
     rig.stiffness[rig.to_solver] = stiffness
-    rig.limit_dicts = {bone: _normalized_limit(bone, limit) for bone, limit in limits.items()}
-    rig.limits = _joint_limits(rig)
+    if limit_keys != rig.limit_keys:
+        rig.limit_keys = None
+        _set_joint_limits(obj, rig, limit_keys)
+        rig.limit_keys = limit_keys
     rig.held = _held_bones(rig) | rig.placed
     rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
 
@@ -232,8 +245,33 @@ def _alive(target):
         return False
 
 
-def _normalized_limit(bone, limit):
-    """Cone directions as unit vectors (the property panel lets them be any length)."""
+def _set_joint_limits(obj, rig, limit_keys):
+    """The rig's limit dicts and JointLimits from its limited bones (`_read_bone_settings`).
+
+    A bone's dict and Kusudama are kept per limits key across rigs, so an edit rebuilds only the
+    edited bone's and a rebuilt rig (an armature edit) none; the key determines both, so a kept
+    pair is never stale.
+    """
+    if len(_bone_limits_made) > _BONE_LIMITS_KEPT:
+        _bone_limits_made.clear()
+    made = []
+    for entry in limit_keys:
+        found = _bone_limits_made.get(entry)
+        if found is None:
+            bone = entry[0]
+            found = _bone_limits_made[entry] = _bone_limits(bone, limits_dict(obj.pose.bones[bone].ewbik))
+        made.append(found)
+    rig.limit_dicts = {entry[0]: limit for entry, (limit, _) in zip(limit_keys, made)}
+    kusudamas = {rig.skeleton.index[entry[0]]: kusudama for entry, (_, kusudama) in zip(limit_keys, made)}
+    try:
+        rig.limits = JointLimits(kusudamas, len(rig.names)) if kusudamas else None
+    except ValueError as error:
+        raise RigError(str(error)) from None
+
+
+def _bone_limits(bone, limit):
+    """(limits dict with unit cone directions, its Kusudama): the property panel lets directions be
+    any length. Bad limits raise RigError naming the bone."""
     cones = []
     for i, cone in enumerate(limit["cones"]):
         direction = np.array(cone["direction"], dtype=float)
@@ -241,18 +279,9 @@ def _normalized_limit(bone, limit):
         if not np.isfinite(length) or length < MIN_DIRECTION:
             raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
         cones.append({"direction": (direction / length).tolist(), "radius": float(cone["radius"])})
-    return {**limit, "cones": cones}
-
-
-def _joint_limits(rig):
-    if not rig.limit_dicts:
-        return None
+    limit = {**limit, "cones": cones}
     try:
-        kusudamas = {
-            rig.skeleton.index[bone]: Kusudama.from_dict(limit, bone=bone)
-            for bone, limit in rig.limit_dicts.items()
-        }
-        return JointLimits(kusudamas, len(rig.names))
+        return limit, Kusudama.from_dict(limit, bone=bone)
     except ValueError as error:
         raise RigError(str(error)) from None
 

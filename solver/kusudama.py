@@ -290,12 +290,29 @@ class _Packed:
         self.twist_half = np.full(n_rows, np.pi)
         self.comfort = np.zeros(n_rows)
         self._gathered = {}
-        for row, kusudama in zip(rows, kusudamas):
+        fresh = [(row, k) for row, k in zip(rows, kusudamas) if getattr(k, "_pack", None) is None]
+        for row, kusudama in fresh:
             self._fill_regions(row, kusudama, n_cones)
         self._build_probe()
-        for row, kusudama in zip(rows, kusudamas):
+        for row, kusudama in fresh:
             self._fill_twist(row, kusudama)
+        for row, kusudama in zip(rows, kusudamas):
+            if getattr(kusudama, "_pack", None) is not None:
+                self._copy_row(row, kusudama._pack, len(kusudama.cones), n_cones)
         self.any_comfort = bool(np.any(self.comfort > 0.0))
+
+    def _copy_row(self, row, own, k, n_cones):
+        """Row `row` from a Kusudama's own one-row pack (`k` cones), its tangent cones moved to
+        where `n_cones` cones put them: packing a skeleton's limits repeats no geometry."""
+        tangents = 2 * max(k - 1, 0)
+        regions = np.r_[0:k, n_cones : n_cones + tangents]
+        own_regions = np.r_[0:k, k : k + tangents]
+        for name in ("centres", "radii", "sign", "planes", "on", "fallback", "probe"):
+            getattr(self, name)[row, regions] = getattr(own, name)[0, own_regions]
+        for name in ("tangent_dir", "tangent_radius", "tangent_on"):
+            getattr(self, name)[row, :tangents] = getattr(own, name)[0, :tangents]
+        for name in ("swing_on", "centre", "twist_on", "twist_frame", "twist_half", "comfort"):
+            getattr(self, name)[row] = getattr(own, name)[0]
 
     def _fill_regions(self, row, kusudama, n_cones):
         cones = kusudama.cones

@@ -1,4 +1,4 @@
-"""Polish: damped Gauss-Newton (Levenberg-Marquardt) steps over every solved bone at once.
+"""Polish: damped Gauss-Newton (Levenberg-Marquardt) steps over the solved bones, tree by tree.
 
 Coordinate descent moves one bone at a time and converges linearly, crawling where several
 oriented pins pull against each other through a shared spine. Once the sweeps have found the
@@ -14,6 +14,11 @@ pin's axes by w x axis: the analytic Jacobian. Each bone's parameters are weight
 (largest max_step / its max_step)^2, so stiff bones cost more to move; every bone's turn is
 then capped at its dampening like a sweep step, limits project the result, and the step is
 kept only if the misfit drops (else the damping grows and the step is tried again).
+
+Pins that share no solved bone (the armatures of a crowd problem, or limbs under a frozen
+hips) make a block-diagonal Jacobian: each such tree gets its own system, damping and guard,
+so the cost grows with the trees' sizes, not with the cube of all pins, and POLISH_MAX_PINS
+applies per tree. The trees try side by side, one forward pass per try for all of them.
 
 The linear system is solved in whichever space is smaller: the parameters' (J^T J + mu D) or
 the residuals' (J D^-1 J^T + mu I), which give the same step.
@@ -34,44 +39,77 @@ from .loop_constants import (
     POLISH_TRIES,
 )
 
+ROUNDING = (
+    16 * np.finfo(float).eps
+)  # relative change of a sum of misfits that rounding alone makes (C: the same from DBL_EPSILON)
+
 
 @dataclass
 class PolishPlan:
-    """Which pins each polished bone carries: one (pin, bone column) pair per bone above a pin."""
+    """One independent tree of the polish: its solved bones, its pins, and one (pin, bone column)
+    pair per bone above a pin. Trees share no bone (a crowd problem holds one per armature), so
+    the Jacobian is block-diagonal across them and each tree takes its own step."""
 
-    bones: np.ndarray  # (C,) the solved bones, ascending
-    pair_pin: np.ndarray  # (K,)
+    bones: np.ndarray  # (C,) the tree's solved bones, ascending
+    pins: np.ndarray  # (P,) the tree's pins, ascending
+    pair_pin: np.ndarray  # (K,) index into `pins`
     pair_column: np.ndarray  # (K,) index into `bones`
     translating: np.ndarray  # (C,) bool: a root that may also move
 
 
 def polish_plan(solved, below, seen, translating_bones):
-    """The pairs of the polish Jacobian, or None when the sweeps solve another problem.
+    """The polish's trees, or None when the sweeps solve another problem.
 
     With a pin falloff below 1 a bone serves the pins under a pinned bone only partly (or not
     at all), so the sweeps do not minimise the plain total misfit; the polish, which does, is
-    then left out rather than pull the pose somewhere else. It is also left out past
-    POLISH_MAX_PINS pins, where one of its steps costs more than a time budget's worth of sweeps.
+    then left out rather than pull the pose somewhere else. It is also left out when a tree has
+    more than POLISH_MAX_PINS pins, where one of its steps costs more than a time budget's worth
+    of sweeps (a crowd of small rigs keeps it: the limit is per tree).
     """
     bones = np.flatnonzero(solved)
-    column = {int(b): c for c, b in enumerate(bones)}
-    pairs = []
     for b in bones:
         factors = dict(seen[b])
         if any(factors.get(p, 0.0) != 1.0 for p in below[b]):
             return None
-        pairs.extend((p, column[int(b)]) for p in below[b])
-    if not pairs:
+    trees = _pin_trees(bones, below)
+    if not trees or max(len(pins) for pins in trees) > POLISH_MAX_PINS:
         return None
+    return tuple(_tree_plan(bones, below, pins, translating_bones) for pins in trees)
+
+
+def _pin_trees(bones, below):
+    """The pins grouped by the bones they share (two pins below one solved bone are in one tree),
+    each group ascending, groups in the order of their first pin."""
+    tree_of = {}
+    for b in bones:
+        roots = {_tree_root(tree_of, p) for p in below[b]}
+        smallest = min(roots)
+        for root in roots:
+            tree_of[root] = smallest
+    groups = {}
+    for p in sorted(tree_of):
+        groups.setdefault(_tree_root(tree_of, p), []).append(p)
+    return list(groups.values())
+
+
+def _tree_root(tree_of, p):
+    while tree_of.setdefault(p, p) != p:
+        p = tree_of[p]
+    return p
+
+
+def _tree_plan(bones, below, pins, translating_bones):
+    local = {p: k for k, p in enumerate(pins)}
+    own = [b for b in bones if below[b][0] in local]
+    pairs = [(local[p], c) for c, b in enumerate(own) for p in below[b]]
     pair_pin, pair_column = np.array(pairs, dtype=int).T
-    if len(np.unique(pair_pin)) > POLISH_MAX_PINS:
-        return None
-    return PolishPlan(bones, pair_pin, pair_column, np.isin(bones, translating_bones))
+    own = np.array(own, dtype=int)
+    return PolishPlan(own, np.array(pins, dtype=int), pair_pin, pair_column, np.isin(own, translating_bones))
 
 
 @dataclass
-class Polisher:
-    """The polish of one solve: its plan, per-parameter weights and the current damping."""
+class TreePolish:
+    """The polish of one tree: its plan, per-parameter weights and its own damping."""
 
     plan: PolishPlan
     max_step: np.ndarray  # (C,) each bone's cap per step (pi for a translating root)
@@ -86,6 +124,17 @@ class Polisher:
         translation_scale = np.ones(3 * int(plan.translating.sum()))
         cap = np.where(plan.translating, np.pi, own)
         return cls(plan, cap, np.concatenate((rotation_scale, translation_scale)), POLISH_LAMBDA_MIN)
+
+
+@dataclass
+class Polisher:
+    """The polish of one solve: a TreePolish per independent tree."""
+
+    trees: list
+
+    @classmethod
+    def make(cls, plans, max_step):
+        return cls([TreePolish.make(plan, max_step) for plan in plans])
 
 
 def residuals(state):
@@ -106,19 +155,25 @@ def residuals(state):
 
 
 def jacobian(state, plan, sqrt_weights):
-    """(12P, 3C + 3T) derivative of the residuals by the bones' world turns (then translations)."""
-    pins, columns = len(state.pin_bones), len(plan.bones)
+    """(12P, 3C + 3T) derivative of the tree's residuals by its bones' world turns (then the
+    translating roots' shifts, which move every pin below them)."""
+    pins, columns = len(plan.pins), len(plan.bones)
     pin, column = plan.pair_pin, plan.pair_column
+    weights = sqrt_weights[plan.pins[pin]]
     levers = np.concatenate(
-        ((state.effector_pos[pin] - state.world_head[plan.bones[column]])[:, None], state.effector_axes[pin]),
+        (
+            (state.effector_pos[plan.pins[pin]] - state.world_head[plan.bones[column]])[:, None],
+            state.effector_axes[plan.pins[pin]],
+        ),
         axis=1,
     )
-    blocks = -sqrt_weights[pin][..., None, None] * _cross_matrices(levers)
     rotation = np.zeros((pins, 12, columns, 3))
-    rotation[pin, :, column] = blocks.reshape(-1, 12, 3)
+    rotation[pin, :, column] = (-weights[..., None, None] * _cross_matrices(levers)).reshape(-1, 12, 3)
     moving = np.flatnonzero(plan.translating)
+    slot = np.cumsum(plan.translating) - 1
+    shifting = plan.translating[column]
     translation = np.zeros((pins, 4, 3, len(moving), 3))
-    translation[:, 0, :, :, :] = sqrt_weights[:, 0, None, None, None] * np.eye(3)[None, :, None, :]
+    translation[pin[shifting], 0, :, slot[column[shifting]], :] = weights[shifting, 0, None, None] * np.eye(3)
     return np.concatenate((rotation.reshape(12 * pins, -1), translation.reshape(12 * pins, -1)), axis=1)
 
 
@@ -144,54 +199,116 @@ def damped_step(scaled, residual, damping):
 
 
 def polish(state, polisher, limits, iteration, total, tolerance):
-    """One guarded polish step; returns (total, reached, kept). The pose changes only if kept.
+    """One guarded polish step of every tree; returns (total, reached, kept). A tree's pose
+    changes only if its own misfit drops; kept says whether the total dropped by more than its
+    rounding (a tree at its floor gains rounding noise, which must not decide for the others;
+    a tree that gains nothing waits for the next step, with a larger damping, while the others
+    polish).
 
     Where the limits clamp a bone's turn, plain projection leaves only a sliver of the step
     (coordinate-wise crawling along the boundary). So a try that clamps a bone is followed by
     one in which that bone may not turn along the clamp's correction (the step stays in the
     tangent space of its active boundary), up to POLISH_TRIES times; a try that lowers nothing
     raises the damping, up to POLISH_TRIES times; the best try that lowers the misfit is kept.
+    The trees try side by side, one forward pass per round for all of them; a tree whose pins
+    are all within tolerance sits the step out (at its floor it would only spend tries on noise).
     """
-    plan = polisher.plan
     residual, sqrt_weights = residuals(state)
-    jac = jacobian(state, plan, sqrt_weights) * polisher.scale
-    bones = plan.bones
-    old_rotations = state.rotations[bones].copy()
-    old_locations = state.locations[bones].copy()
-    frame = state.skeleton.parent_frames(bones, state.world)
-    free = np.tile(np.eye(3), (len(bones), 1, 1))  # per bone: projector onto the turns it may take
-    best, grown, restricted = None, 0, 0
-    while True:
-        step = _restricted_step(jac, residual.ravel(), polisher, free)
-        if not np.all(np.isfinite(step)):
+    costs = state.weight * state.pin_costs()
+    start = float(np.sum(costs))
+    reached = state.reached(tolerance)
+    trying = [
+        _TreeTry.start(state, tree, residual, sqrt_weights, costs)
+        for tree in polisher.trees
+        if not reached[tree.plan.pins].all()
+    ]
+    active = trying
+    while active:
+        active = [one for one in active if one.next_step()]
+        for one in active:
+            one.apply(state, limits, iteration)
+        if not active:
             break
-        corrections = _apply(
-            state, plan, polisher.max_step, limits, iteration, step, frame, old_rotations, old_locations
-        )
         state.forward()
-        new_total, reached = state.errors(tolerance)
-        if new_total < (total if best is None else best[0]):
-            best = (new_total, reached, state.rotations[bones].copy(), state.locations[bones].copy())
-        if restricted < POLISH_TRIES and _restrict(free, corrections):
-            restricted += 1
-            continue
-        if best is not None or grown == POLISH_TRIES:
-            break
-        polisher.damping = min(polisher.damping * POLISH_GROW, POLISH_LAMBDA_MAX)
-        grown += 1
-    if best is None:
-        state.rotations[bones] = old_rotations
-        state.locations[bones] = old_locations
-        state.forward()
-        total, reached = state.errors(tolerance)
-        return total, reached, False
-    polisher.damping = max(polisher.damping / POLISH_SHRINK, POLISH_LAMBDA_MIN)
-    state.rotations[bones], state.locations[bones] = best[2], best[3]
+        costs = state.weight * state.pin_costs()
+        active = [one for one in active if one.judge(state, costs)]
+    for one in trying:
+        one.settle(state)
     state.forward()
-    return best[0], best[1], True
+    polished, reached = state.errors(tolerance)
+    return polished, reached, polished < (1.0 - ROUNDING) * start
 
 
-def _restricted_step(jac, residual, polisher, free):
+@dataclass
+class _TreeTry:
+    """One tree's tries within a polish step: its linearization, the turns each bone may take,
+    how often it restricted and grew the damping, and its best try so far."""
+
+    tree: TreePolish
+    jac: np.ndarray
+    residual: np.ndarray
+    frame: np.ndarray  # (C, 3, 3) constraint frames at the step's start
+    saved: tuple  # (rotations, locations) of the tree's bones at the step's start
+    free: np.ndarray  # (C, 3, 3) per bone: projector onto the turns it may take
+    misfit: float  # the tree's best misfit so far (its start, until a try lowers it)
+    best: tuple | None = None  # (rotations, locations) of the best try
+    step: np.ndarray | None = None
+    corrections: np.ndarray | None = None
+    grown: int = 0
+    restricted: int = 0
+
+    @classmethod
+    def start(cls, state, tree, residual, sqrt_weights, costs):
+        plan = tree.plan
+        bones = plan.bones
+        return cls(
+            tree,
+            jacobian(state, plan, sqrt_weights) * tree.scale,
+            residual[plan.pins].ravel(),
+            state.skeleton.parent_frames(bones, state.world),
+            (state.rotations[bones].copy(), state.locations[bones].copy()),
+            np.tile(np.eye(3), (len(bones), 1, 1)),
+            float(np.sum(costs[plan.pins])),
+        )
+
+    @property
+    def kept(self):
+        return self.best is not None
+
+    def next_step(self):
+        """The next try's step; False (this tree is done) when the system is not solvable."""
+        self.step = _restricted_step(self.jac, self.residual, self.tree, self.free)
+        return bool(np.all(np.isfinite(self.step)))
+
+    def apply(self, state, limits, iteration):
+        self.corrections = _apply(
+            state, self.tree.plan, self.tree.max_step, limits, iteration, self.step, self.frame, *self.saved
+        )
+
+    def judge(self, state, costs):
+        """Keep the try if it lowers the tree's misfit; whether the tree tries again."""
+        bones = self.tree.plan.bones
+        misfit = float(np.sum(costs[self.tree.plan.pins]))
+        if misfit < self.misfit:
+            self.misfit, self.best = misfit, (state.rotations[bones].copy(), state.locations[bones].copy())
+        if self.restricted < POLISH_TRIES and _restrict(self.free, self.corrections):
+            self.restricted += 1
+            return True
+        if self.kept or self.grown == POLISH_TRIES:
+            return False
+        self.tree.damping = min(self.tree.damping * POLISH_GROW, POLISH_LAMBDA_MAX)
+        self.grown += 1
+        return True
+
+    def settle(self, state):
+        """The best try's pose (the damping eases), or the start's."""
+        bones = self.tree.plan.bones
+        if self.kept:
+            self.tree.damping = max(self.tree.damping / POLISH_SHRINK, POLISH_LAMBDA_MIN)
+        state.rotations[bones], state.locations[bones] = self.best if self.kept else self.saved
+
+
+def _restricted_step(jac, residual, tree, free):
     """The damped step with each bone's turn kept in the span of its projector `free` (C, 3, 3)."""
     columns = len(free)
     rotation = np.einsum("rci,cij->rcj", jac[:, : 3 * columns].reshape(len(jac), columns, 3), free)
@@ -199,9 +316,9 @@ def _restricted_step(jac, residual, polisher, free):
         damped_step(
             np.concatenate((rotation.reshape(len(jac), -1), jac[:, 3 * columns :]), axis=1),
             residual,
-            polisher.damping,
+            tree.damping,
         )
-        * polisher.scale
+        * tree.scale
     )
     turns = (free @ z[: 3 * columns].reshape(columns, 3, 1))[..., 0]
     return np.concatenate((turns.ravel(), z[3 * columns :]))

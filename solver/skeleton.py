@@ -9,7 +9,7 @@ import copy
 import numpy as np
 
 from . import quat
-from .validation import MAX_COORDINATE, MIN_LENGTH, SceneError, matrix, name, number
+from .validation import MAX_COORDINATE, MIN_LENGTH, SceneError, is_real, matrix, name, number
 
 _ORTHONORMAL_TOL = 1e-3
 
@@ -60,20 +60,17 @@ class Skeleton:
         self.parents = np.array(
             [-1 if parent_of[b] is None else self.index[parent_of[b]] for b in order], dtype=int
         )
-        self.lengths = np.empty(n)
-        self.rest = np.empty((n, 4, 4))
-        self.rest_rotation = np.empty((n, 4))
-        self.rest_head = np.empty((n, 3))
-        for i, bone in enumerate(order):
-            src = given[bone]
-            try:
-                self.lengths[i] = number(lengths[src], f"bones[{src}].length", MIN_LENGTH, MAX_COORDINATE)
-                self.rest_rotation[i], self.rest_head[i] = rigid_frame(rest[src], f"bones[{src}].rest")
-            except SceneError as error:
-                raise SceneError(error.field, f"{error.reason} (bone '{bone}')") from None
-            self.rest[i] = np.eye(4)
-            self.rest[i, :3, :3] = quat.to_matrix(self.rest_rotation[i])
-            self.rest[i, :3, 3] = self.rest_head[i]
+        source = np.array([given[bone] for bone in order], dtype=int)
+        frames = _rigid_frames(rest, lengths, n)
+        if frames is None:
+            frames = _rigid_frames_one_by_one(rest, lengths, order, given)
+        else:
+            frames = tuple(values[source] for values in frames)
+        self.rest_rotation, self.rest_head, self.lengths = frames
+        self.rest = np.zeros((n, 4, 4))
+        self.rest[:, :3, :3] = quat.to_matrix(self.rest_rotation)
+        self.rest[:, :3, 3] = self.rest_head
+        self.rest[:, 3, 3] = 1.0
         parent_rot = np.where(self.parents[:, None] >= 0, self.rest_rotation[self.parents], quat.IDENTITY)
         self.local_rest_rotation = quat.multiply(quat.conjugate(parent_rot), self.rest_rotation)
         self.local_offset = self._local_offsets()
@@ -173,6 +170,53 @@ class Skeleton:
             return world[p] @ self.local_rest_matrix[bones]
         parent_world = np.where((p >= 0)[:, None, None], world[p], np.eye(3))
         return parent_world @ self.local_rest_matrix[bones]
+
+
+def _rigid_frames(rest, lengths, n):
+    """(rest rotations (N, 4), rest heads (N, 3), lengths (N,)) in the given order, every bone
+    checked at once; None when some bone fails a check or the input is not numeric arrays (then
+    `_rigid_frames_one_by_one` names the bone). Same rules as `rigid_frame` and `number`."""
+    if not isinstance(rest, np.ndarray) or rest.shape != (n, 4, 4) or rest.dtype.kind not in "fiu":
+        return None
+    if isinstance(lengths, np.ndarray):
+        if lengths.shape != (n,) or lengths.dtype.kind not in "fiu":
+            return None
+    elif not all(is_real(length) for length in lengths):
+        return None
+    try:
+        lengths = np.array(lengths, dtype=float)
+    except OverflowError:
+        return None
+    rest = rest.astype(float)
+    if not (
+        np.all(np.abs(rest) <= MAX_COORDINATE)
+        and np.all((lengths >= MIN_LENGTH) & (lengths <= MAX_COORDINATE))
+    ):
+        return None
+    basis = rest[:, :3, :3]
+    scale = np.sqrt((basis * basis).sum(1))
+    det = np.linalg.det(basis)
+    if np.any(scale.min(1) < 1e-9) or np.any(np.abs(det) < 1e-12):
+        return None
+    basis = basis / scale[:, None, :]
+    gram = np.swapaxes(basis, -1, -2) @ basis
+    if np.any(det < 0) or np.abs(gram - np.eye(3)).max() > _ORTHONORMAL_TOL:
+        return None
+    return quat.from_matrix(basis), rest[:, :3, 3].copy(), lengths
+
+
+def _rigid_frames_one_by_one(rest, lengths, order, given):
+    """What `_rigid_frames` gives, in `order`, bone by bone: the first bad bone raises its SceneError."""
+    n = len(order)
+    frames = np.empty((n, 4)), np.empty((n, 3)), np.empty(n)
+    for i, bone in enumerate(order):
+        src = given[bone]
+        try:
+            frames[2][i] = number(lengths[src], f"bones[{src}].length", MIN_LENGTH, MAX_COORDINATE)
+            frames[0][i], frames[1][i] = rigid_frame(rest[src], f"bones[{src}].rest")
+        except SceneError as error:
+            raise SceneError(error.field, f"{error.reason} (bone '{bone}')") from None
+    return frames
 
 
 def _length_unit(skeleton):

@@ -1005,17 +1005,24 @@ def _checked_input(skeleton, pins, rotations, locations, settings, limits, stiff
     )
     if np.any(stiffness < 0):
         raise SceneError(f"bones[{int(np.flatnonzero(stiffness < 0)[0])}].stiffness", "must lie in [0, 1]")
-    pin_bones = []
+    index = skeleton.index
+    pin_bones = [index.get(pin.bone) if isinstance(pin, Pin) else None for pin in pins]
+    if None in pin_bones or len(set(pin_bones)) < len(pin_bones):
+        _refuse_pins(skeleton, pins)
+    return pin_bones, rotations, locations, stiffness
+
+
+def _refuse_pins(skeleton, pins):
+    """Raise the SceneError of the first pin that is not a Pin, not on a bone, or on a pinned bone."""
+    seen = set()
     for k, pin in enumerate(pins):
         if not isinstance(pin, Pin):
             raise SceneError(f"pins[{k}]", f"must be a Pin, got {type(pin).__name__}")
         if pin.bone not in skeleton.index:
             raise SceneError(f"pins[{k}].bone", f"'{pin.bone}' is not in the skeleton")
-        b = skeleton.index[pin.bone]
-        if b in pin_bones:
+        if pin.bone in seen:
             raise SceneError(f"pins[{k}].bone", f"'{pin.bone}' is pinned twice")
-        pin_bones.append(b)
-    return pin_bones, rotations, locations, stiffness
+        seen.add(pin.bone)
 
 
 def _checked_array(skeleton, values, shape, field, bound):
@@ -1026,8 +1033,8 @@ def _checked_array(skeleton, values, shape, field, bound):
         raise SceneError(field, f"must be an array of numbers of shape {shape}") from None
     if arr.shape != shape:
         raise SceneError(field, f"expected shape {shape}, got {arr.shape}")
-    bad = ~(np.isfinite(arr) & (np.abs(arr) <= bound)).reshape(shape[0], -1).all(-1)
-    if np.any(bad):
+    if not np.abs(arr).max() <= bound:  # NaN fails the comparison too
+        bad = ~(np.isfinite(arr) & (np.abs(arr) <= bound)).reshape(shape[0], -1).all(-1)
         i = int(np.flatnonzero(bad)[0])
         raise SceneError(
             f"bones[{i}].{field}",
@@ -1039,7 +1046,7 @@ def _checked_array(skeleton, values, shape, field, bound):
 def _checked_rotations(skeleton, rotations):
     arr = _checked_array(skeleton, rotations, (len(skeleton), 4), "rotation", MAX_COORDINATE)
     norm = np.linalg.norm(arr, axis=-1)
-    if np.any(norm < 1e-9):
+    if norm.min() < 1e-9:
         i = int(np.flatnonzero(norm < 1e-9)[0])
         raise SceneError(f"bones[{i}].rotation", f"is a zero quaternion (bone '{skeleton.names[i]}')")
     return arr / norm[:, None]

@@ -1,6 +1,7 @@
 /* EWBIK iterations in C. Each function mirrors its numpy namesake in solver/solve.py,
  * qcp.py, quat.py and two_bone.py; see those for the reasoning behind every step. */
 #define _POSIX_C_SOURCE 199309L
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ static double now_seconds(void)
 #endif
 
 #define PI 3.14159265358979323846
+#define ROUNDING (16 * DBL_EPSILON) /* polish.ROUNDING: relative change of a sum of misfits that rounding alone makes */
 #define EPS 1e-12 /* numeric guard for degenerate vectors (the numpy code's literal), not a tuning constant */
 
 /* ---- small vector, matrix (row-major 3x3) and quaternion (w, x, y, z) helpers ---- */
@@ -934,11 +936,13 @@ static int others_reached(const State *st)
     return 1;
 }
 
-/* ---- the polish: damped Gauss-Newton over every solved bone at once (solver/polish.py) ---- */
+/* ---- the polish: damped Gauss-Newton over the solved bones, one tree at a time (solver/polish.py) ---- */
 
 typedef struct {
-    int columns, moving, rows, params, pairs; /* C solved bones, T translating roots, 12P, 3C + 3T, K */
-    int *pair_pin, *pair_column;             /* (K,) */
+    int columns, moving, rows, params, pairs, pins; /* C solved bones, T translating roots, 12P, 3C + 3T, K, P */
+    int *bones;                              /* (C,) the tree's solved bones, ascending */
+    int *pin;                                /* (P,) the tree's pins, ascending */
+    int *pair_pin, *pair_column;             /* (K,) index into pin, into bones */
     unsigned char *translating;              /* (C,) */
     double *scale;                           /* (params,) 1 / sqrt(D) */
     double *cap;                             /* (C,) turn cap per step */
@@ -954,6 +958,13 @@ typedef struct {
     double *frames;                          /* (C, 9) constraint frames at the step's start */
     double *saved;                           /* (C, 7) rotation and location at the step's start */
     double damping, clamped;
+    double misfit;                           /* the tree's best misfit in the current step */
+    int kept, grown, restricted_count, active;
+} PolishTree;
+
+typedef struct {
+    int count;
+    PolishTree *trees;
 } Polish;
 
 static int is_below(const ewbik_problem *pb, int bone, int pin)
@@ -964,31 +975,96 @@ static int is_below(const ewbik_problem *pb, int bone, int pin)
     return 0;
 }
 
-/* The pairs, caps and weights of polish.Polisher.make; -1 when memory ran out. */
-static int polish_allocate(const ewbik_problem *pb, Polish *pl)
+static int tree_root(const int *tree_of, int p)
 {
-    int c_count = pb->n_solved, pins = pb->n_pins, pairs = 0, moving = 0;
-    for (int i = 0; i < c_count; i++)
-        for (int p = 0; p < pins; p++)
-            pairs += is_below(pb, pb->solved[i], p);
-    unsigned char *translating = calloc((size_t)c_count + 1, 1);
-    if (!translating)
+    while (tree_of[p] != p)
+        p = tree_of[p];
+    return p;
+}
+
+/* polish._pin_trees over the pins below each solved bone (the plan's moved pins): tree_of[p] = the
+ * first pin of p's tree, -1 for a pin no solved bone moves; row_tree[row] = the tree of the batch
+ * row's bone. Returns the number of trees. */
+static int pin_trees(const ewbik_problem *pb, int *tree_of, int *row_tree)
+{
+    int count = 0, rows = pb->batch_start[pb->n_batches];
+    for (int p = 0; p < pb->n_pins; p++)
+        tree_of[p] = -1;
+    for (int x = 0; x < pb->moved_start[rows]; x++)
+        tree_of[pb->moved_pin[x]] = pb->moved_pin[x];
+    for (int row = 0; row < rows; row++) {
+        int smallest = -1;
+        for (int x = pb->moved_start[row]; x < pb->moved_start[row + 1]; x++) {
+            int root = tree_root(tree_of, pb->moved_pin[x]);
+            smallest = smallest < 0 || root < smallest ? root : smallest;
+        }
+        for (int x = pb->moved_start[row]; x < pb->moved_start[row + 1]; x++)
+            tree_of[tree_root(tree_of, pb->moved_pin[x])] = smallest;
+    }
+    for (int p = 0; p < pb->n_pins; p++)
+        if (tree_of[p] >= 0) {
+            tree_of[p] = tree_root(tree_of, p);
+            count += tree_of[p] == p;
+        }
+    for (int row = 0; row < rows; row++)
+        row_tree[row] = pb->moved_start[row] < pb->moved_start[row + 1] ? tree_of[pb->moved_pin[pb->moved_start[row]]] : -1;
+    return count;
+}
+
+/* The tree's bones (column_tree: each solved bone's tree), pins and translating roots, and the
+ * sizes that follow; -1 when memory ran out. */
+static int tree_members(const ewbik_problem *pb, const int *tree_of, const int *column_tree, int first, PolishTree *pl)
+{
+    int c_count = 0, pins = 0, pairs = 0;
+    for (int p = 0; p < pb->n_pins; p++)
+        pins += tree_of[p] == first;
+    for (int i = 0; i < pb->n_solved; i++)
+        c_count += column_tree[i] == first;
+    pl->bones = malloc(((size_t)c_count + pins + 1) * sizeof(int));
+    pl->translating = calloc((size_t)c_count + 1, 1);
+    if (!pl->bones || !pl->translating)
         return -1;
+    pl->pin = pl->bones + c_count;
+    pl->columns = 0, pl->pins = 0, pl->moving = 0;
+    for (int p = 0; p < pb->n_pins; p++)
+        if (tree_of[p] == first)
+            pl->pin[pl->pins++] = p;
+    for (int i = 0; i < pb->n_solved; i++)
+        if (column_tree[i] == first)
+            pl->bones[pl->columns++] = pb->solved[i];
+    for (int i = 0; i < pl->columns; i++)
+        for (int k = 0; k < pl->pins; k++)
+            pairs += is_below(pb, pl->bones[i], pl->pin[k]);
+    pl->pair_pin = malloc(2 * ((size_t)pairs + 1) * sizeof(int));
+    if (!pl->pair_pin)
+        return -1;
+    pl->pair_column = pl->pair_pin + pairs;
+    pl->pairs = 0;
+    for (int i = 0; i < pl->columns; i++)
+        for (int k = 0; k < pl->pins; k++)
+            if (is_below(pb, pl->bones[i], pl->pin[k])) {
+                pl->pair_pin[pl->pairs] = k;
+                pl->pair_column[pl->pairs++] = i;
+            }
     for (int row = 0; row < pb->batch_start[pb->n_batches]; row++)
-        for (int i = 0; i < c_count && pb->translating[row]; i++)
-            if (pb->solved[i] == pb->batch_bones[row])
-                translating[i] = 1;
-    for (int i = 0; i < c_count; i++)
-        moving += translating[i];
-    int rows = 12 * pins, params = 3 * c_count + 3 * moving, s = rows < params ? rows : params;
+        for (int i = 0; i < pl->columns && pb->translating[row]; i++)
+            if (pl->bones[i] == pb->batch_bones[row])
+                pl->translating[i] = 1;
+    for (int i = 0; i < pl->columns; i++)
+        pl->moving += pl->translating[i];
+    pl->rows = 12 * pl->pins, pl->params = 3 * pl->columns + 3 * pl->moving;
+    return 0;
+}
+
+/* The work arrays, caps and weights of polish.TreePolish.make; -1 when memory ran out. */
+static int tree_allocate(const ewbik_problem *pb, PolishTree *pl)
+{
+    int c_count = pl->columns, rows = pl->rows, params = pl->params, s = rows < params ? rows : params;
     size_t doubles = (size_t)params * 2 + (size_t)c_count * 36 + 2 * (size_t)rows * params + (size_t)s * s +
                      (size_t)rows + s;
-    double *block = malloc(doubles * sizeof(double) + 2 * ((size_t)pairs + 1) * sizeof(int));
-    if (!block) {
-        free(translating);
+    double *next = malloc(doubles * sizeof(double));
+    if (!next)
         return -1;
-    }
-    double *next = block;
     pl->scale = next, next += params;
     pl->step = next, next += params;
     pl->cap = next, next += c_count;
@@ -1001,24 +1077,15 @@ static int polish_allocate(const ewbik_problem *pb, Polish *pl)
     pl->best = next, next += (size_t)c_count * 7;
     pl->system = next, next += (size_t)s * s;
     pl->residual = next, next += rows;
-    pl->rhs = next, next += s;
-    pl->pair_pin = (int *)next;
-    pl->pair_column = pl->pair_pin + pairs + 1;
-    pl->translating = translating;
-    pl->columns = c_count, pl->moving = moving, pl->rows = rows, pl->params = params, pl->pairs = 0;
+    pl->rhs = next;
     double reference = 0.0;
     for (int i = 0; i < c_count; i++)
-        reference = fmax(reference, pb->max_step[pb->solved[i]]);
+        reference = fmax(reference, pb->max_step[pl->bones[i]]);
     for (int i = 0; i < c_count; i++) {
-        double own = pb->max_step[pb->solved[i]];
-        pl->cap[i] = translating[i] ? PI : own;
+        double own = pb->max_step[pl->bones[i]];
+        pl->cap[i] = pl->translating[i] ? PI : own;
         for (int c = 0; c < 3; c++)
             pl->scale[3 * i + c] = own / reference;
-        for (int p = 0; p < pins; p++)
-            if (is_below(pb, pb->solved[i], p)) {
-                pl->pair_pin[pl->pairs] = p;
-                pl->pair_column[pl->pairs++] = i;
-            }
     }
     for (int t = 3 * c_count; t < params; t++)
         pl->scale[t] = 1.0;
@@ -1029,37 +1096,67 @@ static int polish_allocate(const ewbik_problem *pb, Polish *pl)
 
 static void polish_free(Polish *pl)
 {
-    free(pl->scale);
-    free(pl->translating);
+    for (int t = 0; t < pl->count; t++) {
+        free(pl->trees[t].bones);
+        free(pl->trees[t].pair_pin);
+        free(pl->trees[t].translating);
+        free(pl->trees[t].scale);
+    }
+    free(pl->trees);
 }
 
-/* polish.residuals and polish.jacobian, the Jacobian's columns scaled (damped_step's `scaled`). */
-static void polish_linearize(const State *st, Polish *pl)
+/* polish.polish_plan's trees and polish.Polisher.make; -1 when memory ran out. */
+static int polish_allocate(const ewbik_problem *pb, Polish *pl)
+{
+    int rows = pb->batch_start[pb->n_batches], failed = 0;
+    int *tree_of = malloc(((size_t)pb->n_pins + rows + pb->n_solved + pb->n_bones + 1) * sizeof(int));
+    if (!tree_of)
+        return -1;
+    int *row_tree = tree_of + pb->n_pins, *column_tree = row_tree + rows, *bone_tree = column_tree + pb->n_solved;
+    pl->count = pin_trees(pb, tree_of, row_tree);
+    for (int b = 0; b < pb->n_bones; b++)
+        bone_tree[b] = -1;
+    for (int row = 0; row < rows; row++)
+        bone_tree[pb->batch_bones[row]] = row_tree[row];
+    for (int i = 0; i < pb->n_solved; i++)
+        column_tree[i] = bone_tree[pb->solved[i]];
+    pl->trees = calloc((size_t)pl->count + 1, sizeof(PolishTree));
+    for (int p = 0, t = 0; pl->trees && p < pb->n_pins && !failed; p++)
+        if (tree_of[p] == p)
+            failed = tree_members(pb, tree_of, column_tree, p, pl->trees + t) != 0 ||
+                     tree_allocate(pb, pl->trees + t) != 0,
+            t++;
+    free(tree_of);
+    if (!pl->trees || failed) {
+        if (pl->trees)
+            polish_free(pl);
+        return -1;
+    }
+    return 0;
+}
+
+/* polish.residuals and polish.jacobian of one tree, the Jacobian's columns scaled (damped_step's
+ * `scaled`). */
+static void polish_linearize(const State *st, PolishTree *pl)
 {
     const ewbik_problem *pb = st->pb;
     int params = pl->params;
     double sqrt_weights[4];
     memset(pl->jac, 0, (size_t)pl->rows * params * sizeof(double));
-    for (int p = 0; p < pb->n_pins; p++) {
+    for (int k = 0; k < pl->pins; k++) {
+        int p = pl->pin[k];
         const double *w = pb->axis_weight + 3 * p, *eff = st->eff_pos + 3 * p, *tgt = pb->target_pos + 3 * p;
-        double *r = pl->residual + 12 * p;
+        double *r = pl->residual + 12 * k;
         sqrt_weights[0] = sqrt(pb->weight[p] * (1.0 + 2.0 * (w[0] + w[1] + w[2])));
         for (int a = 0; a < 3; a++)
             sqrt_weights[1 + a] = sqrt(2.0 * pb->weight[p] * w[a]);
         for (int c = 0; c < 3; c++)
             r[c] = sqrt_weights[0] * (eff[c] - tgt[c]);
-        for (int k = 3; k < 12; k++)
-            r[k] = sqrt_weights[k / 3] * (st->eff_axes[9 * p + k - 3] - pb->target_axes[9 * p + k - 3]);
-        for (int t = 0, i = 0; i < pl->columns; i++) {
-            if (!pl->translating[i])
-                continue;
-            for (int c = 0; c < 3; c++)
-                pl->jac[(size_t)(12 * p + c) * params + 3 * pl->columns + 3 * t + c] = sqrt_weights[0];
-            t++;
-        }
+        for (int x = 3; x < 12; x++)
+            r[x] = sqrt_weights[x / 3] * (st->eff_axes[9 * p + x - 3] - pb->target_axes[9 * p + x - 3]);
     }
     for (int k = 0; k < pl->pairs; k++) {
-        int p = pl->pair_pin[k], i = pl->pair_column[k], b = pb->solved[i];
+        int p = pl->pin[pl->pair_pin[k]], i = pl->pair_column[k], b = pl->bones[i], row = 12 * pl->pair_pin[k];
         const double *w = pb->axis_weight + 3 * p;
         double s0 = sqrt(pb->weight[p] * (1.0 + 2.0 * (w[0] + w[1] + w[2])));
         for (int block = 0; block < 4; block++) {
@@ -1070,7 +1167,14 @@ static void polish_linearize(const State *st, Polish *pl)
             double cross[9] = {0.0, lever[2], -lever[1], -lever[2], 0.0, lever[0], lever[1], -lever[0], 0.0};
             for (int r = 0; r < 3; r++)
                 for (int c = 0; c < 3; c++)
-                    pl->jac[(size_t)(12 * p + 3 * block + r) * params + 3 * i + c] = weight * cross[3 * r + c];
+                    pl->jac[(size_t)(row + 3 * block + r) * params + 3 * i + c] = weight * cross[3 * r + c];
+        }
+        if (pl->translating[i]) {
+            int t = 0;
+            for (int j = 0; j < i; j++)
+                t += pl->translating[j];
+            for (int c = 0; c < 3; c++)
+                pl->jac[(size_t)(row + c) * params + 3 * pl->columns + 3 * t + c] = s0;
         }
     }
     for (int r = 0; r < pl->rows; r++)
@@ -1111,7 +1215,7 @@ static int cholesky_solve(double *a, int n, double *b)
 /* A A^T of the restricted Jacobian in residual space, block by block: pins p and q share only
  * the columns of the bones above both (the pairs are grouped by column, pins ascending), and
  * every pin the translating roots' columns. */
-static void residual_gram(Polish *pl)
+static void residual_gram(PolishTree *pl)
 {
     int m = pl->rows, n = pl->params, first_shift = 3 * pl->columns;
     const double *a = pl->restricted;
@@ -1137,15 +1241,13 @@ static void residual_gram(Polish *pl)
             g[(size_t)c * m + r] = g[(size_t)r * m + c];
 }
 
-/* polish.damped_step on the restricted Jacobian, then polish._restricted_step's projection:
- * pl->step; -1 when the system is not solvable. */
-static int damped_step(Polish *pl)
+/* polish._restricted_step's Jacobian: each bone's columns times its projector. */
+static void restrict_jacobian(PolishTree *pl)
 {
-    int m = pl->rows, n = pl->params, params_space = n <= m, s = params_space ? n : m;
-    double *a = pl->restricted;
+    int m = pl->rows, n = pl->params;
     for (int r = 0; r < m; r++) {
         const double *row = pl->jac + (size_t)r * n;
-        double *out = a + (size_t)r * n;
+        double *out = pl->restricted + (size_t)r * n;
         for (int i = 0; i < pl->columns; i++) {
             const double *f = pl->free + 9 * i, *j = row + 3 * i;
             for (int c = 0; c < 3; c++)
@@ -1153,7 +1255,13 @@ static int damped_step(Polish *pl)
         }
         memcpy(out + 3 * pl->columns, row + 3 * pl->columns, (size_t)(n - 3 * pl->columns) * sizeof(double));
     }
-    double trace = 0.0;
+}
+
+/* polish.damped_step's damped system in the smaller space (pl->system, pl->rhs); its size. */
+static int damped_system(PolishTree *pl, int params_space)
+{
+    int m = pl->rows, n = pl->params, s = params_space ? n : m;
+    const double *a = pl->restricted;
     if (params_space) {
         for (int i = 0; i < s; i++)
             for (int j = 0; j <= i; j++) {
@@ -1165,21 +1273,29 @@ static int damped_step(Polish *pl)
     } else {
         residual_gram(pl);
     }
+    double trace = 0.0;
     for (int i = 0; i < s; i++)
         trace += pl->system[(size_t)i * s + i];
     double mu = pl->damping * fmax(trace / s, 1e-300);
     for (int i = 0; i < s; i++) {
         pl->system[(size_t)i * s + i] += mu;
-        if (params_space) {
-            double v = 0.0;
+        double v = 0.0;
+        if (params_space)
             for (int r = 0; r < m; r++)
                 v -= a[(size_t)r * n + i] * pl->residual[r];
-            pl->rhs[i] = v;
-        } else {
-            pl->rhs[i] = pl->residual[i];
-        }
+        pl->rhs[i] = params_space ? v : pl->residual[i];
     }
-    if (cholesky_solve(pl->system, s, pl->rhs) != 0)
+    return s;
+}
+
+/* polish.damped_step on the restricted Jacobian, then polish._restricted_step's projection:
+ * pl->step; -1 when the system is not solvable. */
+static int damped_step(PolishTree *pl)
+{
+    int m = pl->rows, n = pl->params, params_space = n <= m;
+    const double *a = pl->restricted;
+    restrict_jacobian(pl);
+    if (cholesky_solve(pl->system, damped_system(pl, params_space), pl->rhs) != 0)
         return -1;
     for (int c = 0; c < n; c++) {
         double v = 0.0;
@@ -1198,7 +1314,7 @@ static int damped_step(Polish *pl)
 }
 
 /* polish._restrict: whether any bone got a new blocked direction. */
-static int restrict_turns(Polish *pl)
+static int restrict_turns(PolishTree *pl)
 {
     int any = 0;
     for (int i = 0; i < pl->columns; i++) {
@@ -1217,11 +1333,11 @@ static int restrict_turns(Polish *pl)
 
 /* polish._apply: each bone's capped world turn about its head, limited (the clamp's correction
  * kept in pl->corrections); translating roots moved. */
-static void polish_apply(State *st, Polish *pl, int iteration)
+static void polish_apply(State *st, PolishTree *pl, int iteration)
 {
     const ewbik_problem *pb = st->pb;
     for (int t = 0, i = 0; i < pl->columns; i++) {
-        int b = pb->solved[i];
+        int b = pl->bones[i];
         double turn[3], local[3], delta[4], *rotation = pb->rotations + 4 * b;
         memcpy(turn, pl->step + 3 * i, sizeof turn);
         double angle = sqrt(dot3(turn, turn)), shrink = fmin(1.0, pl->cap[i] / (angle > 0.0 ? angle : 1.0));
@@ -1252,10 +1368,10 @@ static void polish_apply(State *st, Polish *pl, int iteration)
     }
 }
 
-static void polish_pose(const ewbik_problem *pb, const Polish *pl, double *out, int store)
+static void polish_pose(const ewbik_problem *pb, const PolishTree *pl, double *out, int store)
 {
     for (int i = 0; i < pl->columns; i++) {
-        int b = pb->solved[i];
+        int b = pl->bones[i];
         if (store) {
             memcpy(out + 7 * i, pb->rotations + 4 * b, 4 * sizeof(double));
             memcpy(out + 7 * i + 4, pb->locations + 3 * b, 3 * sizeof(double));
@@ -1266,49 +1382,90 @@ static void polish_pose(const ewbik_problem *pb, const Polish *pl, double *out, 
     }
 }
 
-/* One guarded polish step (polish.polish); returns the total, *kept says whether the pose changed. */
-static double polish_step(State *st, Polish *pl, int iteration, double total, int *reached, int *kept)
+/* The tree's weighted misfit (its share of total_errors). */
+static double tree_misfit(const State *st, const PolishTree *pl)
 {
-    const ewbik_problem *pb = st->pb;
+    double misfit = 0.0;
+    for (int k = 0; k < pl->pins; k++)
+        misfit += st->pb->weight[pl->pin[k]] * pin_cost(st, pl->pin[k]);
+    return misfit;
+}
+
+/* polish._TreeTry.start: linearize the tree at the step's start; a tree whose pins are all
+ * reached sits the step out. */
+static void tree_start(State *st, PolishTree *pl)
+{
+    pl->kept = pl->grown = pl->restricted_count = 0;
+    pl->active = 0;
+    for (int k = 0; k < pl->pins && !pl->active; k++)
+        pl->active = !pin_reached(st, pl->pin[k], st->pb->tolerance);
+    polish_pose(st->pb, pl, pl->saved, 1);
+    if (!pl->active)
+        return;
     polish_linearize(st, pl);
     for (int i = 0; i < pl->columns; i++) {
-        parent_frame(st, pb->solved[i], pl->frames + 9 * i);
+        parent_frame(st, pl->bones[i], pl->frames + 9 * i);
         memcpy(pl->free + 9 * i, IDENTITY3, sizeof IDENTITY3);
     }
-    polish_pose(pb, pl, pl->saved, 1);
-    double best = total;
-    int best_reached = 0;
-    *kept = 0;
-    for (int grown = 0, restricted = 0;;) {
-        if (damped_step(pl) != 0)
-            break;
-        polish_apply(st, pl, iteration);
-        forward(st);
-        int try_reached;
-        double new_total = total_errors(st, &try_reached);
-        if (new_total < best) {
-            best = new_total, best_reached = try_reached, *kept = 1;
-            polish_pose(pb, pl, pl->best, 1);
-        }
-        if (restricted < pb->polish_tries && restrict_turns(pl)) {
-            restricted++;
-            continue;
-        }
-        if (*kept || grown == pb->polish_tries)
-            break;
-        pl->damping = fmin(pl->damping * pb->polish_grow, pb->polish_lambda_max);
-        grown++;
+    pl->misfit = tree_misfit(st, pl);
+}
+
+/* polish._TreeTry.judge: keep a try that lowers the tree's misfit; whether the tree tries again. */
+static int tree_judge(const State *st, PolishTree *pl)
+{
+    const ewbik_problem *pb = st->pb;
+    double misfit = tree_misfit(st, pl);
+    if (misfit < pl->misfit) {
+        pl->misfit = misfit, pl->kept = 1;
+        polish_pose(pb, pl, pl->best, 1);
     }
-    if (!*kept) {
-        polish_pose(pb, pl, pl->saved, 0);
-        forward(st);
-        return total_errors(st, reached);
+    if (pl->restricted_count < pb->polish_tries && restrict_turns(pl)) {
+        pl->restricted_count++;
+        return 1;
     }
-    pl->damping = fmax(pl->damping / pb->polish_shrink, pb->polish_lambda_min);
-    polish_pose(pb, pl, pl->best, 0);
+    if (pl->kept || pl->grown == pb->polish_tries)
+        return 0;
+    pl->damping = fmin(pl->damping * pb->polish_grow, pb->polish_lambda_max);
+    pl->grown++;
+    return 1;
+}
+
+/* One guarded polish step of every tree (polish.polish): the trees try side by side, one forward
+ * pass per round; returns the total, *kept says whether it dropped by more than its rounding. */
+static double polish_step(State *st, Polish *polish, int iteration, double total, int *reached, int *kept)
+{
+    const ewbik_problem *pb = st->pb;
+    int active = polish->count, start_reached;
+    double start = total_errors(st, &start_reached);
+    (void)total;
+    for (int t = 0; t < polish->count; t++)
+        tree_start(st, polish->trees + t);
+    while (active) {
+        active = 0;
+        for (int t = 0; t < polish->count; t++) {
+            PolishTree *pl = polish->trees + t;
+            if (pl->active && damped_step(pl) != 0)
+                pl->active = 0;
+            if (pl->active)
+                polish_apply(st, pl, iteration), active++;
+        }
+        if (!active)
+            break;
+        forward(st);
+        for (int t = 0; t < polish->count; t++)
+            if (polish->trees[t].active)
+                polish->trees[t].active = tree_judge(st, polish->trees + t);
+    }
+    for (int t = 0; t < polish->count; t++) {
+        PolishTree *pl = polish->trees + t;
+        if (pl->kept)
+            pl->damping = fmax(pl->damping / pb->polish_shrink, pb->polish_lambda_min);
+        polish_pose(pb, pl, pl->kept ? pl->best : pl->saved, 0);
+    }
     forward(st);
-    *reached = best_reached;
-    return best;
+    double polished = total_errors(st, reached);
+    *kept = polished < (1.0 - ROUNDING) * start;
+    return polished;
 }
 
 /* One EWBIK iteration (solve._sweep): every batch's bone steps, then an Anderson step if `accelerate`. */

@@ -213,3 +213,57 @@ def test_empty_skeletons_and_bad_names_are_refused(names, field):
 def test_counts_must_agree():
     names, parents, rest, lengths = chain()
     expect_error("bones", names, parents, rest, lengths[:2])
+
+
+# ------------------------------------------------------------------ stacked arrays (the bridge's form)
+
+
+def as_arrays(rest, lengths):
+    return np.array([np.asarray(m, dtype=float) for m in rest]), np.array(lengths, dtype=float)
+
+
+def test_stacked_arrays_give_the_skeleton_bone_by_bone_input_gives():
+    rng = np.random.default_rng(7)
+    names, parents, rest, lengths = shuffled(rng, *random_tree(rng, 30))
+    rest = rest * rng.uniform(0.5, 2.0, size=(30, 1, 4))  # per-axis scale, removed by both paths
+    rest[:, 3] = (0.0, 0.0, 0.0, 1.0)
+    stacked = Skeleton(names, parents, *as_arrays(rest, lengths))
+    listed = Skeleton(names, parents, [m.tolist() for m in rest], [float(x) for x in lengths])
+    assert stacked.names == listed.names
+    np.testing.assert_array_equal(stacked.rest, listed.rest)
+    np.testing.assert_array_equal(stacked.lengths, listed.lengths)
+    np.testing.assert_array_equal(stacked.local_offset, listed.local_offset)
+
+
+@pytest.mark.parametrize(
+    "bone, basis, field",
+    [
+        (1, np.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]]), "bones[1].rest"),
+        (2, np.diag([1.0, 1.0, -1.0]), "bones[2].rest"),
+        (1, np.diag([1.0, 0.0, 1.0]), "bones[1].rest"),
+    ],
+)
+def test_stacked_arrays_name_the_non_rigid_bone(bone, basis, field):
+    names, parents, rest, lengths = chain(4)
+    rest[bone] = frame(basis, (0, bone, 0))
+    assert f"(bone 'b{bone}')" in str(expect_error(field, names, parents, *as_arrays(rest, lengths)))
+
+
+@pytest.mark.parametrize("where, value", [("length", float("nan")), ("length", 0.0), ("rest", float("inf"))])
+def test_stacked_arrays_name_the_bone_of_a_bad_number(where, value):
+    names, parents, rest, lengths = chain(4)
+    rest, lengths = as_arrays(rest, lengths)
+    if where == "length":
+        lengths[2] = value
+        expect_error("bones[2].length", names, parents, rest, lengths)
+    else:
+        rest[2, 1, 3] = value
+        expect_error("bones[2].rest[1][3]", names, parents, rest, lengths)
+
+
+def test_stacked_arrays_report_the_first_bad_bone_parents_first():
+    names, parents, rest, lengths = chain(4)
+    names, parents, rest, lengths = names[::-1], parents[::-1], rest[::-1], lengths[::-1]  # b3 given first
+    rest[0] = frame(np.diag([1.0, 1.0, -1.0]), (0, 3, 0))  # b3, solved after b1
+    rest[2] = frame(np.diag([1.0, 1.0, -1.0]), (0, 1, 0))  # b1
+    expect_error("bones[2].rest", names, parents, *as_arrays(rest, lengths))
