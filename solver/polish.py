@@ -198,7 +198,7 @@ def damped_step(scaled, residual, damping):
     return -(scaled.T @ np.linalg.solve(gram + mu * np.eye(rows), residual))
 
 
-def polish(state, polisher, limits, iteration, total, tolerance):
+def polish(state, polisher, limits, iteration, tolerance):
     """One guarded polish step of every tree; returns (total, reached, kept). A tree's pose
     changes only if its own misfit drops; kept says whether the total dropped by more than its
     rounding (a tree at its floor gains rounding noise, which must not decide for the others;

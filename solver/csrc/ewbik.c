@@ -957,6 +957,7 @@ typedef struct {
     double *step;                            /* (params,) */
     double *frames;                          /* (C, 9) constraint frames at the step's start */
     double *saved;                           /* (C, 7) rotation and location at the step's start */
+    double *block;                           /* the one allocation holding the arrays above */
     double damping, clamped;
     double misfit;                           /* the tree's best misfit in the current step */
     int kept, grown, restricted_count, active;
@@ -1065,6 +1066,7 @@ static int tree_allocate(const ewbik_problem *pb, PolishTree *pl)
     double *next = malloc(doubles * sizeof(double));
     if (!next)
         return -1;
+    pl->block = next;
     pl->scale = next, next += params;
     pl->step = next, next += params;
     pl->cap = next, next += c_count;
@@ -1100,7 +1102,7 @@ static void polish_free(Polish *pl)
         free(pl->trees[t].bones);
         free(pl->trees[t].pair_pin);
         free(pl->trees[t].translating);
-        free(pl->trees[t].scale);
+        free(pl->trees[t].block);
     }
     free(pl->trees);
 }
@@ -1432,12 +1434,11 @@ static int tree_judge(const State *st, PolishTree *pl)
 
 /* One guarded polish step of every tree (polish.polish): the trees try side by side, one forward
  * pass per round; returns the total, *kept says whether it dropped by more than its rounding. */
-static double polish_step(State *st, Polish *polish, int iteration, double total, int *reached, int *kept)
+static double polish_step(State *st, Polish *polish, int iteration, int *reached, int *kept)
 {
     const ewbik_problem *pb = st->pb;
     int active = polish->count, start_reached;
     double start = total_errors(st, &start_reached);
-    (void)total;
     for (int t = 0; t < polish->count; t++)
         tree_start(st, polish->trees + t);
     while (active) {
@@ -1599,75 +1600,130 @@ int ewbik_limits_layout(long long *offsets, int capacity)
     return layout(fields, (int)(sizeof fields / sizeof fields[0]), offsets, capacity);
 }
 
-int ewbik_solve(const ewbik_problem *pb)
+/* The loop's state between iterations (solve._Loop); its named steps follow, as in numpy. */
+typedef struct {
+    State st;
+    Polish polish;
+    int polisher, finish; /* polisher: the problem has a polish (numpy: a Polisher) */
+    int iterations, converged, reached, settled, polishing, polish_from;
+    double total, previous, started;
+} Loop;
+
+/* The start pose within the solved bones' limits, the polish's buffers, the first misfit. */
+static int loop_start(Loop *lp, const ewbik_problem *pb)
 {
-    double started = now_seconds();
-    State st = {0};
-    st.pb = pb;
-    if (allocate(&st) != 0)
+    lp->started = now_seconds();
+    lp->st.pb = pb;
+    if (allocate(&lp->st) != 0)
         return -1;
     if (pb->limits)
         for (int i = 0; i < pb->n_solved; i++)
             if (pb->limits->limited[pb->solved[i]])
                 ewbik_constrain(pb->limits, pb->solved[i], pb->rotations + 4 * pb->solved[i], 0);
-    Polish polish = {0};
-    int polishing = pb->polish_after >= 0 && pb->n_pins > 0;
-    if (polishing && polish_allocate(pb, &polish) != 0) {
-        free(st.block);
+    lp->polisher = pb->polish_after >= 0 && pb->n_pins > 0;
+    if (lp->polisher && polish_allocate(pb, &lp->polish) != 0) {
+        free(lp->st.block);
         return -1;
     }
-    int iterations = 0, converged = 0, reached = 0;
-    int finish = pb->analytic_limbs && pb->n_limbs > 0;
-    double previous = INFINITY;
-    forward(&st);
-    double total = total_errors(&st, &reached);
-    int polish_from = pb->polish_after, settled = 0, polished = 0;
-    while (pb->n_pins > 0 && iterations < pb->iterations) {
-        int kept = 0;
-        if (polishing && iterations >= polish_from && settled) {
-            double before = total;
-            total = polish_step(&st, &polish, iterations, total, &reached, &kept);
-            polished |= kept;
-            polish_from = kept ? iterations : iterations + 1 + pb->polish_after;
-            if (finish && !reached && total > pb->polish_slow * before && any_stuck(&st)) {
-                double stalled = total;
-                finish_limbs(&st, (double)(iterations + 1), 1);
-                total = total_errors(&st, &reached);
-                kept |= total < stalled;
-            }
-        }
-        if (!kept) {
-            st.capped = 0;
-            total = sweep(&st, iterations, pb->acceleration && !polished, &reached);
-            settled = !st.capped;
-        }
-        iterations++;
-        if (!reached && finish && !polishing && others_reached(&st)) {
-            finish_limbs(&st, (double)iterations, 0);
-            total = total_errors(&st, &reached);
-        }
-        if (reached) {
-            converged = 1;
-            break;
-        }
-        if (isfinite(previous) && fabs(previous - total) <= pb->stall * previous)
-            break;
-        previous = total;
-        if (pb->budget_seconds >= 0.0 && now_seconds() - started >= pb->budget_seconds)
-            break;
+    lp->finish = pb->analytic_limbs && pb->n_limbs > 0;
+    lp->previous = INFINITY;
+    lp->polish_from = pb->polish_after;
+    forward(&lp->st);
+    lp->total = total_errors(&lp->st, &lp->reached);
+    return 0;
+}
+
+/* The polish takes over once no bone step was capped by its dampening in the last sweep. */
+static int loop_polish_due(const Loop *lp)
+{
+    return lp->polisher && lp->iterations >= lp->polish_from && lp->settled;
+}
+
+/* One polish step, then the analytic finish of straight hinged limbs if it stalled; whether the
+   misfit dropped (else this iteration is a sweep). */
+static int loop_polish_step(Loop *lp)
+{
+    State *st = &lp->st;
+    const ewbik_problem *pb = st->pb;
+    int kept = 0;
+    double before = lp->total;
+    lp->total = polish_step(st, &lp->polish, lp->iterations, &lp->reached, &kept);
+    lp->polishing |= kept;
+    lp->polish_from = kept ? lp->iterations : lp->iterations + 1 + pb->polish_after;
+    if (lp->finish && !lp->reached && lp->total > pb->polish_slow * before && any_stuck(st)) {
+        double stalled = lp->total;
+        finish_limbs(st, (double)(lp->iterations + 1), 1);
+        lp->total = total_errors(st, &lp->reached);
+        kept |= lp->total < stalled;
     }
-    if (finish && !converged && iterations)
-        finish_limbs(&st, (double)iterations, 0);
-    report_errors(&st);
-    if (!converged) {
-        converged = 1;
+    return kept;
+}
+
+/* One EWBIK sweep, Anderson-accelerated until the polish has kept a step. */
+static void loop_sweep_step(Loop *lp)
+{
+    lp->st.capped = 0;
+    lp->total = sweep(&lp->st, lp->iterations, lp->st.pb->acceleration && !lp->polishing, &lp->reached);
+    lp->settled = !lp->st.capped;
+}
+
+/* Without a polish: when only limbs miss, the analytic finish places them directly. */
+static void loop_finish_when_only_limbs_miss(Loop *lp)
+{
+    if (lp->reached || !lp->finish || lp->polisher || !others_reached(&lp->st))
+        return;
+    finish_limbs(&lp->st, (double)lp->iterations, 0);
+    lp->total = total_errors(&lp->st, &lp->reached);
+}
+
+/* The stopping rules after an iteration: reached, stalled, or out of time. */
+static int loop_stops(Loop *lp)
+{
+    const ewbik_problem *pb = lp->st.pb;
+    if (lp->reached) {
+        lp->converged = 1;
+        return 1;
+    }
+    if (isfinite(lp->previous) && fabs(lp->previous - lp->total) <= pb->stall * lp->previous)
+        return 1;
+    lp->previous = lp->total;
+    return pb->budget_seconds >= 0.0 && now_seconds() - lp->started >= pb->budget_seconds;
+}
+
+/* The last limb finish, the answer's errors and flags, and the buffers freed. */
+static void loop_end(Loop *lp)
+{
+    State *st = &lp->st;
+    const ewbik_problem *pb = st->pb;
+    if (lp->finish && !lp->converged && lp->iterations)
+        finish_limbs(st, (double)lp->iterations, 0);
+    report_errors(st);
+    if (!lp->converged) {
+        lp->converged = 1;
         for (int p = 0; p < pb->n_pins; p++)
-            converged &= pin_reached(&st, p, pb->tolerance);
+            lp->converged &= pin_reached(st, p, pb->tolerance);
     }
-    *pb->iterations_done = iterations;
-    *pb->converged = converged;
-    if (polishing)
-        polish_free(&polish);
-    free(st.block);
+    *pb->iterations_done = lp->iterations;
+    *pb->converged = lp->converged;
+    if (lp->polisher)
+        polish_free(&lp->polish);
+    free(st->block);
+}
+
+int ewbik_solve(const ewbik_problem *pb)
+{
+    Loop lp = {0};
+    if (loop_start(&lp, pb) != 0)
+        return -1;
+    while (pb->n_pins > 0 && lp.iterations < pb->iterations) {
+        int kept = loop_polish_due(&lp) ? loop_polish_step(&lp) : 0;
+        if (!kept)
+            loop_sweep_step(&lp);
+        lp.iterations++;
+        loop_finish_when_only_limbs_miss(&lp);
+        if (loop_stops(&lp))
+            break;
+    }
+    loop_end(&lp);
     return 0;
 }
