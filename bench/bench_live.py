@@ -17,6 +17,11 @@ depsgraph's fixed cost. Blender's Standard solver cannot move the root `spine`,
 so EWBIK's `spine` gets stiffness 1 and Blender's chains end just below it:
 both solvers move exactly the same bones.
 
+The 1000-bone rows drag the same five targets over the metarig grown to 1000 bones: chains of
+extra bones hang from the chest and the hips (accessories a production rig carries: cloth,
+straps, face), so the pinned chains, the targets and the solve are the metarig's while every
+per-bone cost (pose read and write, Blender's evaluation) is paid for 1000 bones.
+
 Results go to stdout and into docs/BENCHMARKS.md between the live markers.
 """
 
@@ -38,7 +43,7 @@ import time  # noqa: E402
 import bpy  # noqa: E402  (first: it makes addon_utils importable)
 import addon_utils  # noqa: E402
 import numpy as np  # noqa: E402
-from mathutils import Euler, Matrix  # noqa: E402
+from mathutils import Euler, Matrix, Vector  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
@@ -61,6 +66,9 @@ LIVE_END = "<!-- /bench:live -->"
 PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 ROOT = "spine"
 BLENDER_IK_ITERATIONS = 500
+LARGE_RIG_BONES = 1000
+EXTRA_CHAIN_BONES = 20  # bones per extra chain of the 1000-bone rig
+EXTRA_CHAIN_PARENTS = ("spine.003", "spine")
 
 # The drag, as key poses the figure passes through in order (smoothstep between keys): per bone,
 # a turn in degrees about the armature's X, Y, Z axes (XYZ Euler) as seen in the rest pose.
@@ -134,6 +142,7 @@ class Config:
     time_budget_ms: float = 4.0
     iterations: int = 15
     limits: bool = False
+    bones: int = 159  # the metarig's own; more: extra chains (`grow_rig`)
 
 
 CONFIGS = (
@@ -146,8 +155,14 @@ CONFIGS = (
     ),
     Config(f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations)", "blender"),
     Config("no IK (Blender constraints muted)", "none"),
+    Config(f"EWBIK live, 10 ms budget, {LARGE_RIG_BONES} bones", "ewbik", time_budget_ms=10.0, bones=LARGE_RIG_BONES),
+    Config(
+        f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations), {LARGE_RIG_BONES} bones",
+        "blender",
+        bones=LARGE_RIG_BONES,
+    ),
+    Config(f"no IK (Blender constraints muted), {LARGE_RIG_BONES} bones", "none", bones=LARGE_RIG_BONES),
 )
-BLENDER_ROW = next(i for i, config in enumerate(CONFIGS) if config.kind == "blender")
 
 
 @dataclasses.dataclass
@@ -211,6 +226,29 @@ def target_path(steps):
     return path, height
 
 
+def grown_metarig(bones):
+    """The metarig with chains of EXTRA_CHAIN_BONES bones added under EXTRA_CHAIN_PARENTS in turn
+    until it has `bones` bones; active, in object mode."""
+    rig = build_metarig()
+    extra = bones - len(rig.data.bones)
+    if extra <= 0:
+        return rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    edit_bones = rig.data.edit_bones
+    for c in range(math.ceil(extra / EXTRA_CHAIN_BONES)):
+        parent = edit_bones[EXTRA_CHAIN_PARENTS[c % len(EXTRA_CHAIN_PARENTS)]]
+        side = 1.0 if c % 4 < 2 else -1.0
+        head = parent.head.copy()
+        for j in range(min(EXTRA_CHAIN_BONES, extra - c * EXTRA_CHAIN_BONES)):
+            bone = edit_bones.new(f"extra.{c:03d}.{j:02d}")
+            bone.head = head
+            bone.tail = head + Matrix.Rotation(0.3 * c, 3, "Z") @ Vector((0.1 * side, 0.0, -0.01))
+            bone.parent, bone.use_connect = parent, j > 0
+            parent, head = bone, bone.tail.copy()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return rig
+
+
 def ewbik_rig(config):
     """Metarig pinned with the operator; root frozen so it moves the bones Blender's IK moves.
 
@@ -218,7 +256,7 @@ def ewbik_rig(config):
     """
     enable_extension()
     bpy.ops.wm.read_homefile(use_empty=True)
-    rig = build_metarig()
+    rig = grown_metarig(config.bones)
     rig.ewbik.time_budget_ms = config.time_budget_ms
     rig.ewbik.iterations = config.iterations
     rig.pose.bones[ROOT].ewbik.stiffness = 1.0
@@ -230,7 +268,7 @@ def ewbik_rig(config):
     return rig, targets, {bone: Matrix.Identity(4) for bone in PINS}
 
 
-def blender_ik_rig(muted):
+def blender_ik_rig(muted, bones):
     """Metarig with one IK constraint per pinned bone, the extension disabled.
 
     use_tail with the empty at the bone's tail: the owner bone is the chain's last
@@ -244,7 +282,7 @@ def blender_ik_rig(muted):
     if extension_enabled():
         disable_extension()
     bpy.ops.wm.read_homefile(use_empty=True)
-    rig = build_metarig()
+    rig = grown_metarig(bones)
     rig.pose.ik_solver = "LEGACY"
     scene = bpy.context.scene
     targets, offsets = {}, {}
@@ -327,7 +365,7 @@ def drag(config, path, samples):
     if config.kind == "ewbik":
         rig, targets, offsets = ewbik_rig(config)
     else:
-        rig, targets, offsets = blender_ik_rig(muted=config.kind == "none")
+        rig, targets, offsets = blender_ik_rig(muted=config.kind == "none", bones=config.bones)
     view_layer = bpy.context.view_layer
     view_layer.update()
     restore = solve_recorder(samples) if config.kind == "ewbik" else None
@@ -426,13 +464,18 @@ def check_finite(config, samples):
         raise SystemExit(f"bench_live: {config.label}: non-finite pose after an update")
 
 
+def blender_cpu_ms(results, bones):
+    """Median CPU ms of Blender's IK on the rig with this many bones."""
+    config = next(c for c in CONFIGS if c.kind == "blender" and c.bones == bones)
+    return float(np.median(results[config].cpu_ms))
+
+
 def table(results):
-    blender_cpu = float(np.median(results[CONFIGS[BLENDER_ROW]].cpu_ms))
     header = [
         "run",
         "wall ms median / p95",
         "CPU ms median / p95",
-        "CPU vs Blender IK",
+        "CPU vs Blender IK (same rig)",
         "position mm median / p95 / max",
         "orientation deg median / p95",
         "wall ms median: solve() / bridge / rest of handler / Blender",
@@ -452,6 +495,7 @@ def table(results):
                 f"{np.median(samples.solve_ms):.2f} / {np.percentile(samples.solve_ms, 95):.2f}, "
                 f"{np.median(samples.solve_iterations):.0f}"
             )
+        blender_cpu = blender_cpu_ms(results, config.bones)
         rows.append(
             [
                 config.label,
