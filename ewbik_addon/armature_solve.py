@@ -37,7 +37,8 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
     check_pins_movable(obj, rig)
-    place_ik_controls(obj, rig)
+    if rig.placed.any():
+        place_ik_controls(obj, rig)
     rotations, locations, locks = read_start_pose(obj, rig, only_targets_moved)
     # Before the pins: a zero scale would make their targets infinitely far.
     settings = settings_for(obj, rig, full, only_targets_moved)

@@ -1,6 +1,7 @@
 """Pins: each pinned bone's target read as an armature-space frame and checked against the rig."""
 
 import dataclasses
+import math
 
 import mathutils
 import numpy as np
@@ -118,16 +119,16 @@ def _target_frames(obj, rig, checked):
         except ReferenceError:
             raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
         location, rotation, _ = (to_armature @ matrix).decompose()
-        rows.append((*rotation, *location))
-    frames = np.array(rows, dtype=float).reshape(-1, 7)
-    frames[frames[:, 0] < 0.0, :4] *= -1.0
-    bad = ~(np.isfinite(frames).all(axis=1) & (np.abs(frames[:, 4:]) <= MAX_COORDINATE).all(axis=1))
-    if np.any(bad):
-        raise RigError(
-            f"pin '{checked.bones[int(np.flatnonzero(bad)[0])]}': target contains NaN or infinity, "
-            f"or lies farther than {MAX_COORDINATE:g} armature units"
-        )
-    return frames
+        if rotation.w < 0.0:
+            rotation.negate()
+        row = (*rotation, *location)
+        if not (all(map(math.isfinite, row)) and max(map(abs, location)) <= MAX_COORDINATE):
+            raise RigError(
+                f"pin '{bone}': target contains NaN or infinity, "
+                f"or lies farther than {MAX_COORDINATE:g} armature units"
+            )
+        rows.append(row)
+    return np.array(rows, dtype=float).reshape(-1, 7)
 
 
 def _check_feedback(obj, rig, checked):

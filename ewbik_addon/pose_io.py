@@ -139,8 +139,9 @@ def read_pose(obj, rig, channels_kept=False):
 
     channels_kept: the caller knows that nothing but this add-on's own writes changed the pose
     channels since the last read (a live drag moves only targets), so the rig's buffers, which
-    mirror those writes, stand for them and Blender is not asked again. Bones that constraints
-    or drivers pose are evaluated again all the same.
+    mirror those writes, stand for them and Blender is not asked again (nor checked again for
+    NaN: they hold what was checked when read or written). Bones that constraints or drivers pose
+    are evaluated again all the same.
     """
     buffers = rig.buffers
     fetch = not (channels_kept and buffers.mirrors_channels)
@@ -152,7 +153,7 @@ def read_pose(obj, rig, channels_kept=False):
     if other.any():
         rotations[other] = _other_mode_quaternions(buffers, other, fetched=fetch)
     locations = buffers.location.astype(float)
-    if not (np.isfinite(rotations).all() and np.isfinite(locations).all()):
+    if fetch and not (np.isfinite(rotations).all() and np.isfinite(locations).all()):
         bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
         raise RigError(
             f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite"

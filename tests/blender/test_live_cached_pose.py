@@ -155,3 +155,35 @@ def test_a_target_outside_the_view_layer_is_not_taken_for_deleted(metarig):
         collection.objects.unlink(target)
     update()
     assert metarig.pose.bones["hand.L"].ewbik.target is None
+
+
+def test_a_nan_channel_typed_between_drags_is_refused_naming_its_bone(metarig):
+    """The channels a drag keeps are not checked for NaN again; one the user sets is, because the
+    edit makes the next solve read the channels back: the solve names the bone and writes nothing."""
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    drag(targets, DRAG[:3])
+    metarig.pose.bones["forearm.L"].rotation_quaternion = (float("nan"), 0.0, 0.0, 0.0)
+    before = channels(metarig)
+    targets["hand.L"].location.z += 0.02
+    update()
+    assert metarig.ewbik.status_is_error
+    assert "'forearm.L'" in metarig.ewbik.status and "NaN" in metarig.ewbik.status
+    for held, now in zip(before, channels(metarig)):
+        np.testing.assert_array_equal(held, now)
+
+
+def test_a_target_dragged_to_infinity_names_its_pin_and_keeps_the_pose(metarig):
+    """Targets are checked on every update, each as it is read: the pin is named, nothing written."""
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    drag(targets, DRAG[:3])
+    before = channels(metarig)
+    targets["foot.R"].location.x = float("inf")
+    update()
+    assert metarig.ewbik.status_is_error
+    assert "pin 'foot.R'" in metarig.ewbik.status and "infinity" in metarig.ewbik.status
+    for held, now in zip(before, channels(metarig)):
+        np.testing.assert_array_equal(held, now)
