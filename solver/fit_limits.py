@@ -37,7 +37,11 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
 Floors: cones of at least `FLOOR_RADIUS` and twist ranges of at least `FLOOR_TWIST`. A bone
 that never moves over the clip (a CMU collar or hip helper) still gets a region around its
 pose, `margin` times `MIN_SPREAD` wide: left free, the solver would swing it wherever the pins
-pull, far from any captured body. Root bones get no limits, and neither does any bone of a clip
+pull, far from any captured body. A still bone at the end of a chain (no bone below it turns
+more than `STILL_SPREAD`: a captured hand or finger held against the forearm by few markers)
+gets at least `END_RADIUS` cones and an `END_TWIST` twist range: such bones carry the pins, and
+a region as tight as their captured jitter would tie the pinned orientation into the whole limb,
+which then swings about from frame to frame to honour it. Root bones get no limits, and neither does any bone of a clip
 in which no bone turns by more than `STILL_ANGLE` (a pose held, not motion).
 """
 
@@ -58,6 +62,9 @@ MAX_SPREAD = math.radians(40.0)
 HINGE_WIDTH = math.radians(6.0)
 HINGE_MIN_ARC = math.radians(30.0)
 HINGE_SIDE_MARGIN = math.radians(3.0)
+STILL_SPREAD = math.radians(5.0)
+END_RADIUS = math.radians(35.0)
+END_TWIST = math.radians(90.0)
 
 _Y = np.array([0.0, 1.0, 0.0])
 _MARGIN = 1e-6
@@ -103,15 +110,36 @@ def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES, mar
     dirs = _swing_directions(kept)
     cones, spread = _fit_cones(dirs, max_cones)
     widen = margin * np.clip(spread, MIN_SPREAD, MAX_SPREAD)
-    cones = [[(d, min(r + w, np.pi)) for d, r in bone_cones] for bone_cones, w in zip(cones, widen)]
+    ends = _still_ends(fitted, parents, names, spread)
+    floor = np.where(ends, END_RADIUS, 0.0)
+    cones = [
+        [(d, min(max(r + w, f), np.pi)) for d, r in bone_cones]
+        for bone_cones, w, f in zip(cones, widen, floor)
+    ]
     if max_cones >= 2:
         cones = _hinge_bands(dirs, cones, widen)
     kusudamas = [Kusudama([LimitCone(tuple(d), float(r)) for d, r in bone_cones]) for bone_cones in cones]
-    twists = _twist_ranges(kept, np.array([k.centre for k in kusudamas]), margin)
+    twists = _twist_ranges(
+        kept, np.array([k.centre for k in kusudamas]), margin, np.where(ends, END_TWIST, FLOOR_TWIST)
+    )
     return {
         names[bone]: Kusudama(kusudama.cones, twist).to_dict()
         for bone, kusudama, twist in zip(fitted, kusudamas, twists)
     }
+
+
+def _still_ends(fitted, parents, names, spread):
+    """(B,) whether each fitted bone turns at most `STILL_SPREAD` and so does every fitted bone
+    below it."""
+    row = {names[bone]: i for i, bone in enumerate(fitted)}
+    moving = spread > STILL_SPREAD
+    above_moving = np.zeros(len(fitted), dtype=bool)
+    for i in np.flatnonzero(moving):
+        parent = row.get(parents[fitted[i]])
+        while parent is not None and not above_moving[parent]:
+            above_moving[parent] = True
+            parent = row.get(parents[fitted[parent]])
+    return ~moving & ~above_moving
 
 
 def _check_bones(bones):
@@ -369,16 +397,17 @@ def _region_area(chain, around):
     return 2.0 * np.pi * (1.0 - np.cos(bound)) * float(kusudama.allows(samples).mean())
 
 
-def _twist_ranges(kept, centres, margin):
-    """Per bone a TwistLimit holding every kept twist (floored, widened by `margin` of the range
-    (within [`MIN_SPREAD`, `MAX_SPREAD`]) on each side, within [-pi, pi]), or None when the range
-    misses less than `FLOOR_TWIST` of the full turn (the twist is free in practice)."""
+def _twist_ranges(kept, centres, margin, floor):
+    """Per bone a TwistLimit holding every kept twist (at least `floor` (B,) wide, widened by
+    `margin` of the range (within [`MIN_SPREAD`, `MAX_SPREAD`]) on each side, within [-pi, pi]),
+    or None when the range misses less than `FLOOR_TWIST` of the full turn (the twist is free in
+    practice)."""
     twist = _twist_angles(kept, centres)
     low, high = twist.min(1), twist.max(1)
     widen = margin * np.clip(high - low, MIN_SPREAD, MAX_SPREAD) + _MARGIN
     low, high = low - widen, high + widen
     middle = 0.5 * (low + high)
-    half = np.maximum(0.5 * (high - low), 0.5 * FLOOR_TWIST)
+    half = np.maximum(0.5 * (high - low), 0.5 * floor)
     middle = np.clip(middle, -np.pi + half, np.pi - half)
     low, high = np.maximum(middle - half, -np.pi), np.minimum(middle + half, np.pi)
     return [

@@ -197,8 +197,10 @@ def test_operator_keys_moved_bones_with_the_scene_range(rig, bake_engine):
     assert bpy.context.scene.frame_current == 1
 
 
-def test_selected_armatures_bake_in_one_pass_over_the_frames(rig, bake_engine):
-    from tests.support.blender_helpers import build_metarig, make_active
+def second_metarig_with_a_keyed_hand_target():
+    """(armature, target): a metarig beside the first, its right hand pinned to a target keyed
+    on frames 1 and 20."""
+    from tests.support.blender_helpers import build_metarig
 
     second = build_metarig(location=(2.0, 0.0, 0.0))
     hand = pin(second, "hand.R")["hand.R"]
@@ -206,6 +208,13 @@ def test_selected_armatures_bake_in_one_pass_over_the_frames(rig, bake_engine):
     hand.location += Vector((-0.1, -0.2, 0.2))
     hand.keyframe_insert("location", frame=20)
     bpy.ops.object.mode_set(mode="OBJECT")
+    return second, hand
+
+
+def test_selected_armatures_bake_in_one_pass_over_the_frames(rig, bake_engine):
+    from tests.support.blender_helpers import make_active
+
+    second, hand = second_metarig_with_a_keyed_hand_target()
     bpy.context.scene.frame_set(1)
     make_active(rig)
     second.select_set(True)
@@ -231,14 +240,7 @@ def test_selected_armatures_bake_in_one_pass_over_the_frames(rig, bake_engine):
 
 
 def test_a_cancelled_crowd_bake_puts_every_armature_back(rig, bake_engine):
-    from tests.support.blender_helpers import build_metarig
-
-    second = build_metarig(location=(2.0, 0.0, 0.0))
-    hand = pin(second, "hand.R")["hand.R"]
-    hand.keyframe_insert("location", frame=1)
-    hand.location += Vector((-0.1, -0.2, 0.2))
-    hand.keyframe_insert("location", frame=20)
-    bpy.ops.object.mode_set(mode="OBJECT")
+    second, hand = second_metarig_with_a_keyed_hand_target()
     existing_animation(rig, bake_engine)
     bpy.context.scene.frame_set(3)
     before = {obj: (action_state(obj, bake_engine), pose_state(obj, bake_engine)) for obj in (rig, second)}

@@ -6,8 +6,14 @@ import bpy
 import numpy as np
 from mathutils import Quaternion
 
-from tests.blender.test_live_cached_pose import DRAG, HANDS_FEET_HEAD, channels, drag
 from tests.support.blender_helpers import addon_module, build_metarig, pin, update
+from tests.support.live_drags import (
+    DRAG,
+    HANDS_FEET_HEAD,
+    channels,
+    drag,
+    keyed_finger_after_drags_across_a_frame_change,
+)
 
 RIGS = 3
 
@@ -76,14 +82,4 @@ def test_a_bone_the_user_turns_in_one_armature_of_a_crowd_keeps_its_rotation():
 def test_a_frame_change_between_crowd_drags_is_read_back():
     """Keys set one armature's channels on a frame change; the next crowd drag starts from them."""
     rigs, targets = pinned_crowd()
-    finger = rigs[2].pose.bones["f_index.01.L"]
-    turn = Quaternion((0.0, 0.0, 1.0), 0.5)
-    finger.rotation_quaternion = turn
-    finger.keyframe_insert("rotation_quaternion", frame=5)
-    finger.rotation_quaternion = Quaternion()
-    finger.keyframe_insert("rotation_quaternion", frame=1)
-    bpy.context.scene.frame_set(1)
-    drag(targets, DRAG[:2])
-    bpy.context.scene.frame_set(5)
-    drag(targets, DRAG[2:4])
-    assert finger.rotation_quaternion.rotation_difference(turn).angle < 1e-5
+    assert keyed_finger_after_drags_across_a_frame_change(rigs[2], targets) < 1e-5

@@ -7,19 +7,13 @@ import pytest
 from mathutils import Quaternion, Vector
 
 from tests.support.blender_helpers import addon_module, bone_world, build_metarig, pin, update
-
-HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
-# Target moves of a short drag (metres, added to every target in turn), all within reach.
-DRAG = [Vector((0.01 * k, -0.015 * k, 0.02 * k)) for k in (1, 2, 3, 2, 1, 0, -1, -2)]
-
-
-def channels(obj):
-    """Every bone's quaternion and Euler channels as Blender holds them."""
-    quaternions = np.empty(len(obj.pose.bones) * 4, np.float32)
-    eulers = np.empty(len(obj.pose.bones) * 3, np.float32)
-    obj.pose.bones.foreach_get("rotation_quaternion", quaternions)
-    obj.pose.bones.foreach_get("rotation_euler", eulers)
-    return quaternions, eulers
+from tests.support.live_drags import (
+    DRAG,
+    HANDS_FEET_HEAD,
+    channels,
+    drag,
+    keyed_finger_after_drags_across_a_frame_change,
+)
 
 
 def pinned_metarig():
@@ -31,14 +25,6 @@ def pinned_metarig():
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
     return rig, targets
-
-
-def drag(targets, moves):
-    starts = {bone: target.location.copy() for bone, target in targets.items()}
-    for k, move in enumerate(moves):
-        for i, (bone, target) in enumerate(targets.items()):
-            target.location = starts[bone] + (move if (i + k) % 2 else -move)
-        update()
 
 
 def test_a_drag_poses_exactly_as_if_every_update_read_the_pose_from_blender(monkeypatch):
@@ -82,17 +68,7 @@ def test_a_frame_change_between_drags_is_read_back(metarig):
     targets = pin(metarig, *HANDS_FEET_HEAD)
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
-    finger = metarig.pose.bones["f_index.01.L"]
-    turn = Quaternion((0.0, 0.0, 1.0), 0.5)
-    finger.rotation_quaternion = turn
-    finger.keyframe_insert("rotation_quaternion", frame=5)
-    finger.rotation_quaternion = Quaternion()
-    finger.keyframe_insert("rotation_quaternion", frame=1)
-    bpy.context.scene.frame_set(1)
-    drag(targets, DRAG[:2])
-    bpy.context.scene.frame_set(5)
-    drag(targets, DRAG[2:4])
-    assert finger.rotation_quaternion.rotation_difference(turn).angle < 1e-5
+    assert keyed_finger_after_drags_across_a_frame_change(metarig, targets) < 1e-5
 
 
 def test_a_rotation_mode_switched_between_drags_is_written_in_the_new_mode(metarig):

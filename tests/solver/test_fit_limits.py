@@ -15,7 +15,7 @@ from scipy.spatial.transform import Rotation
 
 from bench.mocap import load_bvh
 from solver import FitError, JointLimits, Kusudama, fit_limits
-from solver.fit_limits import DEFAULT_MARGIN, FLOOR_RADIUS, FLOOR_TWIST, MIN_SPREAD
+from solver.fit_limits import DEFAULT_MARGIN, END_RADIUS, END_TWIST, MIN_SPREAD
 
 from .conftest import wxyz
 
@@ -184,25 +184,42 @@ def test_outlier_frames_are_dropped_jointly_for_swing_and_twist():
     assert fitted["twist"]["max"] - fitted["twist"]["min"] <= math.radians(70)
 
 
+def arm_and_hand_bones():
+    """root -> b0 -> b1 -> b2 (a collar and a shoulder the clip holds still, the arm they carry)
+    and root -> b3 (a hand: still, and no bone below it)."""
+    rest = np.eye(4).tolist()
+    parents = {"b0": "root", "b1": "b0", "b2": "b1", "b3": "root"}
+    return [{"name": "root", "parent": None, "rest": rest, "length": 1.0}] + [
+        {"name": name, "parent": parent, "rest": rest, "length": 1.0} for name, parent in parents.items()
+    ]
+
+
+def turned_about_z(pose, angle):
+    return wxyz(Rotation.from_rotvec([0.0, 0.0, angle]) * Rotation.from_quat(np.roll(pose, -1)))
+
+
 def test_roots_get_no_limits_and_still_bones_keep_a_little_room_around_their_pose():
     frames = 200
     rng = np.random.default_rng(2)
     root = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3))))
     at_rest = np.tile([1.0, 0.0, 0.0, 0.0], (frames, 1))
     held = np.tile(wxyz(Rotation.from_rotvec([0.3, 0.2, -0.5])), (frames, 1))
+    swinging = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3)) * 0.4))
     nudged = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3)) * math.radians(0.2)))
-    fitted = fit_limits(bones(3), np.stack((root, at_rest, held, nudged), axis=1))
-    assert set(fitted) == {"b0", "b1", "b2"}
+    fitted = fit_limits(arm_and_hand_bones(), np.stack((root, at_rest, held, swinging, nudged), axis=1))
+    assert set(fitted) == {"b0", "b1", "b2", "b3"}
+    room = MIN_SPREAD * DEFAULT_MARGIN
     for name, pose in (("b0", at_rest[0]), ("b1", held[0])):
-        room = MIN_SPREAD * DEFAULT_MARGIN
-        near = wxyz(Rotation.from_rotvec([0.0, 0.0, 0.8 * room]) * Rotation.from_quat(np.roll(pose, -1)))
-        far = wxyz(Rotation.from_rotvec([0.0, 0.0, 3.0 * room]) * Rotation.from_quat(np.roll(pose, -1)))
+        near, far = turned_about_z(pose, 0.8 * room), turned_about_z(pose, 3.0 * room)
         assert violations(fitted[name], np.array([pose, near])).max() <= INSIDE
         assert violations(fitted[name], far[None])[0] > 0.0
-    limits = fitted["b2"]
-    assert all(c["radius"] >= FLOOR_RADIUS for c in limits["cones"])
-    assert limits["twist"]["max"] - limits["twist"]["min"] >= FLOOR_TWIST - 1e-12
-    assert (violations(limits, nudged) <= INSIDE).mean() >= 0.99
+    hand = fitted["b3"]
+    assert all(c["radius"] >= END_RADIUS for c in hand["cones"])
+    assert hand["twist"]["max"] - hand["twist"]["min"] >= END_TWIST - 1e-12
+    near, far = turned_about_z(at_rest[0], 0.9 * END_RADIUS), turned_about_z(at_rest[0], 1.2 * END_RADIUS)
+    assert violations(hand, np.array([at_rest[0], near])).max() <= INSIDE
+    assert violations(hand, far[None])[0] > 0.0
+    assert (violations(hand, nudged) <= INSIDE).mean() >= 0.99
 
 
 def test_a_clip_in_which_nothing_turns_gets_no_limits():

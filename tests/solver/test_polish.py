@@ -53,6 +53,20 @@ def polished_problem(seed, n_bones=10, n_pins=3, translate_root=False):
     return state, plan, rng
 
 
+def on_both_loops(skeleton, pins, rotations, locations, translate_root):
+    """(compiled result, numpy result) of the same solve: 300 iterations to tolerance 1e-9."""
+    return [
+        solve(
+            skeleton,
+            pins,
+            rotations,
+            locations,
+            SolverSettings(iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend),
+        )
+        for backend in ("native", "numpy")
+    ]
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("translate_root", [False, True])
 def test_the_jacobian_matches_finite_differences_of_the_residuals(seed, translate_root):
@@ -141,18 +155,7 @@ def test_polished_solves_agree_between_the_loops(translate_root):
             Pin(p.bone, p.target, weight=p.weight, orientation_weights=(1.0, 1.0, 1.0), falloff=1.0)
             for p in pins
         ]
-        native_result, numpy_result = [
-            solve(
-                skeleton,
-                pins,
-                rotations,
-                locations,
-                SolverSettings(
-                    iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend
-                ),
-            )
-            for backend in ("native", "numpy")
-        ]
+        native_result, numpy_result = on_both_loops(skeleton, pins, rotations, locations, translate_root)
         assert native_result.iterations == numpy_result.iterations
         assert native_result.converged and numpy_result.converged, seed
         np.testing.assert_allclose(native_result.position_errors, numpy_result.position_errors, atol=1e-9)
@@ -327,18 +330,7 @@ def test_polished_crowds_agree_between_the_loops(translate_root):
         crowd, pins, rotations, locations, _ = crowd_of(
             [oriented_problem(seed, 9, 3) for seed in range(first, first + 4)]
         )
-        native_result, numpy_result = [
-            solve(
-                crowd,
-                pins,
-                rotations,
-                locations,
-                SolverSettings(
-                    iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend
-                ),
-            )
-            for backend in ("native", "numpy")
-        ]
+        native_result, numpy_result = on_both_loops(crowd, pins, rotations, locations, translate_root)
         assert native_result.iterations == numpy_result.iterations, first
         assert native_result.converged and numpy_result.converged, first
         np.testing.assert_allclose(native_result.position_errors, numpy_result.position_errors, atol=1e-9)
