@@ -233,24 +233,23 @@ def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, 
     """The moved bones in Euler or axis-angle mode or with rotation locks (`_write_one`): their
     channels into `quaternion` (float32) and Blender, what they now hold into `written`."""
     modes = buffers.modes
-    old_quaternion = buffers.quaternion.astype(float)
     euler = buffers.euler.copy()
     axis_angle = buffers.axis_angle.copy()
-    for i in bones:
-        written[i] = _write_one(
-            i, rotations[i], old_quaternion, euler, axis_angle, quaternion, buffers, locks
-        )
-    other_modes = bones[modes[bones] != _QUATERNION]
+    for i in bones.tolist():
+        written[i] = _write_one(i, rotations[i], euler, axis_angle, quaternion, buffers, locks)
+    bone_modes = modes[bones]
+    other_modes = bones[bone_modes != _QUATERNION]
     buffers.converted.remember(other_modes, modes, euler, axis_angle, written[other_modes])
-    if np.any(modes[bones] == _AXIS_ANGLE):
+    kinds = set(bone_modes.tolist())
+    if _AXIS_ANGLE in kinds:
         buffers.axis_angle = axis_angle
         pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
-    if np.any(modes[other_modes] != _AXIS_ANGLE):
+    if kinds - {_QUATERNION, _AXIS_ANGLE}:
         buffers.euler = euler
         pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
 
 
-def _write_one(i, rotation, old_quaternion, euler, axis_angle, quaternion, buffers, locks):
+def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):
     """One bone in Euler or axis-angle mode, or with locks; mirrors Blender's transform-lock rules."""
     mode = int(buffers.modes[i])
     new = mathutils.Quaternion(rotation.tolist())
@@ -261,7 +260,7 @@ def _write_one(i, rotation, old_quaternion, euler, axis_angle, quaternion, buffe
         euler[i] = [old[k] if locked[k] else angles[k] for k in range(3)]
         return tuple(mathutils.Euler(euler[i].tolist(), old.order).to_quaternion())
     if mode == _QUATERNION:
-        old_components = list(old_quaternion[i])
+        old_components = buffers.quaternion[i].tolist()
         if new.dot(mathutils.Quaternion(old_components)) < 0.0:
             new.negate()
         new_components = list(new)
