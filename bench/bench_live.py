@@ -155,7 +155,12 @@ CONFIGS = (
     ),
     Config(f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations)", "blender"),
     Config("no IK (Blender constraints muted)", "none"),
-    Config(f"EWBIK live, 10 ms budget, {LARGE_RIG_BONES} bones", "ewbik", time_budget_ms=10.0, bones=LARGE_RIG_BONES),
+    Config(
+        f"EWBIK live, 10 ms budget, {LARGE_RIG_BONES} bones",
+        "ewbik",
+        time_budget_ms=10.0,
+        bones=LARGE_RIG_BONES,
+    ),
     Config(
         f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations), {LARGE_RIG_BONES} bones",
         "blender",
