@@ -153,11 +153,13 @@ def read_pose(obj, rig, channels_kept=False):
     if other.any():
         rotations[other] = _other_mode_quaternions(buffers, other, fetched=fetch)
     locations = buffers.location.astype(float)
-    if fetch and not (np.isfinite(rotations).all() and np.isfinite(locations).all()):
-        bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
-        raise RigError(
-            f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite"
-        )
+    if fetch:
+        buffers.mirrors_channels = bool(np.isfinite(rotations).all() and np.isfinite(locations).all())
+        if not buffers.mirrors_channels:  # the next solve reads them again, however little changed
+            bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
+            raise RigError(
+                f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite"
+            )
     norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
     rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
     if rig.fixed_mask is not None and rig.fixed_mask.any():
@@ -176,7 +178,6 @@ def _fetch_channels(pose_bones, buffers):
         pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
     if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
         pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
-    buffers.mirrors_channels = True
 
 
 def _other_mode_quaternions(buffers, other, fetched):

@@ -92,7 +92,7 @@ class _Plan:
     batches: list
     limbs: _Limbs
     levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
-    polish: object  # PolishPlan, or None where the sweeps minimise something else (falloff)
+    polish: object  # one PolishPlan per tree of pins, or None where the sweeps minimise something else
     native_template: object = None  # the plan packed for the compiled loop, made on first use
 
 
