@@ -32,11 +32,14 @@ import time
 import numpy as np
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(BENCH_DIR))
-sys.path.insert(0, BENCH_DIR)
-
-import bench_solver as bs  # noqa: E402
-import mocap  # noqa: E402
+if __package__:  # imported as bench.bench_natural (the tests): sys.path stays as the importer set it
+    from . import bench_solver as bs
+    from . import mocap
+else:  # run as a script
+    sys.path.insert(0, os.path.dirname(BENCH_DIR))
+    sys.path.insert(0, BENCH_DIR)
+    import bench_solver as bs  # noqa: E402
+    import mocap  # noqa: E402
 from solver import JointLimits, Kusudama, SolverSettings, preset_limits, preset_stiffness  # noqa: E402
 from solver.presets import bone_roles  # noqa: E402
 

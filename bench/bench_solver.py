@@ -35,10 +35,12 @@ import numpy as np
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, REPO_ROOT)
-sys.path.insert(0, BENCH_DIR)
-
-import mocap  # noqa: E402
+if __package__:  # imported as bench.bench_solver (the tests): sys.path stays as the importer set it
+    from . import mocap
+else:  # run as a script, or imported by another bench script
+    sys.path.insert(0, REPO_ROOT)
+    sys.path.insert(0, BENCH_DIR)
+    import mocap  # noqa: E402
 from solver import Pin, Skeleton, SolverSettings, native, quat, solve  # noqa: E402
 
 MOCAP_DIR = os.environ.get(
