@@ -205,18 +205,22 @@ def _blender_bake(bpy, rig, targets, chains, frames):
     bpy.ops.object.mode_set(mode="POSE")
     for pose_bone in rig.pose.bones:
         _select(pose_bone, any(pose_bone.name in chain for chain in chains.values()))
-    seconds = _timed(
-        lambda: bpy.ops.nla.bake(
-            frame_start=1,
-            frame_end=frames,
-            only_selected=True,
-            visual_keying=True,
-            bake_types={"POSE"},
-            channel_types={"ROTATION"},
-        )
-    )
+    seconds = _timed(lambda: blender_ik_bake(bpy, frames))
     _enable_constraints(rig, chains, False)
     return seconds, _errors(bpy, rig, targets, frames)
+
+
+def blender_ik_bake(bpy, frames):
+    """The baseline every bake is compared with: `nla.bake` of the selected bones' IK results,
+    visual keying, rotation channels, frames 1..frames; returns the operator's result."""
+    return bpy.ops.nla.bake(
+        frame_start=1,
+        frame_end=frames,
+        only_selected=True,
+        visual_keying=True,
+        bake_types={"POSE"},
+        channel_types={"ROTATION"},
+    )
 
 
 def _pinned_metarig(bpy):

@@ -48,12 +48,12 @@ from mathutils import Vector  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
+from bench_bake import blender_ik_bake  # noqa: E402
 from bench_solver import machine_line, markdown_table, solver_fingerprint  # noqa: E402
-from tests.support.blender_helpers import addon_module, load_build_tool, make_active, pin  # noqa: E402
+from tests.support.blender_helpers import HANDS_FEET_HEAD, addon_module, load_build_tool, make_active, pin  # noqa: E402
 
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
 BEGIN, END = "<!-- bench:scaling -->", "<!-- /bench:scaling -->"
-METARIG_PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 BLENDER_IK_ITERATIONS = 500
 SPACING = 3.0  # metres between armatures
 REACH = 0.06  # metres a target moves from where it was pinned
@@ -144,7 +144,7 @@ def build_metarig(location):
     bpy.ops.object.armature_human_metarig_add()
     rig = bpy.context.object
     rig.location = location
-    return rig, list(METARIG_PINS)
+    return rig, list(HANDS_FEET_HEAD)
 
 
 def root_of(rig):
@@ -370,14 +370,7 @@ def bake_row(row, frames):
         if solver == "ewbik":
             outcome = bpy.ops.ewbik.bake(frame_start=1, frame_end=frames)
         else:
-            outcome = bpy.ops.nla.bake(
-                frame_start=1,
-                frame_end=frames,
-                only_selected=True,
-                visual_keying=True,
-                bake_types={"POSE"},
-                channel_types={"ROTATION"},
-            )
+            outcome = blender_ik_bake(bpy, frames)
         results[solver] = (time.perf_counter() - start) * 1e3 / frames
         if outcome != {"FINISHED"}:
             raise SystemExit(f"bench_scaling: {solver} bake of {row.label}: {outcome}")
