@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.support.blender_helpers import addon_module, build_metarig, make_active, pin
+from tests.support.blender_helpers import HANDS_FEET_HEAD, addon_module, build_metarig, make_active, pin
 
-PINNED = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 FRAMES = 12
 
 
@@ -21,7 +20,7 @@ def animated_crowd(count):
     for k in range(count):
         rig = build_metarig(location=(2.0 * k, 0.0, 0.0))
         rig.ewbik.time_budget_ms = 0.0
-        for i, target in enumerate(pin(rig, *PINNED).values()):
+        for i, target in enumerate(pin(rig, *HANDS_FEET_HEAD).values()):
             start = target.location.copy()
             target.keyframe_insert("location", frame=1)
             target.location = start + Vector((0.03 * (i - 2), -0.04 * (k + 1), 0.05))

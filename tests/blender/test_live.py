@@ -6,6 +6,7 @@ import pytest
 from mathutils import Vector
 
 from tests.support.blender_helpers import (
+    HANDS_FEET_HEAD,
     addon_module,
     bone_world,
     build_metarig,
@@ -13,8 +14,6 @@ from tests.support.blender_helpers import (
     pin,
     update,
 )
-
-HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 
 
 def pose_quaternions(obj):

@@ -6,10 +6,9 @@ import bpy
 import numpy as np
 from mathutils import Quaternion
 
-from tests.support.blender_helpers import addon_module, build_metarig, pin, update
+from tests.support.blender_helpers import HANDS_FEET_HEAD, addon_module, build_metarig, pin, update
 from tests.support.live_drags import (
     DRAG,
-    HANDS_FEET_HEAD,
     channels,
     drag,
     keyed_finger_after_drags_across_a_frame_change,

@@ -6,10 +6,16 @@ import numpy as np
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.support.blender_helpers import addon_module, bone_world, build_metarig, pin, update
+from tests.support.blender_helpers import (
+    HANDS_FEET_HEAD,
+    addon_module,
+    bone_world,
+    build_metarig,
+    pin,
+    update,
+)
 from tests.support.live_drags import (
     DRAG,
-    HANDS_FEET_HEAD,
     channels,
     drag,
     keyed_finger_after_drags_across_a_frame_change,

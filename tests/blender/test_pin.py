@@ -5,6 +5,7 @@ import pytest
 from mathutils import Vector
 
 from tests.support.blender_helpers import (
+    HANDS_FEET_HEAD,
     addon_module,
     bone_world,
     make_active,
@@ -12,8 +13,6 @@ from tests.support.blender_helpers import (
     select_pose_bones,
     update,
 )
-
-HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 
 
 def solve_fully_on_update(obj):

@@ -7,9 +7,8 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import bone_world, build_metarig, pin, update
+from tests.support.blender_helpers import HANDS_FEET_HEAD, bone_world, build_metarig, pin, update
 
-PINNED = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 LIFTED = "foot.L"
 
 
@@ -29,7 +28,7 @@ def lift_left_foot(obj):
     """Pin hands, feet and head; lift the left foot 35 cm and bring it 20 cm forward in the scene."""
     obj.ewbik.time_budget_ms = 0.0
     obj.ewbik.iterations = 60
-    targets = pin(obj, *PINNED)
+    targets = pin(obj, *HANDS_FEET_HEAD)
     bpy.ops.object.mode_set(mode="OBJECT")
     targets[LIFTED].location += Vector((0.0, -0.2, 0.35))
     update()
@@ -43,7 +42,7 @@ def test_a_centimetre_rig_poses_like_the_same_rig_in_metres(layout):
     poses = {name: bone_world(reference, name) for name in reference.pose.bones.keys()}
     errors = {
         bone: (bone_world(reference, bone).translation - targets[bone].matrix_world.translation).length
-        for bone in PINNED
+        for bone in HANDS_FEET_HEAD
     }
     bpy.ops.wm.read_homefile(use_empty=True)
     other = build_metarig()
@@ -51,7 +50,7 @@ def test_a_centimetre_rig_poses_like_the_same_rig_in_metres(layout):
         fbx_layout(other)
         assert max(abs(d) for d in other.data.bones["thigh.L"].head_local) > 5.0  # centimetres
     other_targets = lift_left_foot(other)
-    for bone in PINNED:
+    for bone in HANDS_FEET_HEAD:
         error = (bone_world(other, bone).translation - other_targets[bone].matrix_world.translation).length
         assert error == pytest.approx(errors[bone], abs=1e-5), bone
     for name, matrix in poses.items():

@@ -13,6 +13,8 @@ import addon_utils
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = "bl_ext.user_default.ewbik"
 MOCAP_CLIP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
+# The metarig bones an animator pins first: hands, feet and head.
+HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # Blender 5.x
 
 

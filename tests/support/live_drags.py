@@ -6,7 +6,6 @@ from mathutils import Quaternion, Vector
 
 from tests.support.blender_helpers import update
 
-HANDS_FEET_HEAD = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 # Target moves of a short drag (metres, added to every target in turn), all within reach.
 DRAG = [Vector((0.01 * k, -0.015 * k, 0.02 * k)) for k in (1, 2, 3, 2, 1, 0, -1, -2)]
 
