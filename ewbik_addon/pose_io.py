@@ -154,11 +154,11 @@ def read_pose(obj, rig, channels_kept=False):
         rotations[other] = _other_mode_quaternions(buffers, other, fetched=fetch)
     locations = buffers.location.astype(float)
     if fetch:
-        buffers.mirrors_channels = bool(np.isfinite(rotations).all() and np.isfinite(locations).all())
-        if not buffers.mirrors_channels:  # the next solve reads them again, however little changed
-            bad = ~(np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1))
+        finite = np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1)
+        buffers.mirrors_channels = bool(finite.all())  # bad channels are read again next time
+        if not buffers.mirrors_channels:
             raise RigError(
-                f"bone '{rig.names[int(np.flatnonzero(bad)[0])]}': rotation or location is NaN or infinite"
+                f"bone '{rig.names[int(np.flatnonzero(~finite)[0])]}': rotation or location is NaN or infinite"
             )
     norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
     rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
