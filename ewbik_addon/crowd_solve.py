@@ -45,10 +45,11 @@ def solve_crowd(objects, only_targets_moved=frozenset()):
             kept = obj in only_targets_moved
             settings = armature_solve.settings_for(obj, rig, False, kept)
             rotations, locations, locks = armature_solve.read_start_pose(obj, rig, kept)
+            pins = read_pins(obj, rig)
             if _needs_own_solve(obj, rig, locks):
                 alone.append(obj)
                 continue
-            entry = (obj, rig, read_pins(obj, rig), rotations, locations, locks)
+            entry = (obj, rig, pins, rotations, locations, locks)
         except RigError as error:
             outcomes[obj] = error
             continue
@@ -71,7 +72,7 @@ def _needs_own_solve(obj, rig, locks):
         return True
     if np.any(rig.held) or np.any(rig.placed) or np.any(rig.fixed_mask):
         return True
-    return any(obj.pose.bones[bone].ewbik.pin_kind == "ROTATION" for bone, _ in rig.pins)
+    return "ROTATION" in rig.checked_pins.kinds  # read_pins checked the pins and their kinds
 
 
 def _solve_alone(obj, only_targets_moved):

@@ -180,6 +180,29 @@ def test_live_armatures_are_solved_together_in_one_solver_call(crowd, monkeypatc
             assert obj.ewbik.status.startswith("4 pins reached"), obj.ewbik.status
 
 
+def test_a_crowd_armature_with_a_rotation_only_pin_is_solved_on_its_own(crowd, monkeypatch):
+    """A rotation-only pin needs a solve that places it first, so its armature leaves the crowd's
+    shared problem: the other two are one solve of two trees, it is solved alone."""
+    rigs, targets = crowd
+    rigs[2].pose.bones["hand.L"].ewbik.pin_kind = "ROTATION"
+    update()
+    skeletons = []
+    real = addon_module("solver").solve
+
+    def recording(skeleton, *args, **kwargs):
+        skeletons.append(len(skeleton.names))
+        return real(skeleton, *args, **kwargs)
+
+    for name in ("ewbik_addon.armature_solve", "ewbik_addon.crowd_solve"):
+        monkeypatch.setattr(addon_module(name), "solve", recording)
+    for obj in rigs:
+        targets[obj.name]["foot.R"].location += Vector((0.0, -0.02, 0.03))
+    update()
+    assert 2 * 159 in skeletons and 3 * 159 not in skeletons, skeletons
+    for obj in rigs:
+        assert distance_to_target(obj, "foot.R") < 1e-3, obj.name
+
+
 def test_a_broken_armature_in_a_crowd_reports_while_the_others_solve(crowd):
     rigs, targets = crowd
     broken = rigs[1]
