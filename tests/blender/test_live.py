@@ -157,8 +157,8 @@ def crowd(metarig):
     return rigs, targets
 
 
-def test_live_armatures_are_solved_together_in_one_solver_call(crowd, monkeypatch):
-    rigs, targets = crowd
+def solver_calls(monkeypatch):
+    """The bone count of every skeleton the live solves hand to the solver from now on."""
     skeletons = []
     real = addon_module("solver").solve
 
@@ -168,6 +168,12 @@ def test_live_armatures_are_solved_together_in_one_solver_call(crowd, monkeypatc
 
     for name in ("ewbik_addon.armature_solve", "ewbik_addon.crowd_solve"):
         monkeypatch.setattr(addon_module(name), "solve", recording)
+    return skeletons
+
+
+def test_live_armatures_are_solved_together_in_one_solver_call(crowd, monkeypatch):
+    rigs, targets = crowd
+    skeletons = solver_calls(monkeypatch)
     for step in range(2):
         for obj in rigs:
             targets[obj.name]["hand.L"].location += Vector((0.03, -0.04, 0.04))
@@ -186,15 +192,7 @@ def test_a_crowd_armature_with_a_rotation_only_pin_is_solved_on_its_own(crowd, m
     rigs, targets = crowd
     rigs[2].pose.bones["hand.L"].ewbik.pin_kind = "ROTATION"
     update()
-    skeletons = []
-    real = addon_module("solver").solve
-
-    def recording(skeleton, *args, **kwargs):
-        skeletons.append(len(skeleton.names))
-        return real(skeleton, *args, **kwargs)
-
-    for name in ("ewbik_addon.armature_solve", "ewbik_addon.crowd_solve"):
-        monkeypatch.setattr(addon_module(name), "solve", recording)
+    skeletons = solver_calls(monkeypatch)
     for obj in rigs:
         targets[obj.name]["foot.R"].location += Vector((0.0, -0.02, 0.03))
     update()
