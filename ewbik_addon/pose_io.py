@@ -81,6 +81,7 @@ class PoseBuffers:
     converted: ConvertedChannels
     mirrors_channels: bool = False  # the buffers hold the channels as last read, or as written since
     locks: "_Locks | None" = None  # derived from the lock buffers as last read
+    held: bool = False  # a bake keeps what the solves write here only, ahead of Blender's channels
 
     @classmethod
     def empty(cls, n):
@@ -141,10 +142,10 @@ def read_pose(obj, rig, channels_kept=False):
     channels since the last read (a live drag moves only targets), so the rig's buffers, which
     mirror those writes, stand for them and Blender is not asked again (nor checked again for
     NaN: they hold what was checked when read or written). Bones that constraints or drivers pose
-    are evaluated again all the same.
+    are evaluated again all the same. Held buffers (`write_pose`) always stand for the channels.
     """
     buffers = rig.buffers
-    fetch = not (channels_kept and buffers.mirrors_channels)
+    fetch = not ((channels_kept or buffers.held) and buffers.mirrors_channels)
     if fetch:
         _fetch_channels(obj.pose.bones, buffers)
     locks = buffers.locks
@@ -206,6 +207,8 @@ def _other_mode_quaternions(buffers, other, fetched):
 
 def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     """Write the moved bones in each bone's rotation mode, keeping locked channels; tag the armature.
+    While the buffers are `held`, only they take the channels (Blender neither gets them nor
+    evaluates the armature again).
 
     Returns the rotations actually written, as unit quaternions in pose.bones order.
     """
@@ -221,10 +224,13 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if len(one_by_one):
         _write_one_by_one(pose_bones, buffers, locks, one_by_one, rotations, quaternion, written)
     buffers.quaternion = quaternion
-    pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))
     if translate_root:
         move = moved[:, None] & ~locks.location
         buffers.location = np.where(move, locations, buffers.location).astype(np.float32)
+    if buffers.held:
+        return written
+    pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))
+    if translate_root:
         pose_bones.foreach_set("location", buffers.location.reshape(-1))
     obj.update_tag(refresh=_POSE_REFRESH)
     return written
@@ -244,10 +250,12 @@ def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, 
     kinds = set(bone_modes.tolist())
     if _AXIS_ANGLE in kinds:
         buffers.axis_angle = axis_angle
-        pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
+        if not buffers.held:
+            pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
     if kinds - {_QUATERNION, _AXIS_ANGLE}:
         buffers.euler = euler
-        pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
+        if not buffers.held:
+            pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
 
 
 def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):
