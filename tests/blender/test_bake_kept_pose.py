@@ -1,6 +1,7 @@
 """A bake keeps each armature's pose as arrays between frames when no animation sets its channels,
 and keys what the solves wrote without reading it back; an armature whose channels an action sets
-is read back every frame."""
+is read back every frame. After the first frame an armature whose pose nothing the bake reads
+depends on is not even written through Blender until the bake ends."""
 
 import bpy
 import numpy as np
@@ -8,6 +9,8 @@ import pytest
 from mathutils import Quaternion, Vector
 
 from tests.support.blender_helpers import HANDS_FEET_HEAD, addon_module, build_metarig, make_active, pin
+
+FOLLOWED_BONE = "hand.L"  # a bone of the first armature that its pins move
 
 FRAMES = 12
 
@@ -93,3 +96,72 @@ def test_a_crowd_bake_reads_the_poses_from_blender_on_its_first_frame_only(monke
     monkeypatch.setattr(pose_io, "_fetch_channels", lambda *args: fetched.append(1) or real(*args))
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
     assert len(fetched) == len(rigs)
+
+
+def test_a_crowd_bake_keys_what_baking_the_armatures_one_by_one_keys():
+    """Float32 keys: the crowd's one solve and the single solves agree to rounding."""
+    together = bake_crowd(3, animated=False)
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rigs = animated_crowd(3)
+    for rig in rigs:
+        make_active(rig)
+        assert bpy.ops.ewbik.bake() == {"FINISHED"}
+    for rig_together, rig in zip(together, rigs):
+        alone = baked_keys(rig)
+        assert rig_together.keys() == alone.keys() and len(alone) > 0
+        for channel, keys in alone.items():
+            np.testing.assert_allclose(rig_together[channel], keys, atol=1e-6, err_msg=str(channel))
+
+
+def crowd_with_a_target_on_a_solved_bone():
+    """Two metarigs: the second's right hand pinned to an empty on the first's left hand, which
+    the first's pins move; the first armature active and both selected."""
+    first, second = animated_crowd(2)
+    bpy.context.view_layer.update()
+    follower = bpy.data.objects.new("on the first's hand", None)
+    bpy.context.scene.collection.objects.link(follower)
+    follower.parent, follower.parent_type, follower.parent_bone = first, "BONE", FOLLOWED_BONE
+    follower.matrix_world = second.pose.bones["hand.R"].ewbik.target.matrix_world.copy()
+    second.pose.bones["hand.R"].ewbik.target = follower
+    bpy.context.scene.frame_set(1)
+    return first, second
+
+
+def bake_with_reads(monkeypatch, armatures_read):
+    """Bake the crowd with `armatures_read` deciding which armatures are written every frame
+    (None: the bake's own rule); returns (keys per armature, pose channels per armature after the
+    bake, the armatures held by name, the armatures' names)."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rigs = crowd_with_a_target_on_a_solved_bone()
+    bake_engine = addon_module("ewbik_addon.bake_engine")
+    if armatures_read is not None:
+        monkeypatch.setattr(bake_engine.bake_dependencies, "armatures_read", armatures_read)
+    held = []
+    hold = bake_engine.PoseBake.hold_writes
+    monkeypatch.setattr(
+        bake_engine.PoseBake, "hold_writes", lambda bake: held.append(bake.obj.name) or hold(bake)
+    )
+    assert bpy.ops.ewbik.bake() == {"FINISHED"}
+    monkeypatch.undo()
+    poses = [addon_module("ewbik_addon.pose_channels").read_pose_channels(rig.pose.bones) for rig in rigs]
+    return [baked_keys(rig) for rig in rigs], poses, held, [rig.name for rig in rigs]
+
+
+def test_an_armature_a_target_follows_is_written_every_frame(monkeypatch):
+    keys, poses, held, names = bake_with_reads(monkeypatch, None)
+    every_written, written_poses, _, _ = bake_with_reads(
+        monkeypatch, lambda armatures, targets: set(armatures)
+    )
+    none_written, _, _, _ = bake_with_reads(monkeypatch, lambda armatures, targets: set())
+
+    assert held == [names[1]]
+    for rig_keys, oracle in zip(keys, every_written):
+        assert rig_keys.keys() == oracle.keys()
+        for channel, values in oracle.items():
+            np.testing.assert_array_equal(rig_keys[channel], values, err_msg=str(channel))
+    for pose, written_pose in zip(poses, written_poses):  # the pose the bake leaves
+        for channel, values in written_pose.items():
+            np.testing.assert_array_equal(pose[channel], values, err_msg=channel)
+    # the follower matters: holding the first armature's pose too moves the second's keys
+    gap = max(np.abs(none_written[1][channel] - values).max() for channel, values in every_written[1].items())
+    assert gap > 1e-3
