@@ -336,11 +336,19 @@ class PoseBake:
         self.held_buffers = buffers
 
     def release_writes(self):
-        """Blender's channels take what the held buffers kept, as if every solve had written them."""
+        """Blender's channels take what the held buffers kept, as if every solve had written them,
+        and later solves write through again."""
+        if self.held_buffers is None:
+            return
+        self.show_solved()
+        self.held_buffers.held, self.held_buffers = False, None
+
+    def show_solved(self):
+        """Blender's channels take what the held buffers kept (the modal bake shows the last solved
+        frame between timer ticks); they stay held."""
         buffers = self.held_buffers
         if buffers is None:
             return
-        buffers.held, self.held_buffers = False, None
         channels = {"rotation_quaternion": buffers.quaternion, "location": buffers.location}
         modes = set(self.rotation_modes)
         if "AXIS_ANGLE" in modes:
@@ -507,3 +515,7 @@ class CrowdBake:
 
     def cancel(self):
         return_to_start([(bake, np.zeros_like(bake.moved)) for bake in self.bakes])
+
+    def show_solved(self):
+        for bake in self.bakes:
+            bake.show_solved()

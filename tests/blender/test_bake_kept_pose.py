@@ -165,3 +165,28 @@ def test_an_armature_a_target_follows_is_written_every_frame(monkeypatch):
     # the follower matters: holding the first armature's pose too moves the second's keys
     gap = max(np.abs(none_written[1][channel] - values).max() for channel, values in every_written[1].items())
     assert gap > 1e-3
+
+
+def test_a_held_pose_is_shown_between_modal_steps_and_written_when_the_bake_ends():
+    rigs = animated_crowd(2)
+    bake_engine = addon_module("ewbik_addon.bake_engine")
+    pose_channels = addon_module("ewbik_addon.pose_channels")
+    bake = bake_engine.CrowdBake(bpy.context, rigs, bake_engine.BakeOptions(1, FRAMES))
+    for _ in range(3):
+        bake.solve_next()
+    last = {
+        rig: {name: values[bake.solved - 1] for name, values in one.poses.items()}
+        for rig, one in zip(rigs, bake.bakes)
+    }
+
+    shown_before = [pose_channels.read_pose_channels(rig.pose.bones) for rig in rigs]
+    bake.show_solved()
+    shown = [pose_channels.read_pose_channels(rig.pose.bones) for rig in rigs]
+
+    for rig, before, after in zip(rigs, shown_before, shown):
+        assert not np.array_equal(before["rotation_quaternion"], last[rig]["rotation_quaternion"])  # held
+        np.testing.assert_array_equal(after["rotation_quaternion"], last[rig]["rotation_quaternion"])
+    bake.solve_next()  # later frames still solve from the held buffers
+    assert all(one.held_buffers is not None and one.held_buffers.held for one in bake.bakes)
+    bake.cancel()
+    assert all(one.held_buffers is None for one in bake.bakes)
