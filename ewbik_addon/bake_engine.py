@@ -476,8 +476,10 @@ class CrowdBake:
         """Every armature's frame in one solver call (crowd_solve.solve_crowd)."""
         for bake in self.bakes:
             bake.warm_start()
+            if bake.solved:
+                continue
             try:
-                pin_reading.pinned_targets(bake.obj, rescan=not bake.solved)
+                pin_reading.pinned_targets(bake.obj)  # the bone settings scanned once, for the first frame
             except RigError as error:
                 raise RigError(f"Frame {bake.frame}: {error}") from error
         outcomes = crowd_solve.solve_crowd(
