@@ -133,3 +133,33 @@ def test_a_dependency_that_cannot_be_followed_has_every_armature_written(unsure)
     read = addon_module("ewbik_addon.bake_dependencies").armatures_read([first, second], [empty])
 
     assert read == {first, second}
+
+
+def test_every_constraint_and_modifier_type_is_followed():
+    """Each type's pointers are read without error; the ones that point at the armature have it
+    written (a geometry nodes modifier has every armature written)."""
+    first, second = build_metarig(), build_metarig(location=(2.0, 0.0, 0.0))
+    bake_dependencies = addon_module("ewbik_addon.bake_dependencies")
+    constraint_types = bpy.types.Constraint.bl_rna.properties["type"].enum_items.keys()
+    for kind in constraint_types:
+        empty = bpy.data.objects.new(kind, None)
+        bpy.context.scene.collection.objects.link(empty)
+        constraint = empty.constraints.new(kind)
+        aims = "target" in constraint.bl_rna.properties
+        if aims:
+            constraint.target = first
+        assert bake_dependencies.armatures_read([first, second], [empty]) == ({first} if aims else set()), (
+            kind
+        )
+    mesh = bpy.data.objects.new("mesh", bpy.data.meshes.new("mesh"))
+    bpy.context.scene.collection.objects.link(mesh)
+    for kind in bpy.types.Modifier.bl_rna.properties["type"].enum_items.keys():
+        try:
+            modifier = mesh.modifiers.new(kind, kind)
+        except (RuntimeError, TypeError):
+            continue  # not a mesh modifier
+        if modifier is None:
+            continue
+        read = bake_dependencies.armatures_read([first, second], [mesh])
+        assert read == ({first, second} if kind == "NODES" else set()), kind
+        mesh.modifiers.remove(modifier)
