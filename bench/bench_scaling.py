@@ -437,9 +437,13 @@ def parse_args(argv):
     parser.add_argument("--quick", action="store_true", help="smoke run: two small rows, nothing written")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
     parser.add_argument(
-        "--only", metavar="TEXT", help="run only the rows whose label holds TEXT (e.g. 'x20'); nothing written"
+        "--only",
+        metavar="TEXT",
+        help="run only the rows whose label holds TEXT (e.g. 'x20'); nothing written",
     )
-    parser.add_argument("--part", choices=("live", "bake", "both"), default="both", help="which tables to run")
+    parser.add_argument(
+        "--part", choices=("live", "bake", "both"), default="both", help="which tables to run"
+    )
     return parser.parse_args(argv)
 
 

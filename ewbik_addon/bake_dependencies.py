@@ -29,7 +29,7 @@ def armatures_read(armatures, targets):
 
 
 def _reached(start):
-    """Every datablock in `start` and, through objects, everything they depend on."""
+    """Every datablock in `start` and, through objects and collections, everything they depend on."""
     reached, frontier = set(), list(start)
     while frontier:
         block = frontier.pop()
@@ -38,6 +38,8 @@ def _reached(start):
         reached.add(block)
         if isinstance(block, bpy.types.Object):
             frontier.extend(_direct(block))
+        elif isinstance(block, bpy.types.Collection):  # a modifier's or constraint's collection operand
+            frontier.extend(block.all_objects)
     return reached
 
 

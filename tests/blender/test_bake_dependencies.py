@@ -35,6 +35,16 @@ def on_a_deformed_mesh(empty, armature):
     empty.parent = mesh
 
 
+def shrinkwrapped_to_a_mesh_that_cuts_with_a_collection(empty, armature):
+    mesh = bpy.data.objects.new("surface", bpy.data.meshes.new("surface"))
+    bpy.context.scene.collection.objects.link(mesh)
+    cutters = bpy.data.collections.new("cutters")
+    cutters.objects.link(armature)
+    boolean = mesh.modifiers.new("Boolean", "BOOLEAN")
+    boolean.operand_type, boolean.collection = "COLLECTION", cutters
+    empty.constraints.new("SHRINKWRAP").target = mesh
+
+
 def driven_by_a_bone(empty, armature):
     driver = empty.driver_add("location", 0).driver
     variable = driver.variables.new()
@@ -61,6 +71,7 @@ def the_armature_itself(empty, armature):
         copying_a_bone,
         held_by_the_armature_constraint,
         on_a_deformed_mesh,
+        shrinkwrapped_to_a_mesh_that_cuts_with_a_collection,
         driven_by_a_bone,
         on_an_empty_that_follows,
         the_armature_itself,
