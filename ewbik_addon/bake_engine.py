@@ -335,18 +335,19 @@ class PoseBake:
         buffers.held = True
         self.held_buffers = buffers
 
-    def release_writes(self):
-        """Blender's channels take what the held buffers kept, as if every solve had written them,
-        and later solves write through again."""
-        if self.held_buffers is None:
-            return
-        self.show_solved()
-        self.held_buffers.held, self.held_buffers = False, None
+    def stop_holding(self):
+        """Later solves write through Blender again; returns the buffers that were held (or None)."""
+        buffers, self.held_buffers = self.held_buffers, None
+        if buffers is not None:
+            buffers.held = False
+        return buffers
 
-    def show_solved(self):
-        """Blender's channels take what the held buffers kept (the modal bake shows the last solved
-        frame between timer ticks); they stay held."""
-        buffers = self.held_buffers
+    def show_solved(self, buffers=None):
+        """Blender's channels take what the held buffers (or `buffers`) kept, as if every solve had
+        written them: the modal bake shows the last solved frame between timer ticks, and the bake's
+        end puts the pose where it always was before returning to the starting frame."""
+        if buffers is None:
+            buffers = self.held_buffers
         if buffers is None:
             return
         channels = {"rotation_quaternion": buffers.quaternion, "location": buffers.location}
@@ -389,8 +390,9 @@ def return_to_start(restores):
     first = restores[0][0]
     frame, subframe = first.start_frame
     with live.suspended():
-        for bake, _ in restores:
-            bake.release_writes()
+        released = [(bake, bake.stop_holding()) for bake, _ in restores]  # every flag, before any write
+        for bake, buffers in released:
+            bake.show_solved(buffers)
         first.scene.frame_set(frame, subframe=subframe)
         for bake, from_action in restores:
             bake.restore_pose(from_action)
