@@ -180,9 +180,26 @@ def reach(obj, spec, body, starts):
 
 
 def hand_to_mouth(obj, spec, body, starts):
-    """Right wrist in front of and below the mouth, the hand (wrist -> knuckles) pointing at the mouth."""
+    """Right wrist in front of and below the mouth, the hand (wrist -> knuckles) pointing at the
+    mouth with the palm toward the body's middle (thumb up), as a hand brings a cup or food.
+
+    The turn takes the rest hand (palm down, as in a T or A pose) to that hand. The shortest
+    turn that only points the fingers would keep the palm down at the mouth, a hand no elbow
+    below the shoulder can hold.
+    """
     wrist = body.mouth + body.height * (0.07 * body.forward - 0.04 * UP)
-    return {spec.hands[1]: _hand_to(obj, spec, 1, starts[spec.hands[1]], wrist, body.mouth - wrist)}
+    start = starts[spec.hands[1]]
+    rest = _hand_frame(_tail(obj, spec.hand_ends[1]) - _head(obj, spec.hands[1]), -UP)
+    left, _ = body_frame(obj, spec)
+    goal = _hand_frame(body.mouth - wrist, left)
+    return {spec.hands[1]: _moved(start, wrist - start.translation, (goal @ rest.transposed()).to_quaternion())}
+
+
+def _hand_frame(pointing, palm):
+    """Rotation matrix with columns: the hand's direction, its palm normal made perpendicular, their cross."""
+    x = pointing.normalized()
+    y = (palm - palm.dot(x) * x).normalized()
+    return Matrix((x, y, x.cross(y))).transposed()
 
 
 MOVES = {"crouch": crouch, "knee_lift": knee_lift, "reach": reach, "hand_to_mouth": hand_to_mouth}
