@@ -24,6 +24,20 @@ if TYPE_CHECKING:  # pin_reading imports this module
 
 
 @dataclasses.dataclass
+class PinnedChains:
+    """The pinned bones and every bone above them, on their own: the only bones a solve can turn
+    (the pinned bones' poses depend on nothing else), so a solve packs, solves and writes these
+    and no other bone of the rig, however many it has."""
+
+    pinned: tuple  # the pinned bones' names these chains were made for
+    rows: np.ndarray  # pose.bones index of each chain bone, in `skeleton` order
+    skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
+    stiffness: np.ndarray = None  # `skeleton` order
+    limits: JointLimits = None
+    limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
+
+
+@dataclasses.dataclass
 class Rig:
     """What one armature turns into on the solver side, reused between solves."""
 
@@ -60,6 +74,7 @@ class Rig:
     solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
     holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
     last_settings: tuple = None  # (full, SolverSettings) of the last solve_armature
+    chains: PinnedChains = None  # what a solve_armature hands to the solver
 
 
 _rigs = {}  # object session uid -> Rig
@@ -236,6 +251,7 @@ def _apply_bone_settings(obj, rig, stiffness, limit_keys, locks):
         rig.limit_keys = limit_keys
     rig.held = _held_bones(rig) | rig.placed
     rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
+    rig.chains = _chains_with_settings(rig)
 
 
 def _alive(target):
@@ -284,6 +300,38 @@ def _bone_limits(bone, limit):
         return limit, Kusudama.from_dict(limit, bone=bone)
     except ValueError as error:
         raise RigError(str(error)) from None
+
+
+def _chains_with_settings(rig):
+    """The rig's PinnedChains with its current stiffness and limits (None without pins); the
+    chains' skeleton is made again only when the pinned bones changed."""
+    pinned = tuple(bone for bone, _ in rig.pins)
+    if not pinned:
+        return None
+    chains = rig.chains
+    if chains is None or chains.pinned != pinned:
+        chains = _chains_of(rig, pinned)
+    in_rig = rig.to_solver[chains.rows]
+    limits = chains.limits if chains.limits_of is rig.limits else None
+    if rig.limits is not None and limits is None:
+        every = rig.limits.kusudamas
+        kusudamas = {k: every[i] for k, i in enumerate(in_rig.tolist()) if i in every}
+        limits = JointLimits(kusudamas, len(in_rig)) if kusudamas else None
+    return dataclasses.replace(chains, stiffness=rig.stiffness[in_rig], limits=limits, limits_of=rig.limits)
+
+
+def _chains_of(rig, pinned):
+    """PinnedChains of these pinned bones: the whole rig's skeleton restricted to them and the
+    bones above them, in the same order and unit (the solver then steps exactly as on the whole
+    rig, where the other bones see no pin)."""
+    on_chain = pinned_chains(rig.index, rig.parents, pinned)
+    in_rig = np.sort(rig.to_solver[on_chain])
+    names = [rig.skeleton.names[i] for i in in_rig.tolist()]
+    rows = np.array([rig.index[name] for name in names], dtype=int)
+    parents = [rig.parents[row] for row in rows.tolist()]
+    skeleton = Skeleton(names, parents, rig.rest[rows], rig.skeleton.lengths[in_rig])
+    skeleton.unit = rig.skeleton.unit  # before anything measures it (`Skeleton.normalized`)
+    return PinnedChains(pinned=pinned, rows=rows, skeleton=skeleton)
 
 
 def pinned_chains(index, parents, pinned):
