@@ -138,25 +138,23 @@ def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     kinds = rig.checked_pins.kinds  # read_pins checked them with the pins, in the same order
     if "ROTATION" not in kinds:
         return pins, settings
-    chains = rig.chains
-    solver_rotations, solver_locations = rotations[chains.rows], locations[chains.rows]
+    rows, skeleton, limits = rig.chains.rows, rig.chains.skeleton, rig.chains.limits
+    solver_rotations, solver_locations = rotations[rows], locations[rows]
     others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
     if others and settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
     if others:
         try:
-            placed = solve(
-                chains.skeleton, others, solver_rotations, solver_locations, settings, chains.limits, stiffness
-            )
+            placed = solve(skeleton, others, solver_rotations, solver_locations, settings, limits, stiffness)
         except ValueError as error:
             raise RigError(str(error)) from None
         solver_rotations, solver_locations = placed.rotations, placed.locations
-    _, heads = chains.skeleton.forward(solver_rotations, solver_locations)
+    _, heads = skeleton.forward(solver_rotations, solver_locations)
     placed_pins = []
     for pin, kind in zip(pins, kinds):
         if kind == "ROTATION":
             matrix = pin.target.copy()
-            matrix[:3, 3] = heads[chains.skeleton.index[pin.bone]]
+            matrix[:3, 3] = heads[skeleton.index[pin.bone]]
             pin = Pin(pin.bone, matrix, pin.weight, pin.orientation_weights, pin.falloff)
         placed_pins.append(pin)
     return placed_pins, settings

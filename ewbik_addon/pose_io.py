@@ -81,6 +81,7 @@ class PoseBuffers:
     converted: ConvertedChannels
     mirrors_channels: bool = False  # the buffers hold the channels as last read, or as written since
     locks: "_Locks | None" = None  # derived from the lock buffers as last read
+    pose: tuple = None  # (unit quaternions, locations) float64 of the channels the buffers mirror
 
     @classmethod
     def empty(cls, n):
@@ -140,31 +141,46 @@ def read_pose(obj, rig, channels_kept=False):
     channels_kept: the caller knows that nothing but this add-on's own writes changed the pose
     channels since the last read (a live drag moves only targets), so the rig's buffers, which
     mirror those writes, stand for them and Blender is not asked again (nor checked again for
-    NaN: they hold what was checked when read or written). Bones that constraints or drivers pose
-    are evaluated again all the same.
+    NaN: they hold what was checked when read or written); their float64 pose is kept with them
+    (`write_pose` converts the rows it writes), so nothing is converted for the bones it did
+    not write. Bones that constraints or drivers pose are evaluated again all the same.
     """
     buffers = rig.buffers
-    fetch = not (channels_kept and buffers.mirrors_channels)
-    if fetch:
+    if channels_kept and buffers.mirrors_channels:
+        rotations, locations = buffers.pose[0].copy(), buffers.pose[1].copy()
+    else:
         _fetch_channels(obj.pose.bones, buffers)
-    locks = buffers.locks
-    rotations = buffers.quaternion.astype(float)
-    other = buffers.modes != _QUATERNION
-    if other.any():
-        rotations[other] = _other_mode_quaternions(buffers, other, fetched=fetch)
-    locations = buffers.location.astype(float)
-    if fetch:
+        rotations, locations = _channel_pose(buffers, slice(None), fetched=True)
         finite = np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1)
         buffers.mirrors_channels = bool(finite.all())  # bad channels are read again next time
         if not buffers.mirrors_channels:
             raise RigError(
                 f"bone '{rig.names[int(np.flatnonzero(~finite)[0])]}': rotation or location is NaN or infinite"
             )
-    norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
-    rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
+        rotations = _unit(rotations)
+        buffers.pose = (rotations.copy(), locations.copy())
     if rig.fixed_mask is not None and rig.fixed_mask.any():
         rotations[rig.fixed_mask], locations[rig.fixed_mask] = evaluated_locals(obj, rig, rig.fixed_mask)
-    return rotations, locations, locks
+    return rotations, locations, buffers.locks
+
+
+def _channel_pose(buffers, rows, fetched):
+    """(quaternions, not normalized, and locations) float64 of the buffers' channels at `rows`
+    (an index array or every bone's slice); `fetched`: the channels were just read from Blender
+    (see `_other_mode_quaternions`)."""
+    rotations = buffers.quaternion[rows].astype(float)
+    other = buffers.modes[rows] != _QUATERNION
+    if other.any():
+        every = np.zeros(len(buffers.modes), bool)
+        every[rows] = other
+        rotations[other] = _other_mode_quaternions(buffers, every, fetched)
+    return rotations, buffers.location[rows].astype(float)
+
+
+def _unit(rotations):
+    """Quaternions normalized row by row (the same whichever rows are asked), zero ones made the identity."""
+    norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
+    return np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
 
 
 def _fetch_channels(pose_bones, buffers):
@@ -227,6 +243,10 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
         buffers.location = np.where(move, locations, buffers.location).astype(np.float32)
         pose_bones.foreach_set("location", buffers.location.reshape(-1))
     obj.update_tag(refresh=_POSE_REFRESH)
+    if buffers.pose is not None:
+        rows = np.flatnonzero(moved)
+        rotations_read, locations_read = _channel_pose(buffers, rows, fetched=False)
+        buffers.pose[0][rows], buffers.pose[1][rows] = _unit(rotations_read), locations_read
     return written
 
 
