@@ -115,3 +115,25 @@ def test_a_pin_added_on_another_chain_is_solved_at_once(metarig, monkeypatch):
     assert (bone_world(metarig, "hand.R").translation - targets["hand.R"].location).length < 1e-4
     assert (bone_world(metarig, "hand.L").translation - targets["hand.L"].location).length < 1e-4
     assert metarig.pose.bones["forearm.R"].matrix_basis != forearm
+
+
+def stores_settings(pose_bone):
+    """Whether the bone holds a `PoseBone.ewbik` group (5.x keeps bpy.props groups apart)."""
+    store = pose_bone.bl_system_properties_get() if bpy.app.version >= (5, 0, 0) else pose_bone
+    return store is not None and "ewbik" in store
+
+
+def test_live_drags_store_no_settings_on_bones_that_have_none(metarig):
+    """Blender copies every bone's property groups whenever it evaluates the pose, so reading the
+    bones' settings must not give each bone an empty one: after pinning and dragging, only the
+    pinned bones and the one whose stiffness was set hold settings."""
+    metarig.ewbik.auto_limits = False
+    metarig.ewbik.time_budget_ms = 0.0
+    metarig.pose.bones["spine"].ewbik.stiffness = 1.0
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    drag(targets, DRAG[:3])
+    holding = {pose_bone.name for pose_bone in metarig.pose.bones if stores_settings(pose_bone)}
+    assert holding == {"spine", *HANDS_FEET_HEAD}
+    assert metarig.ewbik.status.startswith("5 pins") and not metarig.ewbik.status_is_error
