@@ -178,8 +178,11 @@ def _channel_pose(buffers, rows, fetched):
 
 
 def _unit(rotations):
-    """Quaternions normalized row by row (the same whichever rows are asked), zero ones made the identity."""
+    """Quaternions normalized row by row (the same whichever rows are asked), zero ones made the
+    identity."""
     norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
+    if norms.min(initial=1.0) > 1e-9:
+        return rotations / norms
     return np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
 
 
@@ -246,7 +249,9 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if buffers.pose is not None:
         rows = np.flatnonzero(moved)
         rotations_read, locations_read = _channel_pose(buffers, rows, fetched=False)
-        buffers.pose[0][rows], buffers.pose[1][rows] = _unit(rotations_read), locations_read
+        buffers.pose[0][rows] = _unit(rotations_read)
+        if translate_root:
+            buffers.pose[1][rows] = locations_read
     return written
 
 
