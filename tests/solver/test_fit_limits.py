@@ -15,7 +15,7 @@ from scipy.spatial.transform import Rotation
 
 from bench.mocap import load_bvh
 from solver import FitError, JointLimits, Kusudama, fit_limits
-from solver.fit_limits import DEFAULT_MARGIN, END_RADIUS, END_TWIST, MIN_SPREAD
+from solver.fit_limits import DEFAULT_MARGIN, END_RADIUS, END_TWIST, FLOOR_RADIUS
 
 from .conftest import wxyz
 
@@ -198,7 +198,7 @@ def turned_about_z(pose, angle):
     return wxyz(Rotation.from_rotvec([0.0, 0.0, angle]) * Rotation.from_quat(np.roll(pose, -1)))
 
 
-def test_roots_get_no_limits_and_still_bones_keep_a_little_room_around_their_pose():
+def test_roots_get_no_limits_and_bones_the_clip_never_turns_keep_only_the_floor_around_their_pose():
     frames = 200
     rng = np.random.default_rng(2)
     root = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3))))
@@ -208,7 +208,7 @@ def test_roots_get_no_limits_and_still_bones_keep_a_little_room_around_their_pos
     nudged = wxyz(Rotation.from_rotvec(rng.normal(size=(frames, 3)) * math.radians(0.2)))
     fitted = fit_limits(arm_and_hand_bones(), np.stack((root, at_rest, held, swinging, nudged), axis=1))
     assert set(fitted) == {"b0", "b1", "b2", "b3"}
-    room = MIN_SPREAD * DEFAULT_MARGIN
+    room = FLOOR_RADIUS
     for name, pose in (("b0", at_rest[0]), ("b1", held[0])):
         near, far = turned_about_z(pose, 0.8 * room), turned_about_z(pose, 3.0 * room)
         assert violations(fitted[name], np.array([pose, near])).max() <= INSIDE
