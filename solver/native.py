@@ -161,9 +161,6 @@ def _csr(groups):
     return starts, [v for g in groups for v in g]
 
 
-_CONFIGURED_KEPT = 8  # configured problems kept per template
-
-
 class _Template:
     """The skeleton and plan arrays of one plan, packed once and kept alive for C."""
 
@@ -211,20 +208,6 @@ class _Template:
         problem.n_limbs = len(limbs.pin)
         self.problem = problem
         self._outputs = {}  # pin count -> _Outputs
-        self._configured = {}  # (settings, limits, polish) -> the problem with them set
-
-    def configured(self, settings, limits, polish):
-        """The packed problem with these settings, loop constants and limits set (`_configure`),
-        kept per settings and limits: a live drag solves with the same ones every update."""
-        key = (settings, limits, polish)
-        found = self._configured.get(key)
-        if found is None:
-            if len(self._configured) >= _CONFIGURED_KEPT:
-                self._configured.clear()
-            found = _Problem.from_buffer_copy(self.problem)
-            _configure(found, settings, limits, polish)
-            self._configured[key] = found
-        return found
 
     def outputs(self, n_pins):
         """The answer arrays for this pin count (reused: `run` copies the errors out)."""
@@ -243,7 +226,8 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
     template = plan.native_template
     if template is None:
         template = plan.native_template = _Template(skeleton, plan)
-    problem = _Problem.from_buffer_copy(template.configured(settings, limits, plan.polish is not None))
+    problem = _Problem.from_buffer_copy(template.problem)
+    _configure(problem, settings, limits, plan.polish is not None)
     outputs = template.outputs(len(state.pin_bones))
     inputs = (
         ("pin_bone", _ints(state.pin_bones)),
