@@ -165,15 +165,13 @@ def read_pose(obj, rig, channels_kept=False):
 
 
 def _channel_pose(buffers, rows, fetched):
-    """(quaternions, not normalized, and locations) float64 of the buffers' channels at `rows`
-    (an index array or every bone's slice); `fetched`: the channels were just read from Blender
-    (see `_other_mode_quaternions`)."""
+    """(quaternions, not normalized, and locations) float64 of the buffers' channels at `rows`:
+    every bone's slice when `fetched` (the channels were just read from Blender, see
+    `_other_mode_quaternions`), else an index array of bones whose conversions are remembered."""
     rotations = buffers.quaternion[rows].astype(float)
     other = buffers.modes[rows] != _QUATERNION
     if other.any():
-        every = np.zeros(len(buffers.modes), bool)
-        every[rows] = other
-        rotations[other] = _other_mode_quaternions(buffers, every, fetched)
+        rotations[other] = _other_mode_quaternions(buffers, other if fetched else rows[other], fetched)
     return rotations, buffers.location[rows].astype(float)
 
 
@@ -200,9 +198,10 @@ def _fetch_channels(pose_bones, buffers):
 
 
 def _other_mode_quaternions(buffers, other, fetched):
-    """Quaternions (not normalized) of the bones in Euler or axis-angle mode (`other`), converted
-    only where the mode or channels differ from what `buffers.converted` remembers; with nothing
-    fetched since the last read or write it remembers them all."""
+    """Quaternions (not normalized) of the bones in Euler or axis-angle mode (`other`: a mask of
+    every bone, or without `fetched` any index), converted only where the mode or channels differ
+    from what `buffers.converted` remembers; with nothing fetched since the last read or write it
+    remembers them all."""
     known = buffers.converted
     if not fetched:
         return known.quaternions[other]
