@@ -2,7 +2,8 @@
 Blender's IK on the same rigs in the same run, in wall time.
 
 Run with the Python of a bpy venv: `~/.cache/ewbik/venvs/bpy-5.2/bin/python bench/bench_scaling.py`
-(`--quick` for a smoke run that writes nothing). The extension zip is built from this checkout and
+(`--quick` for a smoke run that writes nothing; `--only x20 --part bake` for chosen rows, nothing
+written). The extension zip is built from this checkout and
 installed into a throw-away user-resources directory, like the Blender tests do.
 
 Rigs: the Rigify human metarig (hands, feet, head pinned), and procedural "fans" of any size: a
@@ -435,7 +436,24 @@ def parse_args(argv):
     parser.add_argument("--frames", type=int, default=100, help="frames per bake")
     parser.add_argument("--quick", action="store_true", help="smoke run: two small rows, nothing written")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
+    parser.add_argument(
+        "--only",
+        metavar="TEXT",
+        help="run only the rows whose label holds TEXT (e.g. 'x20'); nothing written",
+    )
+    parser.add_argument(
+        "--part", choices=("live", "bake", "both"), default="both", help="which tables to run"
+    )
     return parser.parse_args(argv)
+
+
+def chosen_rows(args):
+    """(live rows, bake rows) the arguments ask for."""
+    live_rows, bake_rows = (QUICK_LIVE_ROWS, QUICK_BAKE_ROWS) if args.quick else (LIVE_ROWS, BAKE_ROWS)
+    if args.only:
+        live_rows = tuple(row for row in live_rows if args.only in row.label)
+        bake_rows = tuple(row for row in bake_rows if args.only in row.label)
+    return (live_rows if args.part != "bake" else ()), (bake_rows if args.part != "live" else ())
 
 
 def main(argv=None):
@@ -443,7 +461,7 @@ def main(argv=None):
     started = time.perf_counter()
     fingerprint = solver_fingerprint()
     install_extension()
-    live_rows, bake_rows = (QUICK_LIVE_ROWS, QUICK_BAKE_ROWS) if args.quick else (LIVE_ROWS, BAKE_ROWS)
+    live_rows, bake_rows = chosen_rows(args)
     steps, frames = (10, 10) if args.quick else (args.steps, args.frames)
     live = []
     for row in live_rows:
@@ -463,7 +481,7 @@ def main(argv=None):
         )
     )
     print(markdown)
-    if not (args.quick or args.no_write):
+    if not (args.quick or args.no_write or args.only or args.part != "both"):
         write_results(markdown)
     return 0
 

@@ -17,7 +17,7 @@ import time
 import bpy
 import numpy as np
 
-from . import armature_solve, crowd_solve, live, pin_reading, production_checks, rig_cache
+from . import armature_solve, bake_dependencies, crowd_solve, live, pin_reading, production_checks, rig_cache
 from .active import is_selected
 from .armature_checks import RigError
 from .fcurve_keys import (
@@ -140,6 +140,7 @@ class PoseBake:
         }
         self.moved = np.zeros(len(pose_bones), dtype=bool)
         self.solved = 0
+        self.held_buffers = None  # the rig's buffers while they hold the solves' writes
 
     @property
     def done(self):
@@ -197,8 +198,9 @@ class PoseBake:
     def warm_start(self):
         """The previous frame's solution replaces what the old keys say, but never on locked
         rotation channels or unkeyed locations, which keep their animation. Below full influence
-        the keys are the pose underneath the blend, so they stay."""
-        if not (self.solved and self.obj.animation_data is not None and self.obj.ewbik.influence >= 1.0):
+        the keys are the pose underneath the blend, so they stay. Without animation setting the
+        pose the channels hold that solution already."""
+        if not (self.solved and self.pose_animated and self.obj.ewbik.influence >= 1.0):
             return
         pose_bones = self.obj.pose.bones
         pose = read_pose_channels(pose_bones)
@@ -319,6 +321,44 @@ class PoseBake:
         """Put the pose and the current frame back as they were before the bake."""
         return_to_start([(self, np.zeros_like(self.moved))])
 
+    @property
+    def may_hold_writes(self):
+        """Whether later frames may keep this armature's solved pose in the rig's buffers alone
+        (`PoseBuffers.held`): after the first frame, when every read of its pose can come from them
+        (no animation sets it, no constraint or driver poses a bone from the others, no IK control
+        is placed), provided nothing the bake reads depends on it (`bake_dependencies`)."""
+        rig = rig_cache.rig_for(self.obj, False)
+        return self.keeps_pose and not (rig.fixed_mask.any() or rig.placed.any())
+
+    def hold_writes(self):
+        buffers = rig_cache.rig_for(self.obj, False).buffers
+        buffers.held = True
+        self.held_buffers = buffers
+
+    def stop_holding(self):
+        """Later solves write through Blender again; returns the buffers that were held (or None)."""
+        buffers, self.held_buffers = self.held_buffers, None
+        if buffers is not None:
+            buffers.held = False
+        return buffers
+
+    def show_solved(self, buffers=None):
+        """Blender's channels take what the held buffers (or `buffers`) kept, as if every solve had
+        written them: the modal bake shows the last solved frame between timer ticks, and the bake's
+        end puts the pose where it always was before returning to the starting frame."""
+        if buffers is None:
+            buffers = self.held_buffers
+        if buffers is None:
+            return
+        channels = {"rotation_quaternion": buffers.quaternion, "location": buffers.location}
+        modes = set(self.rotation_modes)
+        if "AXIS_ANGLE" in modes:
+            channels["rotation_axis_angle"] = buffers.axis_angle
+        if modes - {"QUATERNION", "AXIS_ANGLE"}:
+            channels["rotation_euler"] = buffers.euler
+        write_pose_channels(self.obj.pose.bones, channels)
+        self.obj.update_tag()
+
     def restore_pose(self, from_action):
         """The starting pose back, except bones `from_action` (the scene is at the starting frame,
         so their channels are what the action now plays); the armature tagged for evaluation."""
@@ -350,6 +390,9 @@ def return_to_start(restores):
     first = restores[0][0]
     frame, subframe = first.start_frame
     with live.suspended():
+        released = [(bake, bake.stop_holding()) for bake, _ in restores]  # every flag, before any write
+        for bake, buffers in released:
+            bake.show_solved(buffers)
         first.scene.frame_set(frame, subframe=subframe)
         for bake, from_action in restores:
             bake.restore_pose(from_action)
@@ -414,16 +457,31 @@ class CrowdBake:
                     self.bakes[0].solve_current_frame()
                 else:
                     self._solve_together()
+            if self.solved == 1:
+                self._hold_writes()
         except BaseException:
             self.cancel()
             raise
+
+    def _hold_writes(self):
+        """After the first frame, the armatures whose pose nothing the bake reads depends on keep
+        it in their buffers until the bake ends (`bake_dependencies`)."""
+        armatures = [bake.obj for bake in self.bakes]
+        read = bake_dependencies.armatures_read(
+            armatures, [target for bake in self.bakes for _, target in bake.pins]
+        )
+        for bake in self.bakes:
+            if bake.obj not in read and bake.may_hold_writes:
+                bake.hold_writes()
 
     def _solve_together(self):
         """Every armature's frame in one solver call (crowd_solve.solve_crowd)."""
         for bake in self.bakes:
             bake.warm_start()
+            if bake.solved:
+                continue
             try:
-                pin_reading.pinned_targets(bake.obj, rescan=not bake.solved)
+                pin_reading.pinned_targets(bake.obj)  # the bone settings scanned once, for the first frame
             except RigError as error:
                 raise RigError(f"Frame {bake.frame}: {error}") from error
         outcomes = crowd_solve.solve_crowd(
@@ -461,3 +519,7 @@ class CrowdBake:
 
     def cancel(self):
         return_to_start([(bake, np.zeros_like(bake.moved)) for bake in self.bakes])
+
+    def show_solved(self):
+        for bake in self.bakes:
+            bake.show_solved()

@@ -81,6 +81,7 @@ class PoseBuffers:
     converted: ConvertedChannels
     mirrors_channels: bool = False  # the buffers hold the channels as last read, or as written since
     locks: "_Locks | None" = None  # derived from the lock buffers as last read
+    held: bool = False  # a bake keeps what the solves write here only, ahead of Blender's channels
     pose: tuple = None  # (unit quaternions, locations) float64 of the channels the buffers mirror
 
     @classmethod
@@ -143,10 +144,11 @@ def read_pose(obj, rig, channels_kept=False):
     mirror those writes, stand for them and Blender is not asked again (nor checked again for
     NaN: they hold what was checked when read or written); their float64 pose is kept with them
     (`write_pose` converts the rows it writes), so nothing is converted for the bones it did
-    not write. Bones that constraints or drivers pose are evaluated again all the same.
+    not write. Bones that constraints or drivers pose are evaluated again all the same. Held
+    buffers (`write_pose`) always stand for the channels.
     """
     buffers = rig.buffers
-    if channels_kept and buffers.mirrors_channels:
+    if (channels_kept or buffers.held) and buffers.mirrors_channels:
         rotations, locations = buffers.pose[0].copy(), buffers.pose[1].copy()
     else:
         _fetch_channels(obj.pose.bones, buffers)
@@ -224,6 +226,8 @@ def _other_mode_quaternions(buffers, other, fetched):
 
 def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     """Write the moved bones in each bone's rotation mode, keeping locked channels; tag the armature.
+    While the buffers are `held`, only they take the channels (Blender neither gets them nor
+    evaluates the armature again).
 
     Returns the rotations actually written, as unit quaternions in pose.bones order.
     """
@@ -239,18 +243,21 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if len(one_by_one):
         _write_one_by_one(pose_bones, buffers, locks, one_by_one, rotations, quaternion, written)
     buffers.quaternion = quaternion
-    pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))
     if translate_root:
         move = moved[:, None] & ~locks.location
         buffers.location = np.where(move, locations, buffers.location).astype(np.float32)
-        pose_bones.foreach_set("location", buffers.location.reshape(-1))
-    obj.update_tag(refresh=_POSE_REFRESH)
     if buffers.pose is not None:
         rows = np.flatnonzero(moved)
         rotations_read, locations_read = _channel_pose(buffers, rows, fetched=False)
         buffers.pose[0][rows] = _unit(rotations_read)
         if translate_root:
             buffers.pose[1][rows] = locations_read
+    if buffers.held:
+        return written
+    pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))
+    if translate_root:
+        pose_bones.foreach_set("location", buffers.location.reshape(-1))
+    obj.update_tag(refresh=_POSE_REFRESH)
     return written
 
 
@@ -268,10 +275,12 @@ def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, 
     kinds = set(bone_modes.tolist())
     if _AXIS_ANGLE in kinds:
         buffers.axis_angle = axis_angle
-        pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
+        if not buffers.held:
+            pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
     if kinds - {_QUATERNION, _AXIS_ANGLE}:
         buffers.euler = euler
-        pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
+        if not buffers.held:
+            pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
 
 
 def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):

@@ -104,6 +104,7 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
         try:
             bake.solve_for(seconds=1 / 30)
             if not bake.done:
+                bake.show_solved()
                 context.window_manager.progress_update(bake.solved)
                 self._show_status(context)
                 return {"RUNNING_MODAL"}
