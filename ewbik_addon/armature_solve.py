@@ -1,7 +1,9 @@
 """Solve one armature: read its pose and pins, solve, blend by the influence, write the pose back.
 
 Fully locked bones are handed to the solver as stiffness 1 so they never absorb motion that
-would be thrown away. Arrays in the returned SolveResult follow `obj.pose.bones` order.
+would be thrown away. The solver sees only the pinned chains (`rig_cache.PinnedChains`): the
+other bones keep their channels, so a rig's extra bones cost a solve nothing. Arrays in the
+returned SolveResult follow `obj.pose.bones` order.
 """
 
 import dataclasses
@@ -27,7 +29,8 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     passes False when only pin targets moved since the last solve.
     only_targets_moved: since this armature's last solve nothing changed but its targets (the
     live handler knows from the depsgraph), so its pose channels are not read from Blender again
-    (`read_pose`) and its settings are the ones that solve used.
+    (`read_pose`), its settings are the ones that solve used and its pins, which passed
+    `check_pins_movable` then, are not checked against the rig's constraints again.
     Raises RigError for anything the user must fix; the pose is then unchanged (unless the
     second solve for partly locked bones fails: the first solve's pose stays).
     """
@@ -36,15 +39,17 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     rig = rig_for(obj, rescan)
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
-    check_pins_movable(obj, rig)
+    if not (only_targets_moved and rig.last_settings is not None):
+        check_pins_movable(obj, rig)
     if rig.placed.any():
         place_ik_controls(obj, rig)
     rotations, locations, locks = read_start_pose(obj, rig, only_targets_moved)
     # Before the pins: a zero scale would make their targets infinitely far.
     settings = settings_for(obj, rig, full, only_targets_moved)
     pins = read_pins(obj, rig)
-    stiffness = rig.stiffness.copy()
-    stiffness[rig.to_solver[locks.fully_locked | rig.held]] = 1.0
+    chains = rig.chains
+    stiffness = chains.stiffness.copy()
+    stiffness[(locks.fully_locked | rig.held)[chains.rows]] = 1.0
     pins, settings = _place_rotation_only(rig, pins, settings, stiffness, rotations, locations)
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
@@ -63,7 +68,7 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
             return result
         settings = dataclasses.replace(settings, time_budget_ms=left)
     rotations, locations, locks = read_pose(obj, rig)
-    stiffness[rig.to_solver[held]] = 1.0
+    stiffness[held[chains.rows]] = 1.0
     second, _ = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
     return dataclasses.replace(
         second,
@@ -133,74 +138,62 @@ def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     kinds = rig.checked_pins.kinds  # read_pins checked them with the pins, in the same order
     if "ROTATION" not in kinds:
         return pins, settings
-    solver_rotations = in_solver_order(rig, rotations)
-    solver_locations = in_solver_order(rig, locations)
+    rows, skeleton, limits = rig.chains.rows, rig.chains.skeleton, rig.chains.limits
+    solver_rotations, solver_locations = rotations[rows], locations[rows]
     others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
     if others and settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
     if others:
         try:
-            placed = solve(
-                rig.skeleton, others, solver_rotations, solver_locations, settings, rig.limits, stiffness
-            )
+            placed = solve(skeleton, others, solver_rotations, solver_locations, settings, limits, stiffness)
         except ValueError as error:
             raise RigError(str(error)) from None
         solver_rotations, solver_locations = placed.rotations, placed.locations
-    _, heads = rig.skeleton.forward(solver_rotations, solver_locations)
+    _, heads = skeleton.forward(solver_rotations, solver_locations)
     placed_pins = []
     for pin, kind in zip(pins, kinds):
         if kind == "ROTATION":
             matrix = pin.target.copy()
-            matrix[:3, 3] = heads[rig.skeleton.index[pin.bone]]
+            matrix[:3, 3] = heads[skeleton.index[pin.bone]]
             pin = Pin(pin.bone, matrix, pin.weight, pin.orientation_weights, pin.falloff)
         placed_pins.append(pin)
     return placed_pins, settings
 
 
 def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
-    """Solve from a pose (pose.bones order) and write the moved bones.
+    """Solve the pinned chains from a pose (pose.bones order) and write the moved bones.
 
     Returns (the result with the rotations as written, the rotations meant to be written: the solver's
     own, blended by the influence), both in pose.bones order.
     """
     start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
+    rows = rig.chains.rows
     try:
         result = solve(
-            rig.skeleton,
+            rig.chains.skeleton,
             pins,
-            in_solver_order(rig, start_rotations),
-            in_solver_order(rig, start_locations),
+            start_rotations[rows],
+            start_locations[rows],
             settings,
-            rig.limits,
+            rig.chains.limits,
             stiffness,
         )
     except ValueError as error:
         raise RigError(str(error)) from None
+    solved_rotations, solved_locations = start_rotations.copy(), start_locations.copy()
+    solved_rotations[rows], solved_locations[rows] = result.rotations, result.locations
+    moved = np.zeros(len(rotations), bool)
+    moved[rows] = result.moved
     return write_solved(
         obj,
         rig,
         result,
-        in_pose_order(rig, result.rotations),
-        in_pose_order(rig, result.locations),
-        in_pose_order(rig, result.moved),
+        solved_rotations,
+        solved_locations,
+        moved,
         (rotations, locations, locks),
         settings,
     )
-
-
-def in_solver_order(rig, rows):
-    """Rows in pose.bones order rearranged into the skeleton's order (the same array where the two
-    orders agree, as on most rigs)."""
-    if rig.same_order:
-        return rows
-    rearranged = np.empty_like(rows)
-    rearranged[rig.to_solver] = rows
-    return rearranged
-
-
-def in_pose_order(rig, rows):
-    """Rows in the skeleton's order rearranged into pose.bones order (see in_solver_order)."""
-    return rows if rig.same_order else rows[rig.to_solver]
 
 
 def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):

@@ -190,7 +190,7 @@ def _report(obj, result, unpinned):
 
 def _report_edit_mode(obj):
     """A pinned armature in Edit Mode is not solved (bones may be renamed or gone): say so."""
-    if any(pose_bone.ewbik.target is not None for pose_bone in obj.pose.bones):
+    if any(rig_cache.bone_target(pose_bone) is not None for pose_bone in obj.pose.bones):
         armature_solve.solve_armature(obj, rescan=False)  # raises the Edit Mode RigError
     else:
         _set_status(obj, "")

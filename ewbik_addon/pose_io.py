@@ -82,6 +82,7 @@ class PoseBuffers:
     mirrors_channels: bool = False  # the buffers hold the channels as last read, or as written since
     locks: "_Locks | None" = None  # derived from the lock buffers as last read
     held: bool = False  # a bake keeps what the solves write here only, ahead of Blender's channels
+    pose: tuple = None  # (unit quaternions, locations) float64 of the channels the buffers mirror
 
     @classmethod
     def empty(cls, n):
@@ -141,31 +142,48 @@ def read_pose(obj, rig, channels_kept=False):
     channels_kept: the caller knows that nothing but this add-on's own writes changed the pose
     channels since the last read (a live drag moves only targets), so the rig's buffers, which
     mirror those writes, stand for them and Blender is not asked again (nor checked again for
-    NaN: they hold what was checked when read or written). Bones that constraints or drivers pose
-    are evaluated again all the same. Held buffers (`write_pose`) always stand for the channels.
+    NaN: they hold what was checked when read or written); their float64 pose is kept with them
+    (`write_pose` converts the rows it writes), so nothing is converted for the bones it did
+    not write. Bones that constraints or drivers pose are evaluated again all the same. Held
+    buffers (`write_pose`) always stand for the channels.
     """
     buffers = rig.buffers
-    fetch = not ((channels_kept or buffers.held) and buffers.mirrors_channels)
-    if fetch:
+    if (channels_kept or buffers.held) and buffers.mirrors_channels:
+        rotations, locations = buffers.pose[0].copy(), buffers.pose[1].copy()
+    else:
         _fetch_channels(obj.pose.bones, buffers)
-    locks = buffers.locks
-    rotations = buffers.quaternion.astype(float)
-    other = buffers.modes != _QUATERNION
-    if other.any():
-        rotations[other] = _other_mode_quaternions(buffers, other, fetched=fetch)
-    locations = buffers.location.astype(float)
-    if fetch:
+        rotations, locations = _channel_pose(buffers, slice(None), fetched=True)
         finite = np.isfinite(rotations).all(axis=1) & np.isfinite(locations).all(axis=1)
         buffers.mirrors_channels = bool(finite.all())  # bad channels are read again next time
         if not buffers.mirrors_channels:
             raise RigError(
                 f"bone '{rig.names[int(np.flatnonzero(~finite)[0])]}': rotation or location is NaN or infinite"
             )
-    norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
-    rotations = np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
+        rotations = _unit(rotations)
+        buffers.pose = (rotations.copy(), locations.copy())
     if rig.fixed_mask is not None and rig.fixed_mask.any():
         rotations[rig.fixed_mask], locations[rig.fixed_mask] = evaluated_locals(obj, rig, rig.fixed_mask)
-    return rotations, locations, locks
+    return rotations, locations, buffers.locks
+
+
+def _channel_pose(buffers, rows, fetched):
+    """(quaternions, not normalized, and locations) float64 of the buffers' channels at `rows`:
+    every bone's slice when `fetched` (the channels were just read from Blender, see
+    `_other_mode_quaternions`), else an index array of bones whose conversions are remembered."""
+    rotations = buffers.quaternion[rows].astype(float)
+    other = buffers.modes[rows] != _QUATERNION
+    if other.any():
+        rotations[other] = _other_mode_quaternions(buffers, other if fetched else rows[other], fetched)
+    return rotations, buffers.location[rows].astype(float)
+
+
+def _unit(rotations):
+    """Quaternions normalized row by row (the same whichever rows are asked), zero ones made the
+    identity."""
+    norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
+    if norms.min(initial=1.0) > 1e-9:
+        return rotations / norms
+    return np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
 
 
 def _fetch_channels(pose_bones, buffers):
@@ -182,9 +200,10 @@ def _fetch_channels(pose_bones, buffers):
 
 
 def _other_mode_quaternions(buffers, other, fetched):
-    """Quaternions (not normalized) of the bones in Euler or axis-angle mode (`other`), converted
-    only where the mode or channels differ from what `buffers.converted` remembers; with nothing
-    fetched since the last read or write it remembers them all."""
+    """Quaternions (not normalized) of the bones in Euler or axis-angle mode (`other`: a mask of
+    every bone, or without `fetched` any index), converted only where the mode or channels differ
+    from what `buffers.converted` remembers; with nothing fetched since the last read or write it
+    remembers them all."""
     known = buffers.converted
     if not fetched:
         return known.quaternions[other]
@@ -227,6 +246,12 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if translate_root:
         move = moved[:, None] & ~locks.location
         buffers.location = np.where(move, locations, buffers.location).astype(np.float32)
+    if buffers.pose is not None:
+        rows = np.flatnonzero(moved)
+        rotations_read, locations_read = _channel_pose(buffers, rows, fetched=False)
+        buffers.pose[0][rows] = _unit(rotations_read)
+        if translate_root:
+            buffers.pose[1][rows] = locations_read
     if buffers.held:
         return written
     pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))

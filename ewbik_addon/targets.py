@@ -10,6 +10,7 @@ import bpy
 import mathutils
 
 from .messages import count
+from .rig_cache import bone_target
 
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
 TARGET_BONE = "ewbik_pin_bone"  # custom property on them: the bone they were made for (their name follows it)
@@ -128,7 +129,7 @@ def unpin_deleted(obj, pinned, view_layer=None):
     deleted = {target for target in pinned if is_deleted(target, view_layer)}
     if not deleted:
         return ""
-    bones = [pose_bone for pose_bone in obj.pose.bones if pose_bone.ewbik.target in deleted]
+    bones = [pose_bone for pose_bone in obj.pose.bones if bone_target(pose_bone) in deleted]
     for pose_bone in bones:
         pose_bone.ewbik.target = None
     names = ", ".join(f"'{pose_bone.name}'" for pose_bone in bones)
@@ -149,7 +150,7 @@ def follow_bone_renames(obj, pinned):
         and target.library is None
     ]
     for target in renamed:
-        bone = next((pose_bone.name for pose_bone in bones if pose_bone.ewbik.target == target), None)
+        bone = next((pose_bone.name for pose_bone in bones if bone_target(pose_bone) == target), None)
         if bone is None:
             continue
         if target.name == target_name(obj, target.get(TARGET_BONE, "")):
