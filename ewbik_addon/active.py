@@ -7,6 +7,7 @@ stay those of the armature it pins, so the status, Solve and the pin's weight st
 
 import bpy
 
+from .stored_settings import bone_target
 from .targets import TARGET_MARK
 
 _POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
@@ -32,7 +33,7 @@ def pin_of_target(target):
     candidates += [obj for obj in bpy.data.objects if obj.type == "ARMATURE" and obj != marked]
     for obj in candidates:
         for pose_bone in obj.pose.bones:
-            if pose_bone.ewbik.target == target:
+            if bone_target(pose_bone) == target:
                 return pose_bone
     return None
 

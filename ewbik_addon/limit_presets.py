@@ -5,10 +5,11 @@ store limits and stiffness the same way.
 """
 
 from ..solver import presets
-from . import production_rigs
-from .production_checks import fixed_bones
+from . import limit_settings, production_rigs
 from .limit_settings import scene_bones, set_limits
 from .messages import count
+from .production_checks import fixed_bones
+from .stored_settings import stored_bone_settings
 
 
 def current_pose(obj):
@@ -53,7 +54,7 @@ def fitted_preset(obj, preset, frame):
 
 def has_limits(obj):
     """True when any bone of the armature has a cone or a twist limit."""
-    return any(len(pose_bone.ewbik.cones) or pose_bone.ewbik.use_twist_limit for pose_bone in obj.pose.bones)
+    return any(limit_settings.has_limits(stored_bone_settings(pose_bone)) for pose_bone in obj.pose.bones)
 
 
 def set_humanoid_limits_if_none(obj, frame):

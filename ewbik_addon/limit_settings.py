@@ -55,7 +55,8 @@ def limits_dict(settings):
 
 
 def has_limits(settings):
-    return bool(len(settings.cones) or settings.use_twist_limit)
+    """Whether bone settings (or None: a bone that stores none) hold a cone or a twist limit."""
+    return settings is not None and bool(len(settings.cones) or settings.use_twist_limit)
 
 
 def limits_key(settings):

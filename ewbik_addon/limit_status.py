@@ -16,6 +16,7 @@ import numpy as np
 from ..solver import quat
 from ..solver.kusudama import JointLimits
 from .limit_settings import has_limits, kusudama_from_key, limits_key
+from .stored_settings import stored_bone_settings
 
 AT_LIMIT_MARGIN = math.radians(1.0)
 BEYOND_TOLERANCE = 1e-3
@@ -86,7 +87,11 @@ def limit_status(obj):
     found = _cache.get(obj.name_full)
     if found is not None and found[0] == key:
         return found[1]
-    limited = [(i, pose_bone) for i, pose_bone in enumerate(obj.pose.bones) if has_limits(pose_bone.ewbik)]
+    limited = [
+        (i, pose_bone)
+        for i, pose_bone in enumerate(obj.pose.bones)
+        if has_limits(stored_bone_settings(pose_bone))
+    ]
     status = _measure(obj, limited, pose_matrices(obj, "matrix_basis"))
     _cache[obj.name_full] = (key, status)
     return status

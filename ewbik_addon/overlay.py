@@ -26,6 +26,7 @@ from .active import active_armature, is_selected
 from .kusudama_mesh import region_mesh
 from .limit_settings import has_limits, kusudama_of, limits_key
 from .limit_status import limit_status
+from .stored_settings import stored_bone_settings
 
 SEGMENTS = 64
 TWIST_ARC_SCALE = 0.3
@@ -127,7 +128,7 @@ def shown_bones(obj):
     return [
         pose_bone
         for pose_bone in obj.pose.bones
-        if has_limits(pose_bone.ewbik)
+        if has_limits(stored_bone_settings(pose_bone))
         and not pose_bone.bone.hide
         and (
             scope == "ALL"

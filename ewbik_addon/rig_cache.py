@@ -18,6 +18,7 @@ from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
 from .limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
 from .pose_io import PoseBuffers, read_locks
 from .production_checks import placed_controls, posed_bones, with_mechanism
+from .stored_settings import stored_bone_settings
 
 if TYPE_CHECKING:  # pin_reading imports this module
     from .pin_reading import CheckedPins
@@ -219,28 +220,6 @@ def _scan_bone_settings(obj, rig):
         rig.settings_error = None
         rig.settings_key = settings_key
     return deleted
-
-
-_SYSTEM_PROPERTIES = bpy.app.version >= (5, 0, 0)  # bpy.props groups kept apart from custom properties
-
-
-def stored_bone_settings(pose_bone):
-    """The bone's `PoseBone.ewbik` when it stores any, else None (every setting at its default).
-
-    Asking for `pose_bone.ewbik` stores an empty group on a bone that had none, and Blender copies
-    every bone's groups each time it evaluates the pose: on every live update, ~0.3 ms at 1000
-    bones (Blender 5.2), so code that reads every bone asks here first.
-    """
-    store = pose_bone.bl_system_properties_get() if _SYSTEM_PROPERTIES else pose_bone
-    if store is None or "ewbik" not in store:
-        return None
-    return pose_bone.ewbik
-
-
-def bone_target(pose_bone):
-    """The bone's pin target, or None (asked without storing settings on the bone)."""
-    props = stored_bone_settings(pose_bone)
-    return None if props is None else props.target
 
 
 def _read_bone_settings(obj):

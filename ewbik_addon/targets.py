@@ -10,7 +10,7 @@ import bpy
 import mathutils
 
 from .messages import count
-from .rig_cache import bone_target
+from .stored_settings import bone_target
 
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
 TARGET_BONE = "ewbik_pin_bone"  # custom property on them: the bone they were made for (their name follows it)

@@ -16,6 +16,7 @@ from ..ewbik_addon.active import (
 )
 from ..ewbik_addon.limit_status import limit_status
 from ..ewbik_addon.messages import count
+from ..ewbik_addon.stored_settings import bone_target
 from ..solver import available_presets, compiled_loop_available
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
@@ -34,7 +35,7 @@ def active_pin(context, obj):
     candidates = [obj.pose.bones[index]] if 0 <= index < len(obj.pose.bones) else []
     if context.active_pose_bone is not None and context.active_pose_bone.id_data == obj:
         candidates.append(context.active_pose_bone)
-    return next((pose_bone for pose_bone in candidates if pose_bone.ewbik.target is not None), None)
+    return next((pose_bone for pose_bone in candidates if bone_target(pose_bone) is not None), None)
 
 
 class EWBIK_MT_limit_presets(bpy.types.Menu):
@@ -79,7 +80,7 @@ class EWBIK_UL_pins(bpy.types.UIList):
             if self.filter_name
             else [self.bitflag_filter_item] * len(bones)
         )
-        flags = [flag if bone.ewbik.target is not None else 0 for flag, bone in zip(flags, bones)]
+        flags = [flag if bone_target(bone) is not None else 0 for flag, bone in zip(flags, bones)]
         order = helpers.sort_items_by_name(bones, "name") if self.use_filter_sort_alpha else []
         return flags, order
 

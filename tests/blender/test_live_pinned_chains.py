@@ -137,3 +137,30 @@ def test_live_drags_store_no_settings_on_bones_that_have_none(metarig):
     holding = {pose_bone.name for pose_bone in metarig.pose.bones if stores_settings(pose_bone)}
     assert holding == {"spine", *HANDS_FEET_HEAD}
     assert metarig.ewbik.status.startswith("5 pins") and not metarig.ewbik.status_is_error
+
+
+def test_the_sidebar_overlay_and_checks_store_no_settings_on_bones_that_have_none(metarig):
+    """What reads every bone on each redraw or bake (the pin list, the limit status, the overlay's
+    scope, the preset's has-limits check, the pins' evaluated errors, the bake's pin list) asks
+    without storing: a session with the sidebar open keeps live updates as cheap as the drag."""
+    metarig.ewbik.auto_limits = False
+    metarig.pose.bones["forearm.L"].ewbik.use_twist_limit = True
+    pin(metarig, "hand.L", "foot.R")
+    metarig.ewbik.limits_scope = "ALL"
+    pin_list = bpy.types.EWBIK_UL_pins
+    fake = type(
+        "FakeList", (), {"filter_name": "", "bitflag_filter_item": 1, "use_filter_sort_alpha": False}
+    )()
+    flags, _order = pin_list.filter_items(fake, bpy.context, metarig.pose, "bones")
+    assert sum(flags) == 2
+    assert [b.name for b in addon_module("ewbik_addon.overlay").shown_bones(metarig)] == ["forearm.L"]
+    addon_module("ewbik_addon.limit_status").limit_status(metarig)
+    assert addon_module("ewbik_addon.limit_presets").has_limits(metarig)
+    assert set(addon_module("ewbik_addon.production_checks").evaluated_pin_errors(metarig)) == {
+        "hand.L",
+        "foot.R",
+    }
+    bake_armatures = addon_module("ewbik_addon.bake_engine").armatures_to_bake(bpy.context)
+    assert bake_armatures == [metarig]
+    holding = {pose_bone.name for pose_bone in metarig.pose.bones if stores_settings(pose_bone)}
+    assert holding == {"forearm.L", "hand.L", "foot.R"}

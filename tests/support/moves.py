@@ -192,7 +192,9 @@ def hand_to_mouth(obj, spec, body, starts):
     rest = _hand_frame(_tail(obj, spec.hand_ends[1]) - _head(obj, spec.hands[1]), -UP)
     left, _ = body_frame(obj, spec)
     goal = _hand_frame(body.mouth - wrist, left)
-    return {spec.hands[1]: _moved(start, wrist - start.translation, (goal @ rest.transposed()).to_quaternion())}
+    return {
+        spec.hands[1]: _moved(start, wrist - start.translation, (goal @ rest.transposed()).to_quaternion())
+    }
 
 
 def _hand_frame(pointing, palm):
