@@ -36,6 +36,7 @@ os.environ["BLENDER_USER_RESOURCES"] = USER_RESOURCES  # before bpy: never touch
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
+import itertools  # noqa: E402
 import math  # noqa: E402
 import shutil  # noqa: E402
 import time  # noqa: E402
@@ -417,8 +418,9 @@ def timed_update(rig, targets):
     return elapsed
 
 
-def first_updates(limits):
-    """Wall ms of the updates that rebuild something, on a fresh metarig, in FIRST_UPDATES order.
+def first_updates(limits, bones):
+    """Wall ms of the updates that rebuild something, on a fresh metarig grown to `bones` bones,
+    in FIRST_UPDATES order.
 
     Pinning builds the rig's solver objects (skeleton, limits) inside the operator; the rig cache
     is then cleared to time that build in an update as a file load or an armature edit causes it
@@ -426,7 +428,7 @@ def first_updates(limits):
     """
     enable_extension()
     bpy.ops.wm.read_homefile(use_empty=True)
-    rig = build_metarig()
+    rig = grown_metarig(bones)
     rig.ewbik.auto_limits = limits
     make_active(rig)
     bpy.ops.object.mode_set(mode="POSE")
@@ -454,11 +456,13 @@ def first_updates(limits):
 
 
 def first_updates_table(repeats):
-    """Median wall ms over `repeats` fresh metarigs, without and with humanoid limits (on pin)."""
+    """Median wall ms over `repeats` fresh rigs (the metarig, and grown to LARGE_RIG_BONES bones),
+    without and with humanoid limits (on pin)."""
     rows = []
-    for limits in (False, True):
-        runs = np.array([first_updates(limits) for _ in range(repeats)])
-        label = "metarig, humanoid limits on pin" if limits else "metarig, no limits"
+    for bones, limits in itertools.product((0, LARGE_RIG_BONES), (False, True)):
+        runs = np.array([first_updates(limits, bones) for _ in range(repeats)])
+        rig = f"metarig grown to {bones} bones" if bones else "metarig"
+        label = f"{rig}, humanoid limits on pin" if limits else f"{rig}, no limits"
         rows.append([label] + ["n/a" if np.isnan(v) else f"{v:.2f}" for v in np.median(runs, axis=0)])
     return markdown_table(["wall ms median", *FIRST_UPDATES], rows)
 
