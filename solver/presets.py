@@ -407,7 +407,8 @@ def _cones_world(rig, name, spec, side_sign):
 
 
 def _include_reference(cones, reference):
-    """Cone dicts (bone frame) whose region contains the reference pose's swing direction.
+    """(cone dicts in the bone frame whose region contains the reference pose's swing direction,
+    the Kusudama of those cones).
 
     The reference pose (rest, or the standing pose the body was read from) is a pose the
     character can take; when a rig models a bone slightly off the anatomical range (a thumb
@@ -420,17 +421,17 @@ def _include_reference(cones, reference):
         nearest = int(np.argmin(gaps))
         direction, radius = cones[nearest]
         cones[nearest] = (direction, radius + gaps[nearest] + _REFERENCE_MARGIN)
-    return [{"direction": [float(c) for c in d], "radius": float(r)} for d, r in cones]
+        kusudama = Kusudama([LimitCone(d, r) for d, r in cones])
+    return [{"direction": [float(c) for c in d], "radius": float(r)} for d, r in cones], kusudama
 
 
-def _twist_range(cones, reference, low, high):
+def _twist_range(centre, reference, low, high):
     """[min, max] twist centred like the table's range on the reference pose's own twist.
 
-    The kusudama measures twist against a frame turned from +Y to its region's centre; the
+    The kusudama measures twist against a frame turned from +Y to its region's `centre`; the
     reference rotation's twist in that frame is where the table's zero belongs. The middle is
     kept within [-pi, pi], so the bounds stay within [-2 pi, 2 pi].
     """
-    centre = Kusudama([LimitCone(c["direction"], c["radius"]) for c in cones]).centre
     in_frame = quat.multiply(quat.conjugate(quat.shortest_arc(_Y, centre)), reference)
     _, _, offset = quat.swing_twist(in_frame)
     middle = float(offset) + 0.5 * (low + high)
@@ -466,7 +467,7 @@ def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
         world = _cones_world(rig, name, spec, side_sign)
         local = rig.to_local(name, np.array([d for d, _ in world]))
         reference = rig.reference[name]
-        cones = _include_reference(
+        cones, kusudama = _include_reference(
             [(d / np.linalg.norm(d), r) for d, (_, r) in zip(local, world)], quat.rotate(reference, _Y)
         )
         low, high = (math.radians(t) for t in spec["twist"])
@@ -474,7 +475,7 @@ def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
             low, high = -high, -low
         if rig.reversed[name]:
             low, high = -high, -low
-        limits[name] = {"cones": cones, "twist": _twist_range(cones, reference, low, high)}
+        limits[name] = {"cones": cones, "twist": _twist_range(kusudama.centre, reference, low, high)}
     return limits
 
 
