@@ -37,13 +37,15 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
 Floors: cones of at least `FLOOR_RADIUS` and twist ranges of at least `FLOOR_TWIST`. A bone
 the clip never turns by more than `STILL_ANGLE` (a CMU collar or hip helper: a fixed offset of
 the rig's build, not a joint the actor moved) gets no margin on its cones, so it keeps only the
-floor around its pose: left free, or given the margin's room, the solver swings it wherever the
-pins pull (the shoulders and hips then wander from the captured body and jitter). A still bone at the end of a chain (no bone below it turns
-more than `STILL_SPREAD`: a captured hand or finger held against the forearm by few markers)
-gets at least `END_RADIUS` cones and an `END_TWIST` twist range: such bones carry the pins, and
-a region as tight as their captured jitter would tie the pinned orientation into the whole limb,
-which then swings about from frame to frame to honour it. Root bones get no limits, and neither does any bone of a clip
-in which no bone turns by more than `STILL_ANGLE` (a pose held, not motion).
+floor cone around its pose (its twist range keeps the margin: without it the knees jittered
+more): left free, or given the margin's room, the solver swings it wherever the pins pull (the
+shoulders and hips then wander from the captured body and jitter). A still bone at the end of a
+chain (no bone below it turns more than `STILL_SPREAD`: a captured hand or finger held against
+the forearm by few markers) gets at least `END_RADIUS` cones and an `END_TWIST` twist range:
+such bones carry the pins, and a region as tight as their captured jitter would tie the pinned
+orientation into the whole limb, which then swings about from frame to frame to honour it. Root
+bones get no limits, and neither does any bone of a clip in which no bone turns by more than
+`STILL_ANGLE` (a pose held, not motion).
 """
 
 import math
@@ -110,8 +112,8 @@ def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES, mar
     kept = _drop_outliers(frames[fitted], coverage)
     dirs = _swing_directions(kept)
     cones, spread = _fit_cones(dirs, max_cones)
-    margins = np.where(turned.max(axis=1) <= STILL_ANGLE, 0.0, margin)
-    widen = margins * np.clip(spread, MIN_SPREAD, MAX_SPREAD)
+    cone_margins = np.where(turned.max(axis=1) <= STILL_ANGLE, 0.0, margin)
+    widen = cone_margins * np.clip(spread, MIN_SPREAD, MAX_SPREAD)
     ends = _still_ends(fitted, parents, names, spread)
     floor = np.where(ends, END_RADIUS, 0.0)
     cones = [
@@ -399,14 +401,14 @@ def _region_area(chain, around):
     return 2.0 * np.pi * (1.0 - np.cos(bound)) * float(kusudama.allows(samples).mean())
 
 
-def _twist_ranges(kept, centres, margins, floor):
+def _twist_ranges(kept, centres, margin, floor):
     """Per bone a TwistLimit holding every kept twist (at least `floor` (B,) wide, widened by
-    `margins` (B,) of the range (within [`MIN_SPREAD`, `MAX_SPREAD`]) on each side, within [-pi, pi]),
+    `margin` of the range (within [`MIN_SPREAD`, `MAX_SPREAD`]) on each side, within [-pi, pi]),
     or None when the range misses less than `FLOOR_TWIST` of the full turn (the twist is free in
     practice)."""
     twist = _twist_angles(kept, centres)
     low, high = twist.min(1), twist.max(1)
-    widen = margins * np.clip(high - low, MIN_SPREAD, MAX_SPREAD) + _MARGIN
+    widen = margin * np.clip(high - low, MIN_SPREAD, MAX_SPREAD) + _MARGIN
     low, high = low - widen, high + widen
     middle = 0.5 * (low + high)
     half = np.maximum(0.5 * (high - low), 0.5 * floor)
