@@ -44,7 +44,8 @@ def _reached(start):
 
 
 def _direct(obj):
-    """The datablocks obj's evaluation reads directly."""
+    """The datablocks obj's evaluation reads directly (its own, its data's and its shape keys'
+    drivers included)."""
     found = [] if obj.parent is None else [obj.parent]
     structs = list(obj.constraints)
     if obj.pose is not None:
@@ -55,7 +56,7 @@ def _direct(obj):
         structs.append(modifier)
     for struct in structs:
         found += _pointed(struct)
-    for owner in (obj, obj.data):
+    for owner in (obj, obj.data, getattr(obj.data, "shape_keys", None)):
         animation = getattr(owner, "animation_data", None)
         if animation is not None:
             found += _driver_reads(animation)

@@ -45,12 +45,21 @@ def shrinkwrapped_to_a_mesh_that_cuts_with_a_collection(empty, armature):
     empty.constraints.new("SHRINKWRAP").target = mesh
 
 
-def driven_by_a_bone(empty, armature):
-    driver = empty.driver_add("location", 0).driver
+def driven_by_a_bone(owner, armature, path="location", index=0):
+    driver = owner.driver_add(path, index).driver
     variable = driver.variables.new()
     variable.type = "TRANSFORMS"
     variable.targets[0].id, variable.targets[0].bone_target = armature, BONE
     driver.expression = variable.name
+
+
+def on_a_mesh_whose_shape_key_a_bone_drives(empty, armature):
+    mesh = bpy.data.objects.new("face", bpy.data.meshes.new("face"))
+    bpy.context.scene.collection.objects.link(mesh)
+    mesh.shape_key_add(name="Basis")
+    smile = mesh.shape_key_add(name="smile")
+    driven_by_a_bone(smile, armature, "value", -1)
+    empty.parent = mesh
 
 
 def on_an_empty_that_follows(empty, armature):
@@ -73,6 +82,7 @@ def the_armature_itself(empty, armature):
         on_a_deformed_mesh,
         shrinkwrapped_to_a_mesh_that_cuts_with_a_collection,
         driven_by_a_bone,
+        on_a_mesh_whose_shape_key_a_bone_drives,
         on_an_empty_that_follows,
         the_armature_itself,
     ],
