@@ -522,5 +522,11 @@ class CrowdBake:
         return_to_start([(bake, np.zeros_like(bake.moved)) for bake in self.bakes])
 
     def show_solved(self):
-        for bake in self.bakes:
-            bake.show_solved()
+        """Every held armature shows its last solved frame; on a failure the bake is cancelled
+        (nothing stays held, every armature goes back to its start), as in `solve_next`."""
+        try:
+            for bake in self.bakes:
+                bake.show_solved()
+        except BaseException:
+            self.cancel()
+            raise

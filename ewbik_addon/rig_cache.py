@@ -98,10 +98,11 @@ def cached_rig(obj):
 def forget_armature_state(obj):
     """Something but the solver may have changed obj (the user, the animation): forget what a solve
     reuses while only targets move, the pose channels the rig's buffers mirror
-    (`pose_io.read_pose`) and the last solve's settings."""
+    (`pose_io.read_pose`) and the last solve's settings. Held buffers keep standing for the
+    channels: a bake keeps its solved pose there, ahead of what Blender shows."""
     rig = _rigs.get(obj.session_uid)
     if rig is not None:
-        rig.buffers.mirrors_channels = False
+        rig.buffers.mirrors_channels = rig.buffers.held and rig.buffers.mirrors_channels
         rig.last_settings = None
 
 

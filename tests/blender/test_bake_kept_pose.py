@@ -206,3 +206,31 @@ def test_a_held_pose_is_shown_between_modal_steps_and_written_when_the_bake_ends
     assert all(one.held_buffers is not None and one.held_buffers.held for one in bake.bakes)
     bake.cancel()
     assert all(one.held_buffers is None for one in bake.bakes)
+    assert not any(addon_module("ewbik_addon.rig_cache").cached_rig(rig).buffers.held for rig in rigs)
+
+
+def test_a_failure_while_showing_held_poses_cancels_the_bake_and_holds_nothing(monkeypatch):
+    """Held buffers left held would keep every later live solve out of Blender: a failure while
+    the modal bake shows its last frame puts every armature back and releases its buffers."""
+    rigs = animated_crowd(2)
+    bake_engine = addon_module("ewbik_addon.bake_engine")
+    rig_cache = addon_module("ewbik_addon.rig_cache")
+    pose_channels = addon_module("ewbik_addon.pose_channels")
+    start = [pose_channels.read_pose_channels(rig.pose.bones)["rotation_quaternion"] for rig in rigs]
+    bake = bake_engine.CrowdBake(bpy.context, rigs, bake_engine.BakeOptions(1, FRAMES))
+    for _ in range(3):
+        bake.solve_next()
+    assert all(rig_cache.cached_rig(rig).buffers.held for rig in rigs)
+
+    def broken(self, buffers=None):
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr(bake_engine.PoseBake, "show_solved", broken)
+    with pytest.raises(RuntimeError, match="drawing failed"):
+        bake.show_solved()
+
+    for rig, rotations in zip(rigs, start):
+        assert not rig_cache.cached_rig(rig).buffers.held
+        np.testing.assert_allclose(
+            pose_channels.read_pose_channels(rig.pose.bones)["rotation_quaternion"], rotations, atol=1e-6
+        )
