@@ -32,7 +32,7 @@ from .pose_channels import POSE_CHANNELS, read_pose_channels, write_pose_channel
 from .pose_io import PoseBuffers, read_locks
 from .rig_cache import pinned_chains
 from .rotation_channels import rotation_channel
-from .stored_settings import bone_target
+from .stored_settings import pinned_bones
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +96,7 @@ class PoseBake:
         self.options = options
         self.frames = options.frames()
         pose_bones = obj.pose.bones
-        pinned = [pose_bone for pose_bone in pose_bones if bone_target(pose_bone) is not None]
+        pinned = pinned_bones(obj)
         if not pinned:
             raise RigError(f"No bone of '{obj.name}' is pinned; pin the bones to bake first")
         self.pins = [(pose_bone.name, pose_bone.ewbik.target) for pose_bone in pinned]
@@ -406,7 +406,7 @@ def armatures_to_bake(context):
     others = [
         obj
         for obj in context.selected_objects
-        if obj != first and obj.type == "ARMATURE" and any(bone_target(b) is not None for b in obj.pose.bones)
+        if obj != first and obj.type == "ARMATURE" and pinned_bones(obj)
     ]
     return [first, *sorted(others, key=lambda obj: obj.name)]
 

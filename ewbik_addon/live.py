@@ -27,7 +27,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from . import armature_checks, armature_solve, crowd_solve, messages, pin_reading, rig_cache, targets
-from .stored_settings import bone_target
+from .stored_settings import pinned_bones
 
 MAX_REFINEMENTS = 50
 MIN_PROGRESS = 0.002  # a refinement gains when it shrinks the best summed pin distance by this fraction
@@ -191,7 +191,7 @@ def _report(obj, result, unpinned):
 
 def _report_edit_mode(obj):
     """A pinned armature in Edit Mode is not solved (bones may be renamed or gone): say so."""
-    if any(bone_target(pose_bone) is not None for pose_bone in obj.pose.bones):
+    if pinned_bones(obj):
         armature_solve.solve_armature(obj, rescan=False)  # raises the Edit Mode RigError
     else:
         _set_status(obj, "")

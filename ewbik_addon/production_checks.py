@@ -18,7 +18,7 @@ from ..solver import quat
 from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, armature_scale, scene_of
 from .messages import distance
-from .stored_settings import bone_target
+from .stored_settings import pinned_bones
 
 
 # Constraint types that set a bone's rotation or location (limits and Copy Scale only clamp or scale).
@@ -126,7 +126,7 @@ def placed_controls(obj, pinned=None):
     """
     bones = obj.pose.bones
     if pinned is None:
-        pinned = [pose_bone.name for pose_bone in bones if bone_target(pose_bone) is not None]
+        pinned = [pose_bone.name for pose_bone in pinned_bones(obj)]
     placed = np.zeros(len(bones), bool)
     for name in pinned:
         if production_rigs.is_ik_control(obj, name):
@@ -195,7 +195,7 @@ def evaluated_pin_errors(obj):
     `view_layer.update()`.
     """
     pose_bones = obj.pose.bones
-    pinned = [pose_bone.name for pose_bone in pose_bones if bone_target(pose_bone) is not None]
+    pinned = [pose_bone.name for pose_bone in pinned_bones(obj)]
     fixed = fixed_bones(obj)
     followers = {bone: [bone] for bone in pinned}
     for bone, deform in production_rigs.deform_counterparts(obj, pinned, fixed):

@@ -47,7 +47,6 @@ class Rig:
     index: dict  # bone name -> pose.bones index
     skeleton: Skeleton
     to_solver: np.ndarray  # pose.bones index -> skeleton index
-    same_order: bool  # to_solver is the identity
     rest: np.ndarray  # (N, 4, 4) armature-space rest matrices, pose.bones order
     parents: tuple  # parent name or None, pose.bones order
     buffers: PoseBuffers
@@ -176,7 +175,6 @@ def _build_rig(obj, key, rest, lengths):
         index={name: i for i, name in enumerate(pose_names)},
         skeleton=skeleton,
         to_solver=to_solver,
-        same_order=bool(np.array_equal(to_solver, np.arange(len(to_solver)))),
         rest=rest,
         parents=parents,
         buffers=PoseBuffers.empty(len(pose_names)),

@@ -6,14 +6,14 @@ every bone's groups each time it evaluates the pose: on every live update, ~0.3 
 here first, so only the bones a user set something on carry a group.
 """
 
-import bpy
-
-_SYSTEM_PROPERTIES = bpy.app.version >= (5, 0, 0)  # bpy.props groups kept apart from custom properties
-
 
 def stored_bone_settings(pose_bone):
-    """The bone's `PoseBone.ewbik` when it stores any, else None (every setting at its default)."""
-    store = pose_bone.bl_system_properties_get() if _SYSTEM_PROPERTIES else pose_bone
+    """The bone's `PoseBone.ewbik` when it stores any, else None (every setting at its default).
+
+    Blender 5 keeps bpy.props groups apart from custom properties (`bl_system_properties_get`);
+    earlier versions store them among the bone's custom properties."""
+    system_properties = getattr(pose_bone, "bl_system_properties_get", None)
+    store = pose_bone if system_properties is None else system_properties()
     if store is None or "ewbik" not in store:
         return None
     return pose_bone.ewbik
@@ -23,3 +23,8 @@ def bone_target(pose_bone):
     """The bone's pin target, or None (asked without storing settings on the bone)."""
     props = stored_bone_settings(pose_bone)
     return None if props is None else props.target
+
+
+def pinned_bones(obj):
+    """The armature's pose bones that have a pin target, in pose.bones order."""
+    return [pose_bone for pose_bone in obj.pose.bones if bone_target(pose_bone) is not None]

@@ -5,6 +5,7 @@ import bpy
 
 from ..ewbik_addon import live, production_rigs
 from ..ewbik_addon.active import active_armature, selected_pose_bones
+from ..ewbik_addon.stored_settings import pinned_bones
 
 
 def _armature(cls, context):
@@ -27,7 +28,7 @@ class EWBIK_OT_switch_to_fk(bpy.types.Operator):
 
     def execute(self, context):
         obj = active_armature(context)
-        pinned = [pose_bone.name for pose_bone in obj.pose.bones if pose_bone.ewbik.target is not None]
+        pinned = [pose_bone.name for pose_bone in pinned_bones(obj)]
         with live.suspended():
             switched = production_rigs.switch_to_fk(obj, pinned)
         obj.update_tag()

@@ -119,7 +119,9 @@ def test_a_pin_added_on_another_chain_is_solved_at_once(metarig, monkeypatch):
 
 def stores_settings(pose_bone):
     """Whether the bone holds a `PoseBone.ewbik` group (5.x keeps bpy.props groups apart)."""
-    store = pose_bone.bl_system_properties_get() if bpy.app.version >= (5, 0, 0) else pose_bone
+    store = (
+        pose_bone.bl_system_properties_get() if hasattr(pose_bone, "bl_system_properties_get") else pose_bone
+    )
     return store is not None and "ewbik" in store
 
 
