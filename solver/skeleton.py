@@ -20,15 +20,25 @@ def rigid_frame(value, field):
     Raises SceneError naming `field` for non-finite, out-of-range or degenerate matrices.
     """
     m = matrix(value, field)
-    basis = m[:3, :3]
-    scale = np.sqrt((basis * basis).sum(0))
-    det = np.linalg.det(basis)
-    if scale.min() < 1e-9 or abs(det) < 1e-12:
+    basis, degenerate, not_rotation = _unscaled_bases(m[None, :3, :3])
+    if degenerate[0]:
         raise SceneError(field, "has a degenerate (zero-scale) basis")
-    basis = basis / scale
-    if det < 0 or np.abs(basis.T @ basis - np.eye(3)).max() > _ORTHONORMAL_TOL:
+    if not_rotation[0]:
         raise SceneError(field, "is not a rotation (sheared or mirrored basis)")
-    return quat.from_matrix(basis), m[:3, 3].copy()
+    return quat.from_matrix(basis[0]), m[:3, 3].copy()
+
+
+def _unscaled_bases(bases):
+    """(N, 3, 3) bases with each column's scale removed, and per basis whether it is degenerate
+    (a zero scale) and whether it is no rotation (sheared or mirrored): the rules every rest
+    frame and pin target meets."""
+    scale = np.sqrt((bases * bases).sum(1))
+    det = np.linalg.det(bases)
+    degenerate = (scale.min(1) < 1e-9) | (np.abs(det) < 1e-12)
+    unit = bases / np.where(degenerate[:, None], 1.0, scale)[:, None, :]
+    gram = np.swapaxes(unit, -1, -2) @ unit
+    not_rotation = ~degenerate & ((det < 0) | (np.abs(gram - np.eye(3)).max((1, 2)) > _ORTHONORMAL_TOL))
+    return unit, degenerate, not_rotation
 
 
 class Skeleton:
@@ -175,7 +185,8 @@ class Skeleton:
 def _rigid_frames(rest, lengths, n):
     """(rest rotations (N, 4), rest heads (N, 3), lengths (N,)) in the given order, every bone
     checked at once; None when some bone fails a check or the input is not numeric arrays (then
-    `_rigid_frames_one_by_one` names the bone). Same rules as `rigid_frame` and `number`."""
+    `_rigid_frames_one_by_one` names the bone). The bounds are `number`'s, the frames
+    `_unscaled_bases`' as in `rigid_frame`."""
     if not isinstance(rest, np.ndarray) or rest.shape != (n, 4, 4) or rest.dtype.kind not in "fiu":
         return None
     if isinstance(lengths, np.ndarray):
@@ -193,14 +204,8 @@ def _rigid_frames(rest, lengths, n):
         and np.all((lengths >= MIN_LENGTH) & (lengths <= MAX_COORDINATE))
     ):
         return None
-    basis = rest[:, :3, :3]
-    scale = np.sqrt((basis * basis).sum(1))
-    det = np.linalg.det(basis)
-    if np.any(scale.min(1) < 1e-9) or np.any(np.abs(det) < 1e-12):
-        return None
-    basis = basis / scale[:, None, :]
-    gram = np.swapaxes(basis, -1, -2) @ basis
-    if np.any(det < 0) or np.abs(gram - np.eye(3)).max() > _ORTHONORMAL_TOL:
+    basis, degenerate, not_rotation = _unscaled_bases(rest[:, :3, :3])
+    if degenerate.any() or not_rotation.any():
         return None
     return quat.from_matrix(basis), rest[:, :3, 3].copy(), lengths
 
