@@ -225,13 +225,7 @@ class PoseBake:
         """The pose channels as the solve left them: the rig's buffers, which mirror what it read
         and wrote (each bone's own rotation property and the location; the properties of other
         rotation modes are only read where some bone uses them, and are never keyed)."""
-        buffers = rig_cache.rig_for(self.obj, False).buffers
-        return {
-            "rotation_quaternion": buffers.quaternion,
-            "rotation_euler": buffers.euler,
-            "rotation_axis_angle": buffers.axis_angle,
-            "location": buffers.location,
-        }
+        return buffer_channels(rig_cache.rig_for(self.obj, False).buffers)
 
     def _check_targets_evaluated(self):
         """Blender does not evaluate a disabled or excluded target: its animation stops moving it."""
@@ -351,12 +345,8 @@ class PoseBake:
             buffers = self.held_buffers
         if buffers is None:
             return
-        channels = {"rotation_quaternion": buffers.quaternion, "location": buffers.location}
-        modes = set(self.rotation_modes)
-        if "AXIS_ANGLE" in modes:
-            channels["rotation_axis_angle"] = buffers.axis_angle
-        if modes - {"QUATERNION", "AXIS_ANGLE"}:
-            channels["rotation_euler"] = buffers.euler
+        used = {"rotation_quaternion", "location"} | {rotation_channel(mode) for mode in self.rotation_modes}
+        channels = {name: values for name, values in buffer_channels(buffers).items() if name in used}
         write_pose_channels(self.obj.pose.bones, channels)
         self.obj.update_tag()
 
@@ -369,6 +359,17 @@ class PoseBake:
             pose[name][from_action] = values[from_action]
         write_pose_channels(pose_bones, pose)
         self.obj.update_tag()
+
+
+def buffer_channels(buffers):
+    """The pose channels a rig's buffers hold, by property name (each bone's own rotation property
+    and the location; the other rotation properties only where some bone uses them)."""
+    return {
+        "rotation_quaternion": buffers.quaternion,
+        "rotation_euler": buffers.euler,
+        "rotation_axis_angle": buffers.axis_angle,
+        "location": buffers.location,
+    }
 
 
 def pose_set_on_frame_change(obj):
