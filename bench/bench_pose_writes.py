@@ -17,7 +17,7 @@ import sys
 import time
 
 # first: it points Blender's user resources at a throw-away directory before bpy is imported
-from bench_scaling import Row, build_row, install_extension, offsets, use_solver
+from bench_scaling import PoseWriter, Row, build_row, install_extension, offsets, use_solver
 
 import bpy  # noqa: I001
 import numpy as np
@@ -26,16 +26,13 @@ from bench_solver import markdown_table
 TAGS = {"transform": {"OBJECT"}, "data": {"DATA"}, "none": None}
 
 
-class Recorder:
-    """depsgraph_update_pre/_post handlers: when each ran, and a write of `rigs[:written]`."""
+class Recorder(PoseWriter):
+    """depsgraph_update_pre/_post handlers: when each ran, and the PoseWriter's write of
+    `rigs[:written]` (none until told)."""
 
     def __init__(self, rigs):
-        self.rigs, self.written, self.refresh = rigs, 0, None
-        self.poses = []
-        for rig in rigs:
-            pose = np.empty(len(rig.pose.bones) * 4, np.float32)
-            rig.pose.bones.foreach_get("rotation_quaternion", pose)
-            self.poses.append(pose)
+        super().__init__(rigs, None)
+        self.written = 0
         self.events = []
 
     def pre(self, scene, depsgraph=None):
@@ -43,10 +40,7 @@ class Recorder:
 
     def post(self, scene, depsgraph=None):
         self.events.append(("post", time.perf_counter()))
-        for rig, pose in zip(self.rigs[: self.written], self.poses):
-            rig.pose.bones.foreach_set("rotation_quaternion", pose)
-            if self.refresh is not None:
-                rig.update_tag(refresh=self.refresh)
+        self.write()
         self.events.append(("written", time.perf_counter()))
 
     def __enter__(self):

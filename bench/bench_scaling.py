@@ -250,28 +250,32 @@ class BridgeTimer:
 
 
 class PoseWriter:
-    """A depsgraph handler that only writes every armature's pose back, as the live handler's
+    """A depsgraph handler that only writes the armatures' poses back, as the live handler's
     write-back does (all quaternion channels, the same refresh tag): the floor that Blender's own
-    re-evaluation of the written poses sets under a live update, with no reading and no solve."""
+    re-evaluation of the written poses sets under a live update, with no reading and no solve.
+    `written` (the first so many armatures) and `refresh` (None: no tag) vary it."""
 
-    def __init__(self, rigs):
-        self.rigs = rigs
+    def __init__(self, rigs, refresh):
+        self.rigs, self.refresh, self.written = rigs, refresh, len(rigs)
         self.poses = []
         for rig in rigs:
             pose = np.empty(len(rig.pose.bones) * 4, np.float32)
             rig.pose.bones.foreach_get("rotation_quaternion", pose)
             self.poses.append(pose)
-        self.refresh = addon_module("ewbik_addon.pose_io")._POSE_REFRESH
         self.busy = False
+
+    def write(self):
+        for rig, pose in zip(self.rigs[: self.written], self.poses):
+            rig.pose.bones.foreach_set("rotation_quaternion", pose)
+            if self.refresh is not None:
+                rig.update_tag(refresh=self.refresh)
 
     def __call__(self, scene, depsgraph):
         if self.busy:
             return
         self.busy = True
         try:
-            for rig, pose in zip(self.rigs, self.poses):
-                rig.pose.bones.foreach_set("rotation_quaternion", pose)
-                rig.update_tag(refresh=self.refresh)
+            self.write()
         finally:
             self.busy = False
 
@@ -290,7 +294,11 @@ def drag(rigs, targets, chains, solver, steps, warmup):
     moves = offsets(len(targets), steps + warmup)
     view_layer = bpy.context.view_layer
     totals, bridges, solves = [], [], []
-    writer = PoseWriter(rigs) if solver == "writes" else contextlib.nullcontext()
+    writer = (
+        PoseWriter(rigs, addon_module("ewbik_addon.pose_io")._POSE_REFRESH)
+        if solver == "writes"
+        else contextlib.nullcontext()
+    )
     with BridgeTimer() as timer, writer:
         for step, move in enumerate(moves):
             for target, location in zip(targets, start + move):
