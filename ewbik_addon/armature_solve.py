@@ -15,6 +15,7 @@ import numpy as np
 from ..solver import Pin, SolverSettings, solve
 from .armature_checks import RigError, armature_scale, check_writable
 from .pin_reading import read_pins
+from . import pose_underneath
 from .pose_io import read_pose, write_pose
 from .production_checks import check_pins_movable, place_ik_controls
 from .properties import STORED_SETTINGS
@@ -32,7 +33,8 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     (`read_pose`), its settings are the ones that solve used and its pins, which passed
     `check_pins_movable` then, are not checked against the rig's constraints again.
     Raises RigError for anything the user must fix; the pose is then unchanged (unless the
-    second solve for partly locked bones fails: the first solve's pose stays).
+    second solve for partly locked bones fails: the first solve's pose stays). The result's
+    `ms` is the whole call's, so a live solve that used up its budget anywhere is refined.
     """
     started = time.perf_counter()
     check_writable(obj)
@@ -50,11 +52,22 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     chains = rig.chains
     stiffness = chains.stiffness.copy()
     stiffness[(locks.fully_locked | rig.held)[chains.rows]] = 1.0
-    pins, settings = _place_rotation_only(rig, pins, settings, stiffness, rotations, locations)
-    result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
-    # The solver cannot see partial locks, so where keeping the locked channels changed a bone,
-    # the written pose misses the targets by what those channels contributed. A second solve
-    # from that pose, with those bones held, lets the other bones make up for it.
+    start = pose_underneath.start_pose(rig)
+    pins, settings = _place_rotation_only(rig, pins, settings, stiffness, *start)
+    before = (rotations, locations, locks)
+    result = _solve_holding_partial_locks(obj, rig, pins, settings, stiffness, start, before, started)
+    return dataclasses.replace(result, ms=(time.perf_counter() - started) * 1e3)
+
+
+def _solve_holding_partial_locks(obj, rig, pins, settings, stiffness, start, before, started):
+    """Solve and write; then, where keeping partly locked channels changed a bone, solve again.
+
+    The solver cannot see partial locks, so where keeping the locked channels changed a bone,
+    the written pose misses the targets by what those channels contributed. A second solve
+    from that pose, with those bones held, lets the other bones make up for it.
+    """
+    result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, start, before)
+    locks = before[2]
     partly_locked = locks.any_rotation & ~locks.fully_locked
     if not np.any(result.moved & partly_locked):
         return result
@@ -68,22 +81,21 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
             return result
         settings = dataclasses.replace(settings, time_budget_ms=left)
     rotations, locations, locks = read_pose(obj, rig)
-    stiffness[held[chains.rows]] = 1.0
-    second, _ = _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks)
+    stiffness[held[rig.chains.rows]] = 1.0
+    before = (rotations, locations, locks)
+    second, _ = _solve_and_write(obj, rig, pins, settings, stiffness, (rotations, locations), before)
     return dataclasses.replace(
-        second,
-        iterations=result.iterations + second.iterations,
-        ms=result.ms + second.ms,
-        moved=result.moved | second.moved,
+        second, iterations=result.iterations + second.iterations, moved=result.moved | second.moved
     )
 
 
 def read_start_pose(obj, rig, only_targets_moved):
-    """(rotations, locations, locks) a solve starts from, the pose underneath tracked; when only
-    targets moved since the last solve, the rig's buffers stand for the channels (`read_pose`)."""
+    """(rotations, locations, locks) of the channels, the pose underneath tracked from them
+    (`pose_underneath`: where the solve starts); when only targets moved since the last solve,
+    the rig's buffers stand for the channels (`read_pose`)."""
     channels_kept = only_targets_moved and not rig.placed.any()  # placing IK controls set their channels
     rotations, locations, locks = read_pose(obj, rig, channels_kept)
-    track_underneath(rig, rotations, locations, channels_kept)
+    pose_underneath.track(obj, rig, rotations, locations, channels_kept)
     return rotations, locations, locks
 
 
@@ -160,13 +172,14 @@ def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     return placed_pins, settings
 
 
-def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, locks):
-    """Solve the pinned chains from a pose (pose.bones order) and write the moved bones.
+def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
+    """Solve the pinned chains from `start` (rotations, locations; pose.bones order) and write the
+    moved bones; `before` is the (rotations, locations, locks) of the channels read.
 
     Returns (the result with the rotations as written, the rotations meant to be written: the solver's
     own, blended by the influence), both in pose.bones order.
     """
-    start_rotations, start_locations = _solver_start(obj, rig, rotations, locations)
+    start_rotations, start_locations = start
     rows = rig.chains.rows
     try:
         result = solve(
@@ -182,18 +195,9 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, rotations, locations, 
         raise RigError(str(error)) from None
     solved_rotations, solved_locations = start_rotations.copy(), start_locations.copy()
     solved_rotations[rows], solved_locations[rows] = result.rotations, result.locations
-    moved = np.zeros(len(rotations), bool)
+    moved = np.zeros(len(start_rotations), bool)
     moved[rows] = result.moved
-    return write_solved(
-        obj,
-        rig,
-        result,
-        solved_rotations,
-        solved_locations,
-        moved,
-        (rotations, locations, locks),
-        settings,
-    )
+    return write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings)
 
 
 def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):
@@ -204,57 +208,20 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
     moved = moved | rig.placed
-    rig.solved = (solved_rotations, solved_locations)
     shown_rotations, shown_locations, changes = _blend_over_underneath(
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
     )
     written_rotations = write_pose(
         obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root
     )
-    rig.written = (
+    pose_underneath.remember(
+        obj,
+        rig,
         np.where(changes[:, None], written_rotations, rotations),
         np.where(changes[:, None], shown_locations, locations) if settings.translate_root else locations,
     )
     written = dataclasses.replace(result, rotations=written_rotations, locations=shown_locations, moved=moved)
     return written, shown_rotations
-
-
-def track_underneath(rig, rotations, locations, channels_kept=False):
-    """Keep the pose the solver blends over: the channels as last set by anyone but the solver.
-
-    A channel that differs from what the last solve wrote was set by the animation (frame change)
-    or by the user, and becomes the pose underneath; one that still holds the solver's value keeps
-    the earlier pose underneath, so repeated live solves at a partial influence do not compound.
-    channels_kept: nobody but the solver set them since its last write (`solve_armature`).
-    """
-    if rig.underneath is None or rig.written is None or len(rig.underneath[0]) != len(rotations):
-        rig.underneath = (rotations.copy(), locations.copy())
-        rig.holding = np.zeros(len(rotations), bool)
-        return
-    if channels_kept:
-        rig.holding = np.ones(len(rotations), bool)
-        return
-    written_rotations, written_locations = rig.written
-    changed = (1.0 - np.abs(np.einsum("ij,ij->i", rotations, written_rotations)) > 1e-10) | np.any(
-        np.abs(locations - written_locations) > 1e-5, axis=1
-    )
-    rig.underneath[0][changed] = rotations[changed]
-    rig.underneath[1][changed] = locations[changed]
-    rig.holding = ~changed
-
-
-def _solver_start(obj, rig, rotations, locations):
-    """The pose a solve starts from: below full influence, bones that still show the blend continue from
-    the solver's own last pose, so a redundant chain does not wander to another solution each update."""
-    if (
-        obj.ewbik.influence >= 1.0
-        or rig.solved is None
-        or rig.holding is None
-        or len(rig.holding) != len(rotations)
-    ):
-        return rotations, locations
-    holding = rig.holding[:, None]
-    return np.where(holding, rig.solved[0], rotations), np.where(holding, rig.solved[1], locations)
 
 
 def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):

@@ -5,7 +5,8 @@ engines and hand editing. The work lives in `PoseBake`, plain Python advanced on
 time, so scripts, the modal operator and the tests (Blender's timers never fire headless) all run
 the same code.
 
-Each frame is solved warm-started from the previous frame's solution, so the keys are continuous.
+Each frame is solved as Solve solves it (from the pose underneath, without the live time budget),
+so the keys hold the pose live playback shows for the same targets.
 Keys are written once, after the last frame, a whole F-curve at a time with foreach_set. Nothing
 in the action changes before that, and every F-curve the write touches is snapshotted first, so a
 cancel or a failure leaves the action exactly as it was.
@@ -28,8 +29,7 @@ from .fcurve_keys import (
     continuous_quaternions,
     locked_rotation_components,
 )
-from .pose_channels import POSE_CHANNELS, read_pose_channels, write_pose_channels
-from .pose_io import PoseBuffers, read_locks
+from .pose_channels import read_pose_channels, write_pose_channels
 from .rig_cache import pinned_chains
 from .rotation_channels import rotation_channel
 from .stored_settings import pinned_bones
@@ -111,12 +111,6 @@ class PoseBake:
         self.rotation_modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
         self.pose_animated = pose_set_on_frame_change(obj)
         self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
-        self.rotation_locked = read_locks(pose_bones, PoseBuffers.empty(len(pose_bones))).any_rotation
-        keyed_rotation = np.array([rotation_channel(mode) for mode in self.rotation_modes])
-        # warm_start carries a bone's rotation on the property its mode sets (the one keyed)
-        self.carried_rotation = {
-            name: (keyed_rotation == name) & ~self.rotation_locked for name in POSE_CHANNELS
-        }
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
         self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
         check_action(
@@ -153,12 +147,8 @@ class PoseBake:
         return int(self.frames[min(self.solved, len(self.frames) - 1)])
 
     def solve_next(self):
-        """Move to the next frame, start from the previous frame's solution, solve, record.
-
-        The solve is the one live solving runs on a frame change: within the armature's time
-        budget, bone settings read once. So a baked frame costs no more than a live solve of it,
-        and the keys hold what live playback showed; a budget of 0 bakes fully converged frames.
-        """
+        """Move to the next frame, solve it as Solve does (no time budget, bone settings read once),
+        record it."""
         try:
             self._solve(self.frame)
         except BaseException:
@@ -174,41 +164,27 @@ class PoseBake:
 
     @property
     def keeps_pose(self):
-        """Whether this frame's solve starts from the pose the last one wrote, as the solve left it
-        in the rig's buffers (`solve_armature`'s only_targets_moved): after the first frame, when
-        no animation sets the armature's channels on a frame change."""
+        """Whether the channels still hold what the last frame's solve wrote, so the rig's buffers
+        stand for them (`solve_armature`'s only_targets_moved): after the first frame, when no
+        animation sets the armature's channels on a frame change."""
         return self.solved > 0 and not self.pose_animated
 
     def _solve(self, frame):
         with live.suspended():
             self.scene.frame_set(frame)
+        rig_cache.forget_pin_settings(self.obj)
         self.solve_current_frame()
 
     def solve_current_frame(self):
         """Solve the scene's current frame (the one `frame` names) and record it."""
         with live.suspended():
-            self.warm_start()
             try:
                 result = armature_solve.solve_armature(
-                    self.obj, rescan=not self.solved, only_targets_moved=self.keeps_pose
+                    self.obj, full=True, rescan=not self.solved, only_targets_moved=self.keeps_pose
                 )
             except RigError as error:
                 raise RigError(f"Frame {self.frame}: {error}") from error
             self.record(result)
-
-    def warm_start(self):
-        """The previous frame's solution replaces what the old keys say, but never on locked
-        rotation channels or unkeyed locations, which keep their animation. Below full influence
-        the keys are the pose underneath the blend, so they stay. Without animation setting the
-        pose the channels hold that solution already."""
-        if not (self.solved and self.pose_animated and self.obj.ewbik.influence >= 1.0):
-            return
-        pose_bones = self.obj.pose.bones
-        pose = read_pose_channels(pose_bones)
-        for name, values in pose.items():
-            carry = self.moved & (self.keys_location if name == "location" else self.carried_rotation[name])
-            values[carry] = self.poses[name][self.solved - 1][carry]
-        write_pose_channels(pose_bones, pose)
 
     def record(self, result):
         """Keep the solved frame's channels (after checking Blender moved the targets)."""
@@ -479,7 +455,7 @@ class CrowdBake:
     def _solve_together(self):
         """Every armature's frame in one solver call (crowd_solve.solve_crowd)."""
         for bake in self.bakes:
-            bake.warm_start()
+            rig_cache.forget_pin_settings(bake.obj)
             if bake.solved:
                 continue
             try:
@@ -487,7 +463,7 @@ class CrowdBake:
             except RigError as error:
                 raise RigError(f"Frame {bake.frame}: {error}") from error
         outcomes = crowd_solve.solve_crowd(
-            [bake.obj for bake in self.bakes], {bake.obj for bake in self.bakes if bake.keeps_pose}
+            [bake.obj for bake in self.bakes], {bake.obj for bake in self.bakes if bake.keeps_pose}, full=True
         )
         for bake in self.bakes:
             outcome = outcomes[bake.obj]

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..solver import Skeleton, solve
 from ..solver.kusudama import JointLimits, Kusudama
-from . import armature_solve
+from . import armature_solve, pose_underneath
 from .armature_checks import RigError, check_writable
 from .pin_reading import read_pins
 from .production_checks import check_pins_movable
@@ -24,7 +24,7 @@ class _Crowd:
     stiffness: np.ndarray
 
 
-def solve_crowd(objects, only_targets_moved=frozenset()):
+def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
     """Solve several live armatures in one solver call (their bone settings as last scanned).
 
     Armatures with the same settings (and rig size) become one problem whose skeleton holds each
@@ -33,6 +33,7 @@ def solve_crowd(objects, only_targets_moved=frozenset()):
     {object: SolveResult or RigError}, the poses written like `solve_armature`.
     only_targets_moved: the armatures that nothing but their targets changed since their last
     solve (`solve_armature`'s argument): their pose is taken from what that solve wrote.
+    full: no time budget (baking).
     """
     outcomes, groups, alone = {}, {}, []
     for obj in objects:
@@ -43,13 +44,13 @@ def solve_crowd(objects, only_targets_moved=frozenset()):
                 raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
             check_pins_movable(obj, rig)
             kept = obj in only_targets_moved
-            settings = armature_solve.settings_for(obj, rig, False, kept)
+            settings = armature_solve.settings_for(obj, rig, full, kept)
             rotations, locations, locks = armature_solve.read_start_pose(obj, rig, kept)
             pins = read_pins(obj, rig)
             if _needs_own_solve(obj, rig, locks):
                 alone.append(obj)
                 continue
-            entry = (obj, rig, pins, rotations, locations, locks)
+            entry = (obj, rig, pins, pose_underneath.start_pose(rig), (rotations, locations, locks))
         except RigError as error:
             outcomes[obj] = error
             continue
@@ -60,7 +61,7 @@ def solve_crowd(objects, only_targets_moved=frozenset()):
         else:
             outcomes.update(_solve_together(settings, entries))
     for obj in alone:
-        outcomes[obj] = _solve_alone(obj, obj in only_targets_moved)
+        outcomes[obj] = _solve_alone(obj, obj in only_targets_moved, full)
     return outcomes
 
 
@@ -75,23 +76,26 @@ def _needs_own_solve(obj, rig, locks):
     return "ROTATION" in rig.checked_pins.kinds  # read_pins checked the pins and their kinds
 
 
-def _solve_alone(obj, only_targets_moved):
+def _solve_alone(obj, only_targets_moved, full):
     try:
-        return armature_solve.solve_armature(obj, rescan=False, only_targets_moved=only_targets_moved)
+        return armature_solve.solve_armature(
+            obj, full=full, rescan=False, only_targets_moved=only_targets_moved
+        )
     except RigError as error:
         return error
 
 
 def _solve_together(settings, entries):
-    """One solve for the entries (obj, rig, pins, rotations, locations, locks); each pose written."""
+    """One solve for the entries (obj, rig, pins, start pose, channels read: rotations, locations,
+    locks); each pose written."""
     crowd = _crowd_for([entry[1] for entry in entries])
     n = len(crowd.skeleton.names)
     all_rotations, all_locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), crowd.stiffness.copy()
     pins = []
-    for k, (_obj, _rig, rig_pins, rig_rotations, rig_locations, locks) in enumerate(entries):
+    for k, (_obj, _rig, rig_pins, start, before) in enumerate(entries):
         index = crowd.pose_index[k]
-        all_rotations[index], all_locations[index] = rig_rotations, rig_locations
-        stiffness[index[locks.fully_locked]] = 1.0
+        all_rotations[index], all_locations[index] = start
+        stiffness[index[before[2].fully_locked]] = 1.0
         pins += [pin.renamed(f"{k}/{pin.bone}") for pin in rig_pins]
     if settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms * len(entries))
@@ -100,7 +104,7 @@ def _solve_together(settings, entries):
     except ValueError as error:
         return {entry[0]: RigError(str(error)) for entry in entries}
     outcomes, first_pin = {}, 0
-    for k, (obj, rig, rig_pins, rotations, locations, locks) in enumerate(entries):
+    for k, (obj, rig, rig_pins, _start, before) in enumerate(entries):
         index, pin_slice = crowd.pose_index[k], slice(first_pin, first_pin + len(rig_pins))
         first_pin = pin_slice.stop
         one = dataclasses.replace(
@@ -108,6 +112,7 @@ def _solve_together(settings, entries):
             position_errors=result.position_errors[pin_slice],
             ms=result.ms / len(entries),
             orientation_errors_deg=result.orientation_errors_deg[pin_slice],
+            yielded=result.yielded[pin_slice],
         )
         try:
             outcomes[obj] = armature_solve.write_solved(
@@ -117,7 +122,7 @@ def _solve_together(settings, entries):
                 result.rotations[index],
                 result.locations[index],
                 result.moved[index],
-                (rotations, locations, locks),
+                before,
                 settings,
             )[0]
         except RigError as error:

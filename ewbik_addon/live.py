@@ -2,16 +2,15 @@
 
 Blender calls `depsgraph_update_post` after every evaluation (a dragged empty, an
 edited setting, a posed bone). The handler looks at what changed, solves only the
-live armatures concerned, each within its own time budget and warm-started from
-its current pose, and writes the pose back; Blender evaluates that write in a
+live armatures concerned, each from its pose underneath (`pose_underneath`) within
+its own time budget, and writes the pose back; Blender evaluates that write in a
 second pass that runs no handlers, so solving never feeds itself. Errors end up
 in the armature's `ewbik.status`, never as an exception out of the handler.
 
-A live solve stops on its time budget or its iteration cap, often short of the
-targets, and nothing else would update once the mouse stops. A timer
-(`refine_unconverged`) then tags such armatures, so the handler keeps solving, a
-budget at a time, until the pins are reached, PATIENCE solves in a row gain less
-than MIN_PROGRESS, or MAX_REFINEMENTS solves have run.
+A live solve that runs out of its time budget shows where it got, and a timer
+(`refine_unconverged`) then tags the armature, so the handler solves it once more
+without a budget: the pose the user is left with is the one Solve and the bake give
+for the same targets, however long the first solve was allowed.
 
 Errors reach the user twice: in the status line (with an error icon), and once per
 new error as a report (status bar and Info log) through `report_pending`, a timer,
@@ -29,18 +28,13 @@ from bpy.app.handlers import persistent
 from . import armature_checks, armature_solve, crowd_solve, messages, pin_reading, rig_cache, targets
 from .stored_settings import pinned_bones
 
-MAX_REFINEMENTS = 50
-MIN_PROGRESS = 0.002  # a refinement gains when it shrinks the best summed pin distance by this fraction
-PATIENCE = 3  # refinements in a row that gain nothing end the refining
 REFINE_INTERVAL_S = 0.02
 
 _state = {
     "busy": False,
     "suspended": 0,
     "unconverged": set(),  # session uids of armatures whose last live solve ran out of time
-    "tagged": set(),  # session uids the timer tagged: their next solve is a refinement
-    "refinements_left": {},  # session uid -> refinement solves left since the user last changed something
-    "progress": {},  # session uid -> Progress of the refinements since the user's last change
+    "tagged": set(),  # session uids the timer tagged: their next solve has no time budget
     "reported": {},  # session uid -> the last error reported for it (reported again only once it changes)
     "reports": [],  # (level, message) waiting for report_pending
     "object_count": 0,  # len(bpy.data.objects) at the last update: fewer means something was deleted
@@ -101,6 +95,9 @@ def _solve_live(view_layer, changed, moved):
                 if unpinned is not None:
                     due[obj] = unpinned
         only_targets = {obj for obj in due if changed is not None and not _armature_changed(obj, changed)}
+        refined = {obj: due.pop(obj) for obj in list(due) if obj.session_uid in _state["tagged"]}
+        for obj, unpinned in refined.items():
+            _solve_one(obj, unpinned, only_targets_moved=obj in only_targets, full=True)
         if len(due) > 1:
             _solve_crowd(due, only_targets)
         elif due:
@@ -156,10 +153,13 @@ def _armature_changed(obj, changed):
     return obj.session_uid in changed or obj.data.session_uid in changed
 
 
-def _solve_one(obj, unpinned, *, only_targets_moved=False):
-    """only_targets_moved: nothing but targets changed since the armature's last solve."""
+def _solve_one(obj, unpinned, *, only_targets_moved=False, full=False):
+    """only_targets_moved: nothing but targets changed since the armature's last solve; full: no
+    time budget (a refinement)."""
     try:
-        result = armature_solve.solve_armature(obj, rescan=False, only_targets_moved=only_targets_moved)
+        result = armature_solve.solve_armature(
+            obj, full=full, rescan=False, only_targets_moved=only_targets_moved
+        )
     except armature_checks.RigError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
@@ -185,7 +185,7 @@ def _solve_crowd(due, only_targets):
 
 
 def _report(obj, result, unpinned):
-    _set_status(obj, unpinned or _summary(obj, result), error=bool(unpinned))
+    _set_status(obj, unpinned or pins_summary(obj, result), error=bool(unpinned))
     _plan_refinement(obj, result)
 
 
@@ -197,47 +197,18 @@ def _report_edit_mode(obj):
         _set_status(obj, "")
 
 
-class Progress:
-    """Whether repeated solves still gain: the best summed pin distance so far, and how many solves
-    in a row shrank it by less than MIN_PROGRESS (PATIENCE of those mean no more gain)."""
-
-    def __init__(self, result):
-        self.best = float(np.sum(result.position_errors))
-        self.idle = 0
-
-    def gaining(self, result):
-        misfit = float(np.sum(result.position_errors))
-        self.idle = 0 if misfit < (1.0 - MIN_PROGRESS) * self.best else self.idle + 1
-        self.best = min(self.best, misfit)
-        return self.idle < PATIENCE
-
-
 def _plan_refinement(obj, result):
-    """Remember armatures whose solve stopped short (time budget or iteration cap) while still
-    gaining, and make sure the timer runs."""
+    """Remember armatures whose solve ran out of its time budget short of the pins, and make sure
+    the timer runs: their next solve has no budget and gives the answer."""
     uid = obj.session_uid
-    left = _state["refinements_left"]
-    if uid in _state["tagged"] and uid in _state["progress"]:
-        left[uid] -= 1
-        gaining = _state["progress"][uid].gaining(result)
-    else:
-        left[uid] = MAX_REFINEMENTS
-        _state["progress"][uid] = Progress(result)
-        gaining = True
-    settings = obj.ewbik
-    stopped_short = result.iterations >= settings.iterations or (
-        settings.time_budget_ms > 0.0 and result.ms >= settings.time_budget_ms
-    )
-    if result.converged or not stopped_short or not gaining or left[uid] <= 0:
+    budget = obj.ewbik.time_budget_ms
+    cut = budget > 0.0 and result.ms >= budget
+    if result.converged or not cut or uid in _state["tagged"]:
         _state["unconverged"].discard(uid)
         return
     _state["unconverged"].add(uid)
     if not bpy.app.timers.is_registered(refine_unconverged):
         bpy.app.timers.register(refine_unconverged, first_interval=REFINE_INTERVAL_S)
-
-
-def _worst_error(result):
-    return float(result.position_errors.max()) if len(result.position_errors) else 0.0
 
 
 def has_unconverged():
@@ -269,12 +240,22 @@ def _any_moved(pinned, moved):
         return True  # a deleted target: let the solve report it
 
 
-def _summary(obj, result):
-    """'2 pins reached, largest distance 0.02 mm' in the scene's length unit."""
-    worst = _worst_error(result) * armature_checks.armature_scale(obj)
-    state = "reached" if result.converged else "reaching"
-    pins = messages.count(len(result.position_errors), "pin")
-    return f"{pins} {state}, largest distance {messages.distance(bpy.context.scene, worst)}"
+def pins_summary(obj, result):
+    """'5 pins reached', or which pins stop short of their targets, by how much in the scene's
+    length unit, and (for pins that gave way) why: '4 pins reached; hand.L 0.42 m short, out of
+    reach with the other pins held'."""
+    scale = armature_checks.armature_scale(obj)
+    rig = rig_cache.cached_rig(obj)
+    bones = rig.checked_pins.bones if rig is not None and rig.checked_pins is not None else ()
+    errors = result.position_errors * scale
+    short = errors > obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12
+    if len(bones) != len(errors):
+        bones = [f"pin {k + 1}" for k in range(len(errors))]
+    parts = [messages.count(int((~short).sum()), "pin") + " reached"] if not short.all() else []
+    for k in np.flatnonzero(short):
+        miss = f"{bones[k]} {messages.distance(bpy.context.scene, float(errors[k]))} short"
+        parts.append(miss + (", out of reach with the other pins held" if result.yielded[k] else ""))
+    return "; ".join(parts)
 
 
 def _set_status(obj, message, *, error=False):
@@ -309,9 +290,8 @@ def _forget_deleted_armatures():
     if not shrunk:
         return
     alive = rig_cache.forget_deleted_rigs()
-    for per_armature in ("refinements_left", "progress", "reported"):
-        for uid in set(_state[per_armature]) - alive:
-            del _state[per_armature][uid]
+    for uid in set(_state["reported"]) - alive:
+        del _state["reported"][uid]
     _state["unconverged"] &= alive
 
 
@@ -322,15 +302,24 @@ def on_load(_file_path):
 
 
 def _forget_everything():
-    for pending in ("unconverged", "tagged", "refinements_left", "progress", "reported", "reports"):
+    for pending in ("unconverged", "tagged", "reported", "reports"):
         _state[pending].clear()
     rig_cache.clear_cache()
+
+
+@persistent
+def on_undo(*_args):
+    """Undo and redo put back the channels and the record of the pose underneath beside them: the
+    rigs' copies of that record are stale."""
+    rig_cache.forget_recorded_poses()
 
 
 _HANDLERS = (
     (bpy.app.handlers.depsgraph_update_post, on_depsgraph_update),
     (bpy.app.handlers.frame_change_post, on_frame_change),
     (bpy.app.handlers.load_post, on_load),
+    (bpy.app.handlers.undo_post, on_undo),
+    (bpy.app.handlers.redo_post, on_undo),
 )
 
 

@@ -14,6 +14,7 @@ from .rig_cache import cached_rig, rig_for
 
 
 PLANTED_WEIGHT = 1000.0  # a planted pin's weight is multiplied by this, so ordinary pins give way to it
+PLANTED_PRIORITY = 1.0  # added to a planted pin's priority: where pins cannot all be reached, it holds
 
 
 _POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
@@ -78,6 +79,7 @@ def _check_pins(obj, rig):
             props.falloff,
             props.pin_kind,
             props.planted,
+            props.priority,
         )
         known = rig.validated_pins.get(key)
         if known is None:
@@ -146,12 +148,14 @@ def _check_feedback(obj, rig, checked):
 
 
 def _make_pin(bone, location, rotation, props):
-    """The solver's pin for one bone: its kind picks the weighed axes, planted multiplies the weight."""
+    """The solver's pin for one bone: its kind picks the weighed axes, planted multiplies the weight
+    and raises the priority."""
     matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
     axes = _POSITION_ONLY_AXES if props.pin_kind == "POSITION" else tuple(props.orientation_weights)
     weight = props.weight * (PLANTED_WEIGHT if props.planted else 1.0)
+    priority = props.priority + (PLANTED_PRIORITY if props.planted else 0.0)
     try:
-        return Pin(bone, matrix, weight, axes, props.falloff)
+        return Pin(bone, matrix, weight, axes, props.falloff, priority)
     except ValueError as error:
         raise RigError(str(error)) from None
 

@@ -199,9 +199,18 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
     planted: BoolProperty(
         name="Planted",
-        description="This pin wins over the ordinary ones: it pulls 1000 times as hard, so a foot on the "
-        "floor stays put while the hands are dragged far",
+        description="This pin wins over the ordinary ones: it counts one priority higher and pulls 1000 "
+        "times as hard, so a foot on the floor stays put while the hands are dragged far",
         default=False,
+        update=_changed,
+    )
+    priority: FloatProperty(
+        name="Priority",
+        description="Where the pins cannot all be reached, pins of lower priority stop short first so "
+        "that these are reached (a planted pin counts one higher)",
+        soft_min=-10.0,
+        soft_max=10.0,
+        default=0.0,
         update=_changed,
     )
     weight: FloatProperty(

@@ -17,6 +17,7 @@ from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
 from .limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
 from .pose_io import PoseBuffers, read_locks
+from .pose_underneath import forget as forget_pose
 from .production_checks import placed_controls, posed_bones, with_mechanism
 from .stored_settings import stored_bone_settings
 
@@ -69,10 +70,8 @@ class Rig:
     counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
     counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
     placed: np.ndarray = None  # pose.bones order: pinned IK controls, put on their targets, not solved
-    underneath: tuple = None  # (rotations, locations) pose.bones order: the pose the solver blends over
+    underneath: tuple = None  # (rotations, locations) pose.bones order: where solves start (pose_underneath)
     written: tuple = None  # (rotations, locations) as the last solve wrote them
-    solved: tuple = None  # (rotations, locations) as the last solve found them, before the blend
-    holding: np.ndarray = None  # bones whose channels still hold what the last solve wrote
     last_settings: tuple = None  # (full, SolverSettings) of the last solve_armature
     chains: PinnedChains = None  # what a solve_armature hands to the solver
 
@@ -103,6 +102,23 @@ def forget_armature_state(obj):
     if rig is not None:
         rig.buffers.mirrors_channels = rig.buffers.held and rig.buffers.mirrors_channels
         rig.last_settings = None
+        rig.checked_pins = None
+
+
+def forget_pin_settings(obj):
+    """A frame change may have changed animated pin settings (kind, weight, priority): check the
+    pins again at the next solve (unchanged ones are reused, `pin_reading`)."""
+    rig = _rigs.get(obj.session_uid)
+    if rig is not None:
+        rig.checked_pins = None
+
+
+def forget_recorded_poses():
+    """The channels of every armature may have been put back (undo): read them and the record of
+    the pose underneath from Blender again."""
+    for rig in _rigs.values():
+        forget_pose(rig)
+        rig.buffers.mirrors_channels = rig.buffers.held and rig.buffers.mirrors_channels
 
 
 def forget_deleted_rigs():

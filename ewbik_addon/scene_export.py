@@ -2,15 +2,16 @@
 
 from ..solver.scene import SETTINGS_FIELDS
 from .armature_checks import check_armature
-from .armature_solve import solver_settings
+from .armature_solve import read_start_pose, solver_settings
 from .limit_settings import scene_bones
 from .pin_reading import read_pins
-from .pose_io import read_pose
+from .pose_underneath import start_pose
 from .rig_cache import rig_for
 
 
 def scene_document(obj):
-    """The armature as a scene document, version 1 (export, bug reports).
+    """The armature as a scene document, version 1 (export, bug reports): its pose is the pose
+    underneath (`pose_underneath`), where a solve of it starts.
 
     Every solver setting is written (`SETTINGS_FIELDS`), and each bone's `blender` field carries
     what the solver ignores but Blender needs to rebuild and pose the rig the same way: rotation
@@ -19,7 +20,8 @@ def scene_document(obj):
     """
     check_armature(obj)
     rig = rig_for(obj, True)
-    rotations, locations, locks = read_pose(obj, rig)
+    locks = read_start_pose(obj, rig, False)[2]
+    rotations, locations = start_pose(rig)
     stiffness = rig.stiffness[rig.to_solver].copy()
     stiffness[locks.fully_locked] = 1.0
     rest_bones = {bone["name"]: bone for bone in scene_bones(obj)}
@@ -42,6 +44,7 @@ def scene_document(obj):
             "weight": pin.weight,
             "orientation_weights": list(pin.orientation_weights),
             "falloff": pin.falloff,
+            "priority": pin.priority,
         }
         for pin in read_pins(obj, rig)
     ]

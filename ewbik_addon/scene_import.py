@@ -205,6 +205,7 @@ def pose_plan(obj, document):
             (props, "orientation_weights", tuple(entry.get("orientation_weights", (1.0, 1.0, 1.0))))
         )
         assignments.append((props, "falloff", float(entry.get("falloff", 0.0))))
+        assignments.append((props, "priority", float(entry.get("priority", 0.0))))
     return assignments, pins, notes
 
 

@@ -1,10 +1,9 @@
-"""`ewbik.solve`: solve the active armature properly now, to convergence within its own limits;
+"""`ewbik.solve`: solve the active armature now, without the live time budget;
 `ewbik.report_problem`: show a live-solving problem in the status bar.
 
-The live Iterations and Time Budget keep dragging fluid; Solve is what the user presses when the
-pose must be right, so it repeats full solves (each the live iteration count, warm-started from
-the last) until the pins are reached, solves stop gaining (`live.Progress`, the rule that also
-ends live refinement), or the cap of MAX_ITERATIONS iterations or TIME_LIMIT_S seconds is hit.
+Every solve starts from the pose underneath (`pose_underneath`), so Solve gives the pose live
+solving gives for the same targets once it has the time: what the user presses when the pose
+must be right, or when live solving is off.
 
 The live handler cannot report (it is not an operator); its timer calls `ewbik.report_problem`
 once per new error, so a user with the sidebar closed still learns why the body stopped
@@ -14,37 +13,17 @@ the operator goes modal, so its `invoke` reports, waits for the next event and f
 """
 
 import math
-import time
 
 import bpy
 from bpy.props import StringProperty
 
-from ..ewbik_addon import armature_checks, armature_solve, live, pin_reading, production_checks, targets
+from ..ewbik_addon import armature_checks, armature_solve, pin_reading, production_checks, targets
 from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.messages import count, degrees, distance
 
-MAX_ITERATIONS = 5000
-TIME_LIMIT_S = 2.0
-
-
-def solve_to_convergence(obj):
-    """(last SolveResult, iterations in all, milliseconds in all); raises armature_checks.RigError."""
-    started = time.perf_counter()
-    result = armature_solve.solve_armature(obj, full=True)
-    progress = live.Progress(result)
-    iterations = result.iterations
-    while not result.converged and result.iterations and iterations < MAX_ITERATIONS:
-        if time.perf_counter() - started >= TIME_LIMIT_S:
-            break
-        result = armature_solve.solve_armature(obj, full=True, rescan=False)
-        iterations += result.iterations
-        if not progress.gaining(result):
-            break
-    return result, iterations, (time.perf_counter() - started) * 1e3
-
 
 class EWBIK_OT_solve(bpy.types.Operator):
-    """Solve the active armature (or the one whose target is selected) now, to convergence (ignores the live Iterations and Time Budget)"""
+    """Solve the active armature (or the one whose target is selected) now, without the live Time Budget"""
 
     bl_idname = "ewbik.solve"
     bl_label = "Solve"
@@ -65,7 +44,7 @@ class EWBIK_OT_solve(bpy.types.Operator):
         obj = active_armature(context)
         try:
             unpinned = targets.unpin_deleted(obj, pin_reading.pinned_targets(obj))
-            result, iterations, ms = solve_to_convergence(obj)
+            result = armature_solve.solve_armature(obj, full=True)
         except armature_checks.RigError as error:
             obj.ewbik.status = str(error)
             obj.ewbik.status_is_error = True
@@ -78,7 +57,7 @@ class EWBIK_OT_solve(bpy.types.Operator):
             for bone, (position, orientation) in production_checks.evaluated_pin_errors(obj).items()
         )
         state = "converged" if result.converged and not elsewhere else "stopped"
-        summary = f"{state} after {count(iterations, 'iteration')}, {ms:.1f} ms: {details}"
+        summary = f"{state} after {count(result.iterations, 'iteration')}, {result.ms:.1f} ms: {details}"
         if elsewhere:
             summary += "; constraints or drivers pose " + ", ".join(elsewhere) + " away from the solve"
         if unpinned:

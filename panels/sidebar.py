@@ -186,9 +186,10 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
 
 
 def _draw_pin_kind(layout, settings):
-    """What the active pin holds and how hard: kind, planted, weight, axis weights, falloff."""
+    """What the active pin holds and how hard: kind, planted, priority, weight, axis weights, falloff."""
     layout.prop(settings, "pin_kind")
     layout.prop(settings, "planted")
+    layout.prop(settings, "priority")
     layout.prop(settings, "weight")
     axes = layout.column()
     axes.active = settings.pin_kind != "POSITION"

@@ -7,6 +7,8 @@ import numpy as np
 from .skeleton import rigid_frame
 from .validation import MAX_WEIGHT, SceneError, name, number, vector, weight
 
+MAX_PRIORITY = 1e6
+
 
 @dataclass(frozen=True)
 class Pin:
@@ -15,6 +17,7 @@ class Pin:
     `orientation_weights` weigh the bone's X, Y, Z axes against the target's;
     all zero makes a position-only pin. `falloff` says how much bones above this
     pinned bone still feel pins further down the hierarchy (0 = not at all).
+    `priority` settles pins that cannot all be reached: the lowest yields first (`solve`).
     Bad values raise `SceneError` with the field relative to the pin (`weight`, `target[0][3]`).
     """
 
@@ -23,6 +26,7 @@ class Pin:
     weight: float = 1.0
     orientation_weights: tuple = (1.0, 1.0, 1.0)
     falloff: float = 0.0
+    priority: float = 0.0
     target_rotation: np.ndarray = field(init=False, repr=False, compare=False)
     target_position: np.ndarray = field(init=False, repr=False, compare=False)
 
@@ -45,6 +49,7 @@ class Pin:
             tuple(weight(w, f"orientation_weights[{k}]") for k, w in enumerate(axes)),
         )
         object.__setattr__(self, "falloff", number(self.falloff, "falloff", 0.0, 1.0))
+        object.__setattr__(self, "priority", number(self.priority, "priority", -MAX_PRIORITY, MAX_PRIORITY))
 
     def moved_to(self, target, rotation, position):
         """This pin with a new target that the caller built rigid: `target` (4, 4) with unit

@@ -32,11 +32,15 @@ class SolverSettings:
     extrapolation of whole sweeps (0 = plain EWBIK). `analytic_limbs` finishes each solve by placing two-bone
     limbs that serve a single pin exactly (analytic IK), keeping the bend plane
     the iterations chose, and keeps a limb's result only if its pin gets closer.
-    `backend` picks the loop: "auto" (the compiled loop when it is built, else
+    `stage_targets`: the solve starts from the start pose carried toward the targets in
+    stages (`solve`), so the answer follows the targets smoothly; off, it starts from the start
+    pose itself (one plain attempt). `pins_give_way`: where the pins cannot all be reached, the one of lowest priority
+    stops short and the others are reached (`solve`); off, every pin pulls by its weight
+    and they share the miss (plain least squares). `backend` picks the loop: "auto" (the compiled loop when it is built, else
     numpy), "native" (fail if not built) or "numpy"; both reach the same accuracy.
     """
 
-    iterations: int = 15
+    iterations: int = 100
     time_budget_ms: float | None = None
     tolerance: float = 1e-5
     dampening: float = 0.0873
@@ -46,6 +50,8 @@ class SolverSettings:
     relaxation: float = 1.0
     acceleration: int = 3
     analytic_limbs: bool = True
+    stage_targets: bool = True
+    pins_give_way: bool = True
     backend: str = "auto"
 
     def __post_init__(self):
@@ -74,5 +80,7 @@ _CHECKS = {
     "relaxation": lambda v, f: number(v, f, 0.0, 2.0, open_low=True, open_high=True),
     "acceleration": lambda v, f: whole(v, f, 0, MAX_ACCELERATION),
     "analytic_limbs": flag,
+    "stage_targets": flag,
+    "pins_give_way": flag,
     "backend": _backend,
 }

@@ -50,7 +50,10 @@ from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
-_FAR_FROM_REST = 0.1  # share of the rig's size a pin must miss by from rest for the centred start
+_CONTINUATION_STEP = 0.1  # share of the rig's size a target moves per stage of the start's carry
+_CONTINUATION_STAGES = 8  # at most this many stages (the last is the solve itself)
+_HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
+_FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
 
 
@@ -66,6 +69,7 @@ class SolveResult:
     position_errors: np.ndarray
     orientation_errors_deg: np.ndarray
     moved: np.ndarray
+    yielded: np.ndarray  # (P,) bool: pins that gave way so the others could be reached
 
 
 @dataclass
@@ -187,13 +191,161 @@ def _limbs(parents, pin_bones, below, solved):
 def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness=None):
     """Move the skeleton's bones so the pinned bones reach their targets.
 
-    `rotations` (N, 4) and `locations` (N, 3) are the current local pose (the
-    warm start), in the skeleton's bone order. `stiffness` (N,) in [0, 1] scales
+    `rotations` (N, 4) and `locations` (N, 3) are the local pose the solve starts
+    from, in the skeleton's bone order. `stiffness` (N,) in [0, 1] scales
     each bone's dampening; 1 freezes the bone. `limits` is a JointLimits (or None)
     applied after every bone step. Returns a SolveResult; the input arrays are
     not modified.
+
+    Pins that the body cannot reach together do not share the miss (`_give_way`): the pins
+    that can be reached together are, and the others stop as close as the bones that serve
+    them alone can take them. Which pin yields is decided by the targets and priorities alone,
+    never by the order in which they moved.
     """
-    start = time.perf_counter()
+    started = time.perf_counter()
+    _, rotations, locations, stiffness = _checked_input(
+        skeleton, pins, rotations, locations, settings, limits, stiffness
+    )
+    if settings.stage_targets:
+        rotations = _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+        rotations, locations = _continued_start(
+            skeleton, pins, rotations, locations, settings, limits, stiffness, started
+        )
+    result = _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+    if settings.pins_give_way:
+        result = _give_way(
+            skeleton, pins, (rotations, locations), settings, limits, stiffness, started, result
+        )
+    result.ms = (time.perf_counter() - started) * 1e3
+    return result
+
+
+def _continued_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started):
+    """The start pose carried along the way to the targets: the pose the solve starts from.
+
+    A solve from a fixed start stops wherever its iterations meet the pins; far from the start
+    that depends on discrete turns of the road (a step kept or not, a limit reached), so targets
+    a little apart could give bodies far apart. Solved in stages, each from the last, toward
+    targets moved from where the start puts the pins (`_stage_pins`) a fixed distance at a time,
+    each pin on its own (a stage appears where the last one ended, so the stages change smoothly
+    with the targets); each tree of bones (a crowd's armatures) takes its own count of stages, as
+    it would alone. The pose
+    is carried as a drag carries it, near the answer of the stage before: the solved body follows
+    the targets smoothly, and is still decided by the start and the targets alone.
+    """
+    world_rotations, heads = skeleton.forward(rotations, locations)
+    bones = np.array([skeleton.index[pin.bone] for pin in pins], dtype=int)
+    travel = np.array([np.linalg.norm(pin.target_position - heads[b]) for pin, b in zip(pins, bones)])
+    step = _CONTINUATION_STEP * skeleton.unit
+    trees = _pin_trees(skeleton, bones, stiffness < 1.0)
+    stages = np.zeros(len(pins), dtype=int)
+    for tree in set(trees.tolist()):
+        members = trees == tree
+        stages[members] = min(_CONTINUATION_STAGES, int(np.ceil(travel[members].max() / step)) - 1)
+    for stage in range(1, stages.max(initial=0) + 1):
+        if not _time_left(settings, started):
+            break
+        active = np.flatnonzero(stages >= stage)
+        shares = np.minimum(1.0, stage * step / np.maximum(travel[active], 1e-300))
+        staged = _stage_pins(
+            [pins[p] for p in active], world_rotations[bones[active]], heads[bones[active]], shares
+        )
+        result = _solve_once(skeleton, staged, rotations, locations, settings, limits, stiffness, started)
+        rotations, locations = result.rotations, result.locations
+    return rotations, locations
+
+
+def _pin_trees(skeleton, bones, movable):
+    """(P,) a label per pin: pins whose pinned bones share a movable ancestor (themselves
+    included) get the same label, as the polish's trees (a crowd's armatures, limbs under frozen
+    hips are apart)."""
+    parent = list(range(len(bones)))
+
+    def root(p):
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    first = {}
+    for p, bone in enumerate(bones.tolist()):
+        for ancestor in skeleton.ancestors(bone):
+            if movable[ancestor]:
+                parent[root(p)] = root(first.setdefault(ancestor, p))
+    return np.array([root(p) for p in range(len(bones))], dtype=int)
+
+
+def _stage_pins(pins, start_rotations, start_heads, shares):
+    """The pins with their targets `shares` (P,) of the way from the start pose's frames (P, 4)
+    and heads (P, 3) to their own: positions in a straight line, turns along the shortest arc."""
+    targets = np.array([pin.target_rotation for pin in pins])
+    flip = np.einsum("ij,ij->i", targets, start_rotations) < 0.0
+    targets[flip] *= -1.0
+    turn = _log(quat.multiply(targets, quat.conjugate(start_rotations))) * shares[:, None]
+    rotations = quat.normalize(quat.multiply(_exp(turn), start_rotations))
+    positions = start_heads + shares[:, None] * (
+        np.array([pin.target_position for pin in pins]) - start_heads
+    )
+    matrices = np.zeros((len(pins), 4, 4))
+    matrices[:, :3, :3] = quat.to_matrix(rotations)
+    matrices[:, :3, 3] = positions
+    matrices[:, 3, 3] = 1.0
+    return [pin.moved_to(m, r, x) for pin, m, r, x in zip(pins, matrices, rotations, positions)]
+
+
+def _give_way(skeleton, pins, start, settings, limits, stiffness, started, result):
+    """The result once the pins that keep the others from their targets have given way.
+
+    While a pin misses by more than `_HOLD_MISS` of the rig's size, the missing pin of lowest
+    priority (the farthest among equals, then the first) yields, and the other pins are solved
+    again from the same start without it. Then the yielded pins reach as far as they can with
+    every bone that serves a holding pin frozen: the bones only they move (a hand's arm) turn
+    toward them, nothing the holding pins hang on moves.
+    """
+    yielded = np.zeros(len(pins), dtype=bool)
+    errors, iterations = result.position_errors, result.iterations
+    while _time_left(settings, started):
+        giving_way = _next_to_yield(pins, errors, yielded, skeleton.unit, settings.tolerance)
+        if giving_way is None:
+            break
+        yielded[giving_way] = True
+        holding = [pin for pin, gives in zip(pins, yielded) if not gives]
+        result = _solve_once(skeleton, holding, *start, settings, limits, stiffness, started)
+        errors = np.zeros(len(pins))
+        errors[~yielded] = result.position_errors
+        iterations += result.iterations
+    if yielded.any():
+        frozen = np.zeros(len(skeleton)) if stiffness is None else np.array(stiffness, dtype=float)
+        for pin, gives in zip(pins, yielded):
+            if not gives:
+                frozen[skeleton.ancestors(skeleton.index[pin.bone])] = 1.0
+        moved = result.moved
+        result = _solve_once(
+            skeleton, pins, result.rotations, result.locations, settings, limits, frozen, started
+        )
+        result.moved |= moved
+        iterations += result.iterations
+    result.iterations, result.yielded = iterations, yielded
+    return result
+
+
+def _next_to_yield(pins, errors, yielded, unit, tolerance):
+    """The index of the pin to give way next, or None when every pin that has not yielded is
+    reached or no other pin is left for it to pull."""
+    if len(pins) - int(yielded.sum()) < 2:
+        return None
+    missing = np.flatnonzero(~yielded & (errors > max(tolerance, _HOLD_MISS * unit)))
+    if not len(missing):
+        return None
+    return min(missing.tolist(), key=lambda p: (pins[p].priority, -errors[p], p))
+
+
+def _time_left(settings, started):
+    return settings.time_budget_ms is None or (time.perf_counter() - started) * 1e3 < settings.time_budget_ms
+
+
+def _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
+    """The attempt (C or numpy loop) of these pins from a pose, before it runs."""
     pin_bones, rotations, locations, stiffness = _checked_input(
         skeleton, pins, rotations, locations, settings, limits, stiffness
     )
@@ -205,11 +357,24 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         settings = _in_rig_units(settings, unit)
     max_step = (1.0 - stiffness) * settings.dampening
     deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
-    scaled_locations = locations / unit
-    state = _State(work, pins, pin_bones, rotations, scaled_locations.copy(), plan.levels, unit)
-    attempt = _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
-    if limits is not None:
-        attempt.centre_resting_bones()
+    state = _State(work, pins, pin_bones, rotations, locations / unit, plan.levels, unit)
+    return _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
+
+
+def _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
+    """The start pose with its resting limited bones turned toward their limits' centres as far
+    as the pins they move miss (`_Attempt.centre_resting_bones`)."""
+    if limits is None:
+        return rotations
+    attempt = _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start)
+    attempt.centre_resting_bones()
+    return attempt.state.rotations
+
+
+def _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
+    """One solve of these pins from the start pose: the attempt, and the restart under limits."""
+    attempt = _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start)
+    plan, unit, scaled_locations = attempt.plan, skeleton.unit, attempt.state.locations.copy()
     attempt.run()
     if limits is not None and not attempt.converged and attempt.time_left():
         attempt = attempt.better_restart()
@@ -225,6 +390,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         position_errors=attempt.position_errors * unit,
         orientation_errors_deg=np.degrees(attempt.orientation_errors),
         moved=plan.solved.copy(),
+        yielded=np.zeros(len(pins), dtype=bool),
     )
 
 
@@ -313,27 +479,29 @@ class _Attempt:
             carried[bone] |= parent >= 0 and carried[parent]
         return carried & movable
 
-    def _turn_toward_centres(self, state, bones):
+    def _turn_toward_centres(self, state, bones, share=1.0):
         """Turn `bones` of `state` the (1 - stiffness) part of the way to their limits' centres
-        (their dampening over the full one), so stiff bones (clavicles) stay nearly put."""
+        (their dampening over the full one), so stiff bones (clavicles) stay nearly put; `share`
+        (scalar, or one per bone of `bones`) scales that part."""
         current = state.rotations[bones]
-        willingness = self.max_step[bones, None] / self.settings.dampening
+        willingness = self.max_step[bones, None] / self.settings.dampening * np.reshape(share, (-1, 1))
         turn = _log(quat.multiply(self.limits.centres()[bones], quat.conjugate(current))) * willingness
         state.rotations[bones] = quat.normalize(quat.multiply(_exp(turn), current))
 
     def centre_resting_bones(self):
-        """When the start is the rest pose and a pin is far from where it puts it, start the
-        bones that move a missed pin from their limits' centres instead.
+        """When the start is the rest pose, start the bones that move a missed pin on their way
+        to their limits' centres: as far as that pin misses, up to all the way when it misses by
+        `_FAR_FROM_REST` of the rig's size.
 
-        The rest pose tells nothing about a pose far from it that the targets ask for (a warm
-        start from a solved frame is never exactly at rest; a pose the user made by hand on some
-        of those bones is kept, and so are the others), and the rest pose sits on the edge
-        of many limits (a straight knee on its hinge), where the sweeps stall and then need a
-        restart. Solves from rest then fall into two families, those the first attempt finished
-        and those the restart did, and neighbouring frames jump between them. Started from the
-        middle of their ranges (the restart's start), they all take the same road. A target
-        dragged a little from the rest pose (the first move of a live drag) is reached from
-        rest, the nearest pose, so nothing pops.
+        The rest pose tells nothing about a pose far from it that the targets ask for (a pose
+        the user made by hand on some of those bones is kept, and so are the others), and the
+        rest pose sits on the edge of many limits (a straight knee on its hinge), where the
+        sweeps stall and then need a restart. Solves from rest then fall into two families,
+        those the first attempt finished and those the restart did, and neighbouring frames
+        jump between them. Started from the middle of their ranges (the restart's start), they
+        all take the same road. The share grows with the miss, so the start, and with it the
+        solved pose, changes smoothly as a target moves away from where the rest pose puts it:
+        a target dragged a little from the rest pose is reached from nearly the rest pose.
         """
         state = self.state
         resting = np.linalg.norm(state.rotations[:, 1:], axis=-1) <= _REST_SINE
@@ -341,11 +509,15 @@ class _Attempt:
             return
         state.forward()
         misses = state.pin_errors()[0]
-        if not misses.max(initial=0.0) > _FAR_FROM_REST:
-            return
-        bones = self._missed_bones(misses > _RESTART_MISS)
-        if bones.any() and resting[bones].all():
-            self._turn_toward_centres(state, bones)
+        shares = np.zeros(len(resting))
+        for p in np.flatnonzero(misses > 0.0):
+            one = np.zeros(len(misses), dtype=bool)
+            one[p] = True
+            moving = self._missed_bones(one)
+            shares[moving] = np.maximum(shares[moving], min(1.0, misses[p] / _FAR_FROM_REST))
+        bones = np.flatnonzero((shares > 0.0) & resting)
+        if len(bones):
+            self._turn_toward_centres(state, bones, shares[bones])
 
     def better_restart(self):
         """This attempt, or a second one from the limits' centres if that fits the pins much better.

@@ -93,14 +93,14 @@ def drag(targets):
 
 
 def settle():
-    """What Blender's timer does after the mouse stops: keep solving while solves ran out of time."""
+    """What Blender's timer does after the mouse stops: solve once more without the time budget
+    when the last solve ran out of it."""
     live = importlib.import_module("bl_ext.user_default.ewbik.ewbik_addon.live")
-    updates = 0
-    while live.has_unconverged() and updates < live.MAX_REFINEMENTS:
-        live.refine_unconverged()
-        bpy.context.view_layer.update()
-        updates += 1
-    return updates
+    if not live.has_unconverged():
+        return 0
+    live.refine_unconverged()
+    bpy.context.view_layer.update()
+    return 1
 
 
 def pin_report(rig):

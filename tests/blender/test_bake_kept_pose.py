@@ -114,19 +114,33 @@ def test_a_crowd_bake_reads_the_poses_from_blender_on_its_first_frame_only(monke
     assert len(fetched) == len(rigs)
 
 
+def baked_heads(rigs):
+    """{frame: every rig's bone heads (world) as their baked keys play back}."""
+    heads = {}
+    for frame in range(1, FRAMES + 1):
+        bpy.context.scene.frame_set(frame)
+        bpy.context.view_layer.update()
+        heads[frame] = np.concatenate(
+            [[rig.matrix_world @ bone.head for bone in rig.pose.bones] for rig in rigs]
+        )
+    return heads
+
+
 def test_a_crowd_bake_keys_what_baking_the_armatures_one_by_one_keys():
-    """Float32 keys: the crowd's one solve and the single solves agree to rounding."""
-    together = bake_crowd(3)
+    """The crowd's one solve and the single solves give each armature the same pose: to a
+    millimetre on every bone head (a crowd's solve stops when every armature's pins are reached, a
+    single one when its own are, so not to the last bit)."""
+    together = animated_crowd(3)
+    assert bpy.ops.ewbik.bake() == {"FINISHED"}
+    crowd = baked_heads(together)
     bpy.ops.wm.read_homefile(use_empty=True)
     rigs = animated_crowd(3)
     for rig in rigs:
         make_active(rig)
         assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    for rig_together, rig in zip(together, rigs):
-        alone = baked_keys(rig)
-        assert rig_together.keys() == alone.keys() and len(alone) > 0
-        for channel, keys in alone.items():
-            np.testing.assert_allclose(rig_together[channel], keys, atol=1e-6, err_msg=str(channel))
+    alone = baked_heads(rigs)
+    for frame, heads in alone.items():
+        assert np.linalg.norm(crowd[frame] - heads, axis=1).max() < 1e-3, frame
 
 
 def crowd_with_a_target_on_a_solved_bone():

@@ -96,14 +96,13 @@ def test_a_rotation_mode_switched_between_drags_is_written_in_the_new_mode(metar
 def test_a_setting_changed_between_drags_applies_to_the_next_solves(metarig, monkeypatch):
     armature_solve = addon_module("ewbik_addon.armature_solve")
     iterations = []
-    real = armature_solve.solve_armature
+    real = armature_solve.solve
 
-    def recording(obj, **kwargs):
-        result = real(obj, **kwargs)
-        iterations.append(result.iterations)
-        return result
+    def recording(skeleton, pins, rotations, locations, settings, *args):
+        iterations.append(settings.iterations)
+        return real(skeleton, pins, rotations, locations, settings, *args)
 
-    monkeypatch.setattr(armature_solve, "solve_armature", recording)
+    monkeypatch.setattr(armature_solve, "solve", recording)
     metarig.ewbik.auto_limits = False  # no restart from the limits' centres: one attempt per solve
     metarig.ewbik.time_budget_ms = 0.0
     targets = pin(metarig, *HANDS_FEET_HEAD)

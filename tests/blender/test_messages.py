@@ -63,10 +63,11 @@ def test_the_live_status_speaks_the_scenes_units(metarig):
     targets["hand.L"].location += Vector((3.0, 0.0, 0.0))  # out of reach: the distance stays large
     update()
     status = metarig.ewbik.status
-    assert status.startswith("2 pins reaching, largest distance ") and status.endswith(" mm")
+    assert status.startswith("1 pin reached; hand.L ")
+    assert status.endswith(" mm short, out of reach with the other pins held")
     assert "e+" not in status and "e-" not in status
-    worst = float(status.split()[-2])
-    assert 1000.0 < worst < 3000.0
+    short = float(status.split()[4])
+    assert 1000.0 < short < 3000.0
 
 
 def test_angles_read_in_degrees(messages):

@@ -158,18 +158,19 @@ def test_solve_operator_reports_per_pin_errors(metarig):
     assert "hand.L" in metarig.ewbik.status and "foot.L" in metarig.ewbik.status
 
 
-def test_solve_runs_to_convergence_past_the_live_iteration_cap(metarig):
-    """Solve means 'solve this properly': the live Iterations (15 by default) do not cap it."""
+def test_solve_is_not_cut_by_the_time_budget(metarig):
+    """Solve means 'solve this properly': a time budget too short for one iteration does not cut it,
+    and the default iteration cap is enough for a 52 cm move."""
     metarig.ewbik.live = False
+    metarig.ewbik.time_budget_ms = 0.001
     targets = pin(metarig, *HANDS_FEET_HEAD)
     targets["hand.L"].location += Vector((-0.3, -0.3, 0.3))
     targets["spine.006"].location += Vector((0.0, -0.03, -0.02))
     update()
-    assert metarig.ewbik.iterations == 15
+    assert metarig.ewbik.iterations == 100
     assert bpy.ops.ewbik.solve() == {"FINISHED"}
     update()
     assert metarig.ewbik.status.startswith("converged after ")
-    assert int(metarig.ewbik.status.split()[2]) > 15
     for bone in HANDS_FEET_HEAD:
         assert distance_to_target(metarig, bone) < 1e-3, bone
 

@@ -3,6 +3,7 @@
 import math
 
 import bpy
+import pytest
 from mathutils import Euler, Vector
 
 from tests.support.blender_helpers import addon_module, bone_world, build_metarig, pin, update
@@ -89,13 +90,34 @@ def foot_slip_when_hand_is_dragged_far(metarig, planted):
     return max(position_error(metarig, foot) for foot in ("foot.L", "foot.R"))
 
 
-def test_planted_feet_hold_while_ordinary_feet_give(metarig):
+def test_a_hand_out_of_reach_slides_no_foot_planted_or_not(metarig):
+    """The hand gives way to the feet, planted or not, and the status says so."""
     ordinary = foot_slip_when_hand_is_dragged_far(metarig, planted=False)
+    assert "hand.L" in metarig.ewbik.status and "out of reach" in metarig.ewbik.status
     bpy.ops.wm.read_homefile(use_empty=True)
     planted = foot_slip_when_hand_is_dragged_far(build_metarig(), planted=True)
-    print(f"foot slip: ordinary {ordinary * 1e3:.1f} mm, planted {planted * 1e3:.2f} mm")
-    assert ordinary > 0.05
-    assert planted < 5e-3
+    assert ordinary < 1e-3 and planted < 1e-3
+
+
+@pytest.mark.parametrize("raise_left", ["priority", "planted"])
+def test_the_higher_priority_holds_where_two_hands_pull_apart(metarig, raise_left):
+    """Each hand alone can be reached by leaning the spine its way, not both: of two equal pins the
+    one farther off gives way; a higher Priority (or Planted, which counts one higher) holds."""
+    solve_fully_on_update(metarig)
+    metarig.ewbik.auto_limits = False
+    targets = pin(metarig, "hand.L", "hand.R")
+    bpy.ops.object.mode_set(mode="OBJECT")
+    targets["hand.L"].location += Vector((0.45, 0.0, 0.0))
+    targets["hand.R"].location += Vector((-0.4, 0.0, 0.0))
+    update()
+    assert position_error(metarig, "hand.R") < 1e-3 < position_error(metarig, "hand.L")
+    left = metarig.pose.bones["hand.L"].ewbik
+    if raise_left == "priority":
+        left.priority = 2.0
+    else:
+        left.planted = True
+    update()
+    assert position_error(metarig, "hand.L") < 1e-3 < position_error(metarig, "hand.R")
 
 
 def test_planted_feet_still_let_a_reachable_hand_arrive(metarig):

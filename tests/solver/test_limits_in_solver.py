@@ -18,7 +18,7 @@ from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
 
-from tests.solver.conftest import captured_pins
+from tests.solver.conftest import ONE_ATTEMPT, captured_pins
 
 solve_module = importlib.import_module("solver.solve")  # the package's `solve` is the function
 
@@ -237,7 +237,7 @@ def test_only_a_reachable_miss_is_worth_a_restart(scale, attempts, monkeypatch):
         [Pin("b3", target, orientation_weights=(0.0, 0.0, 0.0))],
         np.tile(quat.IDENTITY, (4, 1)),
         np.zeros((4, 3)),
-        SolverSettings(iterations=4),
+        SolverSettings(iterations=4, **ONE_ATTEMPT),
         limits=limits,
         stiffness=np.array([1.0, 0.0, 0.0, 0.0]),
     )

@@ -39,7 +39,7 @@ from solver import (
     solve,
 )
 from solver.loop_constants import POLISH_AFTER
-from tests.solver.conftest import EXPLICIT_UNLESS_EXPLORING, REPO, pose_matrices, translation
+from tests.solver.conftest import EXPLICIT_UNLESS_EXPLORING, ONE_ATTEMPT, REPO, pose_matrices, translation
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import random_problem
 
@@ -203,6 +203,7 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
         iterations=3 if accelerated else int(rng.integers(1, 20)),
         acceleration=3 if accelerated else 0,
         tolerance=0.0,
+        **ONE_ATTEMPT,
     )
     a, b = both(skeleton, pins, rotations, locations, config, limits=limits)
     if config.iterations <= POLISH_AFTER:
@@ -211,7 +212,7 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
         # Against limits with targets out of reach there are several local minima, and the
         # polish's tries compare misfits that differ by rounding only (LU in numpy, Cholesky in
         # C), so the loops may settle in different ones: each must still have lowered the misfit.
-        start = SolverSettings(iterations=1, acceleration=0, tolerance=0.0)
+        start = SolverSettings(iterations=1, acceleration=0, tolerance=0.0, **ONE_ATTEMPT)
         before = weighted_misfit(
             skeleton, pins, both(skeleton, pins, rotations, locations, start, limits=limits)[0]
         )
@@ -324,7 +325,9 @@ def test_counts_beyond_what_the_loop_can_hold_are_refused(field, value):
 
 def test_whole_floats_and_a_long_anderson_memory_work_in_both_loops():
     skeleton, pins, rotations, locations, _ = random_problem(8, 7, 2)
-    config = SolverSettings(iterations=12.0, stabilization_passes=1.0, acceleration=50, tolerance=0.0)
+    config = SolverSettings(
+        iterations=12.0, stabilization_passes=1.0, acceleration=50, tolerance=0.0, **ONE_ATTEMPT
+    )
     a, b = both(skeleton, pins, rotations, locations, config)
     assert a.iterations == b.iterations <= 12
     np.testing.assert_allclose(b.position_errors, a.position_errors, atol=1e-6)

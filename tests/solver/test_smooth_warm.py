@@ -84,12 +84,11 @@ def test_a_restart_leaves_the_limbs_that_reached_their_pins_alone(default_backen
 )
 def test_a_start_that_is_not_far_from_rest_or_not_at_rest_is_kept(posed, drag, default_backend):
     """An arm whose limits allow rest with room to spare but centre 60 deg away. A target dragged
-    7 cm (of a 4 m rig) from the rest pose, or 85 cm from an arm whose shoulder the user turned
-    0.3 rad by hand, is reached from the start given, where the limits do not bind, by the same
-    road as the same solve without limits (the oracle: same iterations, same pose), instead of
-    the arm popping toward its limits' centres first (the start kept for pins far from a rest
-    pose; the small drag took 15 iterations instead of 10, and a crowd of live metarigs missed
-    its iteration cap)."""
+    85 cm from an arm whose shoulder the user turned 0.3 rad by hand is reached from the start
+    given, where the limits do not bind, by the same road as the same solve without limits (the
+    oracle: same iterations, same pose); one dragged 7 cm (of a 4 m rig) from the rest pose is
+    reached from nearly the rest pose (the start leans toward the centres only as far as the pin
+    misses), instead of the arm popping toward its limits' centres first."""
     skeleton = two_arm_rig()
     i = skeleton.index
     tilted = np.array([math.sin(math.radians(60)), math.cos(math.radians(60)), 0.0])
@@ -115,8 +114,12 @@ def test_a_start_that_is_not_far_from_rest_or_not_at_rest_is_kept(posed, drag, d
     )
     assert limited.position_errors[0] <= 1e-5 and free.position_errors[0] <= 1e-5
     assert limits.violation(free.rotations).max() == 0.0
-    assert limited.iterations == free.iterations
-    assert quat.angle(quat.multiply(quat.conjugate(free.rotations), limited.rotations)).max() <= 1e-6
+    apart = quat.angle(quat.multiply(quat.conjugate(free.rotations), limited.rotations)).max()
+    if posed:
+        assert limited.iterations == free.iterations
+        assert apart <= 1e-6
+    else:  # from rest the start leans toward the centres as far as the pin misses: 7 cm of 4 m
+        assert apart <= math.radians(3.0)
 
 
 def preset_sequence(warm, rows):

@@ -13,6 +13,7 @@ from solver.solve import _clamp_angle
 from solver.two_bone import two_bone_ik
 from solver.validation import SceneError
 from tests.solver.conftest import (
+    ONE_ATTEMPT,
     chain_skeleton,
     frame,
     identity_pose,
@@ -254,7 +255,7 @@ def test_partial_stiffness_slows_a_bone_down():
     skeleton = chain_skeleton(2)
     rotations, locations = identity_pose(2)
     pin = [Pin("b1", translation((-1.0, 0.0, 0.0)), orientation_weights=POSITION_ONLY)]
-    config = SolverSettings(iterations=1, dampening=math.radians(10))
+    config = SolverSettings(iterations=1, dampening=math.radians(10), **ONE_ATTEMPT)
     free = solve(skeleton, pin, rotations, locations, config)
     stiff = solve(skeleton, pin, rotations, locations, config, stiffness=np.array([0.5, 0.0]))
     assert quat.angle(free.rotations[0]) == pytest.approx(math.radians(10), abs=1e-9)
@@ -314,7 +315,14 @@ def test_k_iterations_never_turn_a_bone_more_than_k_dampening_steps(analytic_lim
             [pin],
             rotations,
             locations,
-            config(analytic_limbs, acceleration, iterations=k, tolerance=0.0, dampening=math.radians(10)),
+            config(
+                analytic_limbs,
+                acceleration,
+                iterations=k,
+                tolerance=0.0,
+                dampening=math.radians(10),
+                **ONE_ATTEMPT,
+            ),
         )
         turned = quat.angle(result.rotations)
         assert np.all(turned <= k * math.radians(10) + 1e-12), (k, np.degrees(turned))
@@ -325,7 +333,11 @@ def test_one_iteration_position_only_turns_the_root_10_degrees():
     rotations, locations = identity_pose(2)
     pin = Pin("b1", translation((-1.0, 0.0, 0.0)), orientation_weights=POSITION_ONLY)
     result = solve(
-        skeleton, [pin], rotations, locations, SolverSettings(iterations=1, dampening=math.radians(10))
+        skeleton,
+        [pin],
+        rotations,
+        locations,
+        SolverSettings(iterations=1, dampening=math.radians(10), **ONE_ATTEMPT),
     )
     np.testing.assert_allclose(
         result.rotations[0], quat.from_axis_angle([0, 0, 1], math.radians(10)), atol=1e-12
@@ -371,7 +383,7 @@ def test_no_nan_on_random_trees(seed, n_bones, n_pins, translate_root, exact):
     for field in (result.rotations, result.locations, result.position_errors, result.orientation_errors_deg):
         assert np.all(np.isfinite(field))
     np.testing.assert_allclose(np.linalg.norm(result.rotations, axis=-1), 1.0, atol=1e-9)
-    assert 1 <= result.iterations <= 30
+    assert 1 <= result.iterations <= 30 * (len(pins) + 1)  # a round per pin that gives way, and the last
 
 
 @pytest.mark.parametrize("acceleration", ACCELERATION_MODES)
@@ -395,7 +407,7 @@ def test_error_never_increases_between_iterations(analytic_limbs, acceleration, 
             pins,
             rotations,
             locations,
-            config(analytic_limbs, acceleration, iterations=k, tolerance=0.0),
+            config(analytic_limbs, acceleration, iterations=k, tolerance=0.0, **ONE_ATTEMPT),
         )
         fit = seven_point_fit(skeleton, pins, result.rotations, result.locations)
         assert fit <= previous * (1 + 1e-6) + 1e-12, f"iteration {k}: {previous} -> {fit}"
@@ -446,8 +458,10 @@ def test_a_spent_time_budget_stops_the_solve_after_one_iteration():
     skeleton = chain_skeleton(12)
     rotations, locations = identity_pose(12)
     pins = [Pin("b11", translation((4.0, 3.0, 2.0)), orientation_weights=POSITION_ONLY)]
-    unbudgeted = SolverSettings(iterations=100_000, tolerance=0.0, dampening=0.001)
-    budgeted = SolverSettings(iterations=100_000, tolerance=0.0, dampening=0.001, time_budget_ms=1e-6)
+    unbudgeted = SolverSettings(iterations=100_000, tolerance=0.0, dampening=0.001, **ONE_ATTEMPT)
+    budgeted = SolverSettings(
+        iterations=100_000, tolerance=0.0, dampening=0.001, time_budget_ms=1e-6, **ONE_ATTEMPT
+    )
     assert solve(skeleton, pins, rotations, locations, unbudgeted).iterations > 100
     result = solve(skeleton, pins, rotations, locations, budgeted)
     assert result.iterations == 1 and not result.converged
@@ -571,7 +585,7 @@ def test_two_arms_solved_together_match_one_at_a_time():
     left = Pin("hand.L", translation((0.5, 1.3, 0.3)), orientation_weights=POSITION_ONLY)
     right = Pin("hand.R", frame(quat.to_matrix(quat.from_axis_angle([1, 0, 0], 0.4)), (-0.6, 0.7, -0.2)))
     rotations, locations = identity_pose(n)
-    config = SolverSettings(iterations=8, tolerance=0.0)
+    config = SolverSettings(iterations=8, tolerance=0.0, **ONE_ATTEMPT)
     both = solve(skeleton, [left, right], rotations, locations, config, stiffness=stiffness)
     only_left = solve(skeleton, [left], rotations, locations, config, stiffness=stiffness)
     only_right = solve(skeleton, [right], rotations, locations, config, stiffness=stiffness)

@@ -104,6 +104,15 @@ def update():
     bpy.context.view_layer.update()
 
 
+def settle():
+    """What Blender's refinement timer does once the mouse stops (timers never fire in the bpy
+    module): solve again without the time budget the armatures whose last live solve ran out of it."""
+    live = addon_module("ewbik_addon.live")
+    if live.has_unconverged():
+        live.refine_unconverged()
+        update()
+
+
 def bone_world(obj, name):
     """Blender's own evaluated pose matrix of a bone, in world space."""
     return obj.matrix_world @ obj.pose.bones[name].matrix
