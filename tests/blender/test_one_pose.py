@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import HANDS_FEET_HEAD, addon_module, make_active, pin, settle, update
+from tests.support.blender_helpers import HANDS_FEET_HEAD, make_active, pin, settle, update
 
 TOLERANCE_M = 1e-3  # every bone head within 1 mm
 
