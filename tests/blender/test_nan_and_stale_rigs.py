@@ -1,0 +1,66 @@
+"""Values no property range stops (NaN typed into a field or keyed on an F-curve), rigs whose rebuild
+fails, and odd scales: the pose stays finite, the status names the problem, the distance is true."""
+
+import math
+
+import bpy
+import numpy as np
+import pytest
+from mathutils import Vector
+
+from tests.support.blender_helpers import addon_module, make_active, pin, update
+
+
+def pose_values(obj):
+    rotations = np.empty(len(obj.pose.bones) * 4, np.float32)
+    obj.pose.bones.foreach_get("rotation_quaternion", rotations)
+    locations = np.empty(len(obj.pose.bones) * 3, np.float32)
+    obj.pose.bones.foreach_get("location", locations)
+    return np.concatenate([rotations, locations])
+
+
+def pinned_hand(metarig):
+    metarig.ewbik.time_budget_ms = 0.0
+    metarig.ewbik.iterations = 100
+    target = pin(metarig, "hand.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    return target
+
+
+def test_nan_influence_is_refused_and_the_pose_stays(metarig):
+    target = pinned_hand(metarig)
+    before = pose_values(metarig)
+    metarig.ewbik.influence = math.nan
+    target.location += Vector((0.05, -0.05, 0.1))
+    update()
+    assert metarig.ewbik.status_is_error and "influence" in metarig.ewbik.status
+    assert np.array_equal(pose_values(metarig), before)
+
+
+def test_a_nan_key_on_influence_is_refused(metarig):
+    target = pinned_hand(metarig)
+    metarig.keyframe_insert("ewbik.influence", frame=1)
+    fcurves = addon_module("ewbik_addon.fcurve_keys").action_fcurves(metarig.animation_data)
+    fcurve = next(fcurve for fcurve in fcurves if fcurve.data_path == "ewbik.influence")
+    fcurve.keyframe_points[0].co.y = math.nan
+    before = pose_values(metarig)
+    target.location.z += 0.1
+    bpy.context.scene.frame_set(2)
+    assert math.isnan(metarig.ewbik.influence)
+    assert metarig.ewbik.status_is_error and "influence" in metarig.ewbik.status
+    assert np.array_equal(pose_values(metarig), before)
+
+
+def test_a_bake_at_nan_influence_keys_nothing(metarig):
+    target = pinned_hand(metarig)
+    target.keyframe_insert("location", frame=1)
+    target.location.z += 0.2
+    target.keyframe_insert("location", frame=10)
+    metarig.ewbik.live = False
+    metarig.ewbik.influence = math.nan
+    make_active(metarig)
+    with pytest.raises(RuntimeError, match="influence"):
+        bpy.ops.ewbik.bake(frame_start=1, frame_end=10)
+    assert metarig.animation_data is None or metarig.animation_data.action is None
+
