@@ -64,3 +64,42 @@ def test_a_bake_at_nan_influence_keys_nothing(metarig):
         bpy.ops.ewbik.bake(frame_start=1, frame_end=10)
     assert metarig.animation_data is None or metarig.animation_data.action is None
 
+
+@pytest.mark.parametrize("broken", ["zero length", "NaN roll"])
+def test_a_rig_that_fails_to_rebuild_is_not_solved_from_its_old_bones(metarig, broken):
+    target = pinned_hand(metarig)
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="EDIT")
+    forearm = metarig.data.edit_bones["forearm.L"]
+    if broken == "zero length":
+        forearm.tail = forearm.head + Vector((0.0, 0.0, 1e-7))
+    else:
+        forearm.roll = math.nan
+    bpy.ops.object.mode_set(mode="OBJECT")
+    if "forearm.L" not in metarig.data.bones:
+        pytest.skip("this Blender deletes zero-length bones on leaving Edit Mode")
+    update()
+    assert metarig.ewbik.status_is_error and "forearm.L" in metarig.ewbik.status
+    before = pose_values(metarig)
+
+    target.location.z += 0.05
+    update()
+
+    assert metarig.ewbik.status_is_error and "forearm.L" in metarig.ewbik.status
+    assert np.array_equal(pose_values(metarig), before)
+
+
+def test_deleted_armatures_leave_no_cached_rig(metarig):
+    rig_cache = addon_module("ewbik_addon.rig_cache")
+    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
+    target = pinned_hand(metarig)
+    metarig.ewbik.live = False
+    for cycle in range(20):
+        copy = bpy.data.objects.new(f"copy {cycle}", metarig.data)
+        bpy.context.scene.collection.objects.link(copy)
+        update()
+        copy.pose.bones["hand.L"].ewbik.target = target
+        solve_armature(copy)
+        bpy.data.objects.remove(copy)
+    assert len(rig_cache._rigs) <= 2
+
