@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import addon_module, make_active, pin, update
+from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones, update
+from tests.support.ui_layout import draw
 
 
 def pose_values(obj):
@@ -103,3 +104,10 @@ def test_deleted_armatures_leave_no_cached_rig(metarig):
         bpy.data.objects.remove(copy)
     assert len(rig_cache._rigs) <= 2
 
+
+def test_the_limits_panel_draws_a_nan_pose(metarig):
+    pin(metarig, "hand.L")  # sets the humanoid limits
+    select_pose_bones(metarig, ["forearm.L"])
+    metarig.pose.bones["forearm.L"].rotation_quaternion = (math.nan, 0.0, 0.0, 0.0)
+    update()
+    assert ("prop", "limits_scope") in set(draw("EWBIK_PT_limits"))
