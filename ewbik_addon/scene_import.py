@@ -21,7 +21,7 @@ from mathutils import Matrix, Quaternion
 from ..solver import SolverSettings
 from ..solver.scene import SETTINGS_FIELDS, parse_scene
 from ..solver.validation import SceneError
-from .armature_checks import RigError, armature_scale
+from .armature_checks import RigError, armature_scale, check_writable
 from .limit_settings import set_limits
 from .properties import STORED_SETTINGS
 from .rotation_channels import rotation_channel
@@ -57,9 +57,11 @@ def read_document(path):
 
 
 def receiving_armature(active, document, as_new):
-    """The armature the document lands on, or None for a new one; refuses an armature with other bones."""
+    """The armature the document lands on, or None for a new one; refuses an armature with other
+    bones, and one whose pose cannot be written (linked, in Edit Mode: `check_writable`)."""
     if active is None or as_new:
         return None
+    check_writable(active)
     names = {bone["name"] for bone in document["bones"]}
     have = {bone.name for bone in active.data.bones}
     if have == names:
