@@ -2,6 +2,7 @@
 Blender cannot store) before the file changes, and stays linear in the number of bones."""
 
 import json
+import time
 
 import bpy
 import numpy as np
@@ -70,3 +71,30 @@ def test_a_bone_name_that_is_not_unicode_is_refused(tmp_path):
         bpy.ops.ewbik.import_scene(filepath=str(path))
     assert len(bpy.data.objects) == 0
 
+
+def fan_document(count):
+    """A root with `count` child bones side by side, each with a cone limit and its own stiffness."""
+    document = chain_document(["root"])
+    for index in range(count):
+        rest = np.eye(4)
+        rest[0, 3] = 0.01 * index
+        document["bones"].append(
+            {
+                "name": f"b{index}",
+                "parent": "root",
+                "rest": rest.tolist(),
+                "length": 0.1,
+                "stiffness": 0.25,
+                "limits": {"cones": [{"direction": [0.0, 1.0, 0.0], "radius": 0.5}]},
+            }
+        )
+    return document
+
+
+def test_importing_ten_thousand_bones_takes_seconds(tmp_path):
+    path = tmp_path / "fan.json"
+    path.write_text(json.dumps(fan_document(10_000)))
+    started = time.perf_counter()
+    assert bpy.ops.ewbik.import_scene(filepath=str(path)) == {"FINISHED"}
+    assert time.perf_counter() - started < 20.0
+    assert len(bpy.context.object.pose.bones) == 10_001
