@@ -236,10 +236,6 @@ def _plan_refinement(obj, result):
         bpy.app.timers.register(refine_unconverged, first_interval=REFINE_INTERVAL_S)
 
 
-def _worst_error(result):
-    return float(result.position_errors.max()) if len(result.position_errors) else 0.0
-
-
 def has_unconverged():
     """True while some live solve, stopped short of its pins, waits for the refinement timer."""
     return bool(_state["unconverged"])
@@ -271,7 +267,7 @@ def _any_moved(pinned, moved):
 
 def _summary(obj, result):
     """'2 pins reached, largest distance 0.02 mm' in the scene's length unit."""
-    worst = _worst_error(result) * armature_checks.armature_scale(obj)
+    worst = float(np.max(pin_reading.pin_distances(obj, result), initial=0.0))
     state = "reached" if result.converged else "reaching"
     pins = messages.count(len(result.position_errors), "pin")
     return f"{pins} {state}, largest distance {messages.distance(bpy.context.scene, worst)}"

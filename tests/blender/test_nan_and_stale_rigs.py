@@ -111,3 +111,14 @@ def test_the_limits_panel_draws_a_nan_pose(metarig):
     metarig.pose.bones["forearm.L"].rotation_quaternion = (math.nan, 0.0, 0.0, 0.0)
     update()
     assert ("prop", "limits_scope") in set(draw("EWBIK_PT_limits"))
+
+
+def test_the_status_distance_is_the_world_distance_under_a_non_uniform_scale(metarig):
+    metarig.scale = (1.0, 3.0, 0.2)
+    target = pinned_hand(metarig)
+    target.location += Vector((0.4, 2.0, -1.5))  # out of reach
+    update()
+    reached = metarig.matrix_world @ metarig.pose.bones["hand.L"].head
+    world = (target.matrix_world.translation - reached).length
+    shown = float(metarig.ewbik.status.split("largest distance ")[1].split(" ")[0])
+    assert shown == pytest.approx(world, rel=0.01), metarig.ewbik.status
