@@ -88,7 +88,8 @@ def limit_status(obj):
     if found is not None and found[0] == key:
         return found[1]
     basis = pose_matrices(obj, "matrix_basis")
-    finite = np.isfinite(basis).all(axis=(1, 2))  # a NaN pose (refused by the solve) has no rotation to measure
+    # a NaN pose (the solve refuses it, a script may set it) has no rotation to measure
+    finite = np.isfinite(basis).all(axis=(1, 2))
     limited = [
         (i, pose_bone)
         for i, pose_bone in enumerate(obj.pose.bones)

@@ -17,7 +17,8 @@ import tempfile
 
 from .scene import solve_scene
 
-MAX_INPUT_BYTES = 256 << 20  # far above any rig's document (~1 KiB a bone), far below the memory it takes to parse
+# Far above any rig's document (~1 KiB a bone), far below the memory parsing it takes.
+MAX_INPUT_BYTES = 256 << 20
 
 
 class _InputError(Exception):
@@ -47,7 +48,9 @@ def _read(path):
         with open(path, "rb") as stream:
             data = stream.read(MAX_INPUT_BYTES + 1)
         if len(data) > MAX_INPUT_BYTES:
-            raise _InputError(f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, the most a scene document may be")
+            raise _InputError(
+                f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, the most a scene document may be"
+            )
         return json.loads(data.decode("utf-8"))
     except RecursionError:
         raise _InputError(f"{path}: the JSON is nested too deeply") from None

@@ -57,11 +57,21 @@ def chain_document(names):
         rest = np.eye(4)
         rest[1, 3] = 0.1 * index
         bones.append(
-            {"name": name, "parent": names[index - 1] if index else None, "rest": rest.tolist(), "length": 0.1}
+            {
+                "name": name,
+                "parent": names[index - 1] if index else None,
+                "rest": rest.tolist(),
+                "length": 0.1,
+            }
         )
     target = np.eye(4)
     target[:3, 3] = (0.05, 0.1 * len(names), 0.0)
-    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": [{"bone": names[-1], "target": target.tolist()}]}
+    return {
+        "format": "ewbik-scene",
+        "version": 1,
+        "bones": bones,
+        "pins": [{"bone": names[-1], "target": target.tolist()}],
+    }
 
 
 def test_a_bone_name_that_is_not_unicode_is_refused(tmp_path):
