@@ -65,7 +65,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
 
 
 class EWBIK_OT_unpin(bpy.types.Operator):
-    """Unpin the selected pose bones (or all of them); delete the target empties Pin made unless they are animated or something else uses them"""
+    """Unpin the selected pose bones (or all of them); delete the target empties Pin made unless they are animated, constrained or something else uses them"""
 
     bl_idname = "ewbik.unpin"
     bl_label = "Unpin Bones"
