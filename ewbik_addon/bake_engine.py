@@ -342,6 +342,7 @@ class PoseBake:
         return False
 
     def check_alive(self):
+        """RigError once the armature is gone: nothing of it can be solved, keyed or restored."""
         if self.deleted:
             raise RigError(f"'{self.name}' was deleted during the bake; nothing keyed")
 
