@@ -36,7 +36,7 @@ def check_writable(obj):
     if (override is not None and override.is_system_override) or not obj.is_editable:
         raise RigError(f"'{obj.name}' is a read-only library override: make it editable to pose it")
     if obj.mode == "EDIT":
-        raise RigError(f"'{obj.name}' is in Edit Mode: leave it to solve")
+        raise RigError(f"'{obj.name}' is in Edit Mode: leave it first")
 
 
 def armature_scale(obj):

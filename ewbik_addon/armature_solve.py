@@ -38,6 +38,7 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     """
     started = time.perf_counter()
     check_writable(obj)
+    influence(obj)
     rig = rig_for(obj, rescan)
     if not rig.pins:
         raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
@@ -205,12 +206,13 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     `before` is the (rotations, locations, locks) read before the solve. Returns what
     `_solve_and_write` returns."""
     rotations, locations, locks = before
-    if not (np.all(np.isfinite(solved_rotations)) and np.all(np.isfinite(solved_locations))):
-        raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
     moved = moved | rig.placed
     shown_rotations, shown_locations, changes = _blend_over_underneath(
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
     )
+    if not (np.all(np.isfinite(shown_rotations)) and np.all(np.isfinite(shown_locations))):
+        raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
+    rig.solved = (solved_rotations, solved_locations)
     written_rotations = write_pose(
         obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root
     )
@@ -224,6 +226,15 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     return written, shown_rotations
 
 
+def influence(obj):
+    """The armature's Influence, refused outside [0, 1]: a NaN (typed in, or keyed on an F-curve)
+    passes every comparison with 1 and would blend the solve into a NaN pose."""
+    value = float(obj.ewbik.influence)
+    if not 0.0 <= value <= 1.0:
+        raise RigError(f"'{obj.name}' influence is {value:g}: give it a value from 0 to 1 (or fix its keys)")
+    return value
+
+
 def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):
     """The solved pose blended over the pose underneath by the armature's Influence (pose.bones order).
 
@@ -231,8 +242,8 @@ def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotatio
     whose blended pose equals what they hold already are not written, so at 0 keyed channels are left
     exactly as the animation set them. Returns (rotations, locations, bones to write).
     """
-    influence = float(obj.ewbik.influence)
-    if influence >= 1.0:
+    weight = influence(obj)
+    if weight >= 1.0:
         return solved_rotations, solved_locations, moved
     base_rotations, base_locations = rig.underneath
     dots = np.einsum("ij,ij->i", base_rotations, solved_rotations)
@@ -241,11 +252,11 @@ def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotatio
     sine = np.sin(angle)
     small = sine < 1e-9
     safe = np.where(small, 1.0, sine)
-    w_base = np.where(small, 1.0 - influence, np.sin((1.0 - influence) * angle) / safe)
-    w_solved = np.where(small, influence, np.sin(influence * angle) / safe)
+    w_base = np.where(small, 1.0 - weight, np.sin((1.0 - weight) * angle) / safe)
+    w_solved = np.where(small, weight, np.sin(weight * angle) / safe)
     blended = w_base[:, None] * base_rotations + w_solved[:, None] * solved_near
     blended /= np.linalg.norm(blended, axis=1, keepdims=True)
-    blended_locations = base_locations + influence * (solved_locations - base_locations)
+    blended_locations = base_locations + weight * (solved_locations - base_locations)
     unchanged = (1.0 - np.abs(np.einsum("ij,ij->i", blended, rotations)) <= 1e-12) & np.all(
         np.abs(blended_locations - locations) <= 1e-7, axis=1
     )

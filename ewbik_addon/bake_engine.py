@@ -93,6 +93,9 @@ class PoseBake:
         self.scene = scene
         self.view_layer = context.view_layer
         self.obj = obj
+        self.name = obj.name
+        self.was_live = obj.ewbik.live
+        self.writer = None  # the KeyWriter of the keys written, until the bake ends
         self.options = options
         self.frames = options.frames()
         pose_bones = obj.pose.bones
@@ -248,11 +251,15 @@ class PoseBake:
         """The bones whose keys the bake writes."""
         return self.moved & self.allowed
 
+    def check_keyable(self):
+        """RigError when there is nothing to key (every armature of a crowd is asked before any is keyed)."""
+        if not self.keyed.any():
+            raise RigError(f"The solver moved none of the bones of '{self.name}' to bake; nothing keyed")
+
     def write_keys(self):
         """Key every solved frame (the pose and the frame stay as the last solve left them); if a
         write fails, the action is put back before the error propagates."""
-        if not self.keyed.any():
-            raise RigError("The solver moved none of the bones to bake; nothing keyed")
+        self.check_keyable()
         frames = self.frames.astype(np.float32)
         pose_bones = self.obj.pose.bones
         writer = KeyWriter(self.obj)
@@ -277,6 +284,7 @@ class PoseBake:
         except BaseException:
             writer.restore()
             raise
+        self.writer = writer
         keyed = self.keyed
         if self.options.disable_live:
             self.obj.ewbik.live = False
@@ -291,6 +299,28 @@ class PoseBake:
     def cancel(self):
         """Put the pose and the current frame back as they were before the bake."""
         return_to_start([(self, np.zeros_like(self.moved))])
+
+    def unkey(self):
+        """Take back the keys `write_keys` wrote (another armature of the bake failed)."""
+        if self.writer is not None:
+            self.writer.restore()
+            self.writer = None
+        self.obj.ewbik.live = self.was_live
+
+    @property
+    def deleted(self):
+        """Whether the armature was deleted since the bake started (the modal bake runs between
+        the user's edits)."""
+        try:
+            self.obj.name  # noqa: B018 (raises ReferenceError once the object is gone)
+        except ReferenceError:
+            return True
+        return False
+
+    def check_alive(self):
+        """RigError once the armature is gone: nothing of it can be solved, keyed or restored."""
+        if self.deleted:
+            raise RigError(f"'{self.name}' was deleted during the bake; nothing keyed")
 
     @property
     def may_hold_writes(self):
@@ -367,6 +397,7 @@ def return_to_start(restores):
     """
     first = restores[0][0]
     frame, subframe = first.start_frame
+    restores = [(bake, from_action) for bake, from_action in restores if not bake.deleted]
     with live.suspended():
         released = [(bake, bake.stop_holding()) for bake, _ in restores]  # every flag, before any write
         for bake, buffers in released:
@@ -429,6 +460,8 @@ class CrowdBake:
 
     def solve_next(self):
         try:
+            for bake in self.bakes:
+                bake.check_alive()
             with live.suspended():
                 self.scene.frame_set(self.frame)
                 if len(self.bakes) == 1:
@@ -479,18 +512,20 @@ class CrowdBake:
             self.solve_next()
 
     def finish(self):
-        """Key every armature, then return them all to the starting frame together. If one fails,
-        its action is put back, the armatures keyed before it keep their keys, and every armature
-        still returns to its starting pose."""
+        """Key every armature, then return them all to the starting frame together. All or none:
+        an armature with nothing to key is refused before any is keyed, and if a write fails, the
+        keys already written are taken back and every armature returns to its starting pose."""
         summaries = []
         try:
             for bake in self.bakes:
+                bake.check_alive()
+                bake.check_keyable()
+            for bake in self.bakes:
                 summaries.append(bake.write_keys())  # noqa: PERF401 (on a failure, how many were keyed)
         except BaseException:
-            keyed = self.bakes[: len(summaries)]
-            return_to_start(
-                [(bake, bake.keyed if bake in keyed else np.zeros_like(bake.moved)) for bake in self.bakes]
-            )
+            for bake in self.bakes[: len(summaries)]:
+                bake.unkey()
+            self.cancel()
             raise
         return_to_start([(bake, bake.keyed) for bake in self.bakes])
         return CrowdSummary(tuple(summaries))

@@ -141,7 +141,7 @@ def check_action(obj, bake_paths):
         raise RigError(f"Action '{action.name}' is linked from {source}; make it local to bake into it")
     if anim_data.use_tweak_mode:
         raise RigError(f"'{obj.name}' is in NLA tweak mode; leave tweak mode to bake into its action")
-    sharing = [] if LAYERED_ACTIONS else objects_animated_with(action, besides=obj)
+    sharing = objects_keyed_with(anim_data, besides=obj)
     if sharing:
         raise RigError(
             f"Action '{action.name}' also animates {', '.join(repr(o.name) for o in sharing[:3])}"
@@ -156,6 +156,16 @@ def check_action(obj, bake_paths):
                 f"Channel {fcurve.data_path}[{fcurve.array_index}] of action '{action.name}' is locked; "
                 "unlock it to bake"
             )
+
+
+def objects_keyed_with(anim_data, besides):
+    """Other IDs the bake's keys would animate: with action slots (Blender 4.4+) those using the
+    slot the bake keys (Alt+D gives a copy the same action and slot), before them every one that
+    plays the action."""
+    if not LAYERED_ACTIONS:
+        return objects_animated_with(anim_data.action, besides)
+    slot = bake_slot(anim_data)
+    return [] if slot is None else [user for user in slot.users() if user != besides]
 
 
 def objects_animated_with(action, besides):

@@ -87,12 +87,15 @@ def limit_status(obj):
     found = _cache.get(obj.name_full)
     if found is not None and found[0] == key:
         return found[1]
+    basis = pose_matrices(obj, "matrix_basis")
+    # a NaN pose (the solve refuses it, a script may set it) has no rotation to measure
+    finite = np.isfinite(basis).all(axis=(1, 2))
     limited = [
         (i, pose_bone)
         for i, pose_bone in enumerate(obj.pose.bones)
-        if has_limits(stored_bone_settings(pose_bone))
+        if finite[i] and has_limits(stored_bone_settings(pose_bone))
     ]
-    status = _measure(obj, limited, pose_matrices(obj, "matrix_basis"))
+    status = _measure(obj, limited, basis)
     _cache[obj.name_full] = (key, status)
     return status
 

@@ -242,12 +242,11 @@ def _any_moved(pinned, moved):
 
 def pins_summary(obj, result):
     """'5 pins reached', or which pins stop short of their targets, by how much in the scene's
-    length unit, and (for pins that gave way) why: '4 pins reached; hand.L 0.42 m short, out of
-    reach with the other pins held'."""
-    scale = armature_checks.armature_scale(obj)
+    length unit (`pin_reading.pin_distances`), and (for pins that gave way) why: '4 pins reached;
+    hand.L 0.42 m short, out of reach with the other pins held'."""
     rig = rig_cache.cached_rig(obj)
     bones = rig.checked_pins.bones if rig is not None and rig.checked_pins is not None else ()
-    errors = result.position_errors * scale
+    errors = pin_reading.pin_distances(obj, result)
     short = errors > obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12
     if len(bones) != len(errors):
         bones = [f"pin {k + 1}" for k in range(len(errors))]

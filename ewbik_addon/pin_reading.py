@@ -255,6 +255,26 @@ def pin_errors(obj, result):
     }
 
 
+def pin_distances(obj, result):
+    """Each pin's distance from its target in the scene after a solve (`result` in pose.bones order,
+    its pins as `read_pins` last gave them). Under a uniform scale the solver's errors times it;
+    under a non-uniform one a miss's length depends on its direction, so each is measured between
+    the pinned bone's solved head and its target (rotation-only pins keep the solver's own)."""
+    scale = armature_scale(obj)
+    axes = np.abs(np.array(obj.matrix_world.to_scale()))
+    rig = cached_rig(obj)
+    if axes.max() - axes.min() <= 1e-6 * axes.max() or rig is None or rig.checked_pins is None:
+        return result.position_errors * scale
+    chains = rig.chains
+    _, heads = chains.skeleton.forward(result.rotations[chains.rows], result.locations[chains.rows])
+    pins = rig.checked_pins.pins
+    misses = np.array([pin.target[:3, 3] - heads[chains.skeleton.index[pin.bone]] for pin in pins])
+    linear = np.array(obj.matrix_world.to_3x3())
+    distances = np.linalg.norm(misses @ linear.T, axis=1)
+    rotation_only = np.array([kind == "ROTATION" for kind in rig.checked_pins.kinds])
+    return np.where(rotation_only, result.position_errors * scale, distances)
+
+
 def pinned_targets(obj, *, rescan=True):
     """The target objects of the armature's pins (cached; rescan re-reads the bones' settings)."""
     return [target for _, target in rig_for(obj, rescan).pins]

@@ -9,6 +9,7 @@ changes. Names shown in the UI speak an animator's words; the RNA identifiers ar
 public interface and stay as docs/INTERFACE.md names them.
 """
 
+import contextlib
 import dataclasses
 import math
 
@@ -32,10 +33,25 @@ from . import production_rigs
 from .limit_settings import MIN_DIRECTION
 
 
+_batching = [0]  # > 0 inside `batched_updates`
+
+
 def _changed(self, context):
     """Ask the live handler to solve the owning armature again."""
     owner = self.id_data
-    if owner is not None:
+    if owner is not None and not _batching[0]:
+        owner.update_tag()
+
+
+@contextlib.contextmanager
+def batched_updates(owner):
+    """Set many settings of `owner` (an import), tagging it once at the end: each tag costs time in
+    proportion to the rig's bones, so a tag per setting made an import quadratic in them."""
+    _batching[0] += 1
+    try:
+        yield
+    finally:
+        _batching[0] -= 1
         owner.update_tag()
 
 

@@ -140,6 +140,9 @@ def rig_for(obj, rescan):
         return rig
     key, rest, lengths = _structure_key(obj)
     if rig is None or rig.structure_key != key:
+        _rigs.pop(obj.session_uid, None)  # a failed rebuild must not leave the old rig to solve
+        if rig is None:
+            forget_deleted_rigs()
         rig = _build_rig(obj, key, rest, lengths)
         _rigs[obj.session_uid] = rig
     deleted = _scan_bone_settings(obj, rig)

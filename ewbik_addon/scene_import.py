@@ -21,9 +21,9 @@ from mathutils import Matrix, Quaternion
 from ..solver import SolverSettings
 from ..solver.scene import SETTINGS_FIELDS, parse_scene
 from ..solver.validation import SceneError
-from .armature_checks import RigError, armature_scale
+from .armature_checks import RigError, armature_scale, check_writable
 from .limit_settings import set_limits
-from .properties import STORED_SETTINGS
+from .properties import STORED_SETTINGS, batched_updates
 from .rotation_channels import rotation_channel
 from .targets import new_target
 
@@ -57,9 +57,11 @@ def read_document(path):
 
 
 def receiving_armature(active, document, as_new):
-    """The armature the document lands on, or None for a new one; refuses an armature with other bones."""
+    """The armature the document lands on, or None for a new one; refuses an armature with other
+    bones, and one whose pose cannot be written (linked, in Edit Mode: `check_writable`)."""
     if active is None or as_new:
         return None
+    check_writable(active)
     names = {bone["name"] for bone in document["bones"]}
     have = {bone.name for bone in active.data.bones}
     if have == names:
@@ -215,6 +217,11 @@ def apply_document(context, obj, document):
     Returns notes for the user: values Blender clamped to its properties' ranges and settings
     the rig cannot keep.
     """
+    with batched_updates(obj):
+        return _apply_plan(context, obj, document)
+
+
+def _apply_plan(context, obj, document):
     assignments, pins, notes = pose_plan(obj, document)
     limits = {bone["name"]: bone.get("limits") for bone in document["bones"]}
     pinned = {pose_bone.name for pose_bone, _matrix, _target in pins}
@@ -234,7 +241,6 @@ def apply_document(context, obj, document):
         target = existing if movable else new_target(context, obj, pose_bone)
         target.matrix_world = matrix
         pose_bone.ewbik.target = target
-    obj.update_tag()
     return notes
 
 

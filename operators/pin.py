@@ -65,7 +65,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
 
 
 class EWBIK_OT_unpin(bpy.types.Operator):
-    """Unpin the selected pose bones (or all of them); delete the target empties Pin made unless they are animated or something else uses them"""
+    """Unpin the selected pose bones (or all of them); delete the target empties Pin made unless they are animated, constrained or something else uses them"""
 
     bl_idname = "ewbik.unpin"
     bl_label = "Unpin Bones"
@@ -106,9 +106,13 @@ class EWBIK_OT_unpin(bpy.types.Operator):
 
 def _why_kept(target, users):
     """Why an empty Pin made must stay when unpinned ("" when it can go): it carries the user's
-    keys or drivers, has children, or something else (another pin, a constraint) uses it."""
-    if target.animation_data is not None and (target.animation_data.action or target.animation_data.drivers):
+    keys, NLA strips or drivers, constraints, has children, or something else (another pin, a
+    constraint) uses it."""
+    animation = target.animation_data
+    if animation is not None and (animation.action or animation.nla_tracks or animation.drivers):
         return "it is animated"
+    if target.constraints:
+        return "it has constraints"
     if target.children:
         return "it has children"
     if any(not isinstance(user, (bpy.types.Collection, bpy.types.Scene)) for user in users):

@@ -79,8 +79,6 @@ class EWBIK_OT_import_scene(bpy.types.Operator, ImportHelper):
             obj = scene_import.build_armature(context, document, name)
             where = f"new armature '{obj.name}'"
         else:
-            if obj.mode == "EDIT":
-                bpy.ops.object.mode_set(mode="POSE")
             differ = scene_import.rest_differences(obj, document)
             if differ:
                 notes.append(

@@ -1,17 +1,24 @@
 """Command line: `python -m solver solve SCENE.json [-o POSE.json]`.
 
 Prints the pose document (or writes it with -o) and a one-line summary per pin
-on stderr. Any bad input (unreadable file, malformed JSON however deep or large,
-a scene the parser refuses, an output that cannot be written) prints one line
-naming the file and the problem, and exits with status 2.
+on stderr. Any bad input (unreadable file, malformed JSON however deep, a file
+over MAX_INPUT_BYTES, a scene the parser refuses, an output that cannot be
+written) prints one line naming the file and the problem, and exits with status 2.
+The output file is replaced whole or not at all, so concurrent runs or a failed
+write never leave a torn document.
 """
 
 import argparse
 import json
 import os
+import stat
 import sys
+import tempfile
 
 from .scene import solve_scene
+
+# Far above any rig's document (~1 KiB a bone), far below the memory parsing it takes.
+MAX_INPUT_BYTES = 256 << 20
 
 
 class _InputError(Exception):
@@ -38,8 +45,13 @@ def main(argv=None):
 def _read(path):
     """The scene file's JSON; every way it can fail becomes an _InputError naming the file."""
     try:
-        with open(path, encoding="utf-8") as stream:
-            return json.load(stream)
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_INPUT_BYTES + 1)
+        if len(data) > MAX_INPUT_BYTES:
+            raise _InputError(
+                f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, the most a scene document may be"
+            )
+        return json.loads(data.decode("utf-8"))
     except RecursionError:
         raise _InputError(f"{path}: the JSON is nested too deeply") from None
     except (OSError, ValueError) as error:  # JSONDecodeError, UnicodeDecodeError, over-long integers
@@ -56,8 +68,7 @@ def _solve(path, document):
 def _write(path, text):
     try:
         if path:
-            with open(path, "w", encoding="utf-8") as stream:
-                stream.write(text)
+            _write_file(path, text)
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -65,6 +76,31 @@ def _write(path, text):
         if not path:
             _discard_stdout()
         raise _InputError(f"{path or 'standard output'}: {_reason(error)}") from None
+
+
+def _write_file(path, text):
+    """Write through a temporary file in the same directory, renamed over `path` once complete; a
+    device or pipe (`/dev/stdout`, `/dev/full`) is written directly, never replaced."""
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        special = False
+    if special:
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return
+    directory, name = os.path.split(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
 def _discard_stdout():

@@ -131,11 +131,16 @@ def _checked_array(value, shape, bound):
 
 
 def name(value, field):
-    """A non-empty bone name without NUL characters (which would cut the name short in Blender)."""
+    """A non-empty bone name without NUL characters (which would cut the name short in Blender) that
+    UTF-8 can write: JSON spells lone surrogates (`"\\ud800"`), which no file or Blender name holds."""
     if not isinstance(value, str) or not value:
         raise SceneError(field, f"must be a non-empty string, got {_shown(value)}")
     if "\0" in value:
         raise SceneError(field, f"contains a NUL character: {_shown(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SceneError(field, f"is not valid Unicode (a lone surrogate): {ascii(value)[:40]}") from None
     return value
 
 

@@ -1,6 +1,7 @@
 """`python -m solver solve SCENE.json [-o POSE.json]` as a user runs it: a real subprocess."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -179,3 +180,58 @@ def test_a_full_disk_exits_2_with_one_line():
         )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == ["error: standard output: No space left on device"]
+
+
+def limited_memory():
+    """A child under a 2 GiB address-space limit: an unbounded read fails there instead of eating the machine."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.skipif(not pathlib.Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_input_is_refused_at_the_size_cap_with_one_line():
+    proc = subprocess.run(
+        [sys.executable, "-m", "solver", "solve", "/dev/zero"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited_memory,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+    )
+    assert_one_line_failure(proc, "/dev/zero", "MiB")
+
+
+def test_a_failed_write_keeps_the_previous_output(tmp_path):
+    import resource
+
+    out = tmp_path / "pose.json"
+    out.write_text('{"previous": true}\n', encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "solver", "solve", str(EXAMPLES / "two_arms.json"), "-o", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)),
+    )
+    assert_one_line_failure(proc, "pose.json")
+    assert json.loads(out.read_text(encoding="utf-8")) == {"previous": True}
+    assert [path.name for path in tmp_path.iterdir()] == ["pose.json"]
+
+
+def test_concurrent_runs_leave_one_whole_output(tmp_path):
+    out = tmp_path / "pose.json"
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "solver", "solve", str(EXAMPLES / "humanoid_reach.json"), "-o", str(out)],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(4)
+    ]
+    assert [run.wait(timeout=120) for run in runs] == [0] * 4
+    assert json.loads(out.read_text(encoding="utf-8"))["format"] == "ewbik-pose"
+    assert [path.name for path in tmp_path.iterdir()] == ["pose.json"]

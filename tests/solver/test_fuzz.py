@@ -52,6 +52,8 @@ NASTY = [
     "",
     "\x00",
     "hand",
+    "b\ud800",  # a lone surrogate: JSON can spell it, UTF-8 (and so Blender) cannot
+    "é" * 32,  # 64 bytes: one more than a Blender name holds (the import refuses it, the solver not)
     [],
     {},
     [1, 2, 3],
@@ -286,6 +288,8 @@ def outcome(doc, backend):
     except SceneError as error:
         assert isinstance(error.field, str) and "\n" not in str(error)
         return "refused"
+    for name in scene.skeleton.names:
+        name.encode("utf-8")  # every accepted name can be written out and imported into Blender
     budget = scene.settings.time_budget_ms
     # A document may ask for a million iterations; the fuzzer gives each solve at most a second.
     config = dataclasses.replace(scene.settings, backend=backend, time_budget_ms=min(budget or 1e3, 1e3))
@@ -360,6 +364,49 @@ def test_the_generator_makes_every_kind(kind):
             for seed in range(200)
             if document(seed)[0] == "valid"
         )
+
+
+def number_paths(value, path=""):
+    """(path in scene-document terms, container, key) of every number in a document."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        where = f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]"
+        if isinstance(child, (int, float)) and not isinstance(child, bool):
+            yield where.lstrip("."), value, key
+        else:
+            yield from number_paths(child, where)
+
+
+@pytest.mark.parametrize("seed", [3, 8, 21])
+def test_nan_in_any_number_is_refused_naming_its_field(seed):
+    """Every number a Blender property hands over may be NaN (typed in, or keyed on an F-curve): each
+    one of a document, made NaN in turn, is refused with its own field (or the vector holding it)."""
+    doc = valid_document(np.random.default_rng(seed))
+    paths = list(number_paths(doc))
+    assert len(paths) > 20
+    for where, container, key in paths:
+        if where == "version":
+            continue
+        kept, container[key] = container[key], float("nan")
+        with pytest.raises(SceneError) as refused:
+            parse_scene(doc)
+        assert where.startswith(refused.value.field), (where, refused.value.field)
+        container[key] = kept
+
+
+@pytest.mark.parametrize(
+    "name", ["b\ud800", "\udfff", "a\udc80b"], ids=["high surrogate", "low surrogate", "inside"]
+)
+def test_a_bone_name_utf8_cannot_write_is_refused_naming_the_bone(name):
+    doc = valid_document(np.random.default_rng(5))
+    last = len(doc["bones"]) - 1
+    old = doc["bones"][last]["name"]
+    doc["bones"][last]["name"] = name
+    for pin in doc["pins"]:
+        pin["bone"] = name if pin["bone"] == old else pin["bone"]
+    with pytest.raises(SceneError) as refused:
+        parse_scene(doc)
+    assert refused.value.field == f"bones[{last}].name"
 
 
 def cli_outcome(doc, path):
