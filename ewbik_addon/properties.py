@@ -25,11 +25,12 @@ from bpy.props import (
 )
 from mathutils import Vector
 
-from . import body_angles
+from . import active, body_angles
 
 from ..solver import SolverSettings, presets
 from . import production_rigs
 from .limit_settings import MIN_DIRECTION
+from .stored_settings import bone_target
 
 
 def _changed(self, context):
@@ -288,6 +289,19 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
 
 
+def _get_active_pin(self):
+    """The pin list's highlighted row: the pin the panel shows (-1, no row, when none is)."""
+    pose_bone = active.shown_pin(bpy.context, self.id_data)
+    return -1 if pose_bone is None else self.id_data.pose.bones.find(pose_bone.name)
+
+
+def _set_active_pin(self, index):
+    """A click on a row selects that pinned bone (the list has no state of its own to drift)."""
+    bones = self.id_data.pose.bones
+    if 0 <= index < len(bones) and bone_target(bones[index]) is not None:
+        active.show_pin(bpy.context, self.id_data, bones[index])
+
+
 class EWBIK_PG_armature(bpy.types.PropertyGroup):
     """Solver settings of one armature object."""
 
@@ -412,7 +426,12 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         ),
         default="WORLD",
     )
-    active_pin_index: IntProperty(name="Active Pin", description="The pin shown for editing", default=0)
+    active_pin_index: IntProperty(
+        name="Active Pin",
+        description="The pin shown for editing: the active bone's, or the active target's",
+        get=_get_active_pin,
+        set=_set_active_pin,
+    )
     role_mapping: CollectionProperty(
         type=EWBIK_PG_role_row,
         name="Body Roles",
