@@ -7,6 +7,7 @@ import pytest
 from mathutils import Quaternion, Vector
 
 from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones
+from tests.support.ui_layout import draw
 
 LIMBS = ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R", "thigh.L", "shin.L", "thigh.R", "shin.R")
 
@@ -181,6 +182,17 @@ def test_reset_limits_clears_only_the_selected_bones(metarig):
         assert len(settings.cones) == 0 and not settings.use_twist_limit and settings.comfort == 0.0
     assert is_limited(metarig.pose.bones["forearm.R"])
     assert is_limited(metarig.pose.bones["shin.L"])
+
+
+def test_reset_limits_with_nothing_selected_keeps_the_active_bones_limits(metarig, capfd):
+    make_active(metarig)
+    bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
+    pose_mode(metarig, "forearm.L")
+    bpy.ops.pose.select_all(action="DESELECT")  # forearm.L stays the active bone, its panel shown
+    assert ("operator", "ewbik.reset_limits") in draw("EWBIK_PT_limits")
+    assert bpy.ops.ewbik.reset_limits() == {"CANCELLED"}
+    assert "No bones selected" in capfd.readouterr().out
+    assert is_limited(metarig.pose.bones["forearm.L"])
 
 
 def test_preset_reads_the_body_from_the_current_pose_when_the_rest_is_a_line(straight_rig, capfd):
