@@ -64,8 +64,8 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
             return {"CANCELLED"}
         limited = [pose_bone for pose_bone in wanted if pose_bone.name in limits]
         store_preset(obj, limited, limits, self.preset)
-        message = f"Limits set on {count(len(limited), 'bone')} {source} {preset_report(obj, wanted, limits)}"
-        self.report({"INFO"} if limited else {"WARNING"}, message.rstrip())
+        message = f"Limits set on {count(len(limited), 'bone')} {source}{preset_report(obj, wanted, limits)}"
+        self.report({"INFO"} if limited else {"WARNING"}, message)
         return {"FINISHED"} if limited else {"CANCELLED"}
 
 
