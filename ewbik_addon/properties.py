@@ -40,11 +40,18 @@ def _changed(self, context):
         owner.update_tag()
 
 
+SHOWN_AS_ZERO = math.radians(0.005)  # below half the panels' last shown digit of a degree
+
+
 def _angle_getter(which):
+    """Flex or abduct as the panel shows it: an angle that rounds to zero degrees is 0, so a
+    float32 axis a hair off reads "0°", never "-0°"."""
+
     def get(cone):
         if Vector(cone.direction).length < MIN_DIRECTION:
             return 0.0
-        return body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
+        angle = body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
+        return 0.0 if abs(angle) < SHOWN_AS_ZERO else angle
 
     return get
 
