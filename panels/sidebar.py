@@ -99,8 +99,10 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         obj = active_armature(context)
         return obj is not None and obj.mode in {"POSE", "OBJECT"}
 
-    def draw_header(self, context):
-        self.layout.prop(active_armature(context).ewbik, "live", text="")
+    def draw_header_preset(self, context):
+        """Live, labelled, at the header's right end: a bare checkbox before the title would read
+        as switching the whole solver off (Solve still works with Live off)."""
+        self.layout.prop(active_armature(context).ewbik, "live")
 
     def draw(self, context):
         settings = active_armature(context).ewbik

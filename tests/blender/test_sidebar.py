@@ -65,7 +65,7 @@ def test_solver_panel_draws_every_setting_and_the_status(metarig):
         ("operator", "ewbik.export_scene"),
         ("operator", "ewbik.import_scene"),
     } <= set(log)
-    assert draw("EWBIK_PT_solver", "draw_header") == [("prop", "live")]
+    assert draw("EWBIK_PT_solver", "draw_header_preset") == [("prop", "live")]
 
 
 def test_solver_panel_says_when_the_compiled_solver_is_missing(metarig, monkeypatch):
@@ -255,7 +255,7 @@ def test_selecting_a_target_keeps_its_armatures_panels_and_its_pin(metarig):
     for armature_mode in ("OBJECT", "POSE"):
         empty = select_first_target(metarig, armature_mode)
         assert all(visible(name) for name in PANELS), armature_mode
-        assert ("prop", "live") in draw("EWBIK_PT_solver", "draw_header")
+        assert ("prop", "live") in draw("EWBIK_PT_solver", "draw_header_preset")
         shown_pin = addon_module("ewbik_addon.active").shown_pin
         assert shown_pin(bpy.context, metarig) == metarig.pose.bones["hand.L"]
         assert ("label", "hand.L") in draw("EWBIK_PT_limits")
