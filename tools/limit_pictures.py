@@ -42,7 +42,7 @@ PICTURES = (
     (
         "knee",
         "shin.L",
-        (1.0, 0.4, 0.6),
+        (0.45, 0.35, 1.0),  # across the hinge's plane: seen along it, the band is a rim
         {"thigh.L": ((1.0, 0.0, 0.0), -40.0), "shin.L": ((1.0, 0.0, 0.0), 60.0)},
         "Knee (shin.L)",
     ),
