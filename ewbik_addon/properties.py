@@ -132,7 +132,8 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     )
     flex: FloatProperty(
         name="Flex",
-        description="The cone's direction as a bend about the parent bone's X axis (a view of Direction)",
+        description="How far the cone's direction is swung forward from the bone's rest direction "
+        "(negative: back; a view of Direction)",
         subtype="ANGLE",
         soft_min=-math.pi,
         soft_max=math.pi,
@@ -142,7 +143,8 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     )
     abduct: FloatProperty(
         name="Abduct",
-        description="The cone's direction as a turn about the parent bone's Z axis (a view of Direction)",
+        description="How far the cone's direction is swung out from the bone's rest direction, away "
+        "from the body's midline, or up for a bone pointing out (negative: in; a view of Direction)",
         subtype="ANGLE",
         min=-math.pi / 2.0,
         max=math.pi / 2.0,
