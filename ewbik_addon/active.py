@@ -108,13 +108,14 @@ def show_pin(context, obj, pose_bone):
     empty becomes the active object instead, so the user steps from target to target."""
     dragged = active_target_pin(context)
     target = bone_target(pose_bone)
-    if dragged is not None and dragged.id_data == obj and target is not None and target.type != "ARMATURE":
-        if target.name in context.view_layer.objects:
-            for other in context.view_layer.objects:
-                other.select_set(False)
-            target.select_set(True)
-            context.view_layer.objects.active = target
-            return
+    objects = context.view_layer.objects
+    stepping = dragged is not None and dragged.id_data == obj and target is not None
+    if stepping and target.type != "ARMATURE" and target.name in objects:
+        for other in objects:
+            other.select_set(False)
+        target.select_set(True)
+        objects.active = target
+        return
     for other in obj.pose.bones:
         set_selected(other, other == pose_bone)
     obj.data.bones.active = pose_bone.bone

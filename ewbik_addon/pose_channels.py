@@ -59,7 +59,9 @@ def frame_range(default):
         frame_start: IntProperty(
             name="Start Frame", description=f"First frame (default: {default})", options={"SKIP_SAVE"}
         )
-        frame_end: IntProperty(name="End Frame", description=f"Last frame (default: {default})", options={"SKIP_SAVE"})
+        frame_end: IntProperty(
+            name="End Frame", description=f"Last frame (default: {default})", options={"SKIP_SAVE"}
+        )
 
         def fill_frame_range(self, start, end):
             """Set whichever end the user left unset."""

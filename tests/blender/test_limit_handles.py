@@ -1,6 +1,7 @@
 """The limit handles driven through their own functions: where they sit, what a drag writes
 (centre, radius, twist; Ctrl snapping), the header, cancel, the undo step, and adding/removing
-cones at a clicked direction; flex/abduct in the sidebar as views of a cone's direction, from the rest in the body's terms."""
+cones at a clicked direction; flex/abduct in the sidebar as views of a cone's direction, from the
+rest in the body's terms."""
 
 import math
 

@@ -142,7 +142,9 @@ def test_the_cone_list_never_shows_minus_zero(metarig):
         assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
         log = []
         cone = metarig.pose.bones[name].ewbik.cones[0]
-        bpy.types.EWBIK_UL_cones.draw_item(None, bpy.context, RecordingLayout(log), None, cone, 0, None, "", 0)
+        bpy.types.EWBIK_UL_cones.draw_item(
+            None, bpy.context, RecordingLayout(log), None, cone, 0, None, "", 0
+        )
         assert {("prop", "flex"), ("prop", "abduct")} <= set(log)
         assert not shows_minus_zero(cone.flex) and not shows_minus_zero(cone.abduct), name
 
