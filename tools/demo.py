@@ -79,8 +79,9 @@ def pin_bones(rig):
     return {bone: rig.pose.bones[bone].ewbik.target for bone in PINS}
 
 
-def drag(targets):
-    """Move the targets in small steps, letting Blender evaluate after each, as a mouse drag does."""
+def drag(targets, after_step=None):
+    """Move the targets in small steps, letting Blender evaluate after each, as a mouse drag does;
+    `after_step(step)` runs after each step's update (the drag strip renders some of them)."""
     starts = {bone: target.matrix_world.copy() for bone, target in targets.items()}
     timings = []
     for step in range(1, DRAG_STEPS + 1):
@@ -93,6 +94,8 @@ def drag(targets):
         started = time.perf_counter()
         bpy.context.view_layer.update()
         timings.append((time.perf_counter() - started) * 1e3)
+        if after_step is not None:
+            after_step(step)
     return timings
 
 
@@ -118,7 +121,8 @@ def pin_report(rig):
     return "\n".join(lines)
 
 
-def stage_and_render(png_path):
+def stage(width=960, height=720):
+    """Floor, a three-quarter side camera and Workbench settings for the demo's pictures."""
     scene = bpy.context.scene
     bpy.ops.mesh.primitive_plane_add(size=6.0)
     bpy.context.object.color = (0.35, 0.37, 0.4, 1.0)
@@ -131,15 +135,20 @@ def stage_and_render(png_path):
     camera.rotation_euler = (look_at - camera.location).to_track_quat("-Z", "Y").to_euler()
     scene.camera = camera
     scene.render.engine = "BLENDER_WORKBENCH"
+    scene.world = bpy.data.worlds.new("Demo world")
+    scene.world.color = (0.8, 0.82, 0.85)
     scene.display.shading.light = "STUDIO"
     scene.display.shading.color_type = "OBJECT"
     scene.display.shading.show_shadows = True
-    scene.display.shading.show_cavity = False  # the mannequin's overlapping capsules would show seams
-    scene.render.resolution_x = 960
-    scene.render.resolution_y = 720
+    scene.display.shading.show_cavity = True
+    scene.render.resolution_x = width
+    scene.render.resolution_y = height
     scene.render.resolution_percentage = 100
     scene.render.image_settings.file_format = "PNG"
-    scene.render.filepath = str(png_path)
+
+
+def render(png_path):
+    bpy.context.scene.render.filepath = str(png_path)
     bpy.ops.render.render(write_still=True)
 
 
@@ -173,7 +182,8 @@ def main():
     print(f"saved {blend_path}")
     png_path = OUT_DIR / "demo.png"
     try:
-        stage_and_render(png_path)
+        stage()
+        render(png_path)
         print(f"rendered {png_path}")
     except RuntimeError as error:
         print(

@@ -137,7 +137,7 @@ def render(png_path, size):
     settings.compression = 100
     scene.render.filepath = str(png_path)
     bpy.ops.render.render(write_still=True)
-    save_png(_load_pixels(png_path), png_path)
+    save_png(load_pixels(png_path), png_path)
 
 
 def save_png(pixels, png_path):
@@ -152,7 +152,7 @@ def save_png(pixels, png_path):
     bpy.data.images.remove(image)
 
 
-def _load_pixels(png_path):
+def load_pixels(png_path):
     image = bpy.data.images.load(str(png_path))
     width, height = image.size
     pixels = np.empty(width * height * 4, dtype=np.float32)
@@ -167,7 +167,7 @@ def contact_sheet(tiles, sheet_path):
     for row in tiles:
         shrunk = []
         for png_path in row:
-            pixels = _load_pixels(png_path)
+            pixels = load_pixels(png_path)
             h, w = pixels.shape[0] // 2 * 2, pixels.shape[1] // 2 * 2
             shrunk.append(pixels[:h, :w].reshape(h // 2, 2, w // 2, 2, 4).mean(axis=(1, 3)))
         rows.append(np.concatenate(shrunk, axis=1))
