@@ -66,6 +66,16 @@ def test_solver_panel_draws_every_setting_and_the_status(metarig):
         ("operator", "ewbik.import_scene"),
     } <= set(log)
     assert draw("EWBIK_PT_solver", "draw_header_preset") == [("prop", "live")]
+    texts = []
+
+    class TextLayout(RecordingLayout):
+        def prop(self, data, name, text=None, **kwargs):
+            texts.append(data.bl_rna.properties[name].name if text is None else text)
+
+    bpy.types.EWBIK_PT_solver.draw_header_preset(
+        type("FakePanel", (), {"layout": TextLayout([])})(), bpy.context
+    )
+    assert texts == ["Live"], "the header's checkbox says what it switches"
 
 
 def test_solver_panel_says_when_the_compiled_solver_is_missing(metarig, monkeypatch):
