@@ -5,7 +5,7 @@ PY42 := $(VENV_DIR)/bpy-4.2/bin/python
 PY52 := $(VENV_DIR)/bpy-5.2/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venvs native lint test test-solver test-blender fuzz demo gallery bench build validate clean
+.PHONY: venvs native native-here lint test test-solver test-blender fuzz demo gallery bench build validate clean
 
 venvs:
 	@bash tools/bootstrap.sh
@@ -14,6 +14,10 @@ venvs:
 # machine's by the system compiler, the others by zig; without it the solver runs its numpy loop.
 native: venvs
 	@$(PY52) tools/build_native.py --cross >/dev/null
+
+# This machine's compiled loop only: all the demo and the pictures need (no cross-builds to wait for).
+native-here: venvs
+	@$(PY52) tools/build_native.py >/dev/null
 
 # Ruff's rules (pyproject.toml) on the tree, mypy on the solver's public surface.
 lint: venvs
@@ -31,11 +35,11 @@ FUZZ_DOCUMENTS ?= 100000
 fuzz: native
 	EWBIK_FUZZ_DOCUMENTS=$(FUZZ_DOCUMENTS) $(PY52) -m pytest tests/solver/test_fuzz.py -k long -s -q -p no:cacheprovider
 
-demo: native
+demo: native-here
 	$(PY52) tools/demo.py
 
 # Four moves on two rigs, with and without limits: a table and pictures in docs/gallery.
-gallery: native
+gallery: native-here
 	$(PY52) tools/pose_gallery.py
 
 bench: native

@@ -88,6 +88,39 @@ def armature_to_step_through(cls, context, hint):
     return True
 
 
+def shown_pin(context, obj):
+    """The pin the Pins panel edits and its list highlights: the pin of the active target empty,
+    else the armature's active bone when it is pinned, else None.
+
+    The details follow the selection as Blender's Bone properties do, so they never edit a pin
+    other than the one the viewport and the Joint Limits panel show."""
+    dragged = active_target_pin(context)
+    if dragged is not None and dragged.id_data == obj:
+        return dragged
+    active = obj.data.bones.active
+    pose_bone = obj.pose.bones.get(active.name) if active is not None else None
+    return pose_bone if pose_bone is not None and bone_target(pose_bone) is not None else None
+
+
+def show_pin(context, obj, pose_bone):
+    """A click on a pin's row: its bone becomes the active and only selected bone, as a click in
+    the Outliner does; while one of the armature's target empties is active, that pin's target
+    empty becomes the active object instead, so the user steps from target to target."""
+    dragged = active_target_pin(context)
+    target = bone_target(pose_bone)
+    objects = context.view_layer.objects
+    stepping = dragged is not None and dragged.id_data == obj and target is not None
+    if stepping and target.type != "ARMATURE" and target.name in objects:
+        for other in objects:
+            other.select_set(False)
+        target.select_set(True)
+        objects.active = target
+        return
+    for other in obj.pose.bones:
+        set_selected(other, other == pose_bone)
+    obj.data.bones.active = pose_bone.bone
+
+
 def active_limit_bone(context):
     """The active pose bone of the active armature in pose mode, else the bone the active target
     pins, else None."""

@@ -114,8 +114,9 @@ def body_part(role):
 
 
 def preset_report(obj, bones, limits):
-    """What a preset did to these pose bones, for a report: counts by body part, then the bones
-    it recognised but could not place. Roots (their rotation is the whole body's) and bones it does
+    """What a preset did to these pose bones, to follow a report's first words (with its own
+    leading space or semicolon): counts by body part, then the bones it recognised but could not
+    place. Roots (their rotation is the whole body's) and bones it does
     not recognise (face, tail, props) are counted, not listed."""
     roles = presets.bone_roles([bone.name for bone in obj.data.bones], preset_overrides(obj))
     parts = {}
@@ -130,7 +131,7 @@ def preset_report(obj, bones, limits):
         if pose_bone.name in roles and pose_bone.name not in limits and pose_bone.parent is not None
     ]
     free = sum(1 for pose_bone in bones if pose_bone.name not in roles)
-    report = f"({by_part})" if by_part else ""
+    report = f" ({by_part})" if by_part else ""
     if unplaced:
         report += f"; could not place {', '.join(unplaced[:8])}{' and more' if len(unplaced) > 8 else ''}"
     if free:

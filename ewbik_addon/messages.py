@@ -21,6 +21,7 @@ _LENGTH_UNITS = {  # scene length_unit -> (metres per unit, symbol)
 SIGNIFICANT_DIGITS = 3
 MAX_DECIMALS = 5  # as Blender's length fields: 0.00001 m, 0.01 mm; anything smaller reads as 0
 ANGLE_DECIMALS = 2
+SMALL_METRIC = 0.01  # metres: shorter distances read in millimetres when the unit is m or km
 
 
 def count(n, noun, plural=None):
@@ -43,7 +44,9 @@ def plain_number(value, max_decimals=MAX_DECIMALS):
 
 
 def distance(scene, value):
-    """A scene distance (Blender units) as the scene's unit settings show lengths: '19 cm', '0.19 m'."""
+    """A scene distance (Blender units) as the scene's unit settings show lengths: '19 cm', '0.19 m';
+    in metres or kilometres, a distance under a centimetre in millimetres ('0.02 mm', not
+    '0.00002 m' or '0 m'), as the gaps pins leave are read."""
     units = scene.unit_settings
     if units.system == "NONE" or not math.isfinite(value):
         return plain_number(value)
@@ -51,6 +54,8 @@ def distance(scene, value):
     fixed = _LENGTH_UNITS.get(units.length_unit)
     if fixed is None:  # ADAPTIVE: Blender picks the unit
         return bpy.utils.units.to_string(units.system, "LENGTH", metres, precision=SIGNIFICANT_DIGITS)
+    if units.system == "METRIC" and fixed[0] >= 1.0 and abs(metres) < SMALL_METRIC:
+        fixed = _LENGTH_UNITS["MILLIMETERS"]
     per_unit, symbol = fixed
     text = plain_number(metres / per_unit)
     return f"{text}{symbol}" if symbol in ("'", '"') else f"{text} {symbol}"
@@ -59,6 +64,14 @@ def distance(scene, value):
 def degrees(radians):
     """An angle as the panels show it: '12.5°'."""
     return f"{plain_number(math.degrees(radians), ANGLE_DECIMALS)}°"
+
+
+def deleted_targets(bones):
+    """What the user reads about pins whose target was deleted (they are no longer pinned), in one
+    wording wherever a solve, a scan or the live handler notices it."""
+    names = ", ".join(f"'{bone}'" for bone in bones)
+    those = "that bone is" if len(bones) == 1 else "those bones are"
+    return f"The target of {count(len(bones), 'pin')} ({names}) was deleted: {those} no longer pinned"
 
 
 def report_problem(message):

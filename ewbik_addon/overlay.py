@@ -33,8 +33,8 @@ TWIST_ARC_SCALE = 0.3
 LINE_WIDTH = 2.0
 HIGHLIGHT_WIDTH = 5.0
 COLORS = {
-    "allowed": (0.3, 0.85, 0.45, 0.35),
-    "forbidden": (0.05, 0.05, 0.08, 0.35),
+    "allowed": (0.3, 0.85, 0.45, 0.45),
+    "forbidden": (0.05, 0.05, 0.08, 0.12),  # a faint veil: the limb inside stays visible
     "outline": (0.45, 1.0, 0.6, 1.0),
     "active_cone": (1.0, 0.65, 0.1, 1.0),
     "twist": (1.0, 0.35, 0.6, 0.9),

@@ -9,6 +9,7 @@ import numpy as np
 from ..solver import Pin, quat
 from ..solver.validation import MAX_COORDINATE
 from .armature_checks import RigError, armature_scale
+from .messages import deleted_targets
 from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
 from .rig_cache import cached_rig, rig_for
 
@@ -100,7 +101,7 @@ def _pin_target_bone(obj, bone, target):
     try:
         kind = target.type
     except ReferenceError:
-        raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+        raise RigError(deleted_targets([bone])) from None
     if pose_bone is None:
         raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
     return pose_bone.ewbik.target_bone if kind == "ARMATURE" else None
@@ -119,7 +120,7 @@ def _target_frames(obj, rig, checked):
             else:
                 matrix = _target_bone_matrix(obj, rig, bone, target, target_bone)
         except ReferenceError:
-            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+            raise RigError(deleted_targets([bone])) from None
         location, rotation, _ = (to_armature @ matrix).decompose()
         if rotation.w < 0.0:
             rotation.negate()
@@ -139,7 +140,7 @@ def _check_feedback(obj, rig, checked):
         try:
             loop_bone = _feedback_bone(obj, target)
         except ReferenceError:
-            raise RigError(f"pin '{bone}': its target was deleted; pin the bone again or unpin it") from None
+            raise RigError(deleted_targets([bone])) from None
         if loop_bone is not None and rig.driven[rig.index[loop_bone]]:
             raise RigError(
                 f"pin '{bone}': target '{target.name}' follows bone '{loop_bone}', which the solver moves "

@@ -1,8 +1,10 @@
-"""A pose's channels read and written in bulk, and the frame range the timeline plays.
+"""A pose's channels read and written in bulk, and the frame ranges operators step through.
 
 Bake and Limits from Action step through frames and must leave the pose as they found it,
 unkeyed edits included: they read every channel before and write it back after.
 """
+
+import math
 
 import numpy as np
 from bpy.props import IntProperty
@@ -33,28 +35,39 @@ def scene_range(scene):
     return scene.frame_start, scene.frame_end
 
 
-class SceneFrameRange:
-    """Operator mixin: a frame range that, left unset, is the range the timeline plays.
+def action_range(scene, obj):
+    """The frames an armature's action holds (its manual frame range when set); the timeline's
+    preview range when it is on (the user narrowed the frames), or without an action.
 
-    Bake and Limits from Action step through the same kind of range; the filled-in values show in
-    the redo panel, so the user sees which frames were used.
+    A clip shorter than the scene must not be read past its last key: those frames repeat the
+    last pose and would weigh it as if the actor held it."""
+    action = obj.animation_data.action if obj.animation_data is not None else None
+    if action is None or scene.use_preview_range:
+        return scene_range(scene)
+    start, end = action.frame_range
+    return math.floor(start), math.ceil(end)
+
+
+def frame_range(default):
+    """Operator mixin: a frame range that, left unset, is filled in by `fill_frame_range` from the
+    range `default` names (Bake: the timeline's; Limits from Action: the action's).
+
+    The filled-in values show in the redo panel, so the user sees which frames were used.
     """
 
-    frame_start: IntProperty(
-        name="Start Frame",
-        description="First frame (default: the scene's frame range, or its preview range)",
-        options={"SKIP_SAVE"},
-    )
-    frame_end: IntProperty(
-        name="End Frame",
-        description="Last frame (default: the scene's frame range, or its preview range)",
-        options={"SKIP_SAVE"},
-    )
+    class FrameRange:
+        frame_start: IntProperty(
+            name="Start Frame", description=f"First frame (default: {default})", options={"SKIP_SAVE"}
+        )
+        frame_end: IntProperty(
+            name="End Frame", description=f"Last frame (default: {default})", options={"SKIP_SAVE"}
+        )
 
-    def fill_frame_range(self, scene):
-        """Set whichever end the user left unset from the scene's range."""
-        start, end = scene_range(scene)
-        if not self.properties.is_property_set("frame_start"):
-            self.frame_start = start
-        if not self.properties.is_property_set("frame_end"):
-            self.frame_end = end
+        def fill_frame_range(self, start, end):
+            """Set whichever end the user left unset."""
+            if not self.properties.is_property_set("frame_start"):
+                self.frame_start = start
+            if not self.properties.is_property_set("frame_end"):
+                self.frame_end = end
+
+    return FrameRange

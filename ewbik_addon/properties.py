@@ -26,11 +26,12 @@ from bpy.props import (
 )
 from mathutils import Vector
 
-from . import body_angles
+from . import active, body_angles
 
 from ..solver import SolverSettings, presets
 from . import production_rigs
 from .limit_settings import MIN_DIRECTION
+from .stored_settings import bone_target
 
 
 _batching = [0]  # > 0 inside `batched_updates`
@@ -55,11 +56,18 @@ def batched_updates(owner):
         owner.update_tag()
 
 
+SHOWN_AS_ZERO = math.radians(0.005)  # below half the panels' last shown digit of a degree
+
+
 def _angle_getter(which):
+    """Flex or abduct as the panel shows it: an angle that rounds to zero degrees is 0, so a
+    float32 axis a hair off reads "0°", never "-0°"."""
+
     def get(cone):
         if Vector(cone.direction).length < MIN_DIRECTION:
             return 0.0
-        return body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
+        angle = body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
+        return 0.0 if abs(angle) < SHOWN_AS_ZERO else angle
 
     return get
 
@@ -140,7 +148,8 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     )
     flex: FloatProperty(
         name="Flex",
-        description="The cone's direction as a bend about the parent bone's X axis (a view of Direction)",
+        description="How far the cone's direction is swung forward from the bone's rest direction "
+        "(negative: back; a view of Direction)",
         subtype="ANGLE",
         soft_min=-math.pi,
         soft_max=math.pi,
@@ -150,7 +159,8 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     )
     abduct: FloatProperty(
         name="Abduct",
-        description="The cone's direction as a turn about the parent bone's Z axis (a view of Direction)",
+        description="How far the cone's direction is swung out from the bone's rest direction, away "
+        "from the body's midline, or up for a bone pointing out (negative: in; a view of Direction)",
         subtype="ANGLE",
         min=-math.pi / 2.0,
         max=math.pi / 2.0,
@@ -313,6 +323,19 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
 
 
+def _get_active_pin(self):
+    """The pin list's highlighted row: the pin the panel shows (-1, no row, when none is)."""
+    pose_bone = active.shown_pin(bpy.context, self.id_data)
+    return -1 if pose_bone is None else self.id_data.pose.bones.find(pose_bone.name)
+
+
+def _set_active_pin(self, index):
+    """A click on a row selects that pinned bone (the list has no state of its own to drift)."""
+    bones = self.id_data.pose.bones
+    if 0 <= index < len(bones) and bone_target(bones[index]) is not None:
+        active.show_pin(bpy.context, self.id_data, bones[index])
+
+
 class EWBIK_PG_armature(bpy.types.PropertyGroup):
     """Solver settings of one armature object."""
 
@@ -437,7 +460,12 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         ),
         default="WORLD",
     )
-    active_pin_index: IntProperty(name="Active Pin", description="The pin shown for editing", default=0)
+    active_pin_index: IntProperty(
+        name="Active Pin",
+        description="The pin shown for editing: the active bone's, or the active target's",
+        get=_get_active_pin,
+        set=_set_active_pin,
+    )
     role_mapping: CollectionProperty(
         type=EWBIK_PG_role_row,
         name="Body Roles",

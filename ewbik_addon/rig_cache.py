@@ -16,6 +16,7 @@ from ..solver.kusudama import JointLimits, Kusudama
 from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
 from .limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
+from .messages import deleted_targets
 from .pose_io import PoseBuffers, read_locks
 from .pose_underneath import forget as forget_pose
 from .production_checks import placed_controls, posed_bones, with_mechanism
@@ -147,7 +148,7 @@ def rig_for(obj, rescan):
         _rigs[obj.session_uid] = rig
     deleted = _scan_bone_settings(obj, rig)
     if deleted:
-        raise RigError(f"pin '{deleted[0]}': its target was deleted, so the bone is no longer pinned")
+        raise RigError(deleted_targets(deleted))
     return rig
 
 

@@ -9,7 +9,7 @@ of a hand or a foot where the user can grab them.
 import bpy
 import mathutils
 
-from .messages import count
+from .messages import deleted_targets
 from .stored_settings import bone_target
 
 TARGET_MARK = "ewbik_pin_of"  # custom property on the empties this extension creates: the armature's name
@@ -132,11 +132,7 @@ def unpin_deleted(obj, pinned, view_layer=None):
     bones = [pose_bone for pose_bone in obj.pose.bones if bone_target(pose_bone) in deleted]
     for pose_bone in bones:
         pose_bone.ewbik.target = None
-    names = ", ".join(f"'{pose_bone.name}'" for pose_bone in bones)
-    return (
-        f"The target of {count(len(bones), 'pin')} ({names}) was deleted: "
-        f"{'that bone is' if len(bones) == 1 else 'those bones are'} no longer pinned"
-    )
+    return deleted_targets([pose_bone.name for pose_bone in bones])
 
 
 def follow_bone_renames(obj, pinned):

@@ -10,10 +10,10 @@ from bpy.props import BoolProperty, IntProperty
 from ..ewbik_addon.active import armature_to_step_through
 from ..ewbik_addon.armature_checks import RigError
 from ..ewbik_addon.bake_engine import BakeOptions, CrowdBake, armatures_to_bake
-from ..ewbik_addon.pose_channels import SceneFrameRange
+from ..ewbik_addon.pose_channels import frame_range, scene_range
 
 
-class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
+class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range"), bpy.types.Operator):
     """Solve every frame of a range and key the solved rotations on the bones the solver moves (every selected armature with pins)"""
 
     bl_idname = "ewbik.bake"
@@ -51,7 +51,7 @@ class EWBIK_OT_bake(SceneFrameRange, bpy.types.Operator):
 
     def _options(self, context):
         """The bake options, with an unset range filled in from the scene (and shown in redo)."""
-        self.fill_frame_range(context.scene)
+        self.fill_frame_range(*scene_range(context.scene))
         return BakeOptions(
             frame_start=self.frame_start,
             frame_end=self.frame_end,

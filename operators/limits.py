@@ -9,7 +9,7 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty
 from mathutils import Vector
 
-from ..ewbik_addon.active import active_limit_bone, is_selected, posed_armature
+from ..ewbik_addon.active import active_limit_bone, is_selected, posed_armature, selected_pose_bones
 from ..ewbik_addon.limit_presets import fitted_preset, preset_report, store_preset
 from ..ewbik_addon.limit_settings import set_limits
 from ..ewbik_addon.messages import count
@@ -64,8 +64,8 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
             return {"CANCELLED"}
         limited = [pose_bone for pose_bone in wanted if pose_bone.name in limits]
         store_preset(obj, limited, limits, self.preset)
-        message = f"Limits set on {count(len(limited), 'bone')} {source} {preset_report(obj, wanted, limits)}"
-        self.report({"INFO"} if limited else {"WARNING"}, message.rstrip())
+        message = f"Limits set on {count(len(limited), 'bone')} {source}{preset_report(obj, wanted, limits)}"
+        self.report({"INFO"} if limited else {"WARNING"}, message)
         return {"FINISHED"} if limited else {"CANCELLED"}
 
 
@@ -149,10 +149,7 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
 
     def execute(self, context):
         obj = posed_armature(context)
-        chosen = [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]
-        active = active_limit_bone(context)
-        if active is not None and active not in chosen:
-            chosen.append(active)
+        chosen = selected_pose_bones(obj)
         if not chosen:
             self.report({"WARNING"}, "No bones selected")
             return {"CANCELLED"}

@@ -6,11 +6,13 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 from ..ewbik_addon.action_limits import fit_action_limits
 from ..ewbik_addon.active import armature_to_step_through, is_selected
 from ..ewbik_addon.armature_checks import RigError
-from ..ewbik_addon.pose_channels import SceneFrameRange, read_pose_channels, write_pose_channels
+from ..ewbik_addon.pose_channels import action_range, frame_range, read_pose_channels, write_pose_channels
 from ..solver.fit_limits import DEFAULT_MARGIN, DEFAULT_MAX_CONES
 
 
-class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
+class EWBIK_OT_limits_from_action(
+    frame_range("the action's frame range, or the timeline's preview range when it is on"), bpy.types.Operator
+):
     """Fit joint limits to the armature's animation: per bone the smallest cones and twist range holding most frames"""
 
     bl_idname = "ewbik.limits_from_action"
@@ -55,7 +57,7 @@ class EWBIK_OT_limits_from_action(SceneFrameRange, bpy.types.Operator):
 
     def execute(self, context):
         obj = context.object
-        self.fill_frame_range(context.scene)
+        self.fill_frame_range(*action_range(context.scene, obj))
         names = None
         if self.only_selected:
             names = {b.name for b in obj.pose.bones if obj.mode == "POSE" and is_selected(b)}

@@ -169,7 +169,6 @@ class EWBIK_OT_select_pin_target(bpy.types.Operator):
         if target.name not in context.view_layer.objects:
             self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
             return {"CANCELLED"}
-        obj.ewbik.active_pin_index = obj.pose.bones.find(pose_bone.name)  # its row stays highlighted
         if obj.mode != "OBJECT":
             bpy.ops.object.mode_set(mode="OBJECT")
         for other in context.view_layer.objects:

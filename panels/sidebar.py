@@ -10,9 +10,9 @@ from ..ewbik_addon import production_checks, production_rigs
 from ..ewbik_addon.active import (
     active_armature,
     active_limit_bone,
-    active_target_pin,
     pinning_armature,
     posed_armature,
+    shown_pin,
 )
 from ..ewbik_addon.limit_status import limit_status
 from ..ewbik_addon.messages import count
@@ -20,22 +20,6 @@ from ..ewbik_addon.stored_settings import bone_target
 from ..solver import available_presets, compiled_loop_available
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"
-
-
-def active_pin(context, obj):
-    """The pinned bone whose pin settings the panel shows: the pin of the active target empty, else
-    the list's active row, else the active bone.
-
-    Pinning does not move the list's active row, so the freshly pinned active bone still shows.
-    """
-    dragged = active_target_pin(context)
-    if dragged is not None and dragged.id_data == obj:
-        return dragged
-    index = obj.ewbik.active_pin_index
-    candidates = [obj.pose.bones[index]] if 0 <= index < len(obj.pose.bones) else []
-    if context.active_pose_bone is not None and context.active_pose_bone.id_data == obj:
-        candidates.append(context.active_pose_bone)
-    return next((pose_bone for pose_bone in candidates if bone_target(pose_bone) is not None), None)
 
 
 class EWBIK_MT_limit_presets(bpy.types.Menu):
@@ -115,8 +99,10 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         obj = active_armature(context)
         return obj is not None and obj.mode in {"POSE", "OBJECT"}
 
-    def draw_header(self, context):
-        self.layout.prop(active_armature(context).ewbik, "live", text="")
+    def draw_header_preset(self, context):
+        """Live, labelled, at the header's right end: a bare checkbox before the title would read
+        as switching the whole solver off (Solve still works with Live off)."""
+        self.layout.prop(active_armature(context).ewbik, "live")
 
     def draw(self, context):
         settings = active_armature(context).ewbik
@@ -168,7 +154,7 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
         col.operator("ewbik.unpin", icon="REMOVE", text="")
         layout.prop(obj.ewbik, "target_follow")
 
-        pose_bone = active_pin(context, obj)
+        pose_bone = shown_pin(context, obj)
         if pose_bone is None:
             layout.label(text="Select bones and press + to pin them", icon="INFO")
             return

@@ -76,13 +76,16 @@ def validate(source_dir=REPO_ROOT):
     return (result.stdout + result.stderr).strip()
 
 
-def build(output_dir, source_dir=REPO_ROOT):
-    """Build the zip into output_dir (created if missing) and return its path."""
+def build(output_dir, source_dir=REPO_ROOT, only_here=False):
+    """Build the zip into output_dir (created if missing) and return its path.
+
+    `only_here` compiles only this machine's library (the zip carries the others already built):
+    a first `make demo` must not wait for the cross-builds a release zip needs."""
     output_dir = pathlib.Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     validate(source_dir)
     if pathlib.Path(source_dir).resolve() == REPO_ROOT:
-        for platform_name in build_native.platforms():
+        for platform_name in build_native.platforms()[:1] if only_here else build_native.platforms():
             try:
                 build_native.build(platform_name=platform_name)
             except RuntimeError as error:

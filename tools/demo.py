@@ -5,7 +5,8 @@ user-resources directory, so the real Blender config is untouched), adds the
 Rigify human metarig with the humanoid joint-limit preset, pins hands, feet
 and head with the Pin operator, then drags the targets step by step into a
 reach-and-crouch while the live handler solves on every depsgraph update. Writes out/demo.blend and a Workbench render
-out/demo.png, and prints the time per live update and every pin's error.
+out/demo.png (a skinned mannequin of the rig, the pinned parts orange, each target a red ring), and
+prints the time per live update and every pin's error.
 """
 
 import os
@@ -27,16 +28,19 @@ import addon_utils  # noqa: E402
 from mathutils import Euler, Matrix, Vector  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
+sys.path.insert(0, str(REPO_ROOT))
 import build_extension  # noqa: E402
+import mannequin  # noqa: E402
 
 PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 # Where each target goes (world-space offset from its start, then an extra turn in degrees):
 # the figure crouches and leans in (head down and forward), reaches forward with the left hand
-# and down toward the floor with the right, and keeps both feet planted.
+# and down toward the floor with the right, and keeps both feet planted; every target stays within
+# reach, so each live update ends with every pin on its target.
 MOVES = {
     "spine.006": (Vector((0.0, -0.22, -0.34)), (30.0, 0.0, 0.0)),
     "hand.L": (Vector((-0.25, -0.50, 0.0)), (0.0, 0.0, -40.0)),
-    "hand.R": (Vector((0.28, -0.42, -0.68)), (50.0, 0.0, 30.0)),
+    "hand.R": (Vector((0.28, -0.42, -0.62)), (50.0, 0.0, 30.0)),
     "foot.L": (Vector((0.0, 0.0, 0.0)), (0.0, 0.0, 0.0)),
     "foot.R": (Vector((0.04, 0.06, 0.0)), (0.0, 0.0, -10.0)),
 }
@@ -45,7 +49,7 @@ SOLVE_ITERATIONS = 2000
 
 
 def install_extension():
-    zip_path = build_extension.build(pathlib.Path(USER_RESOURCES) / "dist")
+    zip_path = build_extension.build(pathlib.Path(USER_RESOURCES) / "dist", only_here=True)
     result = bpy.ops.extensions.package_install_files(
         filepath=str(zip_path), repo="user_default", enable_on_install=True
     )
@@ -75,8 +79,9 @@ def pin_bones(rig):
     return {bone: rig.pose.bones[bone].ewbik.target for bone in PINS}
 
 
-def drag(targets):
-    """Move the targets in small steps, letting Blender evaluate after each, as a mouse drag does."""
+def drag(targets, after_step=None):
+    """Move the targets in small steps, letting Blender evaluate after each, as a mouse drag does;
+    `after_step(step)` runs after each step's update (the drag strip renders some of them)."""
     starts = {bone: target.matrix_world.copy() for bone, target in targets.items()}
     timings = []
     for step in range(1, DRAG_STEPS + 1):
@@ -89,6 +94,8 @@ def drag(targets):
         started = time.perf_counter()
         bpy.context.view_layer.update()
         timings.append((time.perf_counter() - started) * 1e3)
+        if after_step is not None:
+            after_step(step)
     return timings
 
 
@@ -114,49 +121,8 @@ def pin_report(rig):
     return "\n".join(lines)
 
 
-def add_bone_proxies(rig):
-    """Renders do not show armatures: give every body bone a bone-shaped mesh that follows it."""
-    face = {bone.name for bone in rig.data.bones["face"].children_recursive} | {"face"}
-    collection = bpy.data.collections.new("Demo bone shapes")
-    bpy.context.scene.collection.children.link(collection)
-    for pose_bone in rig.pose.bones:
-        if pose_bone.name in face:
-            continue
-        length = pose_bone.bone.length
-        r = 0.12 * length
-        mesh = bpy.data.meshes.new(f"shape {pose_bone.name}")
-        mesh.from_pydata(
-            [
-                (0, 0, 0),
-                (r, 0.2 * length, r),
-                (-r, 0.2 * length, r),
-                (-r, 0.2 * length, -r),
-                (r, 0.2 * length, -r),
-                (0, length, 0),
-            ],
-            [],
-            [(0, 1, 2), (0, 2, 3), (0, 3, 4), (0, 4, 1), (5, 2, 1), (5, 3, 2), (5, 4, 3), (5, 1, 4)],
-        )
-        shape = bpy.data.objects.new(mesh.name, mesh)
-        shape.color = (0.85, 0.55, 0.25, 1.0) if pose_bone.name in PINS else (0.72, 0.74, 0.78, 1.0)
-        collection.objects.link(shape)
-        shape.parent = rig
-        shape.parent_type = "BONE"
-        shape.parent_bone = pose_bone.name
-        # Bone parenting attaches at the tail; this inverse puts the shape's origin at the head.
-        shape.matrix_parent_inverse = Matrix.Translation((0.0, -length, 0.0))
-
-
-def add_target_markers(targets):
-    for bone, target in targets.items():
-        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.035, segments=16, ring_count=8)
-        marker = bpy.context.object
-        marker.name = f"marker {bone}"
-        marker.color = (0.9, 0.1, 0.1, 1.0)
-        marker.parent = target
-
-
-def stage_and_render(png_path):
+def stage(width=960, height=720):
+    """Floor, a three-quarter side camera and Workbench settings for the demo's pictures."""
     scene = bpy.context.scene
     bpy.ops.mesh.primitive_plane_add(size=6.0)
     bpy.context.object.color = (0.35, 0.37, 0.4, 1.0)
@@ -169,15 +135,20 @@ def stage_and_render(png_path):
     camera.rotation_euler = (look_at - camera.location).to_track_quat("-Z", "Y").to_euler()
     scene.camera = camera
     scene.render.engine = "BLENDER_WORKBENCH"
+    scene.world = bpy.data.worlds.new("Demo world")
+    scene.world.color = (0.8, 0.82, 0.85)
     scene.display.shading.light = "STUDIO"
     scene.display.shading.color_type = "OBJECT"
     scene.display.shading.show_shadows = True
     scene.display.shading.show_cavity = True
-    scene.render.resolution_x = 960
-    scene.render.resolution_y = 720
+    scene.render.resolution_x = width
+    scene.render.resolution_y = height
     scene.render.resolution_percentage = 100
     scene.render.image_settings.file_format = "PNG"
-    scene.render.filepath = str(png_path)
+
+
+def render(png_path):
+    bpy.context.scene.render.filepath = str(png_path)
     bpy.ops.render.render(write_still=True)
 
 
@@ -204,14 +175,15 @@ def main():
     bpy.context.view_layer.update()
     print(f"after ewbik.solve ({SOLVE_ITERATIONS} iterations, no time budget):")
     print(pin_report(rig))
-    add_bone_proxies(rig)
-    add_target_markers(targets)
+    mannequin.add(rig, PINS)
+    mannequin.add_target_rings(rig, targets)
     blend_path = OUT_DIR / "demo.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(blend_path))
     print(f"saved {blend_path}")
     png_path = OUT_DIR / "demo.png"
     try:
-        stage_and_render(png_path)
+        stage()
+        render(png_path)
         print(f"rendered {png_path}")
     except RuntimeError as error:
         print(

@@ -42,7 +42,7 @@ PICTURES = (
     (
         "knee",
         "shin.L",
-        (1.0, 0.4, 0.6),
+        (0.45, 0.35, 1.0),  # across the hinge's plane: seen along it, the band is a rim
         {"thigh.L": ((1.0, 0.0, 0.0), -40.0), "shin.L": ((1.0, 0.0, 0.0), 60.0)},
         "Knee (shin.L)",
     ),
@@ -158,7 +158,7 @@ def picture(name, bone_name, toward, turns, label, out_dir, size, drag=False):
     camera = stage(obj, bone_name, toward, label)
     png_path = out_dir / f"{name}.png"
     pose_gallery.render(png_path, size)
-    base = pose_gallery._load_pixels(png_path)
+    base = pose_gallery.load_pixels(png_path)
     layer = overlay_layer(obj, camera, size)
     composed = base.copy()
     composed[..., :3] = base[..., :3] * (1.0 - layer[..., 3:]) + layer[..., :3] * layer[..., 3:]

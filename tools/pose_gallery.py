@@ -6,7 +6,8 @@ defined once in tests/support/moves.py, shared with tests/blender/test_natural_m
 without limits and with Presets > Humanoid. Prints a table (pin errors, planted-foot slide,
 elbow and knee bends and whether they bend the anatomical way), writes it to
 docs/gallery/measurements.md, renders one Workbench picture per (rig, move, config) from a
-three-quarter front view with the targets as red spheres, and one contact sheet per rig
+three-quarter front view of the rig's skinned mannequin (tools/mannequin.py: pinned parts orange,
+each target a red ring), and one contact sheet per rig
 (rows: no limits, humanoid; columns: the moves).
 
     python tools/pose_gallery.py [--rig metarig] [--move reach] [--size 400] [--out DIR]
@@ -22,6 +23,7 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 sys.path.insert(0, str(REPO_ROOT))
 
 import demo  # noqa: E402  (sets BLENDER_USER_RESOURCES to a temporary directory before importing bpy)
+import mannequin  # noqa: E402
 
 import addon_utils  # noqa: E402
 import bpy  # noqa: E402
@@ -30,14 +32,12 @@ from mathutils import Matrix, Vector  # noqa: E402
 
 from tests.support import moves  # noqa: E402
 
-BODY_COLOUR = (0.72, 0.74, 0.78, 1.0)
-PINNED_COLOUR = (0.85, 0.55, 0.25, 1.0)
 CONFIG_LABELS = {"free": "no limits", "humanoid": "humanoid limits"}
 
 
-def add_bone_shapes(obj, pinned, shown=None):
-    """Renders do not show armatures: give every body bone (or every bone `shown` accepts by name)
-    an octahedral mesh that follows it."""
+def add_bone_shapes(obj, pinned):
+    """Renders do not show armatures: give every body bone an octahedral mesh that follows it (the
+    bones view, where the bones themselves explain something: joint limits)."""
     skipped = set()
     if "face" in obj.data.bones:
         skipped = {bone.name for bone in obj.data.bones["face"].children_recursive} | {"face"}
@@ -45,7 +45,7 @@ def add_bone_shapes(obj, pinned, shown=None):
     bpy.context.scene.collection.children.link(collection)
     for pose_bone in obj.pose.bones:
         length = pose_bone.bone.length
-        if pose_bone.name in skipped or length < 0.01 or (shown is not None and not shown(pose_bone.name)):
+        if pose_bone.name in skipped or length < 0.01:
             continue
         r, neck = 0.12 * length, 0.2 * length
         mesh = bpy.data.meshes.new(f"shape {pose_bone.name}")
@@ -55,7 +55,7 @@ def add_bone_shapes(obj, pinned, shown=None):
             [(0, 1, 2), (0, 2, 3), (0, 3, 4), (0, 4, 1), (5, 2, 1), (5, 3, 2), (5, 4, 3), (5, 1, 4)],
         )
         shape = bpy.data.objects.new(mesh.name, mesh)
-        shape.color = PINNED_COLOUR if pose_bone.name in pinned else BODY_COLOUR
+        shape.color = mannequin.PINNED_COLOUR if pose_bone.name in pinned else mannequin.BODY_COLOUR
         collection.objects.link(shape)
         shape.parent = obj
         shape.parent_type = "BONE"
@@ -68,15 +68,6 @@ def add_bone_shapes(obj, pinned, shown=None):
 def _points(obj, targets):
     points = [obj.matrix_world @ p for b in obj.pose.bones for p in (b.head, b.tail)]
     return points + [t.matrix_world.translation for t in targets.values()]
-
-
-def add_target_markers(targets, radius):
-    for bone, target in targets.items():
-        bpy.ops.mesh.primitive_uv_sphere_add(radius=radius, segments=16, ring_count=8)
-        marker = bpy.context.object
-        marker.name = f"marker {bone}"
-        marker.color = (0.9, 0.1, 0.1, 1.0)
-        marker.parent = target
 
 
 def aim_camera(camera, points, toward_camera):
@@ -109,15 +100,16 @@ def add_label(camera, text):
 
 
 def stage(obj, spec, targets, label):
-    """Floor, bone shapes, target markers, a three-quarter front camera from the figure's right, a label."""
+    """Floor, the rig's mannequin with its target rings, a three-quarter front camera from the
+    figure's right, a label."""
     points = _points(obj, targets)
     floor = min(p.z for p in points)
     height = max(p.z for p in points) - floor
     feet = sum((obj.matrix_world @ obj.pose.bones[foot].head for foot in spec.feet), Vector()) / 2.0
     bpy.ops.mesh.primitive_plane_add(size=1.2 * height, location=(feet.x, feet.y, floor))
     bpy.context.object.color = (0.35, 0.37, 0.4, 1.0)
-    add_bone_shapes(obj, set(targets))
-    add_target_markers(targets, 0.015 * height)
+    mannequin.add(obj, set(targets))
+    mannequin.add_target_rings(obj, targets)
     left, forward = moves.body_frame(obj, spec)
     camera = bpy.data.objects.new("Gallery camera", bpy.data.cameras.new("Gallery camera"))
     camera.data.lens = 50.0
@@ -145,7 +137,7 @@ def render(png_path, size):
     settings.compression = 100
     scene.render.filepath = str(png_path)
     bpy.ops.render.render(write_still=True)
-    save_png(_load_pixels(png_path), png_path)
+    save_png(load_pixels(png_path), png_path)
 
 
 def save_png(pixels, png_path):
@@ -160,7 +152,7 @@ def save_png(pixels, png_path):
     bpy.data.images.remove(image)
 
 
-def _load_pixels(png_path):
+def load_pixels(png_path):
     image = bpy.data.images.load(str(png_path))
     width, height = image.size
     pixels = np.empty(width * height * 4, dtype=np.float32)
@@ -175,7 +167,7 @@ def contact_sheet(tiles, sheet_path):
     for row in tiles:
         shrunk = []
         for png_path in row:
-            pixels = _load_pixels(png_path)
+            pixels = load_pixels(png_path)
             h, w = pixels.shape[0] // 2 * 2, pixels.shape[1] // 2 * 2
             shrunk.append(pixels[:h, :w].reshape(h // 2, 2, w // 2, 2, 4).mean(axis=(1, 3)))
         rows.append(np.concatenate(shrunk, axis=1))

@@ -2,8 +2,8 @@
 
 Generates a rig from the human metarig, selects the deform bones of the hands, feet and head and
 presses Pin (which pins the FK hands, switching the arms to FK, the IK feet and the head control),
-drags the targets into a reach with a knee lift, solves, and renders the deform bones (what a mesh follows) with
-Workbench: docs/rigify.png.
+drags the targets into a reach with a knee lift, solves, and renders a mannequin skinned to the deform
+bones (what a character's mesh follows) with Workbench: docs/rigify.png.
 
     python tools/rigify_picture.py [--size 480] [--out docs/rigify.png]
 """
@@ -17,6 +17,8 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 import pose_gallery  # noqa: E402  (through demo: a temporary BLENDER_USER_RESOURCES before bpy)
+
+import mannequin  # noqa: E402
 
 import bpy  # noqa: E402
 from mathutils import Euler, Matrix, Vector  # noqa: E402
@@ -62,8 +64,8 @@ def shown(name):
 
 
 def stage(rig, targets):
-    """Floor, the deform bones as shapes (pinned ones orange), red target markers, a camera from
-    the figure's front right."""
+    """Floor, the mannequin on the deform bones (pinned ones orange), the targets as red rings, a
+    camera from the figure's front right."""
     bpy.context.view_layer.update()
     deform = [pose_bone for pose_bone in rig.pose.bones if shown(pose_bone.name)]
     points = [rig.matrix_world @ p for b in deform for p in (b.head, b.tail)]
@@ -71,14 +73,14 @@ def stage(rig, targets):
     floor = min(p.z for p in points)
     bpy.ops.mesh.primitive_plane_add(size=2.4, location=(0.0, 0.0, floor))
     bpy.context.object.color = (0.35, 0.37, 0.4, 1.0)
-    pose_gallery.add_bone_shapes(rig, set(DEFORM_PINS), shown=shown)
-    pose_gallery.add_target_markers(targets, 0.025)
+    mannequin.add(rig, set(DEFORM_PINS))
+    mannequin.add_target_rings(rig, targets)
     camera = bpy.data.objects.new("Picture camera", bpy.data.cameras.new("Picture camera"))
     camera.data.lens = 50.0
     bpy.context.scene.collection.objects.link(camera)
     pose_gallery.aim_camera(camera, points, Vector((-0.8, -0.55, 0.25)).normalized())
     bpy.context.scene.camera = camera
-    pose_gallery.add_label(camera, "Rigify rig: FK arms solved, IK feet placed; deform bones shown")
+    pose_gallery.add_label(camera, "Rigify rig: FK arms solved, IK feet placed")
 
 
 def main(argv=None):

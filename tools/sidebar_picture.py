@@ -33,6 +33,7 @@ ROW = 22  # height of one widget row, as Blender's at 1x resolution scale
 CHAR = 6.4  # mean advance of an 11 px sans-serif character, to cut text that would overflow
 GAP = 4
 PAD = 10
+HEADER_END = 64  # width of the header's right end (draw_header_preset), as a checkbox with a short label
 COLOURS = {
     "back": "#303030",
     "panel": "#3d3d3d",
@@ -274,14 +275,18 @@ def text_svg(x, y, text, anchor, fill, room=None):
 
 
 def record_panel(panel_class):
-    """(header layout or None, body layout) of a panel, drawn by its own code in the current context."""
-    header = None
+    """(header layout or None, header's right end or None, body layout) of a panel, drawn by its
+    own code in the current context."""
+    header, header_end = None, None
     if hasattr(panel_class, "draw_header"):
         header = SketchLayout("row")
         panel_class.draw_header(type("FakePanel", (), {"layout": header})(), bpy.context)
+    if hasattr(panel_class, "draw_header_preset"):
+        header_end = SketchLayout("row")
+        panel_class.draw_header_preset(type("FakePanel", (), {"layout": header_end})(), bpy.context)
     body = SketchLayout("column")
     panel_class.draw(type("FakePanel", (), {"layout": body})(), bpy.context)
-    return header, body
+    return header, header_end, body
 
 
 def sidebar_svg(panel_names):
@@ -291,7 +296,7 @@ def sidebar_svg(panel_names):
         panel_class = getattr(bpy.types, name)
         if not panel_class.poll(bpy.context):
             continue
-        header, body = record_panel(panel_class)
+        header, header_end, body = record_panel(panel_class)
         indent = PAD if getattr(panel_class, "bl_parent_id", "") else 0
         x, width = PAD + indent, WIDTH - 2 * PAD - indent
         svg.append(rect_svg(x, y, width, ROW + 4, COLOURS["header"]))
@@ -299,6 +304,8 @@ def sidebar_svg(panel_names):
         if header is not None and header.children:
             draw_node(svg, header.children[0], x + 18, y + 2, 20)
             title_x += 22
+        if header_end is not None and header_end.children:
+            draw_node(svg, header_end.children[0], x + width - HEADER_END, y + 2, HEADER_END - 6)
         svg.append(text_svg(x + 6, y + 17, "\u25be", "start", COLOURS["dim"]))
         svg.append(
             f'<text x="{title_x:.1f}" y="{y + 17:.1f}" fill="{COLOURS["text"]}" font-weight="bold">'

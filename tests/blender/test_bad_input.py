@@ -45,7 +45,8 @@ def test_deleted_target_is_reported_once_and_the_rest_keeps_working(metarig):
     before = pose_state(metarig)
     bpy.data.objects.remove(targets["hand.L"])
     update()
-    assert "target was deleted" in metarig.ewbik.status and "hand.L" in metarig.ewbik.status
+    messages = addon_module("ewbik_addon.messages")
+    assert metarig.ewbik.status == messages.deleted_targets(["hand.L"])
     assert_unchanged(metarig, before)
     targets["foot.L"].location += Vector((0.0, -0.05, 0.05))
     update()

@@ -90,6 +90,18 @@ def recorded_draw_handlers():
             space.draw_handler_remove = remove
 
 
+def test_a_zip_for_this_machine_compiles_only_its_own_library(tmp_path, monkeypatch):
+    """`make demo` on a fresh clone builds the zip this way: no cross-builds to wait for."""
+    tool = load_build_tool()
+    compiled = []
+    monkeypatch.setattr(tool.build_native, "build", lambda platform_name: compiled.append(platform_name))
+    assert tool.build(tmp_path, only_here=True).is_file()
+    assert compiled == [tool.build_native.native_library.this_platform()]
+    compiled.clear()
+    tool.build(tmp_path)
+    assert sorted(compiled) == sorted(tool.build_native.native_library.PLATFORMS)
+
+
 def test_manifest_validates_with_this_blenders_cli():
     assert "Success" in load_build_tool().validate()
 

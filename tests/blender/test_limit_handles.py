@@ -1,6 +1,7 @@
 """The limit handles driven through their own functions: where they sit, what a drag writes
 (centre, radius, twist; Ctrl snapping), the header, cancel, the undo step, and adding/removing
-cones at a clicked direction; flex/abduct in the sidebar as views of a cone's direction."""
+cones at a clicked direction; flex/abduct in the sidebar as views of a cone's direction, from the
+rest in the body's terms."""
 
 import math
 
@@ -177,20 +178,55 @@ def test_cone_at_cursor_adds_where_the_chain_is_shortest_and_removes_the_nearest
     assert tuple(settings.cones[0].direction) == pytest.approx(tuple(between), abs=1e-6)
 
 
-def test_flex_and_abduct_are_angles_about_the_parent_bones_axes(rig):
-    pose_bone = rig.pose.bones[BONE]
-    cone = pose_bone.ewbik.cones[0]
-    cone.flex, cone.abduct = math.radians(40.0), math.radians(-15.0)
-    assert math.degrees(cone.flex) == pytest.approx(40.0, abs=1e-3)
+def new_cone_at_rest(obj, bone):
+    """Pose Mode, the bone selected and at rest, + in the cone list: a cone along the rest direction."""
+    make_active(obj)
+    bpy.ops.object.mode_set(mode="POSE")
+    select_pose_bones(obj, [bone])
+    assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
+    return obj.pose.bones[bone].ewbik.cones[-1]
+
+
+def in_armature(obj, bone, direction):
+    return (obj.data.bones[bone].matrix_local.to_3x3() @ Vector(direction)).normalized()
+
+
+@pytest.mark.parametrize("bone", ["upper_arm.L", "thigh.R", "forearm.L", "spine.003", "foot.L"])
+def test_a_cone_at_rest_reads_0_0_and_typed_flex_swings_it_that_far(metarig, bone):
+    cone = new_cone_at_rest(metarig, bone)
+    assert (cone.flex, cone.abduct) == (0.0, 0.0)
+    cone.flex = math.radians(30.0)  # typed in the Flex field
+    assert math.degrees(Vector(cone.direction).angle(Y)) == pytest.approx(30.0, abs=1e-3)
+    assert math.degrees(cone.flex) == pytest.approx(30.0, abs=1e-3)
+    assert math.degrees(cone.abduct) == pytest.approx(0.0, abs=1e-3)
+    cone.abduct = math.radians(-15.0)
+    assert math.degrees(cone.flex) == pytest.approx(30.0, abs=1e-3)
     assert math.degrees(cone.abduct) == pytest.approx(-15.0, abs=1e-3)
-    for bone in rig.pose.bones:
-        pose_rotation(bone, Quaternion())
-    pose_rotation(pose_bone, Y.rotation_difference(Vector(cone.direction)))
-    parent = pose_bone.parent
-    along = (pose_bone.tail - pose_bone.head).normalized()
-    x, y, z = parent.matrix.to_3x3().inverted() @ along
-    assert math.degrees(math.atan2(z, y)) == pytest.approx(40.0, abs=1e-3)
-    assert math.degrees(math.asin(-x)) == pytest.approx(-15.0, abs=1e-3)
+
+
+FORWARD, UP = Vector((0.0, -1.0, 0.0)), Vector((0.0, 0.0, 1.0))  # Blender's front view looks along +Y
+
+
+@pytest.mark.parametrize(
+    "bone, out",
+    [
+        ("thigh.L", Vector((1.0, 0.0, 0.0))),
+        ("thigh.R", Vector((-1.0, 0.0, 0.0))),
+        ("shin.L", Vector((1.0, 0.0, 0.0))),
+        ("upper_arm.L", UP),  # the arm already points out: abducting it raises it
+        ("upper_arm.R", UP),
+    ],
+)
+def test_flex_brings_the_bone_forward_and_abduct_brings_it_out(metarig, bone, out):
+    metarig.rotation_euler = (0.0, 0.0, 0.7)  # the object turned: the body's terms turn with it
+    cone = new_cone_at_rest(metarig, bone)
+    rest = in_armature(metarig, bone, Y)
+    cone.flex = math.radians(30.0)
+    moved = in_armature(metarig, bone, cone.direction) - rest
+    assert moved.dot(FORWARD) > 0.45 and abs(moved.dot(out)) < 0.05
+    cone.flex, cone.abduct = 0.0, math.radians(30.0)
+    moved = in_armature(metarig, bone, cone.direction) - rest
+    assert moved.dot(out) > 0.25 and abs(moved.dot(FORWARD)) < 0.05
 
 
 class FakeArea:

@@ -11,8 +11,10 @@ import pytest
 from mathutils import Matrix, Vector
 
 from tests.support.blender_helpers import (
+    MOCAP_CLIP,
     addon_module,
     bone_world,
+    import_mocap_rig,
     make_active,
     pin,
     select_pose_bones,
@@ -60,9 +62,34 @@ def local_rotations(obj, frames):
 
 
 def use_range(first=FIRST, last=LAST, current=FIRST):
+    """Narrow the timeline to these frames with its preview range, as an animator does."""
     scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = first, last
+    scene.use_preview_range = True
+    scene.frame_preview_start, scene.frame_preview_end = first, last
     scene.frame_set(current)
+
+
+def short_clip(tmp_path, frames):
+    """The CMU clip cut to its first frames, as a BVH file."""
+    lines = MOCAP_CLIP.read_text().splitlines()
+    motion = lines.index("MOTION")
+    kept = lines[: motion + 1] + [f"Frames: {frames}"] + lines[motion + 2 : motion + 3 + frames]
+    path = tmp_path / "short.bvh"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+def test_the_default_range_is_the_actions_not_the_scenes(tmp_path, capfd):
+    obj = import_mocap_rig(short_clip(tmp_path, 114))
+    scene = bpy.context.scene
+    assert (scene.frame_start, scene.frame_end) == (1, 250)
+    assert bpy.ops.ewbik.limits_from_action() == {"FINISHED"}
+    assert "from 114 frames" in capfd.readouterr().out
+    assert stored_limits(obj)
+
+    use_range(10, 40)
+    assert bpy.ops.ewbik.limits_from_action() == {"FINISHED"}
+    assert "from 31 frames" in capfd.readouterr().out, "a preview range narrows it"
 
 
 def test_fitted_limits_hold_the_rigs_own_frames(mocap_rig, capfd):

@@ -7,6 +7,7 @@ import pytest
 from mathutils import Quaternion, Vector
 
 from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones
+from tests.support.ui_layout import RecordingLayout, draw
 
 LIMBS = ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R", "thigh.L", "shin.L", "thigh.R", "shin.R")
 
@@ -94,10 +95,11 @@ def test_preset_replaces_existing_limits(metarig):
         )
 
 
-def test_preset_with_no_recognised_bone_changes_nothing(metarig):
+def test_preset_with_no_recognised_bone_changes_nothing(metarig, capfd):
     pose_mode(metarig, "face")
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=True) == {"CANCELLED"}
     assert not any(is_limited(pose_bone) for pose_bone in metarig.pose.bones)
+    assert "Limits set on 0 bones from the rest pose; 1 other bone left free" in capfd.readouterr().out
 
 
 def test_preset_needs_an_armature():
@@ -127,6 +129,24 @@ def test_cone_add_follows_the_posed_direction_and_inserts_after_the_active_cone(
         tuple(swing @ Vector((0.0, 1.0, 0.0))), abs=1e-6
     )
     assert settings.cones[0].radius == pytest.approx(0.3)
+
+
+def shows_minus_zero(angle):
+    """Whether Blender's field would show '-0°': a negative angle that rounds to zero degrees."""
+    return math.copysign(1.0, angle) < 0.0 and round(math.degrees(angle), 2) == 0.0
+
+
+def test_the_cone_list_never_shows_minus_zero(metarig):
+    for name in ("upper_arm.L", "forearm.R", "thigh.L", "shin.R", "spine.003", "hand.L", "foot.R"):
+        pose_mode(metarig, name)
+        assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
+        log = []
+        cone = metarig.pose.bones[name].ewbik.cones[0]
+        bpy.types.EWBIK_UL_cones.draw_item(
+            None, bpy.context, RecordingLayout(log), None, cone, 0, None, "", 0
+        )
+        assert {("prop", "flex"), ("prop", "abduct")} <= set(log)
+        assert not shows_minus_zero(cone.flex) and not shows_minus_zero(cone.abduct), name
 
 
 def test_cone_remove_and_move(metarig):
@@ -181,6 +201,17 @@ def test_reset_limits_clears_only_the_selected_bones(metarig):
         assert len(settings.cones) == 0 and not settings.use_twist_limit and settings.comfort == 0.0
     assert is_limited(metarig.pose.bones["forearm.R"])
     assert is_limited(metarig.pose.bones["shin.L"])
+
+
+def test_reset_limits_with_nothing_selected_keeps_the_active_bones_limits(metarig, capfd):
+    make_active(metarig)
+    bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
+    pose_mode(metarig, "forearm.L")
+    bpy.ops.pose.select_all(action="DESELECT")  # forearm.L stays the active bone, its panel shown
+    assert ("operator", "ewbik.reset_limits") in draw("EWBIK_PT_limits")
+    assert bpy.ops.ewbik.reset_limits() == {"CANCELLED"}
+    assert "No bones selected" in capfd.readouterr().out
+    assert is_limited(metarig.pose.bones["forearm.L"])
 
 
 def test_preset_reads_the_body_from_the_current_pose_when_the_rest_is_a_line(straight_rig, capfd):

@@ -7,6 +7,7 @@ from tests.support.blender_helpers import (
     disable_extension,
     enable_extension,
     make_active,
+    pin,
     select_pose_bones,
 )
 from tests.support.ui_layout import RecordingLayout, draw
@@ -64,7 +65,17 @@ def test_solver_panel_draws_every_setting_and_the_status(metarig):
         ("operator", "ewbik.export_scene"),
         ("operator", "ewbik.import_scene"),
     } <= set(log)
-    assert draw("EWBIK_PT_solver", "draw_header") == [("prop", "live")]
+    assert draw("EWBIK_PT_solver", "draw_header_preset") == [("prop", "live")]
+    texts = []
+
+    class TextLayout(RecordingLayout):
+        def prop(self, data, name, text=None, **kwargs):
+            texts.append(data.bl_rna.properties[name].name if text is None else text)
+
+    bpy.types.EWBIK_PT_solver.draw_header_preset(
+        type("FakePanel", (), {"layout": TextLayout([])})(), bpy.context
+    )
+    assert texts == ["Live"], "the header's checkbox says what it switches"
 
 
 def test_solver_panel_says_when_the_compiled_solver_is_missing(metarig, monkeypatch):
@@ -92,11 +103,64 @@ def test_pins_panel_lists_pins_and_shows_the_active_one(metarig):
     assert details <= set(log)
     assert ("operator", "ewbik.select_pin_target") in log
 
-    metarig.ewbik.active_pin_index = metarig.pose.bones.find("spine")
     select_pose_bones(metarig, ["forearm.R"])
     assert not details & set(draw("EWBIK_PT_pins"))
     select_pose_bones(metarig, ["hand.L"])
     assert details <= set(draw("EWBIK_PT_pins")), "a freshly pinned active bone shows its pin"
+
+
+class OwnerLayout(RecordingLayout):
+    """Records which pose bone's settings each property is drawn from."""
+
+    def prop(self, data, name, **kwargs):
+        super().prop(data, name, **kwargs)
+        self.log.append(("owner", name, data))
+
+
+def owners_of(panel_name):
+    """{property name: the data the panel draws it from}."""
+    log = []
+    fake = type("FakePanel", (), {"layout": OwnerLayout(log)})()
+    getattr(bpy.types, panel_name).draw(fake, bpy.context)
+    return {entry[1]: entry[2] for entry in log if entry[0] == "owner"}
+
+
+def test_pin_details_follow_the_bone_selected_in_the_viewport_and_in_the_list(metarig):
+    pin(metarig, "hand.R", "foot.L")
+    bones = metarig.pose.bones
+    metarig.ewbik.active_pin_index = bones.find("hand.R")  # a click on hand.R's row
+    assert metarig.data.bones.active.name == "hand.R"
+    assert owners_of("EWBIK_PT_pins")["planted"] == bones["hand.R"].ewbik
+
+    select_pose_bones(metarig, ["foot.L"])  # then a click on foot.L in the viewport
+    assert metarig.ewbik.active_pin_index == bones.find("foot.L"), "its row is highlighted"
+    owners = owners_of("EWBIK_PT_pins")
+    assert owners["planted"] == bones["foot.L"].ewbik
+    assert ("label", "foot.L") in draw("EWBIK_PT_limits")
+    owners["planted"].planted = True  # ticking Planted for the foot
+    assert bones["foot.L"].ewbik.planted and not bones["hand.R"].ewbik.planted
+
+    select_pose_bones(metarig, ["spine"])
+    assert metarig.ewbik.active_pin_index not in {bones.find("hand.R"), bones.find("foot.L")}
+    assert "planted" not in owners_of("EWBIK_PT_pins"), "no pin's details for an unpinned bone"
+
+
+def test_a_click_on_a_pin_row_selects_that_bone_only(metarig):
+    pin(metarig, "hand.R", "foot.L")
+    metarig.ewbik.active_pin_index = metarig.pose.bones.find("foot.L")
+    assert addon_module("ewbik_addon.active").selected_pose_bones(metarig) == [metarig.pose.bones["foot.L"]]
+    metarig.ewbik.active_pin_index = metarig.pose.bones.find("spine")  # not a row of the list
+    assert metarig.data.bones.active.name == "foot.L"
+
+
+def test_with_a_target_selected_a_click_on_a_pin_row_selects_that_pins_target(metarig):
+    targets = pin(metarig, "hand.R", "foot.L")
+    assert bpy.ops.ewbik.select_pin_target(bone="hand.R") == {"FINISHED"}
+    assert metarig.ewbik.active_pin_index == metarig.pose.bones.find("hand.R")
+    metarig.ewbik.active_pin_index = metarig.pose.bones.find("foot.L")
+    assert bpy.context.view_layer.objects.active == targets["foot.L"] and targets["foot.L"].select_get()
+    assert not targets["hand.R"].select_get()
+    assert owners_of("EWBIK_PT_pins")["planted"] == metarig.pose.bones["foot.L"].ewbik
 
 
 def test_pin_list_shows_only_pinned_bones(metarig):
@@ -201,9 +265,9 @@ def test_selecting_a_target_keeps_its_armatures_panels_and_its_pin(metarig):
     for armature_mode in ("OBJECT", "POSE"):
         empty = select_first_target(metarig, armature_mode)
         assert all(visible(name) for name in PANELS), armature_mode
-        assert ("prop", "live") in draw("EWBIK_PT_solver", "draw_header")
-        active_pin = addon_module("panels.sidebar").active_pin
-        assert active_pin(bpy.context, metarig) == metarig.pose.bones["hand.L"]
+        assert ("prop", "live") in draw("EWBIK_PT_solver", "draw_header_preset")
+        shown_pin = addon_module("ewbik_addon.active").shown_pin
+        assert shown_pin(bpy.context, metarig) == metarig.pose.bones["hand.L"]
         assert ("label", "hand.L") in draw("EWBIK_PT_limits")
         log = []
         pin_list = bpy.types.EWBIK_UL_pins

@@ -129,10 +129,11 @@ def build_metarig(location=(0.0, 0.0, 0.0)):
     return obj
 
 
-def import_mocap_rig():
-    """An armature built from the CMU clip by Blender's BVH importer, at the clip's first frame."""
+def import_mocap_rig(path=MOCAP_CLIP):
+    """An armature built from a BVH clip (the CMU one by default) by Blender's BVH importer, at the
+    clip's first frame."""
     bpy.ops.import_anim.bvh(
-        filepath=str(MOCAP_CLIP),
+        filepath=str(path),
         global_scale=0.056444,
         rotate_mode="NATIVE",
         axis_forward="-Z",
