@@ -512,6 +512,78 @@ def target_lines(results, numbers, blender_label):
     return lines
 
 
+ONE_POSE_RUNS = (
+    ("EWBIK, humanoid preset", humanoid_preset),
+    ("EWBIK, limits fitted on the other clip", fitted_on_other_clip),
+)
+ONE_POSE_STRIDES = (4, 10)
+
+
+def passes_apart(clip, body, settings, limits, stiffness, warm):
+    """(mean mm, max mm) between the joints solved forward and backward over the sampled frames:
+    what a solve keeps of its history (0 when each frame depends on its targets alone)."""
+    stiff = np.zeros(len(clip.skeleton))
+    for name, value in (stiffness or {}).items():
+        stiff[clip.skeleton.index[name]] = value
+    stiff[clip.skeleton.index[bs.HIPS]] = 1.0
+    rows = np.arange(len(clip.frames))
+    heads = {}
+    for order in (rows, rows[::-1]):
+        for solved in bs.solve_sequence(clip, settings[0], warm, settings[1], limits, stiff, rows=order):
+            result = solved.result
+            heads.setdefault(solved.row, []).append(heads_of(clip, body, result.rotations, result.locations))
+    apart = np.array(
+        [np.linalg.norm(pair[0] - pair[1], axis=-1) for pair in heads.values() if len(pair) == 2]
+    )
+    return 1e3 * float(apart.mean()), 1e3 * float(apart.max())
+
+
+def one_pose_lines(args, settings, body):
+    """The one-pose table: per configuration, history (forward vs backward) and added jitter at
+    each stride, for solves from the pose underneath (what live solving, Solve and the bake run)
+    and, for comparison, warm-started ones; Blender's IK from the pose underneath (its own way)."""
+    lines = [
+        "One pose per set of targets (each frame solved from the pose underneath: rest, hips given), "
+        "against solves warm-started from the previous frame and Blender's IK:",
+        "",
+        "| run | stride | history mean / max mm, from the pose underneath | history mean / max mm, warm |"
+        " added jitter mm/frame^2, from the pose underneath / warm | Blender's IK jitter, from the pose "
+        "underneath / warm |",
+        "|---|---|---|---|---|---|",
+    ]
+    for stride in ONE_POSE_STRIDES:
+        sources = load_sources(args.clips, stride)
+        blender = {} if args.no_blender else run_all_blender(sources, body, 1)[0]
+        blender_measures = (
+            {mode: measure([m[mode] for m in blender.values()], body) for mode in ("rest", "warm")}
+            if isinstance(blender, dict) and blender
+            else None
+        )
+        for label, make in ONE_POSE_RUNS:
+            per_clip, _ = run_ewbik(make, False, sources, stride, *settings)
+            jitter = {
+                mode: measure([m[mode] for m in per_clip.values()], body).jitter_mm
+                for mode in ("rest", "warm")
+            }
+            history = {}
+            for warm in (False, True):
+                spans = [
+                    passes_apart(clip, body, settings, limits, stiff, warm)
+                    for clip, limits, stiff in (make(source, stride) for source in sources)
+                ]
+                history[warm] = (np.mean([m for m, _ in spans]), max(x for _, x in spans))
+            theirs = (
+                pair((blender_measures["rest"].jitter_mm, blender_measures["warm"].jitter_mm), ".2f")
+                if blender_measures
+                else "n/a"
+            )
+            lines.append(
+                f"| {label} | {stride} | {pair(history[False], '.2f')} | {pair(history[True], '.1f')} | "
+                f"{pair((jitter['rest'], jitter['warm']), '.2f')} | {theirs} |"
+            )
+    return lines + [""]
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stride", type=int, default=4, help="solve every STRIDE-th clip frame")
@@ -615,6 +687,8 @@ def main(argv=None):
     numbers = measured(results, body)
     lines = notes(args, sources, body, settings, doc, mismatch)
     lines += [table(results, numbers, blender_label), ""] + target_lines(results, numbers, blender_label)
+    if not args.quick:
+        lines += [""] + one_pose_lines(args, settings, body)
     lines += [
         "",
         "Captured pose outside the limits by more than 1 deg (share of test frames; bones the pins move):",
