@@ -15,6 +15,7 @@ import pytest
 from mathutils import Euler, Quaternion, Vector
 
 from tests.support.blender_helpers import addon_module, pin, select_pose_bones
+from tests.support.modal_bake import RunningBake
 from tests.support.ui_layout import RecordingLayout
 
 HAND_CHAIN = ("hand.L", "forearm.L", "upper_arm.L", "shoulder.L")
@@ -487,30 +488,8 @@ def test_modal_steps_advance_frame_by_frame(rig, bake_engine):
     assert bpy.context.scene.frame_current == 1
 
 
-class RunningBake:
-    """The operator as Blender's event loop holds it while it runs modal (the loop never runs headless).
-
-    Built the way `invoke` leaves it, so `modal` is the operator's own code, fed events by hand.
-    """
-
-    def __init__(self, bake_engine, obj, bake_options):
-        context = bpy.context
-        self._bake = bake_engine.PoseBake(context, obj, bake_options)
-        self._timer = context.window_manager.event_timer_add(1.0, window=context.window)
-        self.reports = []
-        operator = addon_module("operators.bake").EWBIK_OT_bake
-        for name in ("modal", "_end", "_show_status"):
-            setattr(self, name, types.MethodType(getattr(operator, name), self))
-
-    def report(self, kinds, message):
-        self.reports.append((set(kinds), message))
-
-    def send(self, event_type):
-        return self.modal(bpy.context, types.SimpleNamespace(type=event_type))
-
-
 def test_modal_runs_on_timer_events_to_the_end(rig, bake_engine):
-    running = RunningBake(bake_engine, rig, options(bake_engine, 1, 20))
+    running = RunningBake(bake_engine.PoseBake(bpy.context, rig, options(bake_engine, 1, 20)))
 
     results = [running.send("MOUSEMOVE"), running.send("TIMER")]
     while results[-1] == {"RUNNING_MODAL"}:
@@ -525,7 +504,7 @@ def test_modal_runs_on_timer_events_to_the_end(rig, bake_engine):
 def test_esc_cancels_the_modal_and_puts_everything_back(rig, bake_engine):
     existing_animation(rig, bake_engine)
     before = (action_state(rig, bake_engine), pose_state(rig, bake_engine))
-    running = RunningBake(bake_engine, rig, options(bake_engine, 1, 20))
+    running = RunningBake(bake_engine.PoseBake(bpy.context, rig, options(bake_engine, 1, 20)))
     running._bake.solve_next()
 
     assert running.send("ESC") == {"CANCELLED"}
@@ -541,7 +520,7 @@ def test_modal_reports_a_frame_that_fails(rig, bake_engine):
     target.keyframe_insert("hide_viewport", frame=4)
     bpy.context.scene.frame_set(1)
     before = (action_state(rig, bake_engine), pose_state(rig, bake_engine))
-    running = RunningBake(bake_engine, rig, options(bake_engine, 1, 20))
+    running = RunningBake(bake_engine.PoseBake(bpy.context, rig, options(bake_engine, 1, 20)))
 
     results = [running.send("TIMER")]
     while results[-1] == {"RUNNING_MODAL"}:

@@ -1,14 +1,13 @@
 """A bake keys the armatures it bakes and nothing else, or (refused, failed, its armature deleted
 midway) leaves every armature, action and frame as it was."""
 
-import types
-
 import bpy
 import numpy as np
 import pytest
 from mathutils import Quaternion, Vector
 
 from tests.support.blender_helpers import addon_module, build_metarig, make_active, pin
+from tests.support.modal_bake import RunningBake
 
 
 def fcurve_keys():
@@ -120,34 +119,15 @@ def test_a_write_failing_on_a_later_armature_takes_back_the_keys_of_the_earlier(
         assert keys_of(obj) == {} and obj.ewbik.live is True, obj.name
 
 
-class RunningBake:
-    """The operator as Blender's event loop holds it while it runs modal (the loop never runs headless):
-    built the way `invoke` leaves it, so `modal` is the operator's own code, fed events by hand."""
-
-    def __init__(self, objects, frame_start, frame_end):
-        context = bpy.context
-        engine = addon_module("ewbik_addon.bake_engine")
-        options = engine.BakeOptions(frame_start=frame_start, frame_end=frame_end)
-        self._bake = engine.CrowdBake(context, objects, options)
-        self._timer = context.window_manager.event_timer_add(1.0, window=context.window)
-        self.reports = []
-        operator = addon_module("operators.bake").EWBIK_OT_bake
-        for name in ("modal", "_end", "_show_status"):
-            setattr(self, name, types.MethodType(getattr(operator, name), self))
-
-    def report(self, kinds, message):
-        self.reports.append((set(kinds), message))
-
-    def send(self, event_type):
-        return self.modal(bpy.context, types.SimpleNamespace(type=event_type))
-
-
 @pytest.mark.parametrize("deleted", ["object", "armature data"])
 def test_an_armature_deleted_during_the_modal_bake_cancels_it(rig, deleted):
     second = with_keyed_hand_target(build_metarig(location=(2.0, 0.0, 0.0)), (-0.1, -0.2, 0.2))
     bpy.context.scene.frame_set(1)
     before = pose_of(rig)
-    running = RunningBake([rig, second], 1, 10)
+    engine = addon_module("ewbik_addon.bake_engine")
+    options = engine.BakeOptions(frame_start=1, frame_end=10)
+    running = RunningBake(engine.CrowdBake(bpy.context, [rig, second], options))
+
     running._bake.solve_next()
     if deleted == "object":
         bpy.data.objects.remove(second)

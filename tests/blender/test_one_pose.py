@@ -68,16 +68,20 @@ def keyed_hand(metarig, hand):
         hand.keyframe_insert("location", frame=frame)
 
 
+def keyed_rig(metarig):
+    """The metarig pinned, hand.L's target keyed (`keyed_hand`), active; returns the scene."""
+    keyed_hand(metarig, pinned_metarig(metarig)["hand.L"])
+    make_active(metarig)
+    return bpy.context.scene
+
+
 def played(scene, frames):
     """Frame by frame as playback steps; {frame: heads}."""
     return {frame: (scene.frame_set(frame), heads(bpy.context.object))[1] for frame in frames}
 
 
 def test_a_frame_jumped_to_is_the_frame_played_forward_or_backward(metarig):
-    hand = pinned_metarig(metarig)["hand.L"]
-    keyed_hand(metarig, hand)
-    make_active(metarig)
-    scene = bpy.context.scene
+    scene = keyed_rig(metarig)
     forward = played(scene, range(1, 41))
     backward = played(scene, range(40, 0, -1))
     for frame in (1, 10, 20, 30, 40):
@@ -87,10 +91,7 @@ def test_a_frame_jumped_to_is_the_frame_played_forward_or_backward(metarig):
 
 
 def test_the_bake_keys_what_playback_showed(metarig):
-    hand = pinned_metarig(metarig)["hand.L"]
-    keyed_hand(metarig, hand)
-    make_active(metarig)
-    scene = bpy.context.scene
+    scene = keyed_rig(metarig)
     shown = played(scene, range(1, 41))
     assert bpy.ops.ewbik.bake(frame_start=1, frame_end=40) == {"FINISHED"}
     assert not metarig.ewbik.live
