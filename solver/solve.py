@@ -51,7 +51,8 @@ from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
 _CONTINUATION_STEP = 0.1  # share of the rig's size a target moves per stage of the start's carry
-_CONTINUATION_STAGES = 8  # at most this many stages (the last is the solve itself)
+_CONTINUATION_STAGES = 8  # at most this many stages before the solve itself
+_STAGE_TOLERANCE = 1e-3  # share of the rig's size within which a stage counts its pins reached
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
@@ -237,6 +238,7 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
     bones = np.array([skeleton.index[pin.bone] for pin in pins], dtype=int)
     travel = np.array([np.linalg.norm(pin.target_position - heads[b]) for pin, b in zip(pins, bones)])
     step = _CONTINUATION_STEP * skeleton.unit
+    stage_settings = _stage_settings(settings, skeleton.unit)
     trees = _pin_trees(skeleton, bones, stiffness < 1.0)
     stages = np.zeros(len(pins), dtype=int)
     for tree in set(trees.tolist()):
@@ -250,7 +252,9 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
         staged = _stage_pins(
             [pins[p] for p in active], world_rotations[bones[active]], heads[bones[active]], shares
         )
-        result = _solve_once(skeleton, staged, rotations, locations, settings, limits, stiffness, started)
+        result = _solve_once(
+            skeleton, staged, rotations, locations, stage_settings, limits, stiffness, started
+        )
         rotations, locations = result.rotations, result.locations
     return rotations, locations
 
@@ -273,6 +277,13 @@ def _pin_trees(skeleton, bones, movable):
             if movable[ancestor]:
                 parent[root(p)] = root(first.setdefault(ancestor, p))
     return np.array([root(p) for p in range(len(bones))], dtype=int)
+
+
+@functools.lru_cache(maxsize=32)
+def _stage_settings(settings, unit):
+    """A stage's settings: it only carries the pose on (the solve after it converges), so it
+    stops once every pin is within `_STAGE_TOLERANCE` of the rig's size."""
+    return dataclasses.replace(settings, tolerance=max(settings.tolerance, _STAGE_TOLERANCE * unit))
 
 
 def _stage_pins(pins, start_rotations, start_heads, shares):
@@ -475,9 +486,19 @@ class _Attempt:
         for bone in np.asarray(self.state.pin_bones)[missed]:
             moves_missed[skeleton.ancestors(int(bone))] = True
         carried = moves_missed & movable
-        for bone, parent in enumerate(skeleton.parents):
-            carried[bone] |= parent >= 0 and carried[parent]
+        for bones, parents in skeleton.level_parents:
+            carried[bones] |= carried[parents]
         return carried & movable
+
+    def _serving_only(self, pins):
+        """The bones that move some pin of `pins` (P,) bool and no other pin: a limb whose pin
+        is reached, hanging below a chain that missed another, keeps its pose in a restart."""
+        skeleton = self.state.skeleton
+        serves = np.zeros(len(skeleton), dtype=bool)
+        others = np.zeros(len(skeleton), dtype=bool)
+        for bone, chosen in zip(np.asarray(self.state.pin_bones).tolist(), pins.tolist()):
+            (serves if chosen else others)[skeleton.ancestors(bone)] = True
+        return serves & ~others
 
     def _turn_toward_centres(self, state, bones, share=1.0):
         """Turn `bones` of `state` the (1 - stiffness) part of the way to their limits' centres
@@ -526,14 +547,15 @@ class _Attempt:
         target leads around it (a straight elbow whose hinge faces away from the target: the
         upper arm would have to twist first, which it has no reason to do). From the middle of
         every limited bone's range the same targets are reached. Only the bones that move a
-        missed pin, and those below them, go there (`_missed_bones`); limbs that reached their
-        pins elsewhere keep their pose, so the restart changes nothing a warm start got right.
+        missed pin, and those below them, go there (`_missed_bones`), less the limbs that serve
+        only reached pins (`_serving_only`: an arm whose hand is on its target, below a spine
+        that missed the other hand's), so the restart changes nothing the attempt got right.
         The restart is kept only when it halves the misfit and this attempt misses a pin by more
         than 0.2 % of the rig's size, so a solve that is merely still on its way (a fast drag)
         never jumps to another pose.
         """
         missed = (self.position_errors > _RESTART_MISS) & self._within_reach()
-        limited = self._missed_bones(missed)
+        limited = self._missed_bones(missed) & ~self._serving_only(~missed)
         if not limited.any():
             return self
         restart = _State.like(self.state)
