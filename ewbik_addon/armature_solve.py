@@ -22,7 +22,7 @@ from .properties import STORED_SETTINGS
 from .rig_cache import rig_for
 
 
-def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
+def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False, depsgraph=None):
     """Read the armature's pose and pins, solve, write the moved bones back.
 
     full: ignore the time budget (the Solve operator, baking).
@@ -32,6 +32,7 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     live handler knows from the depsgraph), so its pose channels are not read from Blender again
     (`read_pose`), its settings are the ones that solve used and its pins, which passed
     `check_pins_movable` then, are not checked against the rig's constraints again.
+    depsgraph: the one whose evaluation the targets are read from (a render's); None: the file's.
     Raises RigError for anything the user must fix; the pose is then unchanged (unless the
     second solve for partly locked bones fails: the first solve's pose stays). The result's
     `ms` is the whole call's, so a live solve that used up its budget anywhere is refined.
@@ -49,7 +50,7 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False):
     rotations, locations, locks = read_start_pose(obj, rig, only_targets_moved)
     # Before the pins: a zero scale would make their targets infinitely far.
     settings = settings_for(obj, rig, full, only_targets_moved)
-    pins = read_pins(obj, rig)
+    pins = read_pins(obj, rig, depsgraph)
     chains = rig.chains
     stiffness = chains.stiffness.copy()
     stiffness[(locks.fully_locked | rig.held)[chains.rows]] = 1.0

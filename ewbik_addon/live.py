@@ -78,14 +78,17 @@ def on_depsgraph_update(scene, depsgraph):
 
 @persistent
 def on_frame_change(scene, depsgraph):
-    """Solve every live pinned armature: targets or the armature may be animated."""
+    """Solve every live pinned armature: targets or the armature may be animated. A render's frame
+    change reads the targets as its own depsgraph evaluated them (Blender moves the objects of
+    the file only for the viewport's) and solves each armature without the time budget."""
     if is_active():
-        _solve_live(depsgraph.view_layer, None, None)
+        rendering = depsgraph if depsgraph.mode == "RENDER" else None
+        _solve_live(depsgraph.view_layer, None, None, rendering)
 
 
-def _solve_live(view_layer, changed, moved):
+def _solve_live(view_layer, changed, moved, rendering=None):
     """Solve each live armature of the view layer that the change concerns (all when changed is None);
-    several of them in one solver call (crowd_solve.solve_crowd)."""
+    several of them in one solver call (crowd_solve.solve_crowd), or each alone for a render."""
     _state["busy"] = True
     try:
         due = {}
@@ -95,9 +98,9 @@ def _solve_live(view_layer, changed, moved):
                 if unpinned is not None:
                     due[obj] = unpinned
         only_targets = {obj for obj in due if changed is not None and not _armature_changed(obj, changed)}
-        refined = {obj: due.pop(obj) for obj in list(due) if obj.session_uid in _state["tagged"]}
+        refined = {obj: due.pop(obj) for obj in list(due) if obj.session_uid in _state["tagged"] or rendering}
         for obj, unpinned in refined.items():
-            _solve_one(obj, unpinned, only_targets_moved=obj in only_targets, full=True)
+            _solve_one(obj, unpinned, only_targets_moved=obj in only_targets, full=True, depsgraph=rendering)
         if len(due) > 1:
             _solve_crowd(due, only_targets)
         elif due:
@@ -153,12 +156,12 @@ def _armature_changed(obj, changed):
     return obj.session_uid in changed or obj.data.session_uid in changed
 
 
-def _solve_one(obj, unpinned, *, only_targets_moved=False, full=False):
+def _solve_one(obj, unpinned, *, only_targets_moved=False, full=False, depsgraph=None):
     """only_targets_moved: nothing but targets changed since the armature's last solve; full: no
-    time budget (a refinement)."""
+    time budget (a refinement, a render); depsgraph: a render's, where the targets are read."""
     try:
         result = armature_solve.solve_armature(
-            obj, full=full, rescan=False, only_targets_moved=only_targets_moved
+            obj, full=full, rescan=False, only_targets_moved=only_targets_moved, depsgraph=depsgraph
         )
     except armature_checks.RigError as error:
         _set_status(obj, str(error), error=True)

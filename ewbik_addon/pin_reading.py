@@ -36,13 +36,14 @@ class CheckedPins:
     kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
 
 
-def read_pins(obj, rig):
-    """Pins with armature-space target matrices (scale removed); raises RigError for bad targets."""
+def read_pins(obj, rig, depsgraph=None):
+    """Pins with armature-space target matrices (scale removed); raises RigError for bad targets.
+    depsgraph: read the targets and the armature as it evaluated them (a render's); None: the file's."""
     checked = rig.checked_pins
     if checked is None:
         checked = rig.checked_pins = _check_pins(obj, rig)
     _check_feedback(obj, rig, checked)
-    frames = _target_frames(obj, rig, checked)
+    frames = _target_frames(obj, rig, checked, depsgraph)
     moved = np.flatnonzero((frames != checked.frames).any(axis=1))
     if len(moved):
         matrices = target_matrices(frames[moved])
@@ -107,18 +108,18 @@ def _pin_target_bone(obj, bone, target):
     return pose_bone.ewbik.target_bone if kind == "ARMATURE" else None
 
 
-def _target_frames(obj, rig, checked):
+def _target_frames(obj, rig, checked, depsgraph=None):
     """(P, 7) armature-space frames (unit quaternion with w >= 0, position) of the pins' targets
-    (an armature target: its bone), read in one pass; a deleted or non-finite target raises
-    RigError naming its pin."""
-    to_armature = obj.matrix_world.inverted_safe()
+    (an armature target: its bone), read in one pass (as `depsgraph` evaluated them, if given); a
+    deleted or non-finite target raises RigError naming its pin."""
+    to_armature = _evaluated(obj, depsgraph).matrix_world.inverted_safe()
     rows = []
     for bone, target, target_bone in zip(checked.bones, checked.targets, checked.target_bones):
         try:
             if target_bone is None:
-                matrix = target.matrix_world
+                matrix = _evaluated(target, depsgraph).matrix_world
             else:
-                matrix = _target_bone_matrix(obj, rig, bone, target, target_bone)
+                matrix = _target_bone_matrix(obj, rig, bone, target, target_bone, depsgraph)
         except ReferenceError:
             raise RigError(deleted_targets([bone])) from None
         location, rotation, _ = (to_armature @ matrix).decompose()
@@ -161,7 +162,11 @@ def _make_pin(bone, location, rotation, props):
         raise RigError(str(error)) from None
 
 
-def _target_bone_matrix(obj, rig, bone, target, target_bone):
+def _evaluated(thing, depsgraph):
+    return thing if depsgraph is None else thing.evaluated_get(depsgraph)
+
+
+def _target_bone_matrix(obj, rig, bone, target, target_bone, depsgraph=None):
     """World matrix of the bone a pin follows (a bone of another armature, or a control bone of obj).
 
     A bone of obj that the pinned bone's own pose moves (itself or a descendant), or that the solver
@@ -182,6 +187,9 @@ def _target_bone_matrix(obj, rig, bone, target, target_bone):
                 f"pin '{bone}': target bone '{target_bone}' is moved by the solver (feedback loop): "
                 "use a control bone outside the pinned chains"
             )
+    if depsgraph is not None:
+        target = target.evaluated_get(depsgraph)
+        other = target.pose.bones[target_bone]
     return target.matrix_world @ other.matrix
 
 

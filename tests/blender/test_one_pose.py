@@ -164,3 +164,61 @@ def test_which_target_moved_last_does_not_decide_who_stops_short(metarig, first)
         drag(targets[bone], [targets[bone].location + moves[bone]])
     right = metarig.matrix_world @ metarig.pose.bones["hand.R"].head
     assert (right - targets["hand.R"].matrix_world.translation).length < TOLERANCE_M
+
+
+def glowing_cube_on(obj, bone):
+    """A small emissive cube parented to the bone: where it renders shows where the bone is."""
+    bpy.ops.mesh.primitive_cube_add(size=0.1)
+    cube = bpy.context.object
+    cube.parent, cube.parent_type, cube.parent_bone = obj, "BONE", bone
+    cube.matrix_world = obj.matrix_world @ obj.pose.bones[bone].matrix
+    material = bpy.data.materials.new("glow")
+    material.use_nodes = True
+    nodes = material.node_tree.nodes
+    nodes.clear()
+    emission = nodes.new("ShaderNodeEmission")
+    emission.inputs["Strength"].default_value = 50.0
+    output = nodes.new("ShaderNodeOutputMaterial")
+    material.node_tree.links.new(emission.outputs[0], output.inputs[0])
+    cube.data.materials.append(material)
+
+
+def rendering_scene(tmp_path):
+    """A camera facing the rig's left side and a 64-pixel Cycles render of one sample."""
+    scene = bpy.context.scene
+    camera = bpy.data.objects.new("camera", bpy.data.cameras.new("camera"))
+    scene.collection.objects.link(camera)
+    scene.camera = camera
+    camera.location, camera.rotation_euler = (0.6, -4.0, 1.4), (np.pi / 2, 0.0, 0.0)
+    scene.render.engine = "CYCLES"
+    scene.cycles.samples = 1
+    scene.render.resolution_x = scene.render.resolution_y = 64
+    scene.render.image_settings.file_format = "PNG"
+    scene.render.filepath = str(tmp_path / "frame")
+    return scene
+
+
+def glow_centre(path):
+    """(x, y) pixel centre of the bright pixels of a rendered image."""
+    image = bpy.data.images.load(str(path))
+    red = np.array(image.pixels[:]).reshape(image.size[1], image.size[0], 4)[..., 0]
+    ys, xs = np.nonzero(red > 0.5)
+    return float(xs.mean()), float(ys.mean())
+
+
+def test_render_animation_shows_each_frame_as_the_viewport_shows_it(metarig, tmp_path):
+    """Render Animation evaluates the frames in a depsgraph of its own, which does not move the
+    file's objects: the targets are read as that depsgraph evaluated them."""
+    scene = keyed_rig(metarig)
+    scene.frame_start, scene.frame_end = 1, 14
+    glowing_cube_on(metarig, "hand.L")
+    rendering_scene(tmp_path)
+    scene.frame_set(1)
+    assert bpy.ops.render.render(animation=True) == {"FINISHED"}
+    for frame in (1, 14):
+        scene.frame_set(frame)
+        scene.render.filepath = str(tmp_path / f"still{frame}")
+        assert bpy.ops.render.render(write_still=True) == {"FINISHED"}
+        animated = glow_centre(tmp_path / f"frame{frame:04d}.png")
+        still = glow_centre(tmp_path / f"still{frame}.png")
+        assert np.hypot(animated[0] - still[0], animated[1] - still[1]) < 0.5, frame
