@@ -288,13 +288,19 @@ class PoseBake:
         keyed = self.keyed
         if self.options.disable_live:
             self.obj.ewbik.live = False
-        return BakeSummary(
+        summary = BakeSummary(
             frame_start=int(self.frames[0]),
             frame_end=int(self.frames[-1]),
             frames=len(self.frames),
             bones=int(keyed.sum()),
             fcurves=fcurve_count,
         )
+        self.status_before = (self.obj.ewbik.status, self.obj.ewbik.status_is_error)
+        self.obj.ewbik.status = f"{summary}" + (
+            "; Live is off, the keys play back" if not self.obj.ewbik.live else ""
+        )
+        self.obj.ewbik.status_is_error = False
+        return summary
 
     def cancel(self):
         """Put the pose and the current frame back as they were before the bake."""
@@ -305,6 +311,7 @@ class PoseBake:
         if self.writer is not None:
             self.writer.restore()
             self.writer = None
+            self.obj.ewbik.status, self.obj.ewbik.status_is_error = self.status_before
         self.obj.ewbik.live = self.was_live
 
     @property

@@ -113,6 +113,7 @@ def _solve_together(settings, entries):
             ms=result.ms / len(entries),
             orientation_errors_deg=result.orientation_errors_deg[pin_slice],
             yielded=result.yielded[pin_slice],
+            beyond_reach=result.beyond_reach[pin_slice],
         )
         try:
             outcomes[obj] = armature_solve.write_solved(

@@ -245,8 +245,8 @@ def _any_moved(pinned, moved):
 
 def pins_summary(obj, result):
     """'5 pins reached', or which pins stop short of their targets, by how much in the scene's
-    length unit (`pin_reading.pin_distances`), and (for pins that gave way) why: '4 pins reached;
-    hand.L 0.42 m short, out of reach with the other pins held'."""
+    length unit (`pin_reading.pin_distances`), and why: '4 pins reached; hand.L 0.42 m short, out
+    of reach with the other pins held'."""
     rig = rig_cache.cached_rig(obj)
     bones = rig.checked_pins.bones if rig is not None and rig.checked_pins is not None else ()
     errors = pin_reading.pin_distances(obj, result)
@@ -256,8 +256,16 @@ def pins_summary(obj, result):
     parts = [messages.count(int((~short).sum()), "pin") + " reached"] if not short.all() else []
     for k in np.flatnonzero(short):
         miss = f"{bones[k]} {messages.distance(bpy.context.scene, float(errors[k]))} short"
-        parts.append(miss + (", out of reach with the other pins held" if result.yielded[k] else ""))
+        parts.append(f"{miss}, {_why_short(result, k)}")
     return "; ".join(parts)
+
+
+def _why_short(result, pin):
+    if result.yielded[pin]:
+        return "out of reach with the other pins held"
+    if result.beyond_reach[pin]:
+        return "beyond the reach of its chain"
+    return "within reach but held back by joint limits, locked bones or its turn"
 
 
 def _set_status(obj, message, *, error=False):

@@ -71,6 +71,7 @@ class SolveResult:
     orientation_errors_deg: np.ndarray
     moved: np.ndarray
     yielded: np.ndarray  # (P,) bool: pins that gave way so the others could be reached
+    beyond_reach: np.ndarray  # (P,) bool: missing pins whose targets the bones that move them cannot reach
 
 
 @dataclass
@@ -217,6 +218,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         result = _give_way(
             skeleton, pins, (rotations, locations), settings, limits, stiffness, started, result
         )
+    result.beyond_reach = _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started)
     result.ms = (time.perf_counter() - started) * 1e3
     return result
 
@@ -340,6 +342,18 @@ def _give_way(skeleton, pins, start, settings, limits, stiffness, started, resul
     return result
 
 
+def _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started):
+    """(P,) bool: the pins that miss and whose targets lie beyond the reach of the bones that move
+    them (`_Attempt._within_reach`, limits aside): what the status calls out of reach."""
+    missing = result.position_errors > settings.tolerance
+    if not missing.any():
+        return np.zeros(len(pins), dtype=bool)
+    attempt = _attempt_for(
+        skeleton, pins, result.rotations, result.locations, settings, limits, stiffness, started
+    )
+    return missing & ~attempt._within_reach()
+
+
 def _next_to_yield(pins, errors, yielded, unit, tolerance):
     """The index of the pin to give way next, or None when every pin that has not yielded is
     reached or no other pin is left for it to pull."""
@@ -402,6 +416,7 @@ def _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffnes
         orientation_errors_deg=np.degrees(attempt.orientation_errors),
         moved=plan.solved.copy(),
         yielded=np.zeros(len(pins), dtype=bool),
+        beyond_reach=np.zeros(len(pins), dtype=bool),
     )
 
 

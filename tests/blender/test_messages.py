@@ -77,3 +77,25 @@ def test_the_live_status_speaks_the_scenes_units(metarig):
 def test_angles_read_in_degrees(messages):
     assert messages.degrees(0.5) == "28.6°"
     assert messages.degrees(5e-8) == "0°"
+
+
+def test_a_lone_pin_out_of_reach_says_its_chain_is_too_short(metarig):
+    metarig.ewbik.auto_limits = False
+    target = pin(metarig, "hand.L")["hand.L"]
+    target.location += Vector((3.0, 0.0, 0.0))
+    update()
+    status = metarig.ewbik.status
+    assert status.startswith("hand.L ") and status.endswith(" short, beyond the reach of its chain"), status
+    assert not metarig.ewbik.status_is_error
+
+
+def test_after_a_bake_the_status_says_what_was_keyed_and_that_live_is_off(metarig):
+    target = pin(metarig, "hand.L", "foot.L")["hand.L"]
+    target.keyframe_insert("location", frame=1)
+    target.location += Vector((3.0, 0.0, 0.0))
+    target.keyframe_insert("location", frame=3)
+    bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, 3
+    bpy.ops.object.mode_set(mode="OBJECT")
+    assert bpy.ops.ewbik.bake() == {"FINISHED"}
+    assert metarig.ewbik.status.startswith("Baked 3 frames (1-3)"), metarig.ewbik.status
+    assert metarig.ewbik.status.endswith("; Live is off, the keys play back")
