@@ -204,10 +204,10 @@ def test_an_endless_input_is_refused_at_the_size_cap_with_one_line():
 
 
 def unsanitized(env):
-    """The environment without a preloaded sanitizer: AddressSanitizer reserves terabytes of
-    shadow memory, which the address-space cap refuses before the CLI runs (the size cap is Python
-    code, nothing of the compiled loop runs)."""
-    return {name: value for name, value in env.items() if name != "LD_PRELOAD"}
+    """The environment without a preloaded sanitizer or the sanitized build of the loop:
+    AddressSanitizer reserves terabytes of shadow memory, which the address-space cap refuses
+    before the CLI runs (the size cap is Python code, nothing of the compiled loop runs)."""
+    return {name: value for name, value in env.items() if name not in ("LD_PRELOAD", "EWBIK_NATIVE_LIBRARY")}
 
 
 def test_a_failed_write_keeps_the_previous_output(tmp_path):
