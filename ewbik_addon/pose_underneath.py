@@ -15,7 +15,7 @@ pose differs from their pose underneath are stored.
 
 import numpy as np
 
-PROPERTY = "_ewbik_underneath"  # a leading underscore keeps it out of the Custom Properties panel
+PROPERTY = "underneath"  # an ID property of the armature's `Object.ewbik` group (out of the Custom Properties panel)
 _SAME_ROTATION = 1e-10  # 1 - |q . q'| below which two rotations are the same channels
 _SAME_LOCATION = 1e-5
 
@@ -55,11 +55,11 @@ def remember(obj, rig, rotations, locations):
         [under_rotations[solved], under_locations[solved], rotations[solved], locations[solved]], axis=1
     )
     names = [rig.names[i] for i in solved.tolist()]
-    stored = obj.get(PROPERTY)
+    stored = obj.ewbik.get(PROPERTY)
     if stored is not None and list(stored.get("bones", ())) == names:
         stored["pose"] = record.reshape(-1)
     else:
-        obj[PROPERTY] = {"bones": names, "pose": record.reshape(-1)}
+        obj.ewbik[PROPERTY] = {"bones": names, "pose": record.reshape(-1)}
 
 
 def _restore(obj, rig, rotations, locations):
@@ -67,7 +67,7 @@ def _restore(obj, rig, rotations, locations):
     bones without one have their channels as both the pose underneath and the last write."""
     under = (rotations.copy(), locations.copy())
     written = (rotations.copy(), locations.copy())
-    stored = obj.get(PROPERTY)
+    stored = obj.ewbik.get(PROPERTY)
     if stored is not None:
         names = list(stored.get("bones", ()))
         record = np.asarray(stored.get("pose", ()), float)
