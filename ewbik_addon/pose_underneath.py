@@ -15,7 +15,7 @@ pose differs from their pose underneath are stored.
 
 import numpy as np
 
-PROPERTY = "underneath"  # an ID property of the armature's `Object.ewbik` group (out of the Custom Properties panel)
+PROPERTY = "underneath"  # ID property in the armature's `Object.ewbik` group, not a custom property
 _SAME_ROTATION = 1e-10  # 1 - |q . q'| below which two rotations are the same channels
 _SAME_LOCATION = 1e-5
 
