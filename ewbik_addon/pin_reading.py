@@ -55,11 +55,7 @@ def read_pins(obj, rig, depsgraph=None):
 
 def target_matrices(frames):
     """(k, 4, 4) rigid matrices of (k, 7) frames (unit quaternion, position), all in one go."""
-    matrices = np.zeros((len(frames), 4, 4))
-    matrices[:, :3, :3] = quat.to_matrix(frames[:, :4])
-    matrices[:, :3, 3] = frames[:, 4:]
-    matrices[:, 3, 3] = 1.0
-    return matrices
+    return quat.rigid_matrices(frames[:, :4], frames[:, 4:])
 
 
 def _check_pins(obj, rig):

@@ -57,8 +57,9 @@ class PolishPlan:
     translating: np.ndarray  # (C,) bool: a root that may also move
 
 
-def polish_plan(solved, below, seen, translating_bones):
-    """The polish's trees, or None when the sweeps solve another problem.
+def polish_plan(solved, below, seen, translating_bones, trees):
+    """The polish's trees (`trees`: `pin_trees` of the solved bones), or None when the sweeps
+    solve another problem.
 
     With a pin falloff below 1 a bone serves the pins under a pinned bone only partly (or not
     at all), so the sweeps do not minimise the plain total misfit; the polish, which does, is
@@ -71,13 +72,12 @@ def polish_plan(solved, below, seen, translating_bones):
         factors = dict(seen[b])
         if any(factors.get(p, 0.0) != 1.0 for p in below[b]):
             return None
-    trees = _pin_trees(bones, below)
     if not trees or max(len(pins) for pins in trees) > POLISH_MAX_PINS:
         return None
     return tuple(_tree_plan(bones, below, pins, translating_bones) for pins in trees)
 
 
-def _pin_trees(bones, below):
+def pin_trees(bones, below):
     """The pins grouped by the bones they share (two pins below one solved bone are in one tree),
     each group ascending, groups in the order of their first pin."""
     tree_of = {}

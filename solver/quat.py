@@ -150,6 +150,15 @@ def to_matrix(q):
     return m.reshape(m.shape[:-1] + (3, 3))
 
 
+def rigid_matrices(rotations, positions):
+    """(k, 4, 4) rigid matrices of (k, 4) unit quaternions and (k, 3) positions."""
+    matrices = np.zeros((len(rotations), 4, 4))
+    matrices[:, :3, :3] = to_matrix(rotations)
+    matrices[:, :3, 3] = positions
+    matrices[:, 3, 3] = 1.0
+    return matrices
+
+
 def from_matrix(m):
     """Unit quaternions (w >= 0) of 3x3 rotation matrices, via the 4x4 eigen form.
 

@@ -41,7 +41,7 @@ from .loop_constants import (
     STRAIGHT_SINE,
 )
 from .pins import Pin
-from .polish import Polisher, polish, polish_plan
+from .polish import Polisher, pin_trees, polish, polish_plan
 from .polish import rotation_vectors as _log
 from .qcp import rotations_from_covariance
 from .settings import SolverSettings
@@ -98,6 +98,7 @@ class _Plan:
     batches: list
     limbs: _Limbs
     levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
+    trees: list  # pin indices grouped by the solved bones they share (`polish.pin_trees`)
     polish: object  # one PolishPlan per tree of pins, or None where the sweeps minimise something else
     native_template: object = None  # the plan packed for the compiled loop, made on first use
 
@@ -125,12 +126,14 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
         for h in sorted(set(height[solved].tolist()))
     ]
     translating_bones = np.flatnonzero(solved & (parents < 0)) if translate_root else np.zeros(0, dtype=int)
+    trees = pin_trees(np.flatnonzero(solved), below)
     plan = _Plan(
         solved,
         batches,
         _limbs(parents, pin_bones, below, solved),
         skeleton.kinematic_levels(pin_bones),
-        polish_plan(solved, below, seen, translating_bones),
+        trees,
+        polish_plan(solved, below, seen, translating_bones, trees),
     )
     if len(skeleton.plan_cache) > 32:
         skeleton.plan_cache.clear()
@@ -231,8 +234,9 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
     a little apart could give bodies far apart. Solved in stages, each from the last, toward
     targets moved from where the start puts the pins (`_stage_pins`) a fixed distance at a time,
     each pin on its own (a stage appears where the last one ended, so the stages change smoothly
-    with the targets); each tree of bones (a crowd's armatures) takes its own count of stages, as
-    it would alone. The pose
+    with the targets); each tree of pins that share a solved bone (`plan_solve`'s trees: a
+    crowd's armatures) takes its own count of stages, as it would alone; a pin no solved bone
+    moves takes none. The pose
     is carried as a drag carries it, near the answer of the stage before: the solved body follows
     the targets smoothly, and is still decided by the start and the targets alone.
     """
@@ -241,10 +245,15 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
     travel = np.array([np.linalg.norm(pin.target_position - heads[b]) for pin, b in zip(pins, bones)])
     step = _CONTINUATION_STEP * skeleton.unit
     stage_settings = _stage_settings(settings, skeleton.unit)
-    trees = _pin_trees(skeleton, bones, stiffness < 1.0)
+    plan = plan_solve(
+        skeleton.normalized(),
+        bones.tolist(),
+        [p.falloff for p in pins],
+        stiffness >= 1.0,
+        settings.translate_root,
+    )
     stages = np.zeros(len(pins), dtype=int)
-    for tree in set(trees.tolist()):
-        members = trees == tree
+    for members in plan.trees:
         stages[members] = min(_CONTINUATION_STAGES, int(np.ceil(travel[members].max() / step)) - 1)
     for stage in range(1, stages.max(initial=0) + 1):
         if not _time_left(settings, started):
@@ -259,26 +268,6 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
         )
         rotations, locations = result.rotations, result.locations
     return rotations, locations
-
-
-def _pin_trees(skeleton, bones, movable):
-    """(P,) a label per pin: pins whose pinned bones share a movable ancestor (themselves
-    included) get the same label, as the polish's trees (a crowd's armatures, limbs under frozen
-    hips are apart)."""
-    parent = list(range(len(bones)))
-
-    def root(p):
-        while parent[p] != p:
-            parent[p] = parent[parent[p]]
-            p = parent[p]
-        return p
-
-    first = {}
-    for p, bone in enumerate(bones.tolist()):
-        for ancestor in skeleton.ancestors(bone):
-            if movable[ancestor]:
-                parent[root(p)] = root(first.setdefault(ancestor, p))
-    return np.array([root(p) for p in range(len(bones))], dtype=int)
 
 
 @functools.lru_cache(maxsize=32)
@@ -299,10 +288,7 @@ def _stage_pins(pins, start_rotations, start_heads, shares):
     positions = start_heads + shares[:, None] * (
         np.array([pin.target_position for pin in pins]) - start_heads
     )
-    matrices = np.zeros((len(pins), 4, 4))
-    matrices[:, :3, :3] = quat.to_matrix(rotations)
-    matrices[:, :3, 3] = positions
-    matrices[:, 3, 3] = 1.0
+    matrices = quat.rigid_matrices(rotations, positions)
     return [pin.moved_to(m, r, x) for pin, m, r, x in zip(pins, matrices, rotations, positions)]
 
 
@@ -328,13 +314,13 @@ def _give_way(skeleton, pins, start, settings, limits, stiffness, started, resul
         errors[~yielded] = result.position_errors
         iterations += result.iterations
     if yielded.any():
-        frozen = np.zeros(len(skeleton)) if stiffness is None else np.array(stiffness, dtype=float)
+        held = stiffness.copy()
         for pin, gives in zip(pins, yielded):
             if not gives:
-                frozen[skeleton.ancestors(skeleton.index[pin.bone])] = 1.0
+                held[skeleton.ancestors(skeleton.index[pin.bone])] = 1.0
         moved = result.moved
         result = _solve_once(
-            skeleton, pins, result.rotations, result.locations, settings, limits, frozen, started
+            skeleton, pins, result.rotations, result.locations, settings, limits, held, started
         )
         result.moved |= moved
         iterations += result.iterations
@@ -461,7 +447,7 @@ class _Attempt:
         return self
 
     def time_left(self):
-        return self.deadline is None or time.perf_counter() < self.deadline
+        return _time_left(self.settings, self.start)
 
     def misfit(self):
         self.state.forward()

@@ -983,7 +983,7 @@ static int tree_root(const int *tree_of, int p)
     return p;
 }
 
-/* polish._pin_trees over the pins below each solved bone (the plan's moved pins): tree_of[p] = the
+/* polish.pin_trees over the pins below each solved bone (the plan's moved pins): tree_of[p] = the
  * first pin of p's tree, -1 for a pin no solved bone moves; row_tree[row] = the tree of the batch
  * row's bone. Returns the number of trees. */
 static int pin_trees(const ewbik_problem *pb, int *tree_of, int *row_tree)

@@ -7,19 +7,11 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, update
-
-
-def pose_state(obj):
-    values = np.empty(len(obj.pose.bones) * 4, np.float32)
-    obj.pose.bones.foreach_get("rotation_quaternion", values)
-    locations = np.empty(len(obj.pose.bones) * 3, np.float32)
-    obj.pose.bones.foreach_get("location", locations)
-    return np.concatenate([values, locations])
+from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, pose_values, update
 
 
 def assert_unchanged(obj, before):
-    after = pose_state(obj)
+    after = pose_values(obj)
     assert np.array_equal(after, before, equal_nan=True)
 
 
@@ -42,7 +34,7 @@ def test_solving_a_mesh_is_refused():
 
 def test_deleted_target_is_reported_once_and_the_rest_keeps_working(metarig):
     targets = pinned(metarig, "hand.L", "foot.L")
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     bpy.data.objects.remove(targets["hand.L"])
     update()
     messages = addon_module("ewbik_addon.messages")
@@ -72,7 +64,7 @@ def test_target_parented_to_a_driven_bone_is_a_feedback_loop(metarig):
     target.parent_bone = "forearm.L"
     target.matrix_world = world
     update()
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     target.location.z += 0.05
     update()
     assert "feedback loop" in metarig.ewbik.status and "forearm.L" in metarig.ewbik.status
@@ -95,19 +87,19 @@ def test_target_parented_to_the_armature_object_is_fine(metarig):
 
 def test_nan_target_is_refused(metarig):
     target = pinned(metarig, "hand.L")["hand.L"]
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     target.location.x = math.nan
     update()
     assert "NaN" in metarig.ewbik.status and "hand.L" in metarig.ewbik.status
     assert_unchanged(metarig, before)
-    assert np.all(np.isfinite(pose_state(metarig)))
+    assert np.all(np.isfinite(pose_values(metarig)))
 
 
 def test_nan_rotation_names_the_bone_and_nothing_is_written(metarig):
     target = pinned(metarig, "hand.L")["hand.L"]
     metarig.pose.bones["forearm.R"].rotation_quaternion = (math.nan, 0.0, 0.0, 0.0)
     update()
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     target.location.z += 0.05
     update()
     assert "forearm.R" in metarig.ewbik.status and "NaN" in metarig.ewbik.status
@@ -117,7 +109,7 @@ def test_nan_rotation_names_the_bone_and_nothing_is_written(metarig):
 def test_nan_setting_is_refused(metarig):
     target = pinned(metarig, "hand.L")["hand.L"]
     metarig.ewbik.tolerance = math.nan
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     target.location.z += 0.05
     update()
     assert "tolerance" in metarig.ewbik.status
@@ -133,7 +125,7 @@ def test_limit_cone_without_direction_is_reported_until_fixed(metarig):
     assert tuple(cone.direction) == (0.0, 0.0, 0.0)
     metarig.update_tag()
     update()
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     for _step in range(2):
         target.location.z += 0.02
         update()
@@ -170,7 +162,7 @@ def test_solve_in_edit_mode_is_refused(metarig):
 
 def test_target_outside_the_scene_is_reported(metarig):
     target = pinned(metarig, "hand.L")["hand.L"]
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     for collection in list(target.users_collection):
         collection.objects.unlink(target)
     bpy.data.collections.new("not in the scene").objects.link(target)  # in no collection at all = deleted
@@ -198,7 +190,7 @@ def test_linked_rig_cannot_be_posed(library_rig):
     RigError = addon_module("ewbik_addon.armature_checks").RigError
     solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
     assert library_rig.library is not None
-    before = pose_state(library_rig)
+    before = pose_values(library_rig)
     with pytest.raises(RigError, match="linked from"):
         solve_armature(library_rig)
     make_active(library_rig)
@@ -217,7 +209,7 @@ def test_library_override_is_posed_unless_it_is_a_system_override(library_rig):
     result = solve_armature(override, full=True)
     assert result.moved.any()
     override.override_library.is_system_override = True
-    before = pose_state(override)
+    before = pose_values(override)
     with pytest.raises(RigError, match="read-only library override"):
         solve_armature(override, full=True)
     assert_unchanged(override, before)
@@ -227,7 +219,7 @@ def test_zero_scale_on_an_axis_is_named_and_nothing_is_written(metarig):
     target = pinned(metarig, "hand.L")["hand.L"]
     metarig.scale = (1.0, 0.0, 1.0)
     update()
-    before = pose_state(metarig)
+    before = pose_values(metarig)
     target.location.z += 0.05
     update()
     assert "zero scale" in metarig.ewbik.status, metarig.ewbik.status

@@ -8,16 +8,15 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones, update
+from tests.support.blender_helpers import (
+    addon_module,
+    make_active,
+    pin,
+    pose_values,
+    select_pose_bones,
+    update,
+)
 from tests.support.ui_layout import draw
-
-
-def pose_values(obj):
-    rotations = np.empty(len(obj.pose.bones) * 4, np.float32)
-    obj.pose.bones.foreach_get("rotation_quaternion", rotations)
-    locations = np.empty(len(obj.pose.bones) * 3, np.float32)
-    obj.pose.bones.foreach_get("location", locations)
-    return np.concatenate([rotations, locations])
 
 
 def pinned_hand(metarig):

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import pathlib
 
+import numpy as np
 import bpy  # noqa: I001  (first: it makes addon_utils importable)
 import addon_utils
 
@@ -111,6 +112,15 @@ def settle():
     if live.has_unconverged():
         live.refine_unconverged()
         update()
+
+
+def pose_values(obj):
+    """Every bone's quaternion and location channels as Blender holds them, in one flat array."""
+    rotations = np.empty(len(obj.pose.bones) * 4, np.float32)
+    obj.pose.bones.foreach_get("rotation_quaternion", rotations)
+    locations = np.empty(len(obj.pose.bones) * 3, np.float32)
+    obj.pose.bones.foreach_get("location", locations)
+    return np.concatenate([rotations, locations])
 
 
 def bone_world(obj, name):
