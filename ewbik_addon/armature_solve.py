@@ -213,7 +213,6 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     )
     if not (np.all(np.isfinite(shown_rotations)) and np.all(np.isfinite(shown_locations))):
         raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
-    rig.solved = (solved_rotations, solved_locations)
     written_rotations = write_pose(
         obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root
     )

@@ -159,7 +159,7 @@ def read_pose(obj, rig, channels_kept=False):
             raise RigError(
                 f"bone '{rig.names[int(np.flatnonzero(~finite)[0])]}': rotation or location is NaN or infinite"
             )
-        rotations = _unit(rotations)
+        rotations = unit_quaternions(rotations)
         buffers.pose = (rotations.copy(), locations.copy())
     if rig.fixed_mask is not None and rig.fixed_mask.any():
         rotations[rig.fixed_mask], locations[rig.fixed_mask] = evaluated_locals(obj, rig, rig.fixed_mask)
@@ -177,7 +177,7 @@ def _channel_pose(buffers, rows, fetched):
     return rotations, buffers.location[rows].astype(float)
 
 
-def _unit(rotations):
+def unit_quaternions(rotations):
     """Quaternions normalized row by row (the same whichever rows are asked), zero ones made the
     identity."""
     norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
@@ -249,7 +249,7 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if buffers.pose is not None:
         rows = np.flatnonzero(moved)
         rotations_read, locations_read = _channel_pose(buffers, rows, fetched=False)
-        buffers.pose[0][rows] = _unit(rotations_read)
+        buffers.pose[0][rows] = unit_quaternions(rotations_read)
         if translate_root:
             buffers.pose[1][rows] = locations_read
     if buffers.held:

@@ -15,6 +15,8 @@ pose differs from their pose underneath are stored.
 
 import numpy as np
 
+from .pose_io import unit_quaternions
+
 PROPERTY = "underneath"  # ID property in the armature's `Object.ewbik` group, not a custom property
 _SAME_ROTATION = 1e-10  # 1 - |q . q'| below which two rotations are the same channels
 _SAME_LOCATION = 1e-5
@@ -47,7 +49,7 @@ def remember(obj, rig, rotations, locations):
 
     Normalized in float64: bones written through mathutils come back with float32 norms, which
     would read as a change of the channels."""
-    rotations = _unit(rotations)
+    rotations = unit_quaternions(rotations)
     rig.written = (rotations, locations)
     under_rotations, under_locations = rig.underneath
     solved = np.flatnonzero(_differs(rotations, locations, under_rotations, under_locations))
@@ -76,8 +78,8 @@ def _restore(obj, rig, rotations, locations):
             known = [(rig.index[name], k) for k, name in enumerate(names) if name in rig.index]
             rows = np.array([row for row, _ in known], int)
             kept = record[[k for _, k in known]] if known else record[:0]
-            under[0][rows], under[1][rows] = _unit(kept[:, :4]), kept[:, 4:7]
-            written[0][rows], written[1][rows] = _unit(kept[:, 7:11]), kept[:, 11:14]
+            under[0][rows], under[1][rows] = unit_quaternions(kept[:, :4]), kept[:, 4:7]
+            written[0][rows], written[1][rows] = unit_quaternions(kept[:, 7:11]), kept[:, 11:14]
     rig.underneath, rig.written = under, written
 
 
@@ -90,8 +92,3 @@ def _differs(rotations, locations, other_rotations, other_locations):
     return (1.0 - np.abs(np.einsum("ij,ij->i", rotations, other_rotations)) > _SAME_ROTATION) | np.any(
         np.abs(locations - other_locations) > _SAME_LOCATION, axis=1
     )
-
-
-def _unit(rotations):
-    norms = np.linalg.norm(rotations, axis=1, keepdims=True)
-    return np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
