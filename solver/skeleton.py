@@ -84,11 +84,13 @@ class Skeleton:
         parent_rot = np.where(self.parents[:, None] >= 0, self.rest_rotation[self.parents], quat.IDENTITY)
         self.local_rest_rotation = quat.multiply(quat.conjugate(parent_rot), self.rest_rotation)
         self.local_offset = self._local_offsets()
-        depth = np.zeros(n, dtype=int)
+        depth, root_of = np.zeros(n, dtype=int), np.arange(n)
         for i in range(n):
             if self.parents[i] >= 0:
                 depth[i] = depth[self.parents[i]] + 1
+                root_of[i] = root_of[self.parents[i]]
         self.depth = depth
+        self.root_of = root_of  # each bone's root: a crowd's armatures are solved apart by it
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1 if n else 0)]
         self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
         self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
@@ -233,10 +235,7 @@ def _length_unit(skeleton):
     n = len(skeleton.names)
     if n == 0:
         return 1.0
-    root = np.arange(n)
-    for i in range(n):
-        if skeleton.parents[i] >= 0:
-            root[i] = root[skeleton.parents[i]]
+    root = skeleton.root_of
     tails = skeleton.rest_head + skeleton.rest[:, :3, 1] * skeleton.lengths[:, None]
     base = skeleton.rest_head[root]
     reach = max(

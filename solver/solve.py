@@ -50,9 +50,8 @@ from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
-_CONTINUATION_STEP = 0.1  # share of the rig's size a target moves per stage of the start's carry
+_CONTINUATION_STEP = 0.15  # share of the rig's size a target moves per stage of the start's carry
 _CONTINUATION_STAGES = 8  # at most this many stages before the solve itself
-_STAGE_TOLERANCE = 1e-3  # share of the rig's size within which a stage counts its pins reached
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
@@ -208,9 +207,54 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     never by the order in which they moved.
     """
     started = time.perf_counter()
-    _, rotations, locations, stiffness = _checked_input(
+    pin_bones, rotations, locations, stiffness = _checked_input(
         skeleton, pins, rotations, locations, settings, limits, stiffness
     )
+    roots = skeleton.root_of[pin_bones]
+    if len(set(roots.tolist())) > 1:
+        result = _solved_apart(
+            skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started
+        )
+    else:
+        result = _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+    result.ms = (time.perf_counter() - started) * 1e3
+    return result
+
+
+def _solved_apart(skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started):
+    """The result of solving the pins of each root's tree of bones (`roots` (P,): each pin's) on
+    its own: a crowd of armatures, one skeleton, gets for each armature the pose it gets alone,
+    whatever the others do (one loop over all would share its stopping rule and its
+    extrapolation between them)."""
+    apart = SolveResult(
+        rotations=rotations.copy(),
+        locations=locations.copy(),
+        iterations=0,
+        converged=True,
+        ms=0.0,
+        position_errors=np.zeros(len(pins)),
+        orientation_errors_deg=np.zeros(len(pins)),
+        moved=np.zeros(len(skeleton), dtype=bool),
+        yielded=np.zeros(len(pins), dtype=bool),
+        beyond_reach=np.zeros(len(pins), dtype=bool),
+    )
+    for root in dict.fromkeys(roots.tolist()):
+        members = np.flatnonzero(roots == root)
+        tree = skeleton.root_of == root
+        one = _solved(
+            skeleton, [pins[p] for p in members], rotations, locations, settings, limits, stiffness, started
+        )
+        apart.rotations[tree], apart.locations[tree] = one.rotations[tree], one.locations[tree]
+        apart.moved |= one.moved
+        apart.iterations = max(apart.iterations, one.iterations)
+        apart.converged &= one.converged
+        for field in ("position_errors", "orientation_errors_deg", "yielded", "beyond_reach"):
+            getattr(apart, field)[members] = getattr(one, field)
+    return apart
+
+
+def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started):
+    """`solve` on checked arguments whose pins hang from one root."""
     if settings.stage_targets:
         rotations = _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
         rotations, locations = _continued_start(
@@ -222,7 +266,6 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
             skeleton, pins, (rotations, locations), settings, limits, stiffness, started, result
         )
     result.beyond_reach = _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started)
-    result.ms = (time.perf_counter() - started) * 1e3
     return result
 
 
@@ -240,11 +283,7 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
     is carried as a drag carries it, near the answer of the stage before: the solved body follows
     the targets smoothly, and is still decided by the start and the targets alone.
     """
-    world_rotations, heads = skeleton.forward(rotations, locations)
     bones = np.array([skeleton.index[pin.bone] for pin in pins], dtype=int)
-    travel = np.array([np.linalg.norm(pin.target_position - heads[b]) for pin, b in zip(pins, bones)])
-    step = _CONTINUATION_STEP * skeleton.unit
-    stage_settings = _stage_settings(settings, skeleton.unit)
     plan = plan_solve(
         skeleton.normalized(),
         bones.tolist(),
@@ -252,44 +291,58 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
         stiffness >= 1.0,
         settings.translate_root,
     )
+    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
+    skeleton.forward_into(rotations, locations, world, heads, plan.levels)
+    heads = heads[bones]
+    travel = np.linalg.norm(np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads, axis=-1)
+    step = _CONTINUATION_STEP * skeleton.unit
+    if travel.max(initial=0.0) <= step:
+        return rotations, locations
     stages = np.zeros(len(pins), dtype=int)
     for members in plan.trees:
         stages[members] = min(_CONTINUATION_STAGES, int(np.ceil(travel[members].max() / step)) - 1)
-    for stage in range(1, stages.max(initial=0) + 1):
+    rotations_at, positions_at = _stage_targets(
+        pins, quat.from_matrix(world[bones]), heads, travel, step, stages
+    )
+    attempt, active = None, []
+    for stage in range(len(positions_at)):
         if not _time_left(settings, started):
             break
-        active = np.flatnonzero(stages >= stage)
-        shares = np.minimum(1.0, stage * step / np.maximum(travel[active], 1e-300))
-        staged = _stage_pins(
-            [pins[p] for p in active], world_rotations[bones[active]], heads[bones[active]], shares
-        )
-        result = _solve_once(
-            skeleton, staged, rotations, locations, stage_settings, limits, stiffness, started
-        )
-        rotations, locations = result.rotations, result.locations
-    return rotations, locations
+        if len(active) != np.count_nonzero(stages > stage):
+            if attempt is not None:
+                rotations, locations = attempt.pose(locations)
+            active = np.flatnonzero(stages > stage)
+            attempt = _attempt_for(
+                skeleton,
+                [pins[p] for p in active],
+                rotations,
+                locations,
+                settings,
+                limits,
+                stiffness,
+                started,
+            )
+        attempt.state.aim(positions_at[stage, active], rotations_at[stage, active])
+        attempt = attempt.settled()
+    return (rotations, locations) if attempt is None else attempt.pose(locations)
 
 
-@functools.lru_cache(maxsize=32)
-def _stage_settings(settings, unit):
-    """A stage's settings: it only carries the pose on (the solve after it converges), so it
-    stops once every pin is within `_STAGE_TOLERANCE` of the rig's size."""
-    return dataclasses.replace(settings, tolerance=max(settings.tolerance, _STAGE_TOLERANCE * unit))
-
-
-def _stage_pins(pins, start_rotations, start_heads, shares):
-    """The pins with their targets `shares` (P,) of the way from the start pose's frames (P, 4)
-    and heads (P, 3) to their own: positions in a straight line, turns along the shortest arc."""
+def _stage_targets(pins, start_rotations, start_heads, travel, step, stages):
+    """(rotations (S, P, 4), positions (S, P, 3)) of the pins' targets at each stage: `step`
+    further along the way from the start pose's frames (P, 4) and heads (P, 3) to their own,
+    `travel` (P,) away, per stage up to their `stages` (P,); positions in a straight line, turns
+    along the shortest arc."""
     targets = np.array([pin.target_rotation for pin in pins])
     flip = np.einsum("ij,ij->i", targets, start_rotations) < 0.0
     targets[flip] *= -1.0
-    turn = _log(quat.multiply(targets, quat.conjugate(start_rotations))) * shares[:, None]
-    rotations = quat.normalize(quat.multiply(_exp(turn), start_rotations))
-    positions = start_heads + shares[:, None] * (
+    turn = _log(quat.multiply(targets, quat.conjugate(start_rotations)))
+    counts = np.arange(1, stages.max(initial=0) + 1)
+    shares = np.minimum(1.0, counts[:, None] * step / np.maximum(travel, 1e-300))
+    rotations = quat.normalize(quat.multiply(_exp(turn * shares[..., None]), start_rotations))
+    positions = start_heads + shares[..., None] * (
         np.array([pin.target_position for pin in pins]) - start_heads
     )
-    matrices = quat.rigid_matrices(rotations, positions)
-    return [pin.moved_to(m, r, x) for pin, m, r, x in zip(pins, matrices, rotations, positions)]
+    return rotations, positions
 
 
 def _give_way(skeleton, pins, start, settings, limits, stiffness, started, result):
@@ -356,10 +409,9 @@ def _time_left(settings, started):
 
 
 def _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
-    """The attempt (C or numpy loop) of these pins from a pose, before it runs."""
-    pin_bones, rotations, locations, stiffness = _checked_input(
-        skeleton, pins, rotations, locations, settings, limits, stiffness
-    )
+    """The attempt (C or numpy loop) of these pins from a pose, before it runs; the arguments are
+    `solve`'s, checked once there (a solve runs several attempts on them)."""
+    pin_bones = [skeleton.index[pin.bone] for pin in pins]
     frozen = stiffness >= 1.0
     unit = skeleton.unit
     work = skeleton.normalized()
@@ -385,22 +437,17 @@ def _centred_start(skeleton, pins, rotations, locations, settings, limits, stiff
 def _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
     """One solve of these pins from the start pose: the attempt, and the restart under limits."""
     attempt = _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start)
-    plan, unit, scaled_locations = attempt.plan, skeleton.unit, attempt.state.locations.copy()
-    attempt.run()
-    if limits is not None and not attempt.converged and attempt.time_left():
-        attempt = attempt.better_restart()
-    out_locations = np.where(
-        attempt.state.locations == scaled_locations, locations, attempt.state.locations * unit
-    )
+    attempt = attempt.settled()
+    rotations, locations = attempt.pose(locations)
     return SolveResult(
-        rotations=attempt.state.rotations,
-        locations=out_locations,
+        rotations=rotations,
+        locations=locations,
         iterations=attempt.iterations,
         converged=attempt.converged,
         ms=(time.perf_counter() - start) * 1e3,
-        position_errors=attempt.position_errors * unit,
+        position_errors=attempt.position_errors * skeleton.unit,
         orientation_errors_deg=np.degrees(attempt.orientation_errors),
-        moved=plan.solved.copy(),
+        moved=attempt.plan.solved.copy(),
         yielded=np.zeros(len(pins), dtype=bool),
         beyond_reach=np.zeros(len(pins), dtype=bool),
     )
@@ -445,6 +492,21 @@ class _Attempt:
         self.iterations += done
         self.converged = bool(converged)
         return self
+
+    def settled(self):
+        """This attempt run, or its restart from the limits' centres where that fits better."""
+        self.run()
+        if self.limits is not None and not self.converged and self.time_left():
+            return self.better_restart()
+        return self
+
+    def pose(self, locations):
+        """(rotations, locations) of the state in the rig's units; `locations` are the ones the
+        solve started from, kept bit for bit where the state did not move them."""
+        state, unit = self.state, self.state.unit
+        return state.rotations, np.where(
+            state.locations == locations / unit, locations, state.locations * unit
+        )
 
     def time_left(self):
         return _time_left(self.settings, self.start)
@@ -773,8 +835,7 @@ class _State:
     """The evolving pose plus the pinned bones' current frames (rotation matrices)."""
 
     def __init__(self, skeleton, pins, pin_bones, rotations, locations, levels, unit=1.0):
-        self.skeleton = skeleton
-        self.pins, self.unit = pins, unit
+        self.skeleton, self.pins, self.unit = skeleton, pins, unit
         self.levels = levels
         self.rotations = rotations
         self.locations = locations
@@ -784,18 +845,25 @@ class _State:
         self.pin_bones = np.array(pin_bones, dtype=int)
         self.weight = np.array([p.weight for p in pins], dtype=float)
         self.axis_weight = np.array([p.orientation_weights for p in pins], dtype=float).reshape(-1, 3)
-        self.target_pos = np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3) / unit
-        self.target_axes = np.swapaxes(
-            quat.to_matrix(np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4)), -1, -2
-        )
         self.effector_pos = np.empty((len(pins), 3))
         self.effector_axes = np.empty((len(pins), 3, 3))
         self.capped = False  # whether a bone step of the current sweep was cut to its dampening
+        self.aim(
+            np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3),
+            np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4),
+        )
+
+    def aim(self, positions, rotations):
+        """Aim the pins at targets (P, 3) and unit quaternions (P, 4) in the rig's units: their
+        own, or a carried start's stage, which runs on the state as the last stage left it."""
+        self.target_pos = positions / self.unit
+        self.target_axes = np.swapaxes(quat.to_matrix(rotations), -1, -2)
 
     @classmethod
     def like(cls, state):
-        """A fresh state for the same problem, starting from `state`'s current pose."""
-        return cls(
+        """A fresh state for the same problem (its pins aimed where `state`'s are), starting from
+        `state`'s current pose."""
+        fresh = cls(
             state.skeleton,
             state.pins,
             state.pin_bones,
@@ -804,6 +872,8 @@ class _State:
             state.levels,
             state.unit,
         )
+        fresh.target_pos, fresh.target_axes = state.target_pos, state.target_axes
+        return fresh
 
     def forward(self):
         self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head, self.levels)

@@ -21,6 +21,7 @@ from tests.solver.conftest import translation
 CLIP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap", "cmu_131_01.bvh")
 Y = np.array([0.0, 1.0, 0.0])
 JUMP = 0.015  # m/frame^2 a solved frame's free joints may accelerate beyond the capture's fastest
+STAGE_JUMP = 0.02  # the same for solves from rest, carried to their targets in stages (see below)
 
 
 def two_arm_rig():
@@ -85,8 +86,9 @@ def test_a_restart_leaves_the_limbs_that_reached_their_pins_alone(default_backen
 def test_a_start_that_is_not_far_from_rest_or_not_at_rest_is_kept(posed, drag, default_backend):
     """An arm whose limits allow rest with room to spare but centre 60 deg away. A target dragged
     85 cm from an arm whose shoulder the user turned 0.3 rad by hand is reached from the start
-    given, where the limits do not bind, by the same road as the same solve without limits (the
-    oracle: same iterations, same pose); one dragged 7 cm (of a 4 m rig) from the rest pose is
+    given, where the limits do not bind, as the same solve without limits reaches it (the oracle:
+    the same pose, to the 1e-5 rad both solves stop within; the stages on the way may touch the
+    limits, so the iterations may differ); one dragged 7 cm (of a 4 m rig) from the rest pose is
     reached from nearly the rest pose (the start leans toward the centres only as far as the pin
     misses), instead of the arm popping toward its limits' centres first."""
     skeleton = two_arm_rig()
@@ -116,8 +118,7 @@ def test_a_start_that_is_not_far_from_rest_or_not_at_rest_is_kept(posed, drag, d
     assert limits.violation(free.rotations).max() == 0.0
     apart = quat.angle(quat.multiply(quat.conjugate(free.rotations), limited.rotations)).max()
     if posed:
-        assert limited.iterations == free.iterations
-        assert apart <= 1e-6
+        assert apart <= 1e-5
     else:  # from rest the start leans toward the centres as far as the pin misses: 7 cm of 4 m
         assert apart <= math.radians(3.0)
 
@@ -159,6 +160,10 @@ def test_solves_from_rest_of_neighbouring_frames_take_the_same_road(default_back
     """Test frames 60-71, each solved from rest. The rest pose's straight knees and elbows sit on
     their hinges' edge; some frames got there from rest, others only through a restart from the
     limits' centres, and the two families are far apart (86 mm/frame^2 where the capture moves
-    13). Bones at rest now start from their limits' centres, so every frame takes one road."""
+    13). Bones at rest now start from their limits' centres, so every frame takes one road.
+    Each solve is carried from rest in stages of 0.15 of the rig's size, and neighbouring
+    frames' stages end at slightly different places on the way: here the fastest frame moves
+    18.1 mm/frame^2 beyond the capture's (11.1 with stages of a tenth; over frames 0-79 12.7
+    and 13.8), hence STAGE_JUMP, still far below the 86 of a pop between families."""
     solved, captured = preset_sequence(False, np.arange(60, 72))
-    assert solved.max() <= captured.max() + JUMP
+    assert solved.max() <= captured.max() + STAGE_JUMP
