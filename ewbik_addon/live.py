@@ -22,7 +22,6 @@ Mode, and the target empties we made take the bone's new name.
 import contextlib
 
 import bpy
-import numpy as np
 from bpy.app.handlers import persistent
 
 from . import armature_checks, armature_solve, crowd_solve, messages, pin_reading, rig_cache, targets
@@ -188,7 +187,7 @@ def _solve_crowd(due, only_targets):
 
 
 def _report(obj, result, unpinned):
-    _set_status(obj, unpinned or pins_summary(obj, result), error=bool(unpinned))
+    _set_status(obj, unpinned or pin_reading.pins_summary(obj, result), error=bool(unpinned))
     _plan_refinement(obj, result)
 
 
@@ -241,31 +240,6 @@ def _any_moved(pinned, moved):
         return any(target.session_uid in moved for target in pinned)
     except ReferenceError:
         return True  # a deleted target: let the solve report it
-
-
-def pins_summary(obj, result):
-    """'5 pins reached', or which pins stop short of their targets, by how much in the scene's
-    length unit (`pin_reading.pin_distances`), and why: '4 pins reached; hand.L 0.42 m short, out
-    of reach with the other pins held'."""
-    rig = rig_cache.cached_rig(obj)
-    bones = rig.checked_pins.bones if rig is not None and rig.checked_pins is not None else ()
-    errors = pin_reading.pin_distances(obj, result)
-    short = errors > obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12
-    if len(bones) != len(errors):
-        bones = [f"pin {k + 1}" for k in range(len(errors))]
-    parts = [messages.count(int((~short).sum()), "pin") + " reached"] if not short.all() else []
-    for k in np.flatnonzero(short):
-        miss = f"{bones[k]} {messages.distance(bpy.context.scene, float(errors[k]))} short"
-        parts.append(f"{miss}, {_why_short(result, k)}")
-    return "; ".join(parts)
-
-
-def _why_short(result, pin):
-    if result.yielded[pin]:
-        return "out of reach with the other pins held"
-    if result.beyond_reach[pin]:
-        return "beyond the reach of its chain"
-    return "within reach but held back by joint limits, locked bones or its turn"
 
 
 def _set_status(obj, message, *, error=False):

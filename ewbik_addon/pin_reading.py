@@ -3,13 +3,14 @@
 import dataclasses
 import math
 
+import bpy
 import mathutils
 import numpy as np
 
 from ..solver import Pin, quat
 from ..solver.validation import MAX_COORDINATE
 from .armature_checks import RigError, armature_scale
-from .messages import deleted_targets
+from .messages import count, deleted_targets, distance
 from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
 from .rig_cache import cached_rig, rig_for
 
@@ -297,3 +298,28 @@ def pins_elsewhere(obj, result):
         if distance - solved.get(bone, (0.0, 0.0))[0] * scale
         > FOLLOW_TOLERANCE * obj.data.bones[bone].length * scale
     }
+
+
+def pins_summary(obj, result):
+    """'5 pins reached', or which pins stop short of their targets, by how much in the scene's
+    length unit (`pin_distances`), and why: '4 pins reached; hand.L 0.42 m short, out
+    of reach with the other pins held'."""
+    rig = cached_rig(obj)
+    bones = rig.checked_pins.bones if rig is not None and rig.checked_pins is not None else ()
+    errors = pin_distances(obj, result)
+    short = errors > obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12
+    if len(bones) != len(errors):
+        bones = [f"pin {k + 1}" for k in range(len(errors))]
+    parts = [count(int((~short).sum()), "pin") + " reached"] if not short.all() else []
+    for k in np.flatnonzero(short):
+        miss = f"{bones[k]} {distance(bpy.context.scene, float(errors[k]))} short"
+        parts.append(f"{miss}, {_why_short(result, k)}")
+    return "; ".join(parts)
+
+
+def _why_short(result, pin):
+    if result.yielded[pin]:
+        return "out of reach with the other pins held"
+    if result.beyond_reach[pin]:
+        return "beyond the reach of its chain"
+    return "within reach but held back by joint limits, locked bones or its turn"

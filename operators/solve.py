@@ -52,12 +52,15 @@ class EWBIK_OT_solve(bpy.types.Operator):
             return {"CANCELLED"}
         context.view_layer.update()
         elsewhere = pin_reading.pins_elsewhere(obj, result)
+        state = "converged" if result.converged and not elsewhere else "stopped"
         details = ", ".join(
             f"{bone} {distance(context.scene, position)} ({degrees(math.radians(orientation))})"
             for bone, (position, orientation) in production_checks.evaluated_pin_errors(obj).items()
         )
-        state = "converged" if result.converged and not elsewhere else "stopped"
-        summary = f"{state} after {count(result.iterations, 'iteration')}, {result.ms:.1f} ms: {details}"
+        summary = (
+            f"{state} after {count(result.iterations, 'iteration')}, {result.ms:.1f} ms: "
+            f"{pin_reading.pins_summary(obj, result)} ({details})"
+        )
         if elsewhere:
             summary += "; constraints or drivers pose " + ", ".join(elsewhere) + " away from the solve"
         if unpinned:

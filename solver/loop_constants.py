@@ -8,7 +8,7 @@ import math
 
 GUARD_SLACK = 1e-6  # relative worsening the stabilization guard tolerates before reverting a step
 GUARD_FLOOR = 1e-15  # absolute floor of that slack (a misfit of zero)
-STALL = 1e-9  # relative misfit change between iterations below which a solve has stalled
+STALL = 1e-7  # relative misfit change between iterations below which a solve has stalled (a pin beyond reach: nothing left to gain)
 POLISH_AFTER = 3  # sweeps (with Anderson steps) before the polish takes over the iterations
 POLISH_TRIES = (
     4  # per polish step: damping increases (and, apart, boundary restrictions) before a sweep instead

@@ -52,6 +52,7 @@ from .validation import MAX_COORDINATE, SceneError
 _RESTART_MISS = 2e-3
 _CONTINUATION_STEP = 0.15  # share of the rig's size a target moves per stage of the start's carry
 _CONTINUATION_STAGES = 8  # at most this many stages before the solve itself
+_STAGE_ITERATIONS = 30  # iterations of a stage of the carried start (they reach in 7 to 20)
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
@@ -304,14 +305,40 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
     rotations_at, positions_at = _stage_targets(
         pins, quat.from_matrix(world[bones]), heads, travel, step, stages
     )
-    attempt, active = None, []
-    for stage in range(len(positions_at)):
-        if not _time_left(settings, started):
-            break
+    return _carried(
+        skeleton,
+        pins,
+        (rotations, locations),
+        (rotations_at, positions_at),
+        stages,
+        plan.trees,
+        _stage_settings(settings),
+        limits,
+        stiffness,
+        started,
+    )
+
+
+def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits, stiffness, started):
+    """The start carried through the stages' targets (`targets_at`: rotations and positions per
+    stage and pin; pin p takes `stages[p]` of them), each stage run on the state the last left.
+
+    A tree of pins with a stage's target beyond the reach of the bones that move it
+    (`_Attempt._within_reach`) leaves the carry where its last stage left it: that stage is
+    undone and run again without it, so a target dragged out of reach does not pull the body
+    after it. A stage runs at most `_STAGE_ITERATIONS`, so the user's iteration cap changes
+    nothing here.
+    """
+    rotations, locations = start
+    stages = stages.copy()
+    attempt, active, stage = None, [], 0
+    while stage < len(targets_at[1]) and _time_left(settings, started):
         if len(active) != np.count_nonzero(stages > stage):
             if attempt is not None:
                 rotations, locations = attempt.pose(locations)
             active = np.flatnonzero(stages > stage)
+            if not len(active):
+                break
             attempt = _attempt_for(
                 skeleton,
                 [pins[p] for p in active],
@@ -322,9 +349,24 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
                 stiffness,
                 started,
             )
-        attempt.state.aim(positions_at[stage, active], rotations_at[stage, active])
-        attempt = attempt.settled()
+        saved = attempt.state.rotations.copy(), attempt.state.locations.copy()
+        attempt.state.aim(targets_at[1][stage, active], targets_at[0][stage, active])
+        attempt.run()
+        beyond = active[~attempt._within_reach()] if not attempt.converged else []
+        if not len(beyond):
+            stage += 1
+            continue
+        attempt.state.rotations[:], attempt.state.locations[:] = saved
+        for members in trees:
+            if np.isin(members, beyond).any():
+                stages[members] = stage
     return (rotations, locations) if attempt is None else attempt.pose(locations)
+
+
+@functools.lru_cache(maxsize=32)
+def _stage_settings(settings):
+    """A stage's settings: the solve's, with at most `_STAGE_ITERATIONS` iterations."""
+    return dataclasses.replace(settings, iterations=min(settings.iterations, _STAGE_ITERATIONS))
 
 
 def _stage_targets(pins, start_rotations, start_heads, travel, step, stages):
@@ -420,7 +462,7 @@ def _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffne
         settings = _in_rig_units(settings, unit)
     max_step = (1.0 - stiffness) * settings.dampening
     deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
-    state = _State(work, pins, pin_bones, rotations, locations / unit, plan.levels, unit)
+    state = _State(work, pins, pin_bones, rotations.copy(), locations / unit, plan.levels, unit)
     return _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
 
 
