@@ -197,8 +197,9 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
         raise RigError(str(error)) from None
     solved_rotations, solved_locations = start_rotations.copy(), start_locations.copy()
     solved_rotations[rows], solved_locations[rows] = result.rotations, result.locations
-    moved = np.zeros(len(start_rotations), bool)
-    moved[rows] = result.moved
+    moved, exceeded = np.zeros(len(start_rotations), bool), np.zeros(len(start_rotations))
+    moved[rows], exceeded[rows] = result.moved, result.limits_exceeded
+    result = dataclasses.replace(result, limits_exceeded=exceeded)
     return write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings)
 
 

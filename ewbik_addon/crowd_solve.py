@@ -114,6 +114,7 @@ def _solve_together(settings, entries):
             orientation_errors_deg=result.orientation_errors_deg[pin_slice],
             yielded=result.yielded[pin_slice],
             beyond_reach=result.beyond_reach[pin_slice],
+            limits_exceeded=result.limits_exceeded[index],
         )
         try:
             outcomes[obj] = armature_solve.write_solved(

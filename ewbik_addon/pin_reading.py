@@ -10,6 +10,7 @@ import numpy as np
 from ..solver import Pin, quat
 from ..solver.validation import MAX_COORDINATE
 from .armature_checks import RigError, armature_scale
+from .limit_status import BEYOND_TOLERANCE
 from .messages import count, deleted_targets, distance
 from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
 from .rig_cache import cached_rig, rig_for
@@ -314,6 +315,11 @@ def pins_summary(obj, result):
     for k in np.flatnonzero(short):
         miss = f"{bones[k]} {distance(bpy.context.scene, float(errors[k]))} short"
         parts.append(f"{miss}, {_why_short(result, k)}")
+    names = obj.pose.bones.keys()
+    parts.extend(
+        f"{names[i]} {math.degrees(result.limits_exceeded[i]):.0f}° beyond its limits"
+        for i in np.flatnonzero(result.limits_exceeded > BEYOND_TOLERANCE)
+    )
     return "; ".join(parts)
 
 

@@ -399,6 +399,13 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         default=_SOLVER_DEFAULTS["translate_root"],
         update=_changed,
     )
+    strict_limits: BoolProperty(
+        name="Strict Limits",
+        description="Joint limits always hold. Off, a pin that only a bend past a joint limit reaches is "
+        "reached and the limit yields by the least angle (the bone shows red and the status names it)",
+        default=_SOLVER_DEFAULTS["strict_limits"],
+        update=_changed,
+    )
     show_limits: BoolProperty(
         name="Show Limits",
         description="Draw joint-limit cones in the viewport",

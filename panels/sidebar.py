@@ -120,6 +120,7 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         layout.prop(settings, "influence", slider=True)
         col = layout.column(heading="Options")
         col.prop(settings, "translate_root")
+        col.prop(settings, "strict_limits")
         col.prop(settings, "show_limits")
         col.prop(settings, "auto_limits")
 

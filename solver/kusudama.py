@@ -202,6 +202,16 @@ class Kusudama:
                 raise error.within("twist") from None
         return cls(cones, twist, d.get("comfort", 0.0))
 
+    def widened(self, angle):
+        """This limit grown by `angle` radians: each cone's radius, both ends of the twist range."""
+        cones = [LimitCone(c.direction, min(c.radius + angle, MAX_ANGLE)) for c in self.cones]
+        twist = None
+        if self.twist is not None:
+            twist = TwistLimit(
+                max(self.twist.min - angle, -MAX_ANGLE), min(self.twist.max + angle, MAX_ANGLE)
+            )
+        return Kusudama(cones, twist, self.comfort)
+
     def to_dict(self):
         d = {"cones": [{"direction": list(c.direction), "radius": c.radius} for c in self.cones]}
         if self.twist is not None:
@@ -488,6 +498,17 @@ class JointLimits:
         order = sorted(self.kusudamas)
         self._pack = _Packed([self.kusudamas[i] for i in order], n_bones, rows=order)
         self.limited = self._pack.swing_on | self._pack.twist_on
+        self._widened: dict[float, JointLimits] = {}
+
+    def widened(self, angle):
+        """These limits grown by `angle` radians (every cone's radius and both ends of every twist
+        range; cached): where pins win over limits, how far the limits may yield."""
+        found = self._widened.get(angle)
+        if found is None:
+            found = self._widened[angle] = JointLimits(
+                {i: k.widened(angle) for i, k in self.kusudamas.items()}, self.n_bones
+            )
+        return found
 
     def constrain(self, bones, rotations, iteration=0):
         """Bring local rotations (k, 4) of `bones` (k,) back inside their limits (swing, then twist).

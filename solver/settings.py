@@ -36,7 +36,9 @@ class SolverSettings:
     stages (`solve`), so the answer follows the targets smoothly; off, it starts from the start
     pose itself (one plain attempt). `pins_give_way`: where the pins cannot all be reached, the one of lowest priority
     stops short and the others are reached (`solve`); off, every pin pulls by its weight
-    and they share the miss (plain least squares). `backend` picks the loop: "auto" (the compiled loop when it is built, else
+    and they share the miss (plain least squares). `strict_limits`: off (the default), a pin that
+    only a bend past a joint limit can reach is reached and the limits yield by the least angle
+    (`solve`; `SolveResult.limits_exceeded` says how far); on, limits always hold. `backend` picks the loop: "auto" (the compiled loop when it is built, else
     numpy), "native" (fail if not built) or "numpy"; both reach the same accuracy.
     """
 
@@ -52,6 +54,7 @@ class SolverSettings:
     analytic_limbs: bool = True
     stage_targets: bool = True
     pins_give_way: bool = True
+    strict_limits: bool = False
     backend: str = "auto"
 
     def __post_init__(self):
@@ -82,5 +85,6 @@ _CHECKS = {
     "analytic_limbs": flag,
     "stage_targets": flag,
     "pins_give_way": flag,
+    "strict_limits": flag,
     "backend": _backend,
 }

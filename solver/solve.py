@@ -23,6 +23,7 @@ guarded last step of a solve that ends unconverged.
 
 import dataclasses
 import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ from .validation import MAX_COORDINATE, SceneError
 _RESTART_MISS = 2e-3
 _CONTINUATION_STEP = 0.15  # share of the rig's size a target moves per stage of the start's carry
 _CONTINUATION_STAGES = 8  # at most this many stages before the solve itself
+_YIELD_HALVINGS = 4  # halvings of the angle by which limits yield to pins, from a half turn
 _STAGE_ITERATIONS = 30  # iterations of a stage of the carried start (they reach in 7 to 20)
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
@@ -72,6 +74,7 @@ class SolveResult:
     moved: np.ndarray
     yielded: np.ndarray  # (P,) bool: pins that gave way so the others could be reached
     beyond_reach: np.ndarray  # (P,) bool: missing pins whose targets the bones that move them cannot reach
+    limits_exceeded: np.ndarray  # (N,) radians each bone ends beyond its limits where they yielded to pins
 
 
 @dataclass
@@ -238,6 +241,7 @@ def _solved_apart(skeleton, pins, roots, rotations, locations, settings, limits,
         moved=np.zeros(len(skeleton), dtype=bool),
         yielded=np.zeros(len(pins), dtype=bool),
         beyond_reach=np.zeros(len(pins), dtype=bool),
+        limits_exceeded=np.zeros(len(skeleton)),
     )
     for root in dict.fromkeys(roots.tolist()):
         members = np.flatnonzero(roots == root)
@@ -247,6 +251,7 @@ def _solved_apart(skeleton, pins, roots, rotations, locations, settings, limits,
         )
         apart.rotations[tree], apart.locations[tree] = one.rotations[tree], one.locations[tree]
         apart.moved |= one.moved
+        apart.limits_exceeded[tree] = one.limits_exceeded[tree]
         apart.iterations = max(apart.iterations, one.iterations)
         apart.converged &= one.converged
         for field in ("position_errors", "orientation_errors_deg", "yielded", "beyond_reach"):
@@ -262,6 +267,8 @@ def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, s
             skeleton, pins, rotations, locations, settings, limits, stiffness, started
         )
     result = _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+    if limits is not None and not settings.strict_limits and not result.converged:
+        result = _limits_yield(skeleton, pins, result, settings, limits, stiffness, started)
     if settings.pins_give_way:
         result = _give_way(
             skeleton, pins, (rotations, locations), settings, limits, stiffness, started, result
@@ -387,6 +394,46 @@ def _stage_targets(pins, start_rotations, start_heads, travel, step, stages):
     return rotations, positions
 
 
+def _limits_yield(skeleton, pins, result, settings, limits, stiffness, started):
+    """The result, or where a pin within reach is held back by joint limits, the pins reached
+    with the limits grown by the least angle that lets them (to within a sixteenth of a half
+    turn), solved from the result; `limits_exceeded` says how far each bone went beyond. Where
+    no growth reaches every pin, the limits hold."""
+    attempt = _attempt_for(
+        skeleton, pins, result.rotations, result.locations, settings, limits, stiffness, started
+    )
+    attempt.state.forward()
+    if not (~attempt.state.reached(attempt.settings.tolerance) & attempt._within_reach()).any():
+        return result
+    low, high, reached = 0.0, math.pi, None
+    for _ in range(_YIELD_HALVINGS + 1):
+        if not _time_left(settings, started):
+            break
+        angle = high if reached is None else 0.5 * (low + high)
+        tried = _solve_once(
+            skeleton,
+            pins,
+            result.rotations,
+            result.locations,
+            settings,
+            limits.widened(angle),
+            stiffness,
+            started,
+        )
+        if tried.converged:
+            high, reached = angle, tried
+        elif reached is None:
+            return result
+        else:
+            low = angle
+    if reached is None:
+        return result
+    reached.iterations += result.iterations
+    reached.moved |= result.moved
+    reached.limits_exceeded = limits.violation(reached.rotations)
+    return reached
+
+
 def _give_way(skeleton, pins, start, settings, limits, stiffness, started, result):
     """The result once the pins that keep the others from their targets have given way.
 
@@ -492,6 +539,7 @@ def _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffnes
         moved=attempt.plan.solved.copy(),
         yielded=np.zeros(len(pins), dtype=bool),
         beyond_reach=np.zeros(len(pins), dtype=bool),
+        limits_exceeded=np.zeros(len(skeleton)),
     )
 
 

@@ -23,6 +23,7 @@ def dress_up(obj):
     """Pose, pin, limit and tune the rig so every part of the document has something to carry."""
     make_active(obj)
     obj.ewbik.live = False
+    obj.ewbik.strict_limits = True
     obj.location = (0.5, 1.0, 0.0)
     obj.rotation_euler = (0.0, 0.0, 0.4)
     for name, rotation in POSED.items():
@@ -260,6 +261,7 @@ def test_exported_scene_imported_solves_to_the_same_pose(metarig, tmp_path):
         "analytic_limbs",
         "stage_targets",
         "pins_give_way",
+        "strict_limits",
     }
     armature_solve = addon_module("ewbik_addon.armature_solve")
     armature_solve.solve_armature(

@@ -37,7 +37,7 @@ EXPLICIT_UNLESS_EXPLORING = (Phase.explicit, Phase.generate, Phase.shrink) if EX
 BACKENDS = tuple(os.environ.get("EWBIK_TEST_BACKENDS", "native,numpy").split(","))
 
 
-ONE_ATTEMPT = {"stage_targets": False, "pins_give_way": False}
+ONE_ATTEMPT = {"stage_targets": False, "pins_give_way": False, "strict_limits": True}
 """Settings for a solve that is one run of the loop from the start given: the loop's own
 properties (per-iteration bounds, monotone misfit, restarts) are tested on it."""
 

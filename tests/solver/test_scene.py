@@ -353,6 +353,7 @@ def test_every_solver_setting_travels_in_a_document():
         "analytic_limbs": False,
         "stage_targets": False,
         "pins_give_way": False,
+        "strict_limits": True,
     }
     fields = {f.name for f in dataclasses.fields(solver.SolverSettings)} - {"backend"}
     assert set(changed) == set(SETTINGS_FIELDS) == fields
