@@ -951,7 +951,8 @@ typedef struct {
     double *free;                            /* (C, 9) projector onto the turns each bone may take */
     double *corrections;                     /* (C, 3) the limits' clamp of the last try, world rotation vectors */
     double *best;                            /* (C, 7) the best kept try's rotations and locations */
-    double *system;                          /* (s, s), s = min(rows, params) */
+    double *gram;                            /* (s, s), s = min(rows, params): the restricted Jacobian's Gram matrix */
+    double *system;                          /* (s, s): the Gram matrix damped */
     double *residual;                        /* (rows,) */
     double *rhs;                             /* (s,) */
     double *step;                            /* (params,) */
@@ -961,6 +962,7 @@ typedef struct {
     double damping, clamped;
     double misfit;                           /* the tree's best misfit in the current step */
     int kept, grown, restricted_count, active;
+    int gram_fresh;                          /* gram holds the current restriction's (tries that only damp more reuse it) */
 } PolishTree;
 
 typedef struct {
@@ -1061,7 +1063,7 @@ static int tree_members(const ewbik_problem *pb, const int *tree_of, const int *
 static int tree_allocate(const ewbik_problem *pb, PolishTree *pl)
 {
     int c_count = pl->columns, rows = pl->rows, params = pl->params, s = rows < params ? rows : params;
-    size_t doubles = (size_t)params * 2 + (size_t)c_count * 36 + 2 * (size_t)rows * params + (size_t)s * s +
+    size_t doubles = (size_t)params * 2 + (size_t)c_count * 36 + 2 * (size_t)rows * params + 2 * (size_t)s * s +
                      (size_t)rows + s;
     double *next = malloc(doubles * sizeof(double));
     if (!next)
@@ -1077,6 +1079,7 @@ static int tree_allocate(const ewbik_problem *pb, PolishTree *pl)
     pl->free = next, next += (size_t)c_count * 9;
     pl->corrections = next, next += (size_t)c_count * 3;
     pl->best = next, next += (size_t)c_count * 7;
+    pl->gram = next, next += (size_t)s * s;
     pl->system = next, next += (size_t)s * s;
     pl->residual = next, next += rows;
     pl->rhs = next;
@@ -1221,7 +1224,7 @@ static void residual_gram(PolishTree *pl)
 {
     int m = pl->rows, n = pl->params, first_shift = 3 * pl->columns;
     const double *a = pl->restricted;
-    double *g = pl->system;
+    double *g = pl->gram;
     memset(g, 0, (size_t)m * m * sizeof(double));
     for (int x = 0; x < pl->pairs; x++) {
         int i = pl->pair_column[x], p = pl->pair_pin[x];
@@ -1259,22 +1262,34 @@ static void restrict_jacobian(PolishTree *pl)
     }
 }
 
-/* polish.damped_step's damped system in the smaller space (pl->system, pl->rhs); its size. */
-static int damped_system(PolishTree *pl, int params_space)
+/* The restricted Jacobian and its Gram matrix in the smaller space (pl->restricted, pl->gram). */
+static void restricted_gram(PolishTree *pl, int params_space)
 {
     int m = pl->rows, n = pl->params, s = params_space ? n : m;
     const double *a = pl->restricted;
+    restrict_jacobian(pl);
     if (params_space) {
         for (int i = 0; i < s; i++)
             for (int j = 0; j <= i; j++) {
                 double v = 0.0;
                 for (int r = 0; r < m; r++)
                     v += a[(size_t)r * n + i] * a[(size_t)r * n + j];
-                pl->system[(size_t)i * s + j] = pl->system[(size_t)j * s + i] = v;
+                pl->gram[(size_t)i * s + j] = pl->gram[(size_t)j * s + i] = v;
             }
     } else {
         residual_gram(pl);
     }
+    pl->gram_fresh = 1;
+}
+
+/* polish.damped_step's damped system in the smaller space (pl->system, pl->rhs); its size. */
+static int damped_system(PolishTree *pl, int params_space)
+{
+    int m = pl->rows, n = pl->params, s = params_space ? n : m;
+    const double *a = pl->restricted;
+    if (!pl->gram_fresh)
+        restricted_gram(pl, params_space);
+    memcpy(pl->system, pl->gram, (size_t)s * s * sizeof(double));
     double trace = 0.0;
     for (int i = 0; i < s; i++)
         trace += pl->system[(size_t)i * s + i];
@@ -1296,7 +1311,6 @@ static int damped_step(PolishTree *pl)
 {
     int m = pl->rows, n = pl->params, params_space = n <= m;
     const double *a = pl->restricted;
-    restrict_jacobian(pl);
     if (cholesky_solve(pl->system, damped_system(pl, params_space), pl->rhs) != 0)
         return -1;
     for (int c = 0; c < n; c++) {
@@ -1397,7 +1411,7 @@ static double tree_misfit(const State *st, const PolishTree *pl)
  * reached sits the step out. */
 static void tree_start(State *st, PolishTree *pl)
 {
-    pl->kept = pl->grown = pl->restricted_count = 0;
+    pl->kept = pl->grown = pl->restricted_count = pl->gram_fresh = 0;
     pl->active = 0;
     for (int k = 0; k < pl->pins && !pl->active; k++)
         pl->active = !pin_reached(st, pl->pin[k], st->pb->tolerance);
@@ -1423,6 +1437,7 @@ static int tree_judge(const State *st, PolishTree *pl)
     }
     if (pl->restricted_count < pb->polish_tries && restrict_turns(pl)) {
         pl->restricted_count++;
+        pl->gram_fresh = 0;
         return 1;
     }
     if (pl->kept || pl->grown == pb->polish_tries)
