@@ -1,9 +1,10 @@
 """Joint-limit presets as data: bone-name roles and anatomical ranges oriented by the body.
 
-The ranges (solver/data/humanoid.json) are written in body terms (flex forward, abduct outward,
-twist about the bone) so one table serves every rig. They are turned into cones in each bone's
-rest frame using the body frame read from the skeleton itself: up from the hips to the head,
-left from the right to the left thigh/shoulder. Bone roll and the armature's up axis therefore
+The ranges (solver/data/humanoid.json) are a person's whole active range of motion
+(docs/limits/humanoid.md gives the clinical tables), written in body terms (flex forward, abduct
+outward, twist about the bone from the joint's anatomical zero) so one table serves every rig.
+They are turned into cones in each bone's rest frame using the body frame read from the
+skeleton itself: up from the hips to the head, left from the right to the left thigh/shoulder. Bone roll and the armature's up axis therefore
 do not matter; the names only decide which table row a bone gets.
 
 The body is read from a reference pose: the rest pose, or a standing pose the caller gives
@@ -347,6 +348,15 @@ class _Rig:
             axis = -own
         return axis, reach, bool(np.dot(own, axis) < 0.0)
 
+    def below_roll(self, name, roll_roles):
+        """True when a bone with one of `roll_roles` lies between this bone and its forearm."""
+        current = self.parent[name]
+        while current is not None and self.roles.get(current, "").partition(".")[0] != "forearm":
+            if self.roles.get(current, "").partition(".")[0] in roll_roles:
+                return True
+            current = self.parent[current]
+        return False
+
     def hand_axis(self, name):
         """The segment axis of the hand this bone belongs to (the bone's own without one)."""
         current = name
@@ -437,17 +447,43 @@ def _placements(rig, placed):
 
 
 @functools.cache
-def _role_cones(preset, role):
-    """(unit directions (k, 3), radii (k,), Kusudama) of a role's cones in the role's own frame:
-    the reference direction +Y, the flex direction +Z, L +X. The same for every rig, so they are
-    built once; `_placements` turns them into each bone's rest frame."""
+def _role(preset, base):
+    """A role's row of the preset, with the cones, twist and range of its region merged in for
+    the roles that share one (the spine's bones share the trunk's and the neck's)."""
+    data = _load(preset)
+    spec = data["roles"][base]
+    return spec if "region" not in spec else {**data["regions"][spec["region"]], **spec}
+
+
+def _shares(preset, bases):
+    """Per placed bone the part of its region's range it may take (1 for a joint of its own).
+
+    A region's range is the whole spine's (or neck's); each of the rig's n bones in it takes
+    `spread` / n of it, at most all: rigs and captures bend the spine unevenly (a capture's
+    lumbar bone takes 35 of the trunk's 80 degrees of flexion while the chest bones take 15),
+    so a bone may take more than an even share, while the region stays a person's.
+    """
+    regions = [_role(preset, base).get("region") for base in bases]
+    counts = {region: regions.count(region) for region in set(regions)}
+    return [
+        1.0 if region is None else min(1.0, _role(preset, base)["spread"] / counts[region])
+        for base, region in zip(bases, regions)
+    ]
+
+
+@functools.cache
+def _role_cones(preset, base, share=1.0):
+    """(unit directions (k, 3), radii (k,), Kusudama) of a role's cones in the role's own frame
+    (the reference direction +Y, the flex direction +Z, L +X), scaled by the bone's share of its
+    region. The same for every rig, so they are built once; `_placements` turns them into each
+    bone's rest frame."""
     directions, radii = [], []
-    for a, b, radius in _load(preset)["roles"][role]["cones"]:
-        a, b = math.radians(a), math.radians(b)
+    for a, b, radius in _role(preset, base)["cones"]:
+        a, b = math.radians(a * share), math.radians(b * share)
         theta = math.hypot(a, b)
         scale = math.sin(theta) / theta if theta > 0.0 else 0.0
         directions.append((b * scale, math.cos(theta), a * scale))
-        radii.append(math.radians(radius))
+        radii.append(math.radians(radius * share))
     directions, radii = _units(np.array(directions), _Y), np.array(radii)
     return directions, radii, _kusudama(directions, radii)
 
@@ -456,40 +492,64 @@ def _kusudama(directions, radii):
     return Kusudama([LimitCone(tuple(d), float(r)) for d, r in zip(directions, radii)])
 
 
-def _region_centres(preset, roles, reference):
+def _region_centres(preset, kinds, reference):
     """(centres of the regions that hold each bone's reference swing direction, the radii of its
-    cones), in the roles' own frames (k, 3), (k, cones).
+    cones), in the roles' own frames (k, 3), (k, cones); `kinds`: (role, share) per bone.
 
     The reference pose (rest, or the standing pose the body was read from) is a pose the
     character can take; when a rig models a bone slightly off the anatomical range (a thumb
     splayed sideways, a finger curled at rest), the nearest cone grows just enough to include
     it, so applying a preset never snaps that pose.
     """
-    centres, radii = np.empty_like(reference), [None] * len(roles)
-    for role in set(roles):
-        rows = [k for k, r in enumerate(roles) if r == role]
-        directions, role_radii, kusudama = _role_cones(preset, role)
+    centres, radii = np.empty_like(reference), [None] * len(kinds)
+    for kind in set(kinds):
+        rows = [k for k, other in enumerate(kinds) if other == kind]
+        directions, kind_radii, kusudama = _role_cones(preset, *kind)
         inside = kusudama.allows(reference[rows])
         for k, allowed in zip(rows, inside):
-            radii[k], centres[k] = role_radii, kusudama.centre
+            radii[k], centres[k] = kind_radii, kusudama.centre
             if allowed:
                 continue
-            gaps = np.arccos(np.clip(directions @ reference[k], -1.0, 1.0)) - role_radii
+            gaps = np.arccos(np.clip(directions @ reference[k], -1.0, 1.0)) - kind_radii
             nearest = int(np.argmin(gaps))
-            radii[k] = role_radii.copy()
+            radii[k] = kind_radii.copy()
             radii[k][nearest] += gaps[nearest] + _REFERENCE_MARGIN
             centres[k] = _kusudama(directions, radii[k]).centre
     return centres, radii
 
 
-def _twist_ranges(centres, reference, low, high):
-    """(min, max) twists centred like the table's ranges on the reference pose's own twists.
+def _twists(preset, rig, placed, shares):
+    """(k, 2) radians: each placed bone's twist range in the table's terms (the right side and
+    reversed bones mirrored, a shared region's scaled), before `_twist_ranges` places it.
 
-    The kusudama measures twist against a frame turned from +Y to its region's `centre`; the
-    reference rotation's twist in that frame is where the table's zero belongs. The middle is
-    kept within [-pi, pi], so the bounds stay within [-2 pi, 2 pi].
+    The forearm's roll (pronation) is the twist of the bone between the forearm and the hand
+    that carries it (a forearm twist bone, CMU's wrist), else the hand's own: capture, BVH and
+    Mixamo rigs store it on the hand. A hand below such a bone gets `twist_below_roll`.
     """
-    in_frame = quat.multiply(quat.conjugate(quat.shortest_arc(_Y, centres)), reference)
+    out = []
+    for (name, base, sign), share in zip(placed, shares):
+        spec = _role(preset, base)
+        low, high = spec["twist"]
+        if "twist_below_roll" in spec and rig.below_roll(name, _load(preset)["roll_roles"]):
+            low, high = spec["twist_below_roll"]
+        if (sign < 0.0) != rig.segment(name)[2]:
+            low, high = -high, -low
+        out.append((low * share, high * share))
+    return np.radians(out)
+
+
+def _twist_ranges(centres, zeros, reference, low, high):
+    """(min, max) twists centred like the table's ranges on the anatomical zeros' twists.
+
+    The kusudama measures twist against a frame turned from +Y to its region's `centre`. The
+    table's zero is the joint's anatomical zero: the reference pose swung, by the shortest arc,
+    to the role's reference direction `zeros` (an arm held out in a T pose, lowered to hang:
+    the goniometer's zero for the shoulder's rotation). Its twist in that frame is where the
+    table's zero belongs. The middle is kept within [-pi, pi], so the bounds stay within
+    [-2 pi, 2 pi].
+    """
+    zero = quat.multiply(quat.shortest_arc(quat.rotate(reference, _Y), zeros), reference)
+    in_frame = quat.multiply(quat.conjugate(quat.shortest_arc(_Y, centres)), zero)
     _, _, offset = quat.swing_twist(in_frame)
     middle = offset + 0.5 * (low + high)
     middle = (middle + math.pi) % (2.0 * math.pi) - math.pi
@@ -519,20 +579,19 @@ def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
     ]
     if not placed:
         return {}
+    shares = _shares(preset, [base for _, base, _ in placed])
+    kinds = [(base, share) for (_, base, _), share in zip(placed, shares)]
     to_bone = _placements(rig, [(name, table[base], sign) for name, base, sign in placed])
     reference = rig.reference[[rig.index[name] for name, _, _ in placed]]
-    swing = quat.rotate(reference, _Y)
-    centres, radii = _region_centres(
-        preset, [base for _, base, _ in placed], np.einsum("kji,kj->ki", to_bone, swing)
+    swing = np.einsum("kji,kj->ki", to_bone, quat.rotate(reference, _Y))
+    centres, radii = _region_centres(preset, kinds, swing)
+    twist = _twists(preset, rig, placed, shares)
+    twist_min, twist_max = _twist_ranges(
+        np.einsum("kij,kj->ki", to_bone, centres), to_bone[:, :, 1], reference, *twist.T
     )
-    centres = np.einsum("kij,kj->ki", to_bone, centres)
-    twist = np.radians([table[base]["twist"] for _, base, _ in placed])
-    flip = np.array([(sign < 0.0) != rig.segment(name)[2] for name, _, sign in placed])
-    low, high = np.where(flip, -twist[:, 1], twist[:, 0]), np.where(flip, -twist[:, 0], twist[:, 1])
-    twist_min, twist_max = _twist_ranges(centres, reference, low, high)
     limits = {}
-    for k, (name, base, _) in enumerate(placed):
-        directions = _units(_role_cones(preset, base)[0] @ to_bone[k].T, _Y)
+    for k, (name, _, _) in enumerate(placed):
+        directions = _units(_role_cones(preset, *kinds[k])[0] @ to_bone[k].T, _Y)
         limits[name] = {
             "cones": [{"direction": d, "radius": r} for d, r in zip(directions.tolist(), radii[k].tolist())],
             "twist": {"min": float(twist_min[k]), "max": float(twist_max[k])},
