@@ -675,6 +675,32 @@ def test_the_arms_twist_is_judged_the_same_held_out_or_hanging():
     assert 0.2 < np.mean(judged["t_pose"] == 0.0) < 0.8
 
 
+DOCUMENTED = pathlib.Path(__file__).resolve().parents[2] / "docs" / "limits" / "humanoid.md"
+MEASURED_AT = {"abduct": "abduction", "flex": "flexion"}
+
+
+def test_the_documented_table_is_the_presets():
+    """docs/limits/humanoid.md lists each role's clinical range, and the spine's regions', as
+    humanoid.json holds them, with where the tables measure rotation."""
+    documented = {}
+    for line in DOCUMENTED.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if cells and cells[0].startswith("`"):
+            ranges = {
+                m: [int(v) for v in c.split(" / ")]
+                for m, c in zip(("flex", "abduct", "twist"), cells[2:5])
+                if c
+            }
+            documented[cells[0].strip("`")] = ranges, cells[5]
+    held = {role: spec["range"] for role, spec in clinical.TABLE["roles"].items() if "range" in spec}
+    held.update({region: spec["range"] for region, spec in clinical.TABLE["regions"].items()})
+    assert documented.keys() == held.keys()
+    for role, (ranges, measured_at) in documented.items():
+        at = held[role].get("twist_at", {})
+        assert ranges == {m: v for m, v in held[role].items() if m != "twist_at"}, role
+        assert measured_at == ", ".join(f"{d} degrees of {MEASURED_AT[m]}" for m, d in at.items()), role
+
+
 def mirror_x(v):
     return np.array(v) * np.array([-1.0, 1.0, 1.0])
 
