@@ -412,9 +412,9 @@ def _placements(rig, placed):
     side sign) rows; one batch for the whole body.
 
     The reference P, flex F and L = side * (F x P) axes are read in world space from the reference
-    pose; `to local` then turns them into the rest frame, carrying the segment axis onto the tail
-    where they differ (point-reflected for a reversed bone, which is exact when the tail runs
-    straight back along the axis).
+    pose, then turned into the bone's rest frame; where the segment axis is not the tail, the
+    turn between them in the reference pose carries it onto the tail (point-reflected for a
+    reversed bone, which is exact when the tail runs straight back along the axis).
     """
     names = [name for name, _, _ in placed]
     own = np.array([rig.segment(name)[0] for name in names])
