@@ -4,9 +4,12 @@ Shared by Presets > Humanoid and by pinning (Humanoid Limits on Pin), so both re
 store limits and stiffness the same way.
 """
 
+import dataclasses
+
 from ..solver import presets
 from . import limit_settings, production_rigs
 from .limit_settings import scene_bones, set_limits
+from .properties import batched_updates
 from .messages import count
 from .production_checks import fixed_bones
 from .stored_settings import stored_bone_settings
@@ -29,15 +32,26 @@ def preset_overrides(obj):
     return {**production_rigs.role_overrides(obj), **{bone: "" for bone in fixed_bones(obj)}}
 
 
-def fitted_preset(obj, preset, frame):
-    """(limits, where the body was read) from the rest pose, else from the current pose.
+@dataclasses.dataclass
+class FittedPreset:
+    """A preset worked out for one armature: what `store_preset` writes and `preset_report` tells."""
 
-    Raises presets.PresetError when neither shows a standing body; its message says why.
+    limits: dict  # {bone: scene-document limits dict}
+    stiffness: dict  # {bone: stiffness} of the recognised bones whose role is stiff
+    roles: dict  # {bone: body role} as the preset recognised them
+    source: str  # where the body was read: "from the rest pose", "from the current pose (frame 12)"
+
+
+def fitted_preset(obj, preset, frame, overrides=None):
+    """The preset fitted to the armature, the body read from the rest pose, else from the current
+    pose. `overrides`: `preset_overrides(obj)` when the caller has it already.
+
+    Raises presets.PresetError when neither pose shows a standing body; its message says why.
     """
     bones = scene_bones(obj)
-    overrides = preset_overrides(obj)
+    overrides = preset_overrides(obj) if overrides is None else overrides
     try:
-        return presets.preset_limits(bones, preset, overrides=overrides), "from the rest pose"
+        limits, source = presets.preset_limits(bones, preset, overrides=overrides), "from the rest pose"
     except presets.PresetError as rest_error:
         try:
             limits = presets.preset_limits(bones, preset, pose=current_pose(obj), overrides=overrides)
@@ -49,7 +63,10 @@ def fitted_preset(obj, preset, frame):
                 "pose the armature standing, limbs not folded, and try again",
                 why,
             ) from None
-        return limits, f"from the current pose (frame {frame})"
+        source = f"from the current pose (frame {frame})"
+    stiffness = presets.preset_stiffness(bones, preset, overrides)
+    roles = presets.bone_roles([bone["name"] for bone in bones], overrides)
+    return FittedPreset(limits, stiffness, roles, source)
 
 
 def has_limits(obj):
@@ -63,32 +80,30 @@ def set_humanoid_limits_if_none(obj, frame):
     Returns a sentence for the caller's report ("" when nothing applied), so knees and elbows
     bend the right way from the first drag; `Object.ewbik.auto_limits` turns this off.
     """
-    if (
-        not obj.ewbik.auto_limits
-        or has_limits(obj)
-        or not presets.has_humanoid_limbs([bone.name for bone in obj.data.bones], preset_overrides(obj))
-    ):
+    if not obj.ewbik.auto_limits or has_limits(obj):
+        return ""
+    overrides = preset_overrides(obj)
+    if not presets.has_humanoid_limbs(obj.data.bones.keys(), overrides):
         return ""
     try:
-        limits, source = fitted_preset(obj, "humanoid", frame)
+        fitted = fitted_preset(obj, "humanoid", frame, overrides)
     except presets.PresetError as error:
         return f"; no humanoid limits set: {error.message}"
-    store_preset(
-        obj, [pose_bone for pose_bone in obj.pose.bones if pose_bone.name in limits], limits, "humanoid"
-    )
-    return f"; humanoid limits set on {count(len(limits), 'bone')} {source} (Humanoid Limits on Pin)"
+    store_preset(obj, [pose_bone for pose_bone in obj.pose.bones if pose_bone.name in fitted.limits], fitted)
+    return f"; humanoid limits set on {count(len(fitted.limits), 'bone')} {fitted.source} (Humanoid Limits on Pin)"
 
 
-def store_preset(obj, pose_bones, limits, preset):
+def store_preset(obj, pose_bones, fitted):
     """Write a preset's limits, and the stiffness it gives some roles, onto these pose bones.
 
-    A stiffness the user set (non-zero) is kept: the preset only fills in bones left at 0.
+    A stiffness the user set (non-zero) is kept: the preset only fills in bones left at 0. The
+    armature is tagged for the live solve once, not once per setting written.
     """
-    stiffness = presets.preset_stiffness(scene_bones(obj), preset, preset_overrides(obj))
-    for pose_bone in pose_bones:
-        set_limits(pose_bone.ewbik, limits[pose_bone.name])
-        if pose_bone.name in stiffness and pose_bone.ewbik.stiffness == 0.0:
-            pose_bone.ewbik.stiffness = stiffness[pose_bone.name]
+    with batched_updates(obj):
+        for pose_bone in pose_bones:
+            set_limits(pose_bone.ewbik, fitted.limits[pose_bone.name])
+            if pose_bone.name in fitted.stiffness and pose_bone.ewbik.stiffness == 0.0:
+                pose_bone.ewbik.stiffness = fitted.stiffness[pose_bone.name]
 
 
 _BODY_PARTS = (  # (part, role bases), sided parts get "left"/"right" before them
@@ -113,12 +128,12 @@ def body_part(role):
     return f"{_SIDE_WORD[side]} {part}"
 
 
-def preset_report(obj, bones, limits):
+def preset_report(bones, fitted):
     """What a preset did to these pose bones, to follow a report's first words (with its own
     leading space or semicolon): counts by body part, then the bones it recognised but could not
     place. Roots (their rotation is the whole body's) and bones it does
     not recognise (face, tail, props) are counted, not listed."""
-    roles = presets.bone_roles([bone.name for bone in obj.data.bones], preset_overrides(obj))
+    roles, limits = fitted.roles, fitted.limits
     parts = {}
     for pose_bone in bones:
         if pose_bone.name in limits:

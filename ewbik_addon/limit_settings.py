@@ -11,15 +11,24 @@ MIN_DIRECTION = 1e-9  # shorter cone directions have none: refused by the solve,
 
 
 def scene_bones(obj):
-    """The armature's bones as scene-document bone dicts (name, parent, rest, length)."""
+    """The armature's bones as scene-document bone dicts (name, parent, rest, length).
+
+    Matrices and lengths are read for all bones at once (foreach_get): presets, pinning, export
+    and fitting read every bone of rigs that may carry a thousand.
+    """
+    bones = obj.data.bones
+    rest, lengths = np.empty(16 * len(bones)), np.empty(len(bones))
+    bones.foreach_get("matrix_local", rest)
+    bones.foreach_get("length", lengths)
+    rest = rest.reshape(-1, 4, 4).transpose(0, 2, 1).tolist()  # Blender hands matrices column by column
     return [
         {
             "name": bone.name,
             "parent": bone.parent.name if bone.parent else None,
-            "rest": [list(row) for row in bone.matrix_local],
-            "length": bone.length,
+            "rest": matrix,
+            "length": length,
         }
-        for bone in obj.data.bones
+        for bone, matrix, length in zip(bones, rest, lengths.tolist())
     ]
 
 

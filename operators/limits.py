@@ -50,7 +50,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
     def execute(self, context):
         obj = context.active_object
         try:
-            limits, source = fitted_preset(obj, self.preset, context.scene.frame_current)
+            fitted = fitted_preset(obj, self.preset, context.scene.frame_current)
         except presets.PresetError as error:
             self.report({"ERROR"}, f"No limits set: {error.message}")
             return {"CANCELLED"}
@@ -62,9 +62,11 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
         if not wanted:
             self.report({"WARNING"}, "No bones selected")
             return {"CANCELLED"}
-        limited = [pose_bone for pose_bone in wanted if pose_bone.name in limits]
-        store_preset(obj, limited, limits, self.preset)
-        message = f"Limits set on {count(len(limited), 'bone')} {source}{preset_report(obj, wanted, limits)}"
+        limited = [pose_bone for pose_bone in wanted if pose_bone.name in fitted.limits]
+        store_preset(obj, limited, fitted)
+        message = (
+            f"Limits set on {count(len(limited), 'bone')} {fitted.source}{preset_report(wanted, fitted)}"
+        )
         self.report({"INFO"} if limited else {"WARNING"}, message)
         return {"FINISHED"} if limited else {"CANCELLED"}
 

@@ -1,9 +1,10 @@
 """Joint-limit presets as data: bone-name roles and anatomical ranges oriented by the body.
 
-The ranges (solver/data/humanoid.json) are written in body terms (flex forward, abduct outward,
-twist about the bone) so one table serves every rig. They are turned into cones in each bone's
-rest frame using the body frame read from the skeleton itself: up from the hips to the head,
-left from the right to the left thigh/shoulder. Bone roll and the armature's up axis therefore
+The ranges (solver/data/humanoid.json) are a person's whole active range of motion
+(docs/limits/humanoid.md gives the clinical tables), written in body terms (flex forward, abduct
+outward, twist about the bone from the joint's anatomical zero) so one table serves every rig.
+They are turned into cones in each bone's rest frame using the body frame read from the
+skeleton itself: up from the hips to the head, left from the right to the left thigh/shoulder. Bone roll and the armature's up axis therefore
 do not matter; the names only decide which table row a bone gets.
 
 The body is read from a reference pose: the rest pose, or a standing pose the caller gives
@@ -13,6 +14,7 @@ local rotations are judged whichever rest the rig was built with.
 """
 
 import copy
+import functools
 import json
 import math
 import os
@@ -43,7 +45,9 @@ _SEPARATION = 0.02
 _LEGS_DOWN = 0.5
 
 
+@functools.cache
 def _load(name):
+    """A data file, read once (shared: callers never change it)."""
     with open(os.path.join(_DATA, name + ".json"), encoding="utf-8") as f:
         return json.load(f)
 
@@ -60,6 +64,7 @@ def available_presets():
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _split(name):
     """(core, side, segment) of a bone name: core lower-case without separators, side 'L'/'R'/None."""
     base = name.rsplit(":", 1)[-1]
@@ -90,11 +95,12 @@ def _split(name):
     return core, side, segment
 
 
+@functools.cache
 def body_roles():
     """Every role a bone can have ("hips", "upper_arm.L", ...): what a name mapping may assign."""
     centre = sorted(set(_NAMES["centre"].values()))
     sided = sorted({role for role in _load("humanoid")["roles"]} - set(centre))
-    return centre + [f"{role}.{side}" for role in sided for side in "LR"]
+    return tuple(centre + [f"{role}.{side}" for role in sided for side in "LR"])
 
 
 def bone_roles(names, overrides=None):
@@ -103,7 +109,8 @@ def bone_roles(names, overrides=None):
     overrides: {bone name: role, or "" for none} that the user mapped by hand; they win over the
     names. Raises PresetError (field "overrides.<bone>") for a role `body_roles` does not list.
     """
-    roles = _roles_from_names(names)
+    names = tuple(names)
+    roles = dict(_roles_from_names(names))
     known, present = set(body_roles()), set(names)
     for name, role in (overrides or {}).items():
         if role and role not in known:
@@ -117,7 +124,10 @@ def bone_roles(names, overrides=None):
     return roles
 
 
+@functools.lru_cache(maxsize=16)
 def _roles_from_names(names):
+    """{name: role} of a rig's bone names (a tuple); kept for the last rigs asked about, since
+    applying a preset asks several times (shared: callers copy before changing it)."""
     split = {name: _split(name) for name in names}
     sided_cores = {core for core, side, _ in split.values() if side}
     all_cores = {core for core, _, _ in split.values()}
@@ -173,22 +183,39 @@ def _finger_role(finger, segment, has_metacarpal):
     return f"thumb_{number}" if finger == "thumb" else f"finger_{number}"
 
 
+def _units(v, fallback):
+    """Rows of v made unit; `fallback` rows (as given) where a row has no length."""
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return np.where(n > 1e-9, v / np.where(n > 1e-9, n, 1.0), fallback)
+
+
+def _orthogonals(v, axis, fallback):
+    """Rows of v made perpendicular to the unit rows of `axis`, unit; `fallback` (also made
+    perpendicular) where v is parallel to its axis."""
+    out = v - _dots(v, axis) * axis
+    out = np.where(
+        np.linalg.norm(out, axis=-1, keepdims=True) < 1e-6, fallback - _dots(fallback, axis) * axis, out
+    )
+    return _units(out, _any_perpendiculars(axis))
+
+
+def _any_perpendiculars(axis):
+    other = np.where(np.abs(axis[..., :1]) < 0.9, [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    return _units(np.cross(axis, other), [0.0, 0.0, 1.0])
+
+
+def _dots(a, b):
+    return np.sum(a * b, axis=-1, keepdims=True)
+
+
 def _unit(v, fallback):
-    n = float(np.linalg.norm(v))
-    return v / n if n > 1e-9 else np.asarray(fallback, dtype=float)
+    return _units(np.asarray(v, dtype=float)[None], np.asarray(fallback, dtype=float))[0]
 
 
 def _orthogonal(v, axis, fallback):
-    """v made perpendicular to the unit `axis`; `fallback` (also made perpendicular) if v || axis."""
-    out = v - np.dot(v, axis) * axis
-    if np.linalg.norm(out) < 1e-6:
-        out = fallback - np.dot(fallback, axis) * axis
-    return _unit(out, _any_perpendicular(axis))
-
-
-def _any_perpendicular(axis):
-    other = np.array([1.0, 0.0, 0.0]) if abs(axis[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    return _unit(np.cross(axis, other), [0.0, 0.0, 1.0])
+    return _orthogonals(
+        np.asarray(v, dtype=float)[None], axis[None], np.asarray(fallback, dtype=float)[None]
+    )[0]
 
 
 class PresetError(ValueError):
@@ -217,44 +244,42 @@ class _Rig:
     """Body frame, bone axes and reference frames of a skeleton in its reference pose.
 
     The reference pose is the rest pose or a given standing pose. Directions are read from it,
-    while limits are expressed in each bone's rest frame: `frame[name]` is the armature-space
-    rotation the bone would have with an identity local rotation and its parent as posed, so a
-    world direction d is the local swing direction frame.T @ d.
+    while limits are expressed in each bone's rest frame: `frames[i]` is the armature-space
+    rotation bone i would have with an identity local rotation and its parent as posed, so a
+    world direction d is the local swing direction frames[i].T @ d.
     """
 
     def __init__(self, bones, roles, table, pose=None):
-        self.bones = {b["name"]: b for b in bones}
+        self.parent = {b["name"]: b.get("parent") for b in bones}
         self.roles = roles
+        self.table = table
         skeleton = Skeleton(
             [b["name"] for b in bones],
             [b.get("parent") for b in bones],
-            [b["rest"] for b in bones],
+            _rest_matrices(bones),
             [b["length"] for b in bones],
         )
-        local = _pose_arrays(skeleton, pose)
-        world, heads = skeleton.forward(*local)
-        world = quat.to_matrix(world)
-        frames = world @ np.swapaxes(quat.to_matrix(local[0]), -1, -2)
-        self.order = skeleton.names
-        self.rotation = dict(zip(self.order, world))
-        self.frame = dict(zip(self.order, frames))
-        self.reference = dict(zip(self.order, local[0]))
-        self.head = dict(zip(self.order, heads))
-        self.length = dict(zip(self.order, skeleton.lengths))
+        self.index = skeleton.index
+        rotations, locations = _pose_arrays(skeleton, pose)
+        world, self.heads = skeleton.forward(rotations, locations)
+        self.world = quat.to_matrix(world)
+        self.frames = self.world @ np.swapaxes(quat.to_matrix(rotations), -1, -2)
+        self.reference = rotations
+        self.lengths = skeleton.lengths
         self.by_role = {}
         for name, role in roles.items():
             self.by_role.setdefault(role, name)
         self.up, self.left = self._body_frame("rest" if pose is None else "pose")
         self.forward = np.cross(self.left, self.up)
-        self.axis, self.reversed = self._axes(table)
+        self._segments = {}
 
     def direction(self, name):
-        return self.rotation[name][:, 1]
+        return self.world[self.index[name]][:, 1]
 
     def _position(self, *roles):
         for role in roles:
             if role in self.by_role:
-                return self.head[self.by_role[role]]
+                return self.heads[self.index[self.by_role[role]]]
         return None
 
     def _body_frame(self, field):
@@ -264,7 +289,7 @@ class _Rig:
         if all(t is not None for t in thighs):
             bottom = 0.5 * (thighs[0] + thighs[1])
         top = self._position("head", "neck")
-        extent = float(np.ptp(np.array(list(self.head.values())), axis=0).max())
+        extent = float(np.ptp(self.heads, axis=0).max())
         up = np.array([0.0, 0.0, 1.0])
         if bottom is not None and top is not None:
             if np.linalg.norm(top - bottom) <= _SEPARATION * extent:
@@ -291,59 +316,66 @@ class _Rig:
             if np.dot(_unit(ankle - hip, up), up) > -_LEGS_DOWN:
                 raise _unreadable(field, "the legs do not hang below the hips")
 
-    def _axes(self, table):
-        """{name: world axis of the body segment}, {name: True where the bone points against it}.
+    def segment(self, name):
+        """(world axis of the bone's body segment, its reach, True where the bone points against it).
 
         A bone's tail says where its segment points, except for stubs much shorter than their
         parent (a wrist or chest joint given a token tail) and for bones of a continuing chain
         that point back against it (a wrist stub aimed up the forearm): those follow their
-        parent's axis, so the limits rest on how the bone turns, not on its tail.
+        parent's axis, so the limits rest on how the bone turns, not on its tail. Worked out
+        for the bones asked about and their ancestors only (a rig's props and cloth never are).
         """
-        axis, reversed_, reach = {}, {}, {}
-        for name in self.order:
-            own = self.direction(name)
-            parent = self.bones[name].get("parent")
-            axis[name], reversed_[name], reach[name] = own, False, self.length[name]
-            if parent is None:
-                continue
-            spec = table.get(self.roles.get(name, "").partition(".")[0])
-            reference = None if spec is None else spec["reference"]
-            if reach[name] < _STUB_FRACTION * reach[parent] and reference != "down":
-                axis[name], reach[name] = axis[parent], reach[parent]
-            elif reference == "parent" and np.dot(own, axis[parent]) < 0.0:
-                axis[name] = -own
-            reversed_[name] = bool(np.dot(own, axis[name]) < 0.0)
-        return axis, reversed_
+        chain = [name]
+        while self.parent[chain[-1]] is not None and self.parent[chain[-1]] not in self._segments:
+            chain.append(self.parent[chain[-1]])
+        for bone in reversed(chain):
+            if bone not in self._segments:
+                self._segments[bone] = self._segment_of(bone)
+        return self._segments[name]
 
-    def to_local(self, name, directions):
-        """World directions of the bone's segment axis -> swing directions of its rest frame.
+    def _segment_of(self, name):
+        own, length = self.direction(name), self.lengths[self.index[name]]
+        parent = self.parent[name]
+        if parent is None:
+            return own, length, False
+        parent_axis, parent_reach, _ = self._segments[parent]
+        spec = self.table.get(self.roles.get(name, "").partition(".")[0])
+        reference = None if spec is None else spec["reference"]
+        axis, reach = own, length
+        if reach < _STUB_FRACTION * parent_reach and reference != "down":
+            axis, reach = parent_axis, parent_reach
+        elif reference == "parent" and np.dot(own, parent_axis) < 0.0:
+            axis = -own
+        return axis, reach, bool(np.dot(own, axis) < 0.0)
 
-        Where the tail is not the axis, the axis' directions are carried onto the tail by the
-        turn between them in the reference pose (point-reflected for a reversed bone, which is
-        exact when the tail runs straight back along the axis).
-        """
-        own, axis = self.direction(name), self.axis[name]
-        sign = -1.0 if self.reversed[name] else 1.0
-        carry = quat.to_matrix(quat.shortest_arc(axis, sign * own)) * sign
-        return np.asarray(directions) @ (self.frame[name].T @ carry).T
+    def below_roll(self, name, roll_roles):
+        """True when a bone with one of `roll_roles` lies between this bone and its forearm."""
+        current = self.parent[name]
+        while current is not None and self.roles.get(current, "").partition(".")[0] != "forearm":
+            if self.roles.get(current, "").partition(".")[0] in roll_roles:
+                return True
+            current = self.parent[current]
+        return False
 
-    def palm_normal(self, name, side_sign):
-        """Palm normal of the hand this bone belongs to: down for a hand held out sideways
-        (T/A pose), toward the body for a hand hanging down."""
-        hand = self._ancestor_hand(name)
-        along = self.axis[hand]
-        if abs(float(np.dot(along, self.up))) < 0.7:
-            return _orthogonal(-self.up, along, self.forward)
-        return _orthogonal(-side_sign * self.left, along, self.forward)
-
-    def _ancestor_hand(self, name):
+    def hand_axis(self, name):
+        """The segment axis of the hand this bone belongs to (the bone's own without one)."""
         current = name
         while current is not None:
-            role = self.roles.get(current, "").split(".")[0]
-            if role in ("hand", "wrist"):
-                return current
-            current = self.bones[current]["parent"]
-        return name
+            if self.roles.get(current, "").split(".")[0] in ("hand", "wrist"):
+                return self.segment(current)[0]
+            current = self.parent[current]
+        return self.segment(name)[0]
+
+
+def _rest_matrices(bones):
+    """The bones' rest matrices as one (N, 4, 4) array when they are numbers (the Skeleton's quick
+    path); as given otherwise, so the Skeleton names the bad one."""
+    rest = [b["rest"] for b in bones]
+    try:
+        array = np.array(rest)
+    except (TypeError, ValueError):
+        return rest
+    return array if array.dtype.kind in "fiu" else rest
 
 
 def _pose_arrays(skeleton, pose):
@@ -374,69 +406,154 @@ def _pose_arrays(skeleton, pose):
     return rotations, locations
 
 
-def _cones_world(rig, name, spec, side_sign):
-    parent = rig.bones[name]["parent"]
-    own = rig.axis[name]
-    parent_dir = rig.axis[parent] if parent in rig.bones else own
-    level = _orthogonal(own, rig.up, rig.forward)
-    reference = {"own": own, "parent": parent_dir, "down": -rig.up, "level": level}[spec["reference"]]
-    flex = spec["flex"]
-    if flex == "forward":
-        wanted = rig.forward
-    elif flex == "backward":
-        wanted = -rig.forward
-    elif flex == "up":
-        wanted = rig.up
-    elif flex == "palm":
-        wanted = rig.palm_normal(name, side_sign)
-    else:
-        default = rig.forward if flex == "bend_forward" else -rig.forward
-        bend = own - np.dot(own, reference) * reference
-        wanted = bend if np.linalg.norm(bend) > math.sin(_BEND_MIN) else default
-    f_axis = _orthogonal(wanted, reference, rig.up)
-    l_axis = side_sign * np.cross(f_axis, reference)
-    out = []
-    for a, b, radius in spec["cones"]:
-        a, b = math.radians(a), math.radians(b)
+def _placements(rig, placed):
+    """(k, 3, 3) orthogonal matrices taking each placed bone's cones from the role's own frame
+    (`_role_cones`: reference +Y, flex +Z, L +X) into the bone's rest frame, for (name, spec,
+    side sign) rows; one batch for the whole body.
+
+    The reference P, flex F and L = side * (F x P) axes are read in world space from the reference
+    pose, then turned into the bone's rest frame; where the segment axis is not the tail, the
+    turn between them in the reference pose carries it onto the tail (point-reflected for a
+    reversed bone, which is exact when the tail runs straight back along the axis).
+    """
+    names = [name for name, _, _ in placed]
+    own = np.array([rig.segment(name)[0] for name in names])
+    parent = np.array([rig.segment(rig.parent[name])[0] for name in names])
+    side = np.array([[sign] for _, _, sign in placed])
+    up, forward = np.broadcast_to(rig.up, own.shape), np.broadcast_to(rig.forward, own.shape)
+    choices = {"own": own, "parent": parent, "down": -up, "level": _orthogonals(own, up, forward)}
+    reference = np.array([choices[spec["reference"]][k] for k, (_, spec, _) in enumerate(placed)])
+    bend = own - _dots(own, reference) * reference
+    bent = np.linalg.norm(bend, axis=-1, keepdims=True) > math.sin(_BEND_MIN)
+    along = np.array([rig.hand_axis(name) for name in names])
+    flat = np.abs(_dots(along, up)) < 0.7
+    palm = np.where(flat, _orthogonals(-up, along, forward), _orthogonals(-side * rig.left, along, forward))
+    choices = {
+        "forward": forward,
+        "backward": -forward,
+        "up": up,
+        "palm": palm,
+        "bend_forward": np.where(bent, bend, forward),
+        "bend_backward": np.where(bent, bend, -forward),
+    }
+    wanted = np.array([choices[spec["flex"]][k] for k, (_, spec, _) in enumerate(placed)])
+    f_axis = _orthogonals(wanted, reference, up)
+    world = np.stack((side * np.cross(f_axis, reference), reference, f_axis), axis=-1)
+    tail = np.array([rig.direction(name) for name in names])
+    sign = np.array([[-1.0 if rig.segment(name)[2] else 1.0] for name in names])
+    carry = quat.to_matrix(quat.shortest_arc(own, sign * tail)) * sign[:, :, None]
+    frames = rig.frames[[rig.index[name] for name in names]]
+    return np.swapaxes(frames, -1, -2) @ carry @ world
+
+
+@functools.cache
+def _role(preset, base):
+    """A role's row of the preset, with the cones, twist and range of its region merged in for
+    the roles that share one (the spine's bones share the trunk's and the neck's)."""
+    data = _load(preset)
+    spec = data["roles"][base]
+    return spec if "region" not in spec else {**data["regions"][spec["region"]], **spec}
+
+
+def _shares(preset, bases):
+    """Per placed bone the part of its region's range it may take (1 for a joint of its own).
+
+    A region's range is the whole spine's (or neck's); each of the rig's n bones in it takes
+    `spread` / n of it, at most all: rigs and captures bend the spine unevenly (a capture's
+    lumbar bone takes 35 of the trunk's 80 degrees of flexion while the chest bones take 15),
+    so a bone may take more than an even share, while the region stays a person's.
+    """
+    regions = [_role(preset, base).get("region") for base in bases]
+    counts = {region: regions.count(region) for region in set(regions)}
+    return [
+        1.0 if region is None else min(1.0, _role(preset, base)["spread"] / counts[region])
+        for base, region in zip(bases, regions)
+    ]
+
+
+@functools.cache
+def _role_cones(preset, base, share=1.0):
+    """(unit directions (k, 3), radii (k,), Kusudama) of a role's cones in the role's own frame
+    (the reference direction +Y, the flex direction +Z, L +X), scaled by the bone's share of its
+    region. The same for every rig, so they are built once; `_placements` turns them into each
+    bone's rest frame."""
+    directions, radii = [], []
+    for a, b, radius in _role(preset, base)["cones"]:
+        a, b = math.radians(a * share), math.radians(b * share)
         theta = math.hypot(a, b)
-        direction = reference.copy()
-        if theta > 0.0:
-            direction = math.cos(theta) * reference + math.sin(theta) * (a * f_axis + b * l_axis) / theta
-        out.append((_unit(direction, reference), math.radians(radius)))
-    return out
+        scale = math.sin(theta) / theta if theta > 0.0 else 0.0
+        directions.append((b * scale, math.cos(theta), a * scale))
+        radii.append(math.radians(radius * share))
+    directions, radii = _units(np.array(directions), _Y), np.array(radii)
+    return directions, radii, _kusudama(directions, radii)
 
 
-def _include_reference(cones, reference):
-    """(cone dicts in the bone frame whose region contains the reference pose's swing direction,
-    the Kusudama of those cones).
+def _kusudama(directions, radii):
+    return Kusudama([LimitCone(tuple(d), float(r)) for d, r in zip(directions, radii)])
+
+
+def _region_centres(preset, kinds, reference):
+    """(centres of the regions that hold each bone's reference swing direction, the radii of its
+    cones), in the roles' own frames (k, 3), (k, cones); `kinds`: (role, share) per bone.
 
     The reference pose (rest, or the standing pose the body was read from) is a pose the
     character can take; when a rig models a bone slightly off the anatomical range (a thumb
     splayed sideways, a finger curled at rest), the nearest cone grows just enough to include
     it, so applying a preset never snaps that pose.
     """
-    kusudama = Kusudama([LimitCone(d, r) for d, r in cones])
-    if not kusudama.allows(reference):
-        gaps = [math.acos(max(-1.0, min(1.0, float(np.dot(d, reference))))) - r for d, r in cones]
-        nearest = int(np.argmin(gaps))
-        direction, radius = cones[nearest]
-        cones[nearest] = (direction, radius + gaps[nearest] + _REFERENCE_MARGIN)
-        kusudama = Kusudama([LimitCone(d, r) for d, r in cones])
-    return [{"direction": [float(c) for c in d], "radius": float(r)} for d, r in cones], kusudama
+    centres, radii = np.empty_like(reference), [None] * len(kinds)
+    for kind in set(kinds):
+        rows = [k for k, other in enumerate(kinds) if other == kind]
+        directions, kind_radii, kusudama = _role_cones(preset, *kind)
+        inside = kusudama.allows(reference[rows])
+        for k, allowed in zip(rows, inside):
+            radii[k], centres[k] = kind_radii, kusudama.centre
+            if allowed:
+                continue
+            gaps = np.arccos(np.clip(directions @ reference[k], -1.0, 1.0)) - kind_radii
+            nearest = int(np.argmin(gaps))
+            radii[k] = kind_radii.copy()
+            radii[k][nearest] += gaps[nearest] + _REFERENCE_MARGIN
+            centres[k] = _kusudama(directions, radii[k]).centre
+    return centres, radii
 
 
-def _twist_range(centre, reference, low, high):
-    """[min, max] twist centred like the table's range on the reference pose's own twist.
+def _twists(preset, rig, placed, shares):
+    """(k, 2) radians: each placed bone's twist range in the table's terms (the right side and
+    reversed bones mirrored, a shared region's scaled), before `_twist_ranges` places it.
 
-    The kusudama measures twist against a frame turned from +Y to its region's `centre`; the
-    reference rotation's twist in that frame is where the table's zero belongs. The middle is
-    kept within [-pi, pi], so the bounds stay within [-2 pi, 2 pi].
+    The forearm's roll (pronation) is the twist of the bone between the forearm and the hand
+    that carries it (a forearm twist bone, CMU's wrist), else the hand's own: capture, BVH and
+    Mixamo rigs store it on the hand. A hand below such a bone gets `twist_below_roll`.
     """
-    in_frame = quat.multiply(quat.conjugate(quat.shortest_arc(_Y, centre)), reference)
+    out = []
+    for (name, base, sign), share in zip(placed, shares):
+        spec = _role(preset, base)
+        low, high = spec["twist"]
+        if "twist_below_roll" in spec and rig.below_roll(name, _load(preset)["roll_roles"]):
+            low, high = spec["twist_below_roll"]
+        if (sign < 0.0) != rig.segment(name)[2]:
+            low, high = -high, -low
+        out.append((low * share, high * share))
+    return np.radians(out)
+
+
+def _twist_ranges(centres, zeros, reference, low, high):
+    """(min, max) twists centred like the table's ranges on the anatomical zeros' twists.
+
+    The kusudama measures twist against a frame turned from +Y to its region's `centre`. The
+    table's zero is the joint's anatomical zero: the reference pose swung, by the shortest arc,
+    to the role's reference direction `zeros` (an arm held out in a T pose, lowered to hang:
+    the goniometer's zero for the shoulder's rotation). Its twist in that frame is where the
+    table's zero belongs. The middle is kept within [-pi, pi], so the bounds stay within
+    [-2 pi, 2 pi].
+    """
+    zero = quat.multiply(quat.shortest_arc(quat.rotate(reference, _Y), zeros), reference)
+    in_frame = quat.multiply(quat.conjugate(quat.shortest_arc(_Y, centres)), zero)
     _, _, offset = quat.swing_twist(in_frame)
-    middle = float(offset) + 0.5 * (low + high)
+    middle = offset + 0.5 * (low + high)
     middle = (middle + math.pi) % (2.0 * math.pi) - math.pi
-    return {"min": middle - 0.5 * (high - low), "max": middle + 0.5 * (high - low)}
+    return middle - 0.5 * (high - low), middle + 0.5 * (high - low)
 
 
 def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
@@ -452,31 +569,41 @@ def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
     Root bones get no limits (their rotation is the whole body's). Raises PresetError (field
     "rest" or "pose") when the reference pose does not show a standing body.
     """
-    if preset not in _PRESETS:
-        raise PresetError("preset", f"unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
-    table = _load(preset)["roles"]
+    table = _roles_table(preset)
     roles = bone_roles([b["name"] for b in bones], overrides)
     rig = _Rig(bones, roles, table, pose)
+    placed = [
+        (name, role.partition(".")[0], -1.0 if role.endswith(".R") else 1.0)
+        for name, role in roles.items()
+        if role.partition(".")[0] in table and rig.parent[name] is not None
+    ]
+    if not placed:
+        return {}
+    shares = _shares(preset, [base for _, base, _ in placed])
+    kinds = [(base, share) for (_, base, _), share in zip(placed, shares)]
+    to_bone = _placements(rig, [(name, table[base], sign) for name, base, sign in placed])
+    reference = rig.reference[[rig.index[name] for name, _, _ in placed]]
+    swing = np.einsum("kji,kj->ki", to_bone, quat.rotate(reference, _Y))
+    centres, radii = _region_centres(preset, kinds, swing)
+    twist = _twists(preset, rig, placed, shares)
+    twist_min, twist_max = _twist_ranges(
+        np.einsum("kij,kj->ki", to_bone, centres), to_bone[:, :, 1], reference, *twist.T
+    )
     limits = {}
-    for name, role in roles.items():
-        base, _, side = role.partition(".")
-        spec = table.get(base)
-        if spec is None or rig.bones[name].get("parent") is None:
-            continue
-        side_sign = -1.0 if side == "R" else 1.0
-        world = _cones_world(rig, name, spec, side_sign)
-        local = rig.to_local(name, np.array([d for d, _ in world]))
-        reference = rig.reference[name]
-        cones, kusudama = _include_reference(
-            [(d / np.linalg.norm(d), r) for d, (_, r) in zip(local, world)], quat.rotate(reference, _Y)
-        )
-        low, high = (math.radians(t) for t in spec["twist"])
-        if side == "R":
-            low, high = -high, -low
-        if rig.reversed[name]:
-            low, high = -high, -low
-        limits[name] = {"cones": cones, "twist": _twist_range(kusudama.centre, reference, low, high)}
+    for k, (name, _, _) in enumerate(placed):
+        directions = _units(_role_cones(preset, *kinds[k])[0] @ to_bone[k].T, _Y)
+        limits[name] = {
+            "cones": [{"direction": d, "radius": r} for d, r in zip(directions.tolist(), radii[k].tolist())],
+            "twist": {"min": float(twist_min[k]), "max": float(twist_max[k])},
+        }
     return limits
+
+
+def _roles_table(preset):
+    """The preset's role table; PresetError (field "preset") for a preset that is not shipped."""
+    if preset not in _PRESETS:
+        raise PresetError("preset", f"unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
+    return _load(preset)["roles"]
 
 
 def preset_stiffness(bones, preset="humanoid", overrides=None):
@@ -485,9 +612,7 @@ def preset_stiffness(bones, preset="humanoid", overrides=None):
     Stiffness is not a limit: it shapes how the solver shares a move between bones (a
     clavicle barely moves while the arm reaches), so the preset sets it beside the limits.
     """
-    if preset not in _PRESETS:
-        raise PresetError("preset", f"unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
-    table = _load(preset)["roles"]
+    table = _roles_table(preset)
     parents = {b["name"]: b.get("parent") for b in bones}
     out = {}
     for name, role in bone_roles(list(parents), overrides).items():

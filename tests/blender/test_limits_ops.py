@@ -6,6 +6,7 @@ import bpy
 import pytest
 from mathutils import Quaternion, Vector
 
+from tests.support import clinical
 from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones
 from tests.support.ui_layout import RecordingLayout, draw
 
@@ -58,6 +59,40 @@ def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, cap
         "pelvis.L": 1.0,
         "pelvis.R": 1.0,
     }
+
+
+def test_preset_holds_a_persons_clinical_ranges_on_the_metarig(metarig):
+    """Presets > Humanoid on the Rigify metarig: every joint moved through the clinical tables'
+    ranges (tests/support/clinical.py: arms at 28 degrees below level at rest, elbows slightly
+    bent, palm and finger bones) stays inside the limits as stored on its bone. The stored cones
+    and twists are float32, so a motion ending exactly on a boundary may cross it by 1e-6 rad."""
+    make_active(metarig)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    body = clinical.Body(addon_module("ewbik_addon.limit_settings").scene_bones(metarig))
+    swept = {body.base(name) for name in body.swept()}
+    assert swept >= {
+        "spine",
+        "chest",
+        "neck",
+        "head",
+        "upper_arm",
+        "forearm",
+        "hand",
+        "thigh",
+        "shin",
+        "foot",
+    }
+    assert swept >= {"toes", "thumb_1", "thumb_2", "thumb_3", "finger_1", "finger_2", "finger_3"}
+    outside = {}
+    for name in body.swept():
+        limits = addon_module("solver.kusudama").JointLimits(
+            {0: stored_kusudama(metarig.pose.bones[name])}, 1
+        )
+        for motion, (_, rotations) in body.motions(name).items():
+            worst = max(limits.violation(rotation[None])[0] for rotation in rotations)
+            if worst > 1e-6:
+                outside[(name, motion)] = round(math.degrees(worst), 4)
+    assert not outside, f"clinical motions outside the stored limits (degrees): {outside}"
 
 
 def test_preset_keeps_a_stiffness_the_user_set(metarig):

@@ -21,6 +21,7 @@ from solver.presets import (
     preset_limits,
     preset_stiffness,
 )
+from tests.support import clinical
 
 # Generic T-pose (Z up, facing -Y, character's left = +X): role -> (parent role, head, tail).
 LEFT_SIDE = {
@@ -498,7 +499,9 @@ def test_anatomy_of_the_left_side():
         assert arm.allows(ok), ok
     for bad in (BACK, direction(0, DOWN, 35, IN), direction(0, BACK, 30, IN)):
         assert not arm.allows(bad), bad
-    assert arm.allows_twist(math.radians(80)) and not arm.allows_twist(math.radians(150))
+    # The rig's rest holds the arm out at 90 degrees of abduction, where the tables measure rotation.
+    assert arm.allows_twist(math.radians(70)) and arm.allows_twist(math.radians(-90))
+    assert not arm.allows_twist(math.radians(150)) and not arm.allows_twist(math.radians(-150))
 
     forearm = posed("forearm")
     for ok in (OUT, FWD, direction(0, OUT, 130, FWD)):
@@ -534,6 +537,168 @@ def test_anatomy_of_the_left_side():
     finger = posed("finger_2")
     assert finger.allows(DOWN) and finger.allows(OUT)
     assert not finger.allows(UP) and not finger.allows(direction(0, OUT, 30, UP))
+
+
+def clinical_violations(bones):
+    """{(bone, motion): radians outside the preset at the sweep's worst angle} of every recognised
+    bone moved through its clinical range (tests/support/clinical.py), the rest of the rig at rest."""
+    limits = preset_limits(bones)
+    joint = joint_limits(bones, limits)
+    index = {b["name"]: i for i, b in enumerate(bones)}
+    body = clinical.Body(bones)
+    out = {}
+    for name in body.swept():
+        for motion, (_, rotations) in body.motions(name).items():
+            poses = np.tile(quat.IDENTITY, (len(rotations), len(bones), 1))
+            poses[:, index[name]] = rotations
+            out[(name, motion)] = max(joint.violation(pose)[index[name]] for pose in poses)
+    return out
+
+
+SWEPT_ROLES = {
+    "spine", "chest", "neck", "head", "upper_arm", "forearm", "hand", "thumb_1", "thumb_2", "thumb_3",
+    "finger_1", "finger_2", "finger_3", "thigh", "shin", "foot", "toes",
+}  # fmt: skip
+
+
+def unreal_trunk():
+    """The Unreal-named test rig with its chest cut into spine_02 ... spine_05, as the Mannequin's."""
+    bones = build_rig("unreal")
+    chest = next(b for b in bones if b["name"] == "spine_02")
+    rest, step = np.array(chest["rest"]), 0.25 * chest["length"]
+    parts = []
+    for k in range(4):
+        moved = rest.copy()
+        moved[:3, 3] += k * step * rest[:3, 1]
+        parent = "spine_01" if k == 0 else f"spine_0{k + 1}"
+        parts.append(dict(chest, name=f"spine_0{k + 2}", parent=parent, rest=moved.tolist(), length=step))
+    for bone in bones:
+        if bone["parent"] == "spine_02":
+            bone["parent"] = "spine_05"
+    i = bones.index(chest)
+    return bones[:i] + parts + bones[i + 1 :]
+
+
+CLINICAL_RIGS = {
+    "rigify": lambda: build_rig("rigify"),
+    "cmu_bvh": lambda: build_rig("cmu_bvh"),
+    "unreal": unreal_trunk,
+}
+
+
+@pytest.mark.parametrize("rig", sorted(CLINICAL_RIGS))
+def test_a_persons_clinical_ranges_are_inside(rig):
+    """Each joint moved through the active range the clinical tables give (docs/limits/humanoid.md)
+    stays inside the preset: flexion and extension, abduction and adduction, axial rotation where
+    the tables measure it, the spine's ranges shared by its bones (two in the trunk here, five on
+    the Unreal rig)."""
+    bones = CLINICAL_RIGS[rig]()
+    violations = clinical_violations(bones)
+    roles = bone_roles([b["name"] for b in bones])
+    assert {roles[name].partition(".")[0] for name, _ in violations} == SWEPT_ROLES
+    outside = {key: round(math.degrees(v), 3) for key, v in violations.items() if v > 1e-9}
+    assert not outside, f"clinical motions outside the preset (degrees): {outside}"
+
+
+def test_the_spine_shares_its_range_between_its_bones():
+    """A trunk of n bones gives each spread / n of the trunk's range (all of it for one bone): the
+    whole trunk bends as far as a person's and no bone alone much further than its share."""
+    region = clinical.TABLE["regions"]["thoracolumbar"]
+    flexion = region["range"]["flex"][1]
+    for bones, chest, trunk in (
+        (build_rig("mixamo"), "mixamorig:Spine1", 2),
+        (unreal_trunk(), "spine_03", 5),
+    ):
+        share = min(1.0, region["spread"] / trunk)
+        bent = Posed(bones, preset_limits(bones), chest)
+        assert bent.allows(direction(0, UP, 0.95 * flexion * share, FWD)), chest
+        assert not bent.allows(direction(0, UP, 1.1 * flexion * share + 5.0, FWD)), chest
+
+
+def test_the_hand_turns_the_forearm_unless_a_bone_between_does():
+    """Pronation and supination are the twist of the hand where nothing else carries the forearm's
+    roll, else of the bone between forearm and hand (a forearm twist bone) with the hand's own
+    twist small; the forearm itself stays a hinge with little twist."""
+    hand = clinical.TABLE["roles"]["hand"]
+    plain = build_rig("rigify_def")
+    twisted = copy.deepcopy(plain)
+    by_name = {b["name"]: b for b in twisted}
+    forearm = by_name["DEF-forearm.L"]
+    half = dict(forearm, name="DEF-forearm.L.001", parent="DEF-forearm.L", length=0.5 * forearm["length"])
+    rest = np.array(forearm["rest"])
+    rest[:3, 3] += 0.5 * forearm["length"] * rest[:3, 1]
+    half["rest"] = rest.tolist()
+    forearm["length"] *= 0.5
+    by_name["DEF-hand.L"]["parent"] = "DEF-forearm.L.001"
+    twisted.append(half)
+
+    def width(limits, name):
+        return math.degrees(limits[name]["twist"]["max"] - limits[name]["twist"]["min"])
+
+    a, b = preset_limits(plain), preset_limits(twisted)
+    roll = hand["twist"][1] - hand["twist"][0]
+    assert width(a, "DEF-hand.L") == pytest.approx(roll) and width(a, "DEF-hand.R") == pytest.approx(roll)
+    assert width(b, "DEF-forearm.L.001") == pytest.approx(roll)
+    assert width(b, "DEF-hand.L") == pytest.approx(hand["twist_below_roll"][1] - hand["twist_below_roll"][0])
+    assert width(b, "DEF-hand.R") == pytest.approx(roll)
+    assert width(a, "DEF-forearm.L") < 0.5 * roll
+
+
+def test_the_arms_twist_is_judged_the_same_held_out_or_hanging():
+    """The table's rotation is counted from the arm hanging (the anatomical zero), not from the rig's
+    rest: an arm rigged in a T pose and the same arm rigged hanging judge every world pose alike."""
+    t_pose = build_rig("mixamo")
+    hanging = copy.deepcopy(t_pose)
+    lower = quat.to_matrix(quat.from_axis_angle((0.0, 1.0, 0.0), math.pi / 2))  # +X (out) to -Z (down)
+    shoulder = np.array(LEFT_SIDE["upper_arm"][1])
+    arm = [bone_name("mixamo", role, "L") for role in ("upper_arm", "forearm", "hand")]
+    for bone in hanging:
+        if bone["name"] in arm or bone["parent"] in arm[1:]:
+            rest = np.array(bone["rest"])
+            rest[:3, :3] = lower @ rest[:3, :3]
+            rest[:3, 3] = shoulder + lower @ (rest[:3, 3] - shoulder)
+            bone["rest"] = rest.tolist()
+    world = {}
+    for label, bones in (("t_pose", t_pose), ("hanging", hanging)):
+        rest = next(np.array(b["rest"])[:3, :3] for b in bones if b["name"] == arm[0])
+        world[label] = (rest, Posed(bones, preset_limits(bones), arm[0]).limits)
+    rng = np.random.default_rng(5)
+    turns = quat.normalize(rng.normal(size=(400, 4)))
+    judged = {}
+    for label, (rest, limits) in world.items():
+        local = quat.multiply(
+            quat.multiply(quat.conjugate(quat.from_matrix(rest)), turns), quat.from_matrix(rest)
+        )
+        local = quat.multiply(local, quat.from_matrix(rest.T @ world["t_pose"][0]))
+        judged[label] = np.array([limits.violation(q[None])[0] for q in local])
+    np.testing.assert_allclose(judged["hanging"], judged["t_pose"], atol=1e-6)
+    assert 0.2 < np.mean(judged["t_pose"] == 0.0) < 0.8
+
+
+DOCUMENTED = pathlib.Path(__file__).resolve().parents[2] / "docs" / "limits" / "humanoid.md"
+MEASURED_AT = {"abduct": "abduction", "flex": "flexion"}
+
+
+def test_the_documented_table_is_the_presets():
+    """docs/limits/humanoid.md lists each role's clinical range, and the spine's regions', as
+    humanoid.json holds them, with where the tables measure rotation."""
+    documented = {}
+    for line in DOCUMENTED.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if cells and cells[0].startswith("`"):
+            ranges = {
+                m: [int(v) for v in c.split(" / ")]
+                for m, c in zip(("flex", "abduct", "twist"), cells[2:5])
+                if c
+            }
+            documented[cells[0].strip("`")] = ranges, cells[5]
+    held = {role: spec["range"] for role, spec in clinical.TABLE["roles"].items() if "range" in spec}
+    held.update({region: spec["range"] for region, spec in clinical.TABLE["regions"].items()})
+    assert documented.keys() == held.keys()
+    for role, (ranges, measured_at) in documented.items():
+        at = held[role].get("twist_at", {})
+        assert ranges == {m: v for m, v in held[role].items() if m != "twist_at"}, role
+        assert measured_at == ", ".join(f"{d} degrees of {MEASURED_AT[m]}" for m, d in at.items()), role
 
 
 def mirror_x(v):
@@ -691,13 +856,19 @@ def inside_share(violations, names=None):
 
 
 WRISTS = ("LeftWrist", "RightWrist")
+ONE_DEGREE = math.radians(1.0)
 
 
 @needs_mocap
 def test_captured_poses_inside_on_any_rest(clip):
-    """Measured: normal rest 98.9 / 99.2 % of limited bone-frames inside (clips 01 / 03); straight
-    rest read from frame 0 98.8 / 99.6 %; wrist stubs 98.9 / 99.2 % (wrists 99.3 / 98.4 %).
-    Before the pose rule the straight rest gave 50 %, the stubs' wrists 18-43 %."""
+    """Every captured bone-frame of the clip lies inside the preset, on the clip's own rig and with
+    its wrists rebuilt as stubs (before the preset held a person's whole range: 98.9 / 99.2 % of
+    limited bone-frames, clips 01 / 03, ankles up to 21 degrees and thumbs 80 outside).
+
+    The straight-line rig reads its body from the clip's first frame, a step of a walk rather than
+    a standing person: the neck, the feet and the thumbs take their neutral from it, so a few
+    frames fall outside (measured 98.5 / 99.9 %, the worst the left ankle, the neck and the thumbs;
+    before 98.8 / 99.6 %)."""
     normal = captured_violation(clip, preset_limits(clip.bones))
     straight_clip = straight_line_rest(clip)
     straight = captured_violation(
@@ -705,12 +876,30 @@ def test_captured_poses_inside_on_any_rest(clip):
     )
     stub_clip = stub_wrists(clip)
     stubs = captured_violation(stub_clip, preset_limits(stub_clip.bones))
-    assert inside_share(normal) >= 0.985
-    assert inside_share(straight) >= inside_share(normal) - 0.001
-    assert inside_share(stubs) >= inside_share(normal) - 0.001
-    for violations in (normal, straight, stubs):
-        assert inside_share(violations, WRISTS) >= 0.95
+    for violations in (normal, stubs):
+        worst = {
+            name: round(math.degrees(v.max()), 2) for name, v in violations.items() if v.max() > ONE_DEGREE
+        }
+        assert not worst, f"captured poses outside the preset (degrees): {worst}"
+    assert inside_share(straight) >= 0.98
+    assert inside_share(straight, WRISTS) == 1.0
     assert set(straight) == set(normal) and set(stubs) == set(normal)
+
+
+@needs_mocap
+def test_a_persons_clinical_ranges_are_inside_on_a_capture_rig():
+    """The same sweeps on the CMU rig: arms hanging at rest, three trunk and three neck bones, the
+    forearm's roll on its wrist bone (the hand below it barely twists), whole-digit thumbs and
+    fingers."""
+    bones = load_bvh(str(CLIPS[0])).bones
+    violations = clinical_violations(bones)
+    roles = bone_roles([b["name"] for b in bones])
+    assert {roles[name].partition(".")[0] for name, _ in violations} == {
+        "spine", "chest", "neck", "head", "upper_arm", "forearm", "wrist", "hand", "thumb", "fingers",
+        "thigh", "shin", "foot", "toes",
+    }  # fmt: skip
+    outside = {key: round(math.degrees(v), 3) for key, v in violations.items() if v > 1e-9}
+    assert not outside, f"clinical motions outside the preset (degrees): {outside}"
 
 
 @needs_mocap
@@ -736,14 +925,18 @@ def test_straight_rest_without_pose_is_an_error(clip):
 
 @needs_mocap
 def test_wrist_stub_gets_a_real_cone_and_twist(clip):
+    """A wrist stub aimed back up the forearm gets the wrist's own cone and its forearm roll."""
     stub_clip = stub_wrists(clip)
     stub, normal = preset_limits(stub_clip.bones), preset_limits(clip.bones)
-    for wrist in WRISTS:
-        radii = [c["radius"] for c in stub[wrist]["cones"]]
-        assert max(radii) <= math.radians(76.0), wrist
-        twist = stub[wrist]["twist"]
-        assert twist["max"] - twist["min"] == pytest.approx(math.radians(170.0))
-        assert [c["radius"] for c in normal[wrist]["cones"]] == pytest.approx(radii)
+    wrist = clinical.TABLE["roles"]["wrist"]
+    for name in WRISTS:
+        radii = [c["radius"] for c in stub[name]["cones"]]
+        assert radii == pytest.approx([math.radians(r) for _, _, r in wrist["cones"]]), name
+        twist = stub[name]["twist"]
+        assert twist["max"] - twist["min"] == pytest.approx(
+            math.radians(wrist["twist"][1] - wrist["twist"][0])
+        )
+        assert [c["radius"] for c in normal[name]["cones"]] == pytest.approx(radii)
 
 
 def test_unreadable_rest_and_bad_pose_entries():
