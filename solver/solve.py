@@ -438,15 +438,21 @@ def _give_way(skeleton, pins, start, settings, limits, stiffness, started, resul
     """The result once the pins that keep the others from their targets have given way.
 
     While a pin misses by more than `_HOLD_MISS` of the rig's size, the missing pin of lowest
-    priority (the farthest among equals, then the first) yields, and the other pins are solved
-    again from the same start without it. Then the yielded pins reach as far as they can with
+    priority yields (among equals the one whose target lies farthest from where the start puts
+    it, the pin dragged away, then the first), and the other pins are solved again from the same
+    start without it. The misses only say which pins miss: how far each misses depends on where
+    an unfinished solve stopped, the start's distances do not. Then the yielded pins reach as far as they can with
     every bone that serves a holding pin frozen: the bones only they move (a hand's arm) turn
     toward them, nothing the holding pins hang on moves.
     """
     yielded = np.zeros(len(pins), dtype=bool)
     errors, iterations = result.position_errors, result.iterations
+    heads = skeleton.forward(*start)[1][[skeleton.index[pin.bone] for pin in pins]]
+    away = np.linalg.norm(np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads, axis=1)
     while _time_left(settings, started):
-        giving_way = _next_to_yield(pins, errors, yielded, skeleton.unit, settings.tolerance)
+        giving_way = _next_to_yield(
+            pins, errors, yielded, away, max(settings.tolerance, _HOLD_MISS * skeleton.unit)
+        )
         if giving_way is None:
             break
         yielded[giving_way] = True
@@ -482,15 +488,15 @@ def _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started):
     return missing & ~attempt._within_reach()
 
 
-def _next_to_yield(pins, errors, yielded, unit, tolerance):
-    """The index of the pin to give way next, or None when every pin that has not yielded is
-    reached or no other pin is left for it to pull."""
+def _next_to_yield(pins, errors, yielded, away, miss):
+    """The index of the pin to give way next (`_give_way`'s order), or None when every pin that
+    has not yielded is within `miss` or no other pin is left for it to pull."""
     if len(pins) - int(yielded.sum()) < 2:
         return None
-    missing = np.flatnonzero(~yielded & (errors > max(tolerance, _HOLD_MISS * unit)))
+    missing = np.flatnonzero(~yielded & (errors > miss))
     if not len(missing):
         return None
-    return min(missing.tolist(), key=lambda p: (pins[p].priority, -errors[p], p))
+    return min(missing.tolist(), key=lambda p: (pins[p].priority, -away[p], p))
 
 
 def _time_left(settings, started):
