@@ -315,9 +315,8 @@ def pins_summary(obj, result):
     for k in np.flatnonzero(short):
         miss = f"{bones[k]} {distance(bpy.context.scene, float(errors[k]))} short"
         parts.append(f"{miss}, {_why_short(result, k)}")
-    names = obj.pose.bones.keys()
     parts.extend(
-        f"{names[i]} {math.degrees(result.limits_exceeded[i]):.0f}° beyond its limits"
+        f"{obj.pose.bones[int(i)].name} {math.degrees(result.limits_exceeded[i]):.0f}° beyond its limits"
         for i in np.flatnonzero(result.limits_exceeded > BEYOND_TOLERANCE)
     )
     return "; ".join(parts)
