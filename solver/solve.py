@@ -447,12 +447,10 @@ def _give_way(skeleton, pins, start, settings, limits, stiffness, started, resul
     """
     yielded = np.zeros(len(pins), dtype=bool)
     errors, iterations = result.position_errors, result.iterations
-    heads = skeleton.forward(*start)[1][[skeleton.index[pin.bone] for pin in pins]]
-    away = np.linalg.norm(np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads, axis=1)
+    miss = max(settings.tolerance, _HOLD_MISS * skeleton.unit)
+    away = _away_from_start(skeleton, pins, start) if (errors > miss).any() else None
     while _time_left(settings, started):
-        giving_way = _next_to_yield(
-            pins, errors, yielded, away, max(settings.tolerance, _HOLD_MISS * skeleton.unit)
-        )
+        giving_way = _next_to_yield(pins, errors, yielded, away, miss)
         if giving_way is None:
             break
         yielded[giving_way] = True
@@ -486,6 +484,16 @@ def _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started):
         skeleton, pins, result.rotations, result.locations, settings, limits, stiffness, started
     )
     return missing & ~attempt._within_reach()
+
+
+def _away_from_start(skeleton, pins, start):
+    """(P,) distance of each pin's target from its bone's head in the start pose."""
+    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
+    skeleton.forward_into(*start, world, heads)
+    bones = [skeleton.index[pin.bone] for pin in pins]
+    return np.linalg.norm(
+        np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads[bones], axis=1
+    )
 
 
 def _next_to_yield(pins, errors, yielded, away, miss):
