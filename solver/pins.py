@@ -67,6 +67,13 @@ class Pin:
         object.__setattr__(pin, "target_position", position)
         return pin
 
+    def with_pole(self, pole):
+        """This pin with another pole (a point, or None), only the pole validated: the live
+        bridge, when a pole object moves."""
+        pin = self._copy()
+        object.__setattr__(pin, "pole", None if pole is None else vector(pole, 3, "pole"))
+        return pin
+
     def renamed(self, bone):
         """This pin on another name of the same bone (a crowd's combined skeleton), unvalidated."""
         pin = self._copy()

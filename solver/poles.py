@@ -79,15 +79,15 @@ def _swivel(skeleton, rotations, locations, limb, pole, limits):
     world = np.empty((len(skeleton), 3, 3))
     heads = np.empty((len(skeleton), 3))
     skeleton.forward_into(rotations, locations, world, heads, skeleton.kinematic_levels([end]))
-    root, axis = heads[upper], heads[end] - heads[upper]
-    reach = np.linalg.norm(axis)
-    size = skeleton.lengths[upper] + skeleton.lengths[lower]
-    if reach < _TINY * size:
+    rest = skeleton.rest_head
+    own = own_bend(rest[upper], rest[lower], rest[end], skeleton.rest[lower, :3, :3])
+    bend = bend_direction(heads[upper], heads[lower], heads[end], world[lower] @ own)
+    if bend is None:
         return
-    axis /= reach
-    toward_pole = _across(pole - root, axis)
-    bend = _bend_direction(skeleton, world, heads, limb, axis)
-    if toward_pole is None or bend is None:
+    axis = heads[end] - heads[upper]
+    axis /= np.linalg.norm(axis)
+    toward_pole = _across(pole - heads[upper], axis)
+    if toward_pole is None:
         return
     angle = math.atan2(axis @ np.cross(bend, toward_pole), bend @ toward_pole)
     turned = _turned(skeleton, world, limb, axis, angle)
@@ -96,42 +96,44 @@ def _swivel(skeleton, rotations, locations, limb, pole, limits):
     rotations[[upper, end]] = turned
 
 
-def _across(vector, axis):
-    """`vector`'s part across `axis` (unit), normalized; None where it has none."""
-    across = vector - (vector @ axis) * axis
-    length = np.linalg.norm(across)
-    scale = max(np.linalg.norm(vector), 1e-300)
-    return None if length < _TINY * scale else across / length
-
-
-def _bend_direction(skeleton, world, heads, limb, axis):
-    """The unit direction across `axis` in which the limb bends: the middle joint's, blended
-    toward the limb's own bend direction (`_own_bend`) as the limb straightens below
-    `FULL_BEND`."""
-    upper, lower, end = limb
-    first = heads[lower] - heads[upper]
-    second = heads[end] - heads[lower]
+def bend_direction(root, middle, end, own):
+    """The unit direction, across the line from `root` to `end` (a limb's joints in armature
+    space), in which the limb bends: toward the middle joint, blended toward `own` (the limb's
+    own bend direction in armature space, `own_bend` turned by the lower bone) as the limb
+    straightens below `FULL_BEND`; None where neither says (a limb folded onto its root)."""
+    axis = end - root
+    if np.linalg.norm(axis) < _TINY * (np.linalg.norm(middle - root) + np.linalg.norm(end - middle)):
+        return None
+    axis = axis / np.linalg.norm(axis)
+    first, second = middle - root, end - middle
     cosine = first @ second / max(np.linalg.norm(first) * np.linalg.norm(second), 1e-300)
     straightness = max(0.0, 1.0 - math.acos(min(1.0, max(-1.0, cosine))) / FULL_BEND)
     real = _across(first, axis)
-    own = _across(world[lower] @ _own_bend(skeleton, limb), axis) if straightness else None
+    own = _across(own, axis) if straightness else None
     if own is None:
         return real
     blended = straightness * own + (1.0 - straightness) * (real if real is not None else 0.0)
     return _across(blended, axis)
 
 
-def _own_bend(skeleton, limb):
-    """The limb's bend direction in its lower bone's frame: the rest pose's bend, or the lower
-    bone's Z axis where the rest pose holds the limb straight (within a degree)."""
-    upper, lower, end = limb
-    rest = skeleton.rest_head
-    line = rest[end] - rest[upper]
-    first = rest[lower] - rest[upper]
+def own_bend(rest_root, rest_middle, rest_end, lower_rest):
+    """A limb's own bend direction in its lower bone's frame (`lower_rest`: that bone's rest
+    rotation matrix): the rest pose's bend, or the lower bone's Z axis where the rest pose
+    holds the limb straight (within a degree)."""
+    line = rest_end - rest_root
+    first = rest_middle - rest_root
     across = first - (first @ line) * line / max(line @ line, 1e-300)
     if np.linalg.norm(across) <= math.sin(math.radians(1.0)) * np.linalg.norm(first):
         return np.array([0.0, 0.0, 1.0])
-    return skeleton.rest[lower, :3, :3].T @ (across / np.linalg.norm(across))
+    return lower_rest.T @ (across / np.linalg.norm(across))
+
+
+def _across(vector, axis):
+    """`vector`'s part across `axis` (unit), normalized; None where it has none."""
+    across = vector - (vector @ axis) * axis
+    length = np.linalg.norm(across)
+    scale = max(np.linalg.norm(vector), 1e-300)
+    return None if length < _TINY * scale else across / length
 
 
 def _turned(skeleton, world, limb, axis, angle):
