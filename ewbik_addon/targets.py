@@ -89,11 +89,10 @@ def new_target(context, obj, pose_bone):
     return empty
 
 
-def new_pole(context, obj, pose_bone):
-    """An empty where the limb above the pinned `pose_bone` already bends (`solver.poles`), one
-    limb's length from its middle joint, so setting it as the pin's pole leaves the pose as it
-    is; in the collection of the pin's target, parented as targets are. RigError where the
-    pinned bone has not two bones above it."""
+def pole_place(obj, pose_bone):
+    """World point where the limb above the pinned `pose_bone` already bends (`solver.poles`),
+    one limb's length from its middle joint: a pole there leaves the pose as it is. RigError
+    where the pinned bone has not two bones above it."""
     lower = pose_bone.parent
     upper = lower.parent if lower is not None else None
     if upper is None:
@@ -105,13 +104,18 @@ def new_pole(context, obj, pose_bone):
     bend = poles.bend_direction(*joints, turned)
     if bend is None:
         raise RigError(f"pin '{pose_bone.name}': the limb is folded onto its root joint; bend it first")
-    place = joints[1] + bend * (upper.bone.length + lower.bone.length)
+    return obj.matrix_world @ mathutils.Vector(joints[1] + bend * (upper.bone.length + lower.bone.length))
+
+
+def new_pole(context, obj, pose_bone, place):
+    """A pole empty at world point `place` for the pinned `pose_bone`, in the collection of the
+    pin's target, parented as targets are (call check_follow first)."""
     empty = bpy.data.objects.new(f"{obj.name} {pose_bone.name} pole", None)
     empty.empty_display_type = "SPHERE"
     empty.empty_display_size = 0.5 * display_size(obj, pose_bone)
     empty.show_in_front = True
     _follow(empty, obj)
-    empty.matrix_world = mathutils.Matrix.Translation(obj.matrix_world @ mathutils.Vector(place))
+    empty.matrix_world = mathutils.Matrix.Translation(place)
     target = bone_target(pose_bone)
     collections = [] if target is None else list(target.users_collection)
     (collections[0] if collections else _target_collection(context, obj)).objects.link(empty)

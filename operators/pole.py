@@ -5,7 +5,7 @@ import bpy
 from ..ewbik_addon.active import editable_posing_armature
 from ..ewbik_addon.armature_checks import RigError
 from ..ewbik_addon.stored_settings import bone_target
-from ..ewbik_addon.targets import TargetFollowError, check_follow, new_pole
+from ..ewbik_addon.targets import TargetFollowError, check_follow, new_pole, pole_place
 
 
 class EWBIK_OT_add_pole(bpy.types.Operator):
@@ -33,7 +33,7 @@ class EWBIK_OT_add_pole(bpy.types.Operator):
             return {"CANCELLED"}
         try:
             check_follow(obj)
-            pole = new_pole(context, obj, pose_bone)
+            pole = new_pole(context, obj, pose_bone, pole_place(obj, pose_bone))
         except (RigError, TargetFollowError) as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}

@@ -4,6 +4,7 @@ into the plane through the limb's root joint, the target and the pole, live and 
 The plane is measured on the pose Blender evaluated: the heads of the pinned bone and the two
 bones above it, against the pole's world position."""
 
+import json
 import math
 
 import bpy
@@ -125,3 +126,24 @@ def test_a_pole_turns_the_knee_of_a_mocap_rig(mocap_rig):
     swing_pole(mocap_rig, "LeftAnkle", 15.0)
     assert 0.0 <= plane_angle_deg(mocap_rig, "LeftAnkle") < 1.0
     assert pin_miss(mocap_rig, "LeftAnkle") < 1e-4
+
+
+def test_scene_documents_carry_the_pole(metarig, tmp_path):
+    lifted_knee(metarig)
+    pole = add_pole(metarig, "foot.L")
+    swing_pole(metarig, "foot.L", 15.0)
+    placed = pole.matrix_world.translation.copy()
+    solved = heads(metarig)
+    bpy.ops.object.mode_set(mode="POSE")
+    assert bpy.ops.ewbik.export_scene(filepath=str(tmp_path / "pole.json")) == {"FINISHED"}
+    document = json.loads((tmp_path / "pole.json").read_text())
+    assert [pin["bone"] for pin in document["pins"] if "pole" in pin] == ["foot.L"]
+    pole.location = (5.0, 5.0, 5.0)
+    metarig.pose.bones["foot.L"].ewbik.pole = None
+    update()
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "pole.json")) == {"FINISHED"}
+    update()
+    settle()
+    again = metarig.pose.bones["foot.L"].ewbik.pole
+    assert (again.matrix_world.translation - placed).length < 1e-5
+    assert np.abs(heads(metarig) - solved).max() < 1e-4
