@@ -135,7 +135,10 @@ def _is_due(obj, changed, moved, view_layer):
             _set_status(obj, unpinned, error=bool(unpinned))
             return None
         if changed is not None and not (
-            rescan or refining or unpinned or _any_moved(pinned, moved | changed)
+            rescan
+            or refining
+            or unpinned
+            or _any_moved(pinned + pin_reading.pole_objects(obj), moved | changed)
         ):
             return None
         return unpinned

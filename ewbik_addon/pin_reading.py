@@ -36,6 +36,8 @@ class CheckedPins:
     frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
     keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
     kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
+    poles: tuple = ()  # per pin: its pole object or None
+    pole_positions: np.ndarray = None  # (P, 3) armature space as the pins hold them, NaN: none
 
 
 def read_pins(obj, rig, depsgraph=None):
@@ -52,7 +54,42 @@ def read_pins(obj, rig, depsgraph=None):
         for i, matrix in zip(moved.tolist(), matrices):
             checked.pins[i] = checked.pins[i].moved_to(matrix, frames[i, :4], frames[i, 4:])
     checked.frames = frames
+    _read_poles(obj, checked, depsgraph)
     return list(checked.pins)
+
+
+def _read_poles(obj, checked, depsgraph):
+    """Give each pin its pole's armature-space position (None without a pole), only where it
+    changed since the last read: a pole is read like a target, on every solve."""
+    positions = _pole_positions(obj, checked, depsgraph)
+    kept = checked.pole_positions
+    same = (positions == kept) | (np.isnan(positions) & np.isnan(kept))
+    for i in np.flatnonzero(~same.all(axis=1)).tolist():
+        pole = None if np.isnan(positions[i, 0]) else positions[i]
+        try:
+            checked.pins[i] = checked.pins[i].with_pole(pole)
+        except ValueError:
+            raise RigError(
+                f"pin '{checked.bones[i]}': pole '{checked.poles[i].name}' contains NaN or infinity, "
+                f"or lies farther than {MAX_COORDINATE:g} armature units"
+            ) from None
+    checked.pole_positions = positions
+
+
+def _pole_positions(obj, checked, depsgraph):
+    """(P, 3) the pins' poles in armature space (as `depsgraph` evaluated them, if given); NaN
+    rows for pins without a pole or whose pole object was deleted."""
+    positions = np.full((len(checked.poles), 3), np.nan)
+    if not any(pole is not None for pole in checked.poles):
+        return positions
+    to_armature = _evaluated(obj, depsgraph).matrix_world.inverted_safe()
+    for i, pole in enumerate(checked.poles):
+        try:
+            if pole is not None:
+                positions[i] = to_armature @ _evaluated(pole, depsgraph).matrix_world.translation
+        except ReferenceError:
+            continue
+    return positions
 
 
 def target_matrices(frames):
@@ -67,6 +104,8 @@ def _check_pins(obj, rig):
     targets = tuple(target for _, target in rig.pins)
     target_bones = tuple(_pin_target_bone(obj, bone, target) for bone, target in rig.pins)
     checked = CheckedPins(bones, targets, target_bones, [], np.full((len(bones), 7), np.nan))
+    checked.poles = rig.poles
+    checked.pole_positions = np.full((len(bones), 3), np.inf)  # every pin's pole read at the next read
     frames = _target_frames(obj, rig, checked)
     for (bone, target), frame in zip(rig.pins, frames):
         if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
@@ -285,6 +324,13 @@ def pin_distances(obj, result):
 def pinned_targets(obj, *, rescan=True):
     """The target objects of the armature's pins (cached; rescan re-reads the bones' settings)."""
     return [target for _, target in rig_for(obj, rescan).pins]
+
+
+def pole_objects(obj):
+    """The pole objects of the armature's pins as the last scan found them (a moved pole, like a
+    moved target, makes a live solve due)."""
+    rig = cached_rig(obj)
+    return [] if rig is None else [pole for pole in rig.poles if pole is not None]
 
 
 def pins_elsewhere(obj, result):

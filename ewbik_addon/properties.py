@@ -216,6 +216,14 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         "control bone of this rig), so posing stays in Pose Mode",
         update=_changed,
     )
+    pole: PointerProperty(
+        name="Pole",
+        description="Object the limb above the pinned bone bends toward, as Blender's IK pole: the elbow or "
+        "knee lies in the plane through the limb's root joint, the target and this object, as far as the "
+        "joint limits allow",
+        type=bpy.types.Object,
+        update=_changed,
+    )
     pin_kind: EnumProperty(
         name="Pin",
         description="What the pin holds: position, rotation or both",

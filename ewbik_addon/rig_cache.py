@@ -58,6 +58,7 @@ class Rig:
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     limit_keys: tuple = None  # (bone, limits_key, comfort) of every limited bone `limits` was built for
     pins: tuple = ()  # (bone name, target object), pose.bones order
+    poles: tuple = ()  # per pin: its pole object or None
     checked_pins: "CheckedPins | None" = None  # validated at the last scan; None: check again
     validated_pins: dict = dataclasses.field(
         default_factory=dict
@@ -207,10 +208,10 @@ def _scan_bone_settings(obj, rig):
     Returns the bones whose target was deleted since the last scan (they are unpinned now).
     Bad settings raise RigError and stay reported until they change.
     """
-    pins, stiffness, limit_keys = _read_bone_settings(obj)
+    pins, poles, stiffness, limit_keys = _read_bone_settings(obj)
     pinned = {bone for bone, _ in pins}
     deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
-    rig.pins = tuple(pins)
+    rig.pins, rig.poles = tuple(pins), tuple(poles)
     rig.checked_pins = None
     posed = posed_bones(obj)
     rig.fixed = with_mechanism(obj, posed)
@@ -242,13 +243,14 @@ def _scan_bone_settings(obj, rig):
 
 
 def _read_bone_settings(obj):
-    """(pins as (bone, target), stiffness per bone, (bone, limits_key, comfort) per limited bone).
+    """(pins as (bone, target), each pin's pole object or None, stiffness per bone, (bone,
+    limits_key, comfort) per limited bone).
 
     Blender's foreach_get cannot reach into the `ewbik` property group, so each bone is read
     through its properties once (`stored_bone_settings`: bones that store none hold the
     defaults), and limits only as a key: their dicts are made from it.
     """
-    pins, stiffness, limit_keys = [], [], []
+    pins, poles, stiffness, limit_keys = [], [], [], []
     default_stiffness = (
         bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties["stiffness"].default
     )
@@ -259,10 +261,11 @@ def _read_bone_settings(obj):
             continue
         if props.target is not None:
             pins.append((pose_bone.name, props.target))
+            poles.append(props.pole)
         stiffness.append(props.stiffness)
         if has_limits(props):
             limit_keys.append((pose_bone.name, limits_key(props), props.comfort))
-    return pins, stiffness, tuple(limit_keys)
+    return pins, poles, stiffness, tuple(limit_keys)
 
 
 def _apply_bone_settings(obj, rig, stiffness, limit_keys, locks):

@@ -16,7 +16,7 @@ import re
 
 import bpy
 import numpy as np
-from mathutils import Matrix, Quaternion
+from mathutils import Matrix, Quaternion, Vector
 
 from ..solver import SolverSettings
 from ..solver.scene import SETTINGS_FIELDS, parse_scene
@@ -25,7 +25,7 @@ from .armature_checks import RigError, armature_scale, check_writable
 from .limit_settings import set_limits
 from .properties import STORED_SETTINGS, batched_updates
 from .rotation_channels import rotation_channel
-from .targets import new_target
+from .targets import new_pole, new_target
 
 MAX_NAME_BYTES = 63  # Blender truncates longer bone names
 REST_TOLERANCE = 1e-4  # of the rig's size: float32 rest matrices of an exported rig match within this
@@ -223,6 +223,9 @@ def apply_document(context, obj, document):
 
 def _apply_plan(context, obj, document):
     assignments, pins, notes = pose_plan(obj, document)
+    poles = [
+        (pose_bone, entry.get("pole")) for (pose_bone, _, _), entry in zip(pins, document.get("pins", ()))
+    ]
     limits = {bone["name"]: bone.get("limits") for bone in document["bones"]}
     pinned = {pose_bone.name for pose_bone, _matrix, _target in pins}
     for owner, name, value in assignments:
@@ -241,7 +244,25 @@ def _apply_plan(context, obj, document):
         target = existing if movable else new_target(context, obj, pose_bone)
         target.matrix_world = matrix
         pose_bone.ewbik.target = target
+    for pose_bone, pole in poles:
+        _place_pole(context, obj, pose_bone, pole)
     return notes
+
+
+def _place_pole(context, obj, pose_bone, pole):
+    """The pin's pole at `pole` (armature space; None: no pole), its pole object moved there or
+    a new one made."""
+    if pole is None:
+        pose_bone.ewbik.pole = None
+        return
+    place = obj.matrix_world @ Vector(pole)
+    existing = pose_bone.ewbik.pole
+    if existing is None or existing.type == "ARMATURE":
+        pose_bone.ewbik.pole = new_pole(context, obj, pose_bone, place)
+    else:
+        matrix = existing.matrix_world.copy()
+        matrix.translation = place
+        existing.matrix_world = matrix
 
 
 def _clamped(stored, wanted):

@@ -3,12 +3,16 @@ their bone, and either left in the world or parented so they move with the chara
 
 An empty shows its axes (ARROWS, drawn in front of the mesh) because a pin holds rotation as
 well as position, and it is at least a few percent of the rig's size so its arrows reach out
-of a hand or a foot where the user can grab them.
+of a hand or a foot where the user can grab them. A pole is a small sphere: only its place
+counts.
 """
 
 import bpy
 import mathutils
+import numpy as np
 
+from ..solver import poles
+from .armature_checks import RigError
 from .messages import deleted_targets
 from .stored_settings import bone_target
 
@@ -79,6 +83,47 @@ def new_target(context, obj, pose_bone):
     empty.show_in_front = True
     empty[TARGET_MARK] = obj.name
     empty[TARGET_BONE] = pose_bone.name
+    _follow(empty, obj)
+    empty.matrix_world = mathutils.Matrix.LocRotScale(location, rotation, None)
+    _target_collection(context, obj).objects.link(empty)
+    return empty
+
+
+def pole_place(obj, pose_bone):
+    """World point where the limb above the pinned `pose_bone` already bends (`solver.poles`),
+    one limb's length from its middle joint: a pole there leaves the pose as it is. RigError
+    where the pinned bone has not two bones above it."""
+    lower = pose_bone.parent
+    upper = lower.parent if lower is not None else None
+    if upper is None:
+        raise RigError(f"pin '{pose_bone.name}': a pole needs two bones above the pinned bone (a limb)")
+    joints = [np.array(bone.head) for bone in (upper, lower, pose_bone)]
+    rest = [np.array(bone.bone.head_local) for bone in (upper, lower, pose_bone)]
+    own = poles.own_bend(*rest, np.array(lower.bone.matrix_local.to_3x3()))
+    turned = np.array(lower.matrix.to_quaternion().to_matrix()) @ own
+    bend = poles.bend_direction(*joints, turned)
+    if bend is None:
+        raise RigError(f"pin '{pose_bone.name}': the limb is folded onto its root joint; bend it first")
+    return obj.matrix_world @ mathutils.Vector(joints[1] + bend * (upper.bone.length + lower.bone.length))
+
+
+def new_pole(context, obj, pose_bone, place):
+    """A pole empty at world point `place` for the pinned `pose_bone`, in the collection of the
+    pin's target, parented as targets are (call check_follow first)."""
+    empty = bpy.data.objects.new(f"{obj.name} {pose_bone.name} pole", None)
+    empty.empty_display_type = "SPHERE"
+    empty.empty_display_size = 0.5 * display_size(obj, pose_bone)
+    empty.show_in_front = True
+    _follow(empty, obj)
+    empty.matrix_world = mathutils.Matrix.Translation(place)
+    target = bone_target(pose_bone)
+    collections = [] if target is None else list(target.users_collection)
+    (collections[0] if collections else _target_collection(context, obj)).objects.link(empty)
+    return empty
+
+
+def _follow(empty, obj):
+    """Parent an empty we make as the armature's `target_follow` says (call check_follow first)."""
     follow = obj.ewbik.target_follow
     if follow != "WORLD":
         empty.parent = obj
@@ -86,9 +131,6 @@ def new_target(context, obj, pose_bone):
             empty.parent_type = "BONE"
             empty.parent_bone = root_bone(obj).name
         empty.matrix_parent_inverse = _parent_matrix(obj, follow).inverted_safe()
-    empty.matrix_world = mathutils.Matrix.LocRotScale(location, rotation, None)
-    _target_collection(context, obj).objects.link(empty)
-    return empty
 
 
 def _parent_matrix(obj, follow):

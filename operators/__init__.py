@@ -11,6 +11,7 @@ from . import (
     limits_from_action,
     pin,
     pin_tools,
+    pole,
     rigify,
     scene_io,
     solve,
@@ -19,6 +20,7 @@ from . import (
 CLASSES = (
     pin.CLASSES
     + pin_tools.CLASSES
+    + pole.CLASSES
     + jump.CLASSES
     + solve.CLASSES
     + limits.CLASSES

@@ -169,6 +169,9 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
         row.operator("ewbik.jump_to_target", text="", icon="ARROW_LEFTRIGHT")
         if settings.target is not None and settings.target.type == "ARMATURE":
             col.prop_search(settings, "target_bone", settings.target.pose, "bones")
+        row = col.row(align=True)
+        row.prop(settings, "pole")
+        row.operator("ewbik.add_pole", text="", icon="ADD")
         _draw_pin_kind(col, settings)
 
 

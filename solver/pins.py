@@ -18,6 +18,9 @@ class Pin:
     all zero makes a position-only pin. `falloff` says how much bones above this
     pinned bone still feel pins further down the hierarchy (0 = not at all).
     `priority` settles pins that cannot all be reached: the lowest yields first (`solve`).
+    `pole` (a point in armature space, or None) is where the limb above the pinned bone bends
+    toward: its middle joint lies in the plane through the limb's root joint, the pinned bone's
+    head and the pole (`poles.turn_to_poles`).
     Bad values raise `SceneError` with the field relative to the pin (`weight`, `target[0][3]`).
     """
 
@@ -27,6 +30,7 @@ class Pin:
     orientation_weights: tuple = (1.0, 1.0, 1.0)
     falloff: float = 0.0
     priority: float = 0.0
+    pole: np.ndarray | None = None
     target_rotation: np.ndarray = field(init=False, repr=False, compare=False)
     target_position: np.ndarray = field(init=False, repr=False, compare=False)
 
@@ -50,6 +54,8 @@ class Pin:
         )
         object.__setattr__(self, "falloff", number(self.falloff, "falloff", 0.0, 1.0))
         object.__setattr__(self, "priority", number(self.priority, "priority", -MAX_PRIORITY, MAX_PRIORITY))
+        if self.pole is not None:
+            object.__setattr__(self, "pole", vector(self.pole, 3, "pole"))
 
     def moved_to(self, target, rotation, position):
         """This pin with a new target that the caller built rigid: `target` (4, 4) with unit
@@ -59,6 +65,13 @@ class Pin:
         object.__setattr__(pin, "target", target)
         object.__setattr__(pin, "target_rotation", rotation)
         object.__setattr__(pin, "target_position", position)
+        return pin
+
+    def with_pole(self, pole):
+        """This pin with another pole (a point, or None), only the pole validated: the live
+        bridge, when a pole object moves."""
+        pin = self._copy()
+        object.__setattr__(pin, "pole", None if pole is None else vector(pole, 3, "pole"))
         return pin
 
     def renamed(self, bone):

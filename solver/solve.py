@@ -44,6 +44,7 @@ from .loop_constants import (
 from .pins import Pin
 from .polish import Polisher, pin_trees, polish, polish_plan
 from .polish import rotation_vectors as _log
+from .poles import poled_bones, turn_to_poles
 from .qcp import rotations_from_covariance
 from .settings import SolverSettings
 from .skeleton import Skeleton
@@ -274,6 +275,9 @@ def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, s
             skeleton, pins, (rotations, locations), settings, limits, stiffness, started, result
         )
     result.beyond_reach = _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started)
+    frozen = stiffness >= 1.0
+    result.rotations = turn_to_poles(skeleton, pins, result.rotations, result.locations, limits, frozen)
+    result.moved |= poled_bones(skeleton, pins, frozen)
     return result
 
 
@@ -361,6 +365,7 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
         attempt.run()
         beyond = active[~attempt._within_reach()] if not attempt.converged else []
         if not len(beyond):
+            _turn_stage_to_poles(attempt, [pins[p] for p in active])
             stage += 1
             continue
         attempt.state.rotations[:], attempt.state.locations[:] = saved
@@ -368,6 +373,15 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
             if np.isin(members, beyond).any():
                 stages[members] = stage
     return (rotations, locations) if attempt is None else attempt.pose(locations)
+
+
+def _turn_stage_to_poles(attempt, pins):
+    """A stage's pose with its limbs turned toward their poles, so the next stage and the solve
+    start from a limb bending the pole's way and the answer follows the pole smoothly."""
+    state = attempt.state
+    state.rotations[:] = turn_to_poles(
+        state.skeleton, pins, state.rotations, state.locations, attempt.limits, attempt.frozen, state.unit
+    )
 
 
 @functools.lru_cache(maxsize=32)
