@@ -8,6 +8,7 @@ from .skeleton import rigid_frame
 from .validation import MAX_WEIGHT, SceneError, name, number, vector, weight
 
 MAX_PRIORITY = 1e6
+AIM_AXES = ("X", "-X", "Y", "-Y", "Z", "-Z")  # a look-at pin's bone axis: which one, which way
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,9 @@ class Pin:
     all zero makes a position-only pin. `falloff` says how much bones above this
     pinned bone still feel pins further down the hierarchy (0 = not at all).
     `priority` settles pins that cannot all be reached: the lowest yields first (`solve`).
+    `aim` (one of `AIM_AXES`, or None) makes a look-at pin: that axis of the bone points at the
+    target's position, the bone's own position and the target's turn are free and
+    `orientation_weights` are not used (`aim.py`).
     Bad values raise `SceneError` with the field relative to the pin (`weight`, `target[0][3]`).
     """
 
@@ -27,6 +31,7 @@ class Pin:
     orientation_weights: tuple = (1.0, 1.0, 1.0)
     falloff: float = 0.0
     priority: float = 0.0
+    aim: str | None = None
     target_rotation: np.ndarray = field(init=False, repr=False, compare=False)
     target_position: np.ndarray = field(init=False, repr=False, compare=False)
 
@@ -50,6 +55,8 @@ class Pin:
         )
         object.__setattr__(self, "falloff", number(self.falloff, "falloff", 0.0, 1.0))
         object.__setattr__(self, "priority", number(self.priority, "priority", -MAX_PRIORITY, MAX_PRIORITY))
+        if self.aim is not None and (not isinstance(self.aim, str) or self.aim not in AIM_AXES):
+            raise SceneError("aim", f"expected one of {', '.join(AIM_AXES)} or null, got {self.aim!r}")
 
     def moved_to(self, target, rotation, position):
         """This pin with a new target that the caller built rigid: `target` (4, 4) with unit
