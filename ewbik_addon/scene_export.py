@@ -45,6 +45,7 @@ def scene_document(obj):
             "orientation_weights": list(pin.orientation_weights),
             "falloff": pin.falloff,
             "priority": pin.priority,
+            "aim": pin.aim,
         }
         for pin in read_pins(obj, rig)
     ]

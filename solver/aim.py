@@ -19,7 +19,7 @@ from .pins import AIM_AXES
 
 AIM_ROUNDS = 8  # at most this many re-aimed solves after the heads are placed
 _AXIS = {name: (k // 2, 1.0 if k % 2 == 0 else -1.0) for k, name in enumerate(AIM_AXES)}
-_SAME_POINT = 1e-12  # share of the rig's size below which the target sits on the head: no direction
+_SAME_POINT = 1e-12  # relative distance below which the target sits on the head: no direction
 
 
 def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance):
@@ -59,19 +59,26 @@ def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance):
 
 def aim_errors(skeleton, pins, rotations, locations):
     """(P,) radians between each aim pin's axis and the way from its bone's head to its target
-    (0 for other pins and for a target on the head)."""
+    (0 for other pins)."""
     world, heads = skeleton.forward(rotations, locations)
     angles = np.zeros(len(pins))
     for k, pin in enumerate(pins):
-        if pin.aim is None:
-            continue
-        i = skeleton.index[pin.bone]
-        axis = _world_axis(world[i], pin.aim)
-        way = pin.target_position - heads[i]
-        length = np.linalg.norm(way)
-        if length > _SAME_POINT * skeleton.unit:
-            angles[k] = np.arctan2(np.linalg.norm(np.cross(axis, way)), float(axis @ way))
+        if pin.aim is not None:
+            i = skeleton.index[pin.bone]
+            angles[k] = aim_angle(quat.to_matrix(world[i]), heads[i], pin.target_position, pin.aim)
     return angles
+
+
+def aim_angle(basis, head, target, aim):
+    """Radians between axis `aim` of a bone with world `basis` (3, 3, columns = its axes, any
+    scale) and head `head`, and the way from there to `target`; 0 when the target is on the head.
+    One measure for the solver's errors and for what Blender evaluated."""
+    column, sign = _AXIS[aim]
+    axis = sign * np.asarray(basis, dtype=float)[:, column]
+    way = np.asarray(target, dtype=float) - np.asarray(head, dtype=float)
+    if not np.linalg.norm(way) > _SAME_POINT * max(np.abs(head).max(), np.abs(target).max(), 1.0):
+        return 0.0
+    return float(np.arctan2(np.linalg.norm(np.cross(axis, way)), axis @ way))
 
 
 def _world_axis(rotation, aim):
