@@ -98,3 +98,15 @@ def test_scene_documents_keep_the_aim(metarig, tmp_path):
     props.pin_kind, props.aim_axis = "BOTH", "Y"
     assert bpy.ops.ewbik.import_scene(filepath=str(path)) == {"FINISHED"}
     assert (props.pin_kind, props.aim_axis) == ("AIM", "-Z")
+
+
+def test_an_aim_the_limits_forbid_is_reported_by_its_angle(metarig):
+    metarig.ewbik.strict_limits = True
+    looked_at = aim_the_head(metarig, "spine.006", METARIG_HOLDS, forward_axis(metarig, "spine.006"))
+    looked_at.location += Vector((0.0, 2.0, -1.5))  # behind and below: no neck and spine turn that far
+    update()
+    missed = aim_error_deg(metarig, "spine.006")
+    assert missed > 10.0
+    assert "spine.006" in metarig.ewbik.status and "off its aim" in metarig.ewbik.status
+    assert bpy.ops.ewbik.solve() == {"FINISHED"}
+    assert "off its aim" in metarig.ewbik.status

@@ -134,3 +134,22 @@ def test_a_bad_aim_in_a_scene_names_the_pin():
     with pytest.raises(SceneError) as error:
         parse_scene(scene("up"))
     assert error.value.field == "pins[0].aim"
+
+
+@pytest.mark.parametrize("hand_priority, aim_priority", [(1.0, 0.0), (0.0, 1.0)])
+def test_the_lower_priority_gives_way_between_an_aim_and_a_hand(hand_priority, aim_priority):
+    """The body held, the forearm aimed away from where the hand must go: one of them is met."""
+    held = np.isin(SKELETON.names, ["hips", "spine", "chest"]).astype(float)
+    pins = [
+        Pin(
+            "hand.L", translation((0.6, -0.3, 1.3)), orientation_weights=POSITION_ONLY, priority=hand_priority
+        ),
+        Pin("fore.L", translation((0.5, 3.0, 1.5)), aim="Y", falloff=1.0, priority=aim_priority),
+    ]
+    result = solve(SKELETON, pins, *rest_pose(), SETTINGS, stiffness=held)
+    hand_wins = hand_priority > aim_priority
+    assert list(result.yielded) == [not hand_wins, hand_wins]
+    if hand_wins:
+        assert result.position_errors[0] <= 1e-4 and result.orientation_errors_deg[1] > 10.0
+    else:
+        assert result.orientation_errors_deg[1] <= 0.5 and result.position_errors[0] > 0.1
