@@ -11,7 +11,7 @@ from ..solver import Pin, quat
 from ..solver.validation import MAX_COORDINATE
 from .armature_checks import RigError, armature_scale
 from .limit_status import BEYOND_TOLERANCE
-from .messages import count, deleted_targets, distance
+from .messages import count, degrees, deleted_targets, distance
 from .production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
 from .rig_cache import cached_rig, rig_for
 
@@ -117,6 +117,7 @@ def _check_pins(obj, rig):
             tuple(props.orientation_weights),
             props.falloff,
             props.pin_kind,
+            props.aim_axis,
             props.planted,
             props.priority,
         )
@@ -187,14 +188,15 @@ def _check_feedback(obj, rig, checked):
 
 
 def _make_pin(bone, location, rotation, props):
-    """The solver's pin for one bone: its kind picks the weighed axes, planted multiplies the weight
-    and raises the priority."""
+    """The solver's pin for one bone: its kind picks the weighed axes (or the aimed one), planted
+    multiplies the weight and raises the priority."""
     matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
     axes = _POSITION_ONLY_AXES if props.pin_kind == "POSITION" else tuple(props.orientation_weights)
     weight = props.weight * (PLANTED_WEIGHT if props.planted else 1.0)
     priority = props.priority + (PLANTED_PRIORITY if props.planted else 0.0)
+    aim = props.aim_axis if props.pin_kind == "AIM" else None
     try:
-        return Pin(bone, matrix, weight, axes, props.falloff, priority)
+        return Pin(bone, matrix, weight, axes, props.falloff, priority, aim)
     except ValueError as error:
         raise RigError(str(error)) from None
 
@@ -305,7 +307,7 @@ def pin_distances(obj, result):
     """Each pin's distance from its target in the scene after a solve (`result` in pose.bones order,
     its pins as `read_pins` last gave them). Under a uniform scale the solver's errors times it;
     under a non-uniform one a miss's length depends on its direction, so each is measured between
-    the pinned bone's solved head and its target (rotation-only pins keep the solver's own)."""
+    the pinned bone's solved head and its target (rotation-only and aim pins keep the solver's own)."""
     scale = armature_scale(obj)
     axes = np.abs(np.array(obj.matrix_world.to_scale()))
     rig = cached_rig(obj)
@@ -317,7 +319,7 @@ def pin_distances(obj, result):
     misses = np.array([pin.target[:3, 3] - heads[chains.skeleton.index[pin.bone]] for pin in pins])
     linear = np.array(obj.matrix_world.to_3x3())
     distances = np.linalg.norm(misses @ linear.T, axis=1)
-    rotation_only = np.array([kind == "ROTATION" for kind in rig.checked_pins.kinds])
+    rotation_only = np.array([kind in ("ROTATION", "AIM") for kind in rig.checked_pins.kinds])
     return np.where(rotation_only, result.position_errors * scale, distances)
 
 
@@ -350,22 +352,37 @@ def pins_elsewhere(obj, result):
 def pins_summary(obj, result):
     """'5 pins reached', or which pins stop short of their targets, by how much in the scene's
     length unit (`pin_distances`), and why: '4 pins reached; hand.L 0.42 m short, out
-    of reach with the other pins held'."""
+    of reach with the other pins held'. An aim pin misses by an angle: 'head 3° off its aim'."""
     rig = cached_rig(obj)
-    bones = rig.checked_pins.bones if rig is not None and rig.checked_pins is not None else ()
+    checked = rig.checked_pins if rig is not None else None
     errors = pin_distances(obj, result)
-    short = errors > obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12
-    if len(bones) != len(errors):
+    bones = checked.bones if checked is not None and len(checked.bones) == len(errors) else None
+    aims = np.array([kind == "AIM" for kind in checked.kinds]) if bones else np.zeros(len(errors), bool)
+    if bones is None:
         bones = [f"pin {k + 1}" for k in range(len(errors))]
+    tolerance = obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12
+    angles = np.radians(result.orientation_errors_deg)
+    aimed_within = tolerance / _rig_size(obj, rig) if aims.any() else np.inf
+    short = np.where(aims, angles > aimed_within, errors > tolerance)
     parts = [count(int((~short).sum()), "pin") + " reached"] if not short.all() else []
     for k in np.flatnonzero(short):
-        miss = f"{bones[k]} {distance(bpy.context.scene, float(errors[k]))} short"
+        miss = (
+            f"{bones[k]} {degrees(angles[k])} off its aim"
+            if aims[k]
+            else f"{bones[k]} {distance(bpy.context.scene, float(errors[k]))} short"
+        )
         parts.append(f"{miss}, {_why_short(result, k)}")
     parts.extend(
         f"{obj.pose.bones[int(i)].name} {math.degrees(result.limits_exceeded[i]):.0f}° beyond its limits"
         for i in np.flatnonzero(result.limits_exceeded > BEYOND_TOLERANCE)
     )
     return "; ".join(parts)
+
+
+def _rig_size(obj, rig):
+    """The rig's size in the scene (`Skeleton.unit` scaled): the arc over which an aimed axis's
+    miss counts as a distance, as in the solver's tolerance."""
+    return rig.chains.skeleton.unit * armature_scale(obj)
 
 
 def _why_short(result, pin):

@@ -15,6 +15,7 @@ import mathutils
 import numpy as np
 
 from ..solver import quat
+from ..solver.aim import aim_angle
 from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, armature_scale, scene_of
 from .messages import distance
@@ -207,12 +208,14 @@ def evaluated_pin_errors(obj):
         worst = (0.0, 0.0)
         for name in followers[bone]:
             location, rotation, _ = (obj.matrix_world @ pose_bones[name].matrix).decompose()
-            distance = 0.0 if props.pin_kind == "ROTATION" else (location - target_location).length
-            angle = (
-                0.0
-                if props.pin_kind == "POSITION"
-                else math.degrees(rotation.rotation_difference(target_rotation).angle)
-            )
+            distance = 0.0 if props.pin_kind in ("ROTATION", "AIM") else (location - target_location).length
+            if props.pin_kind == "AIM":
+                basis = np.array(rotation.to_matrix())
+                angle = math.degrees(aim_angle(basis, location, target_location, props.aim_axis))
+            elif props.pin_kind == "POSITION":
+                angle = 0.0
+            else:
+                angle = math.degrees(rotation.rotation_difference(target_rotation).angle)
             worst = max(worst, (distance, angle))
         errors[bone] = worst
     return errors

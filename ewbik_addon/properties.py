@@ -29,6 +29,7 @@ from mathutils import Vector
 from . import active, body_angles
 
 from ..solver import SolverSettings, presets
+from ..solver.pins import AIM_AXES
 from . import production_rigs
 from .limit_settings import MIN_DIRECTION
 from .stored_settings import bone_target
@@ -197,7 +198,9 @@ PIN_KINDS = (
         "Rotation Only",
         "The bone turns as the target turns; where it sits is left to the other pins",
     ),
+    ("AIM", "Aim", "The bone's Aim Axis points at the target; its position is free (a head, eyes, a torch)"),
 )
+AIM_AXIS_ITEMS = tuple((axis, axis, f"The bone's {axis} axis points at the target") for axis in AIM_AXES)
 
 
 class EWBIK_PG_bone(bpy.types.PropertyGroup):
@@ -226,9 +229,16 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
     pin_kind: EnumProperty(
         name="Pin",
-        description="What the pin holds: position, rotation or both",
+        description="What the pin holds: position, rotation, both, or where the bone points (Aim)",
         items=PIN_KINDS,
         default="BOTH",
+        update=_changed,
+    )
+    aim_axis: EnumProperty(
+        name="Aim Axis",
+        description="With an Aim pin: the bone's axis that points at the target (Y runs head to tail)",
+        items=AIM_AXIS_ITEMS,
+        default="Y",
         update=_changed,
     )
     planted: BoolProperty(

@@ -46,6 +46,7 @@ def scene_document(obj):
             "falloff": pin.falloff,
             "priority": pin.priority,
             **({} if pin.pole is None else {"pole": pin.pole.tolist()}),
+            "aim": pin.aim,
         }
         for pin in read_pins(obj, rig)
     ]

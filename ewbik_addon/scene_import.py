@@ -208,7 +208,16 @@ def pose_plan(obj, document):
         )
         assignments.append((props, "falloff", float(entry.get("falloff", 0.0))))
         assignments.append((props, "priority", float(entry.get("priority", 0.0))))
+        assignments += _aim_assignments(props, entry.get("aim"))
     return assignments, pins, notes
+
+
+def _aim_assignments(props, aim):
+    """An aim pin's kind and axis; a pin without aim on a bone that aimed becomes an ordinary one
+    (the document's axis weights say what it holds)."""
+    if aim is not None:
+        return [(props, "pin_kind", "AIM"), (props, "aim_axis", aim)]
+    return [(props, "pin_kind", "BOTH")] if props.pin_kind == "AIM" else []
 
 
 def apply_document(context, obj, document):

@@ -176,13 +176,16 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
 
 
 def _draw_pin_kind(layout, settings):
-    """What the active pin holds and how hard: kind, planted, priority, weight, axis weights, falloff."""
+    """What the active pin holds and how hard: kind (and an aim's axis), planted, priority, weight,
+    axis weights, falloff."""
     layout.prop(settings, "pin_kind")
+    if settings.pin_kind == "AIM":
+        layout.prop(settings, "aim_axis")
     layout.prop(settings, "planted")
     layout.prop(settings, "priority")
     layout.prop(settings, "weight")
     axes = layout.column()
-    axes.active = settings.pin_kind != "POSITION"
+    axes.active = settings.pin_kind not in ("POSITION", "AIM")
     axes.prop(settings, "orientation_weights")
     layout.prop(settings, "falloff")
 

@@ -8,6 +8,7 @@ from .skeleton import rigid_frame
 from .validation import MAX_WEIGHT, SceneError, name, number, vector, weight
 
 MAX_PRIORITY = 1e6
+AIM_AXES = ("X", "-X", "Y", "-Y", "Z", "-Z")  # a look-at pin's bone axis: which one, which way
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,9 @@ class Pin:
     `pole` (a point in armature space, or None) is where the limb above the pinned bone bends
     toward: its middle joint lies in the plane through the limb's root joint, the pinned bone's
     head and the pole (`poles.turn_to_poles`).
+    `aim` (one of `AIM_AXES`, or None) makes a look-at pin: that axis of the bone points at the
+    target's position, the bone's own position and the target's turn are free and
+    `orientation_weights` are not used (`aim.py`).
     Bad values raise `SceneError` with the field relative to the pin (`weight`, `target[0][3]`).
     """
 
@@ -31,6 +35,7 @@ class Pin:
     falloff: float = 0.0
     priority: float = 0.0
     pole: np.ndarray | None = None
+    aim: str | None = None
     target_rotation: np.ndarray = field(init=False, repr=False, compare=False)
     target_position: np.ndarray = field(init=False, repr=False, compare=False)
 
@@ -56,6 +61,8 @@ class Pin:
         object.__setattr__(self, "priority", number(self.priority, "priority", -MAX_PRIORITY, MAX_PRIORITY))
         if self.pole is not None:
             object.__setattr__(self, "pole", vector(self.pole, 3, "pole"))
+        if self.aim is not None and (not isinstance(self.aim, str) or self.aim not in AIM_AXES):
+            raise SceneError("aim", f"expected one of {', '.join(AIM_AXES)} or null, got {self.aim!r}")
 
     def moved_to(self, target, rotation, position):
         """This pin with a new target that the caller built rigid: `target` (4, 4) with unit

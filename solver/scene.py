@@ -18,7 +18,7 @@ from .validation import SceneError, flag, mapping, name, number, vector, whole
 
 _TOP_KEYS = {"format", "version", "bones", "pins", "settings"}
 _BONE_KEYS = {"name", "parent", "rest", "length", "rotation", "location", "stiffness", "limits", "blender"}
-_PIN_KEYS = {"bone", "target", "weight", "orientation_weights", "falloff", "priority", "pole"}
+_PIN_KEYS = {"bone", "target", "weight", "orientation_weights", "falloff", "priority", "pole", "aim"}
 SETTINGS_FIELDS = tuple(field for field in FIELDS if field != "backend")
 """The settings a scene document carries: every `SolverSettings` field but the choice of loop."""
 ROTATION_MODES = ("QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
@@ -130,6 +130,7 @@ def _pins(raw_pins, skeleton):
                     raw.get("falloff", 0.0),
                     raw.get("priority", 0.0),
                     raw.get("pole"),
+                    raw.get("aim"),
                 )
             )
         except SceneError as error:

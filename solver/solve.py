@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, quat
+from .aim import solve_aimed
 from .kusudama import JointLimits
 from .loop_constants import (
     BEND_TILT,
@@ -209,19 +210,27 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     Pins that the body cannot reach together do not share the miss (`_give_way`): the pins
     that can be reached together are, and the others stop as close as the bones that serve
     them alone can take them. Which pin yields is decided by the targets and priorities alone,
-    never by the order in which they moved.
+    never by the order in which they moved. Aim pins (`Pin.aim`) are solved by re-aimed solves
+    of all the pins (`aim.solve_aimed`).
     """
     started = time.perf_counter()
-    pin_bones, rotations, locations, stiffness = _checked_input(
+    _, rotations, locations, stiffness = _checked_input(
         skeleton, pins, rotations, locations, settings, limits, stiffness
     )
-    roots = skeleton.root_of[pin_bones]
-    if len(set(roots.tolist())) > 1:
-        result = _solved_apart(
-            skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started
-        )
+
+    def solve_pins(pins, rotations, locations):
+        """The solve of these pins from this pose, in this call's time budget."""
+        roots = skeleton.root_of[[skeleton.index[pin.bone] for pin in pins]]
+        if len(set(roots.tolist())) > 1:
+            return _solved_apart(
+                skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started
+            )
+        return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+
+    if any(pin.aim is not None for pin in pins):
+        result = solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
     else:
-        result = _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+        result = solve_pins(pins, rotations, locations)
     result.ms = (time.perf_counter() - started) * 1e3
     return result
 

@@ -1,0 +1,109 @@
+"""Look-at pins (`Pin.aim`): a bone's axis points at a target whose position the bone need not reach.
+
+The loops' pins always hold a position, so an aim pin is solved as a fixed point above them: it
+becomes an ordinary pin that holds the bone's head where it is and weighs only the aimed axis,
+turned toward the target from that head (`_placed`). The heads are first placed where the other
+pins put the body (a solve of those alone), then each round solves every pin from the last
+round's pose and re-aims from the new heads, until the heads move less than the tolerance. The
+heads move little once the others are met (only the aimed bones and what holds them turn), so a
+few rounds do. Every round is a deterministic solve of the inputs, so the answer stays a
+function of the targets, the settings and the start pose.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from . import quat
+from .pins import AIM_AXES
+
+AIM_ROUNDS = 8  # at most this many re-aimed solves after the heads are placed
+_AXIS = {name: (k // 2, 1.0 if k % 2 == 0 else -1.0) for k, name in enumerate(AIM_AXES)}
+_SAME_POINT = 1e-12  # relative distance below which the target sits on the head: no direction
+
+
+def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance):
+    """The SolveResult of pins some of which aim (`Pin.aim`), by re-aimed solves.
+
+    `solve_pins(pins, rotations, locations)` is `solve` on checked arguments (the caller's
+    settings and time budget); `tolerance` the settings' (armature units). An aim pin reports
+    position error 0 (its position is free) and as orientation error the angle between its
+    axis and the way to its target; the solve converged when every pin is within tolerance,
+    an axis counting as an arc of the rig's size (as in the loops).
+    """
+    aiming = np.array([pin.aim is not None for pin in pins])
+    bones = np.array([skeleton.index[pin.bone] for pin in pins])
+    others = [pin for pin, aims in zip(pins, aiming) if not aims]
+    pose, iterations, moved = (rotations, locations), 0, np.zeros(len(skeleton), dtype=bool)
+    if others:
+        first = solve_pins(others, rotations, locations)
+        pose, iterations, moved = (first.rotations, first.locations), first.iterations, first.moved
+    heads = skeleton.forward(*pose)[1][bones]
+    for _ in range(AIM_ROUNDS):
+        result = solve_pins(_placed(skeleton, pins, pose), *pose)
+        iterations += result.iterations
+        moved |= result.moved
+        pose = (result.rotations, result.locations)
+        new_heads = skeleton.forward(*pose)[1][bones]
+        shift = np.linalg.norm(new_heads - heads, axis=-1)[aiming].max()
+        heads = new_heads
+        if not shift > tolerance:
+            break
+    angles = aim_errors(skeleton, pins, *pose)
+    result.position_errors = np.where(aiming, 0.0, result.position_errors)
+    result.orientation_errors_deg = np.where(aiming, np.degrees(angles), result.orientation_errors_deg)
+    result.converged = bool(result.converged and (angles[aiming] <= tolerance / skeleton.unit).all())
+    result.iterations, result.moved = iterations, moved
+    return result
+
+
+def aim_errors(skeleton, pins, rotations, locations):
+    """(P,) radians between each aim pin's axis and the way from its bone's head to its target
+    (0 for other pins)."""
+    world, heads = skeleton.forward(rotations, locations)
+    angles = np.zeros(len(pins))
+    for k, pin in enumerate(pins):
+        if pin.aim is not None:
+            i = skeleton.index[pin.bone]
+            angles[k] = aim_angle(quat.to_matrix(world[i]), heads[i], pin.target_position, pin.aim)
+    return angles
+
+
+def aim_angle(basis, head, target, aim):
+    """Radians between axis `aim` of a bone with world `basis` (3, 3, columns = its axes, any
+    scale) and head `head`, and the way from there to `target`; 0 when the target is on the head.
+    One measure for the solver's errors and for what Blender evaluated."""
+    column, sign = _AXIS[aim]
+    axis = sign * np.asarray(basis, dtype=float)[:, column]
+    way = np.asarray(target, dtype=float) - np.asarray(head, dtype=float)
+    if not np.linalg.norm(way) > _SAME_POINT * max(np.abs(head).max(), np.abs(target).max(), 1.0):
+        return 0.0
+    return float(np.arctan2(np.linalg.norm(np.cross(axis, way)), axis @ way))
+
+
+def _world_axis(rotation, aim):
+    """The aimed axis of a bone turned by world `rotation` (w, x, y, z), a unit vector."""
+    column, sign = _AXIS[aim]
+    return sign * quat.to_matrix(rotation)[:, column]
+
+
+def _placed(skeleton, pins, pose):
+    """The pins as the loops take them: each aim pin holds its bone's head in `pose` and weighs
+    only its axis, turned (by the shortest arc from where the bone points now) toward the target."""
+    world, heads = skeleton.forward(*pose)
+    placed = []
+    for pin in pins:
+        if pin.aim is None:
+            placed.append(pin)
+            continue
+        i = skeleton.index[pin.bone]
+        axis = _world_axis(world[i], pin.aim)
+        way = pin.target_position - heads[i]
+        if np.linalg.norm(way) <= _SAME_POINT * skeleton.unit:
+            way = axis
+        rotation = quat.normalize(quat.multiply(quat.shortest_arc(axis, way), world[i]))
+        weights = [0.0, 0.0, 0.0]
+        weights[_AXIS[pin.aim][0]] = 1.0
+        target = quat.rigid_matrices(rotation[None], heads[i][None])[0]
+        placed.append(dataclasses.replace(pin, target=target, orientation_weights=tuple(weights), aim=None))
+    return placed
