@@ -196,7 +196,7 @@ def _make_pin(bone, location, rotation, props):
     priority = props.priority + (PLANTED_PRIORITY if props.planted else 0.0)
     aim = props.aim_axis if props.pin_kind == "AIM" else None
     try:
-        return Pin(bone, matrix, weight, axes, props.falloff, priority, aim)
+        return Pin(bone, matrix, weight, axes, props.falloff, priority, aim=aim)
     except ValueError as error:
         raise RigError(str(error)) from None
 
