@@ -225,8 +225,8 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
     planted: BoolProperty(
         name="Planted",
-        description="This pin wins over the ordinary ones: it counts one priority higher and pulls 1000 "
-        "times as hard, so a foot on the floor stays put while the hands are dragged far",
+        description="This pin wins over the ordinary ones: it counts one priority higher, so a foot on "
+        "the floor stays put while the hands are dragged out of reach",
         default=False,
         update=_changed,
     )
