@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, quat
+from .carried_root import carry_roots
 from .kusudama import JointLimits
 from .loop_constants import (
     BEND_TILT,
@@ -212,6 +213,7 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
         skeleton, pins, rotations, locations, settings, limits, stiffness
     )
     if settings.stage_targets:
+        rotations, locations = _carried_start(skeleton, pins, rotations, locations, settings, stiffness)
         rotations = _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
         rotations, locations = _continued_start(
             skeleton, pins, rotations, locations, settings, limits, stiffness, started
@@ -224,6 +226,26 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     result.beyond_reach = _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started)
     result.ms = (time.perf_counter() - started) * 1e3
     return result
+
+
+def _carried_start(skeleton, pins, rotations, locations, settings, stiffness):
+    """The start with its translating roots carried with the pins they see (`carry_roots`)."""
+    if not settings.translate_root:
+        return rotations, locations
+    plan = plan_solve(
+        skeleton.normalized(),
+        [skeleton.index[pin.bone] for pin in pins],
+        [pin.falloff for pin in pins],
+        stiffness >= 1.0,
+        True,
+    )
+    roots = [
+        (int(bone), seen[factor > 0.0], factor[factor > 0.0])
+        for batch in plan.batches
+        for bone, seen, factor, moving in zip(batch.bones, batch.seen, batch.factor, batch.translating)
+        if moving
+    ]
+    return carry_roots(skeleton, pins, rotations, locations, roots, plan.levels, stiffness)
 
 
 def _continued_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started):
