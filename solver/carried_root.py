@@ -15,12 +15,21 @@ feet's and hands' axes, where they keep their turn, keep the body from tipping o
 carried pose is a smooth function of the pose underneath and the targets (QCP's bias toward
 the smallest turn settles the rotation of one or two position-only pins), so the solve stays
 one pose per set of targets. A root's stiffness keeps that share of it in place.
+
+Near targets are another matter: a hand nudged or a walk followed frame by frame moves the
+limbs more than the trunk, and the pins' mean displacement is mostly the limbs'. So a root takes
+the share `miss / FULL_CARRY` (at most all) of the motion, `miss` being the pins' weighted RMS
+distance from their targets in rig units: targets far from where the start puts the pins move
+the body as one, near ones barely (on CMU capture solved frame after frame the whole carry put
+the hips 124 mm from the actor's, against 82 without it and 84 with the share).
 """
 
 import numpy as np
 
 from . import quat
 from .qcp import rotation_from_covariance
+
+FULL_CARRY = 0.3  # weighted RMS miss of a root's pins, in rig units, from which it takes their whole motion
 
 
 def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
@@ -41,7 +50,9 @@ def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
         bones = [skeleton.index[pin.bone] for pin in chosen]
         weights = np.array([pin.weight for pin in chosen]) * factor
         turn, pivot, shift = _rigid_fit(chosen, weights, world[bones], heads[bones], skeleton.unit)
-        share = 1.0 - stiffness[root]
+        share = (1.0 - stiffness[root]) * min(
+            1.0, _miss(chosen, weights, heads[bones]) / skeleton.unit / FULL_CARRY
+        )
         turn = quat.from_axis_angle(turn[1:] if turn[0] >= 0.0 else -turn[1:], share * quat.angle(turn))
         moved_head = pivot + quat.rotate(turn, heads[root] - pivot) + share * shift
         rest = skeleton.rest_rotation[root]
@@ -49,6 +60,12 @@ def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
         rotations[root] = quat.normalize(quat.multiply(local_turn, rotations[root]))
         locations[root] += quat.rotate(quat.conjugate(rest), moved_head - heads[root])
     return rotations, locations
+
+
+def _miss(pins, weights, effectors):
+    """The pins' weighted RMS distance from their targets (armature units)."""
+    targets = np.array([pin.target_position for pin in pins])
+    return np.sqrt(weights @ np.sum((targets - effectors) ** 2, -1) / max(weights.sum(), 1e-300))
 
 
 def _rigid_fit(pins, weights, effector_axes, effectors, unit):

@@ -10,7 +10,8 @@ from bench import bench_solver
 from solver import Pin, Skeleton, SolverSettings, quat
 from solver.presets import apply_limit_preset
 from solver.scene import parse_scene
-from solver.solve import solve
+from solver.carried_root import FULL_CARRY, carry_roots
+from solver.solve import plan_solve, solve
 from tests.solver.conftest import EXAMPLES
 
 CLIP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap", "cmu_131_01.bvh")
@@ -53,6 +54,25 @@ def test_targets_moved_as_one_move_the_body_as_one(body):
     assert result.position_errors.max() < 1e-9 and result.orientation_errors_deg.max() < 1e-6
     others = np.arange(len(skeleton)) != skeleton.index[HIPS]
     np.testing.assert_allclose(np.abs(np.sum(result.rotations * rotations, -1))[others], 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("distance", [0.03, 0.1, 0.5])
+def test_near_targets_carry_the_root_their_share_of_the_way(body, distance):
+    """Targets all shifted by `distance`: the root takes distance / (FULL_CARRY x rig size) of
+    the shift (all of it from there on), so a nudge or a frame followed after the last one moves
+    the limbs before the trunk."""
+    skeleton, rotations, locations, pins = body
+    shifted = [moved(pin, turn_and_shift((0, 0, 1), 0.0, (distance, 0.0, 0.0))) for pin in pins]
+    bones = [skeleton.index[pin.bone] for pin in shifted]
+    hips = skeleton.index[HIPS]
+    plan = plan_solve(skeleton.normalized(), bones, [0.0] * len(bones), np.zeros(len(skeleton), bool), True)
+    roots = [(hips, np.arange(len(shifted)), np.ones(len(shifted)))]
+    carried = carry_roots(
+        skeleton, shifted, rotations, locations, roots, plan.levels, np.zeros(len(skeleton))
+    )
+    head = skeleton.forward(*carried)[1][hips] - skeleton.forward(rotations, locations)[1][hips]
+    share = min(1.0, distance / skeleton.unit / FULL_CARRY)
+    np.testing.assert_allclose(head, [share * distance, 0.0, 0.0], atol=1e-12)
 
 
 def test_without_root_translation_the_root_stays(body):
