@@ -28,7 +28,7 @@ from solver import (
 from solver.loop_constants import POLISH_MAX_PINS
 from solver.polish import Polisher, damped_step, jacobian, residuals
 from solver.solve import _State, plan_solve
-from tests.solver.conftest import pose_matrices
+from tests.solver.conftest import ONE_ATTEMPT, pose_matrices
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import chain_skeleton, random_problem
 
@@ -53,7 +53,7 @@ def polished_problem(seed, n_bones=10, n_pins=3, translate_root=False):
     return state, plan, rng
 
 
-def on_both_loops(skeleton, pins, rotations, locations, translate_root):
+def on_both_loops(skeleton, pins, rotations, locations, translate_root, **settings):
     """(compiled result, numpy result) of the same solve: 300 iterations to tolerance 1e-9."""
     return [
         solve(
@@ -61,7 +61,9 @@ def on_both_loops(skeleton, pins, rotations, locations, translate_root):
             pins,
             rotations,
             locations,
-            SolverSettings(iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend),
+            SolverSettings(
+                iterations=300, tolerance=1e-9, translate_root=translate_root, backend=backend, **settings
+            ),
         )
         for backend in ("native", "numpy")
     ]
@@ -325,12 +327,17 @@ def test_each_trees_jacobian_matches_finite_differences_and_moves_no_other_tree(
 @pytest.mark.parametrize("translate_root", [False, True])
 def test_polished_crowds_agree_between_the_loops(translate_root):
     """Four three-pin rigs (12 pins, each tree polished on its own): iteration counts, errors and
-    poses agree, and every pin is reached."""
+    poses agree, and every pin is reached. One run of each loop from the same start: with the
+    staged start, the roots carried to these random rigs' pins leave a stage whose targets cannot
+    all be reached, and where the loops' rounding makes the stall rule end it (194 iterations
+    against the cap of 300 for seeds 8-11) the stages carry on from poses 0.002 rad apart."""
     for first in range(0, 12, 4):
         crowd, pins, rotations, locations, _ = crowd_of(
             [oriented_problem(seed, 9, 3) for seed in range(first, first + 4)]
         )
-        native_result, numpy_result = on_both_loops(crowd, pins, rotations, locations, translate_root)
+        native_result, numpy_result = on_both_loops(
+            crowd, pins, rotations, locations, translate_root, **ONE_ATTEMPT
+        )
         assert native_result.iterations == numpy_result.iterations, first
         assert native_result.converged and numpy_result.converged, first
         np.testing.assert_allclose(native_result.position_errors, numpy_result.position_errors, atol=1e-9)
