@@ -1,5 +1,6 @@
 """The carried start (solver/carried_root.py): a translating root first moves with its pins as one."""
 
+import copy
 import json
 import os
 
@@ -10,7 +11,7 @@ from bench import bench_solver
 from solver import Pin, Skeleton, SolverSettings, quat
 from solver.presets import apply_limit_preset
 from solver.scene import parse_scene
-from solver.carried_root import FULL_CARRY, carry_roots
+from solver.carried_root import FULL_CARRY, NO_CARRY, carry_roots
 from solver.solve import plan_solve, solve
 from tests.solver.conftest import EXAMPLES
 
@@ -58,9 +59,9 @@ def test_targets_moved_as_one_move_the_body_as_one(body):
 
 @pytest.mark.parametrize("distance", [0.03, 0.1, 0.5])
 def test_near_targets_carry_the_root_their_share_of_the_way(body, distance):
-    """Targets all shifted by `distance`: the root takes distance / (FULL_CARRY x rig size) of
-    the shift (all of it from there on), so a nudge or a frame followed after the last one moves
-    the limbs before the trunk."""
+    """Targets all shifted by `distance`: the root takes the share of the shift that distance
+    takes from NO_CARRY to FULL_CARRY of the rig's size (all of it from there on), so a nudge or
+    a frame followed after the last one moves the limbs before the trunk."""
     skeleton, rotations, locations, pins = body
     shifted = [moved(pin, turn_and_shift((0, 0, 1), 0.0, (distance, 0.0, 0.0))) for pin in pins]
     bones = [skeleton.index[pin.bone] for pin in shifted]
@@ -71,8 +72,49 @@ def test_near_targets_carry_the_root_their_share_of_the_way(body, distance):
         skeleton, shifted, rotations, locations, roots, plan.levels, np.zeros(len(skeleton))
     )
     head = skeleton.forward(*carried)[1][hips] - skeleton.forward(rotations, locations)[1][hips]
-    share = min(1.0, distance / skeleton.unit / FULL_CARRY)
+    share = min(1.0, (distance / skeleton.unit - NO_CARRY) / (FULL_CARRY - NO_CARRY))
     np.testing.assert_allclose(head, [share * distance, 0.0, 0.0], atol=1e-12)
+
+
+def test_one_pin_dragged_alone_moves_its_limb_not_the_body(body):
+    """A hand dragged 0.5 m with the feet, the head and the other hand held: most pins are on
+    their targets, so the root is not carried (the arm and the spine reach)."""
+    skeleton, rotations, locations, pins = body
+    dragged = [
+        moved(pin, turn_and_shift((0, 0, 1), 0.0, (0.5, 0.0, 0.0))) if pin.bone == "rhand" else pin
+        for pin in pins
+    ]
+    bones = [skeleton.index[pin.bone] for pin in dragged]
+    hips = skeleton.index[HIPS]
+    plan = plan_solve(skeleton.normalized(), bones, [0.0] * len(bones), np.zeros(len(skeleton), bool), True)
+    roots = [(hips, np.arange(len(dragged)), np.ones(len(dragged)))]
+    carried = carry_roots(
+        skeleton, dragged, rotations, locations, roots, plan.levels, np.zeros(len(skeleton))
+    )
+    np.testing.assert_array_equal(carried[0], rotations)
+    np.testing.assert_array_equal(carried[1], locations)
+
+
+def test_a_changed_start_is_measured_again(body):
+    """The start's frames are kept between solves from the same pose (a live drag); another start
+    pose, or other pins from the same one, are carried as if nothing were kept."""
+    skeleton, rotations, locations, pins = body
+    hips = skeleton.index[HIPS]
+    crouched = rotations.copy()
+    crouched[skeleton.index["LeftKnee"]] = quat.from_axis_angle(np.array([1.0, 0.0, 0.0]), 0.6)
+    shifted = [moved(pin, turn_and_shift((0, 0, 1), 20.0, (0.5, 0.2, 0.0))) for pin in pins]
+    for start, chosen in ((rotations, shifted), (crouched, shifted[:3]), (crouched, shifted)):
+        bones = [skeleton.index[pin.bone] for pin in chosen]
+        plan = plan_solve(
+            skeleton.normalized(), bones, [0.0] * len(bones), np.zeros(len(skeleton), bool), True
+        )
+        roots = [(hips, np.arange(len(chosen)), np.ones(len(chosen)))]
+        kept = carry_roots(skeleton, chosen, start, locations, roots, plan.levels, np.zeros(len(skeleton)))
+        fresh = carry_roots(
+            copy.copy(skeleton), chosen, start, locations, roots, plan.levels, np.zeros(len(skeleton))
+        )
+        np.testing.assert_array_equal(kept[0], fresh[0])
+        np.testing.assert_array_equal(kept[1], fresh[1])
 
 
 def test_without_root_translation_the_root_stays(body):

@@ -38,7 +38,7 @@ import math
 import bpy
 from mathutils import Matrix, Vector
 
-from tests.support.blender_helpers import build_metarig, import_mocap_rig, pin
+from tests.support.blender_helpers import build_metarig, import_mocap_rig, pin, settle
 
 UP = Vector((0.0, 0.0, 1.0))
 DRAG_STEPS = 6
@@ -376,6 +376,7 @@ def perform(rig_name, move, config):
     result = bpy.ops.ewbik.solve()
     assert result == {"FINISHED"}, (result, obj.ewbik.status)
     bpy.context.view_layer.update()
+    settle()  # the default time budget may cut a live update; the refinement timer then solves it
     outcome = Outcome(
         rig=rig_name,
         move=move,
