@@ -20,6 +20,13 @@ for EWBIK without limits, with the humanoid preset, with limits fitted on the ot
 the preset on a straight-line rest (built from the clip's first frame), and for Blender's IK
 (bench/blender_ik.py in the bpy-5.2 venv, measured against its own captured joints, so both
 sides compare in their own space). Runs whose API is not in the solver yet print "skipped".
+
+Hips-free runs give the solver no hips: only hands, feet and head are pinned, root translation
+is on, and every frame (warm runs: the first) starts from the clip's first frame, hips included,
+as Blender starts from the pose underneath. Their own table puts them beside the runs that give
+the hips, and adds where the solved hips land (mean distance from the captured hips' head).
+`--runs TEXT...` solves only the runs whose label contains one of the texts, `--no-blender` and
+`--no-one-pose` leave those parts out, `--no-write` keeps docs/BENCHMARKS.md as it is.
 Results go to stdout and into docs/BENCHMARKS.md between the naturalness markers.
 """
 
@@ -40,7 +47,7 @@ else:  # run as a script
     sys.path.insert(0, BENCH_DIR)
     import bench_solver as bs  # noqa: E402
     import mocap  # noqa: E402
-from solver import JointLimits, Kusudama, SolverSettings, preset_limits, preset_stiffness  # noqa: E402
+from solver import JointLimits, Kusudama, SolverSettings, preset_limits, preset_stiffness, solve  # noqa: E402
 from solver.presets import bone_roles  # noqa: E402
 
 NATURAL_BEGIN = "<!-- bench:natural -->"
@@ -48,6 +55,7 @@ NATURAL_END = "<!-- /bench:natural -->"
 BEND_MIN_DEG = 10.0
 LIMBS = (("upper_arm", "forearm"), ("thigh", "shin"))
 TARGETS = {
+    "hips_free_mm": 50.0,
     "free_vs_blender": 0.6,
     "flip_share": 0.05,
     "limited_pins_p95_mm": 2.0,
@@ -81,6 +89,7 @@ class Solved:
     position_mm: np.ndarray
     orientation_deg: np.ndarray
     cpu_ms: np.ndarray
+    pelvis_mm: np.ndarray | None = None  # per frame, where the hips are solved (None: given)
 
 
 def body_of(skeleton):
@@ -114,23 +123,68 @@ def captured_heads(clip, body):
     return np.array(out)
 
 
-def solve_rows(clip, body, truth, settings, rest_settings, limits, warm, start=None, stiff=None):
+def solve_rows(
+    clip, body, truth, settings, rest_settings, limits, warm, start=None, stiff=None, hips_free=False
+):
     """Solve the sampled frames in order (`bench_solver.solve_sequence`: warm from the previous
     solution, seeded from `start`; otherwise every frame from `start`). `stiff`: {bone:
-    stiffness} beside the given hips."""
+    stiffness} beside the given hips. `hips_free`: the hips are solved too (`hips_free_sequence`)."""
     stiffness = np.zeros(len(clip.skeleton))
     for name, value in (stiff or {}).items():
         stiffness[clip.skeleton.index[name]] = value
-    stiffness[clip.skeleton.index[bs.HIPS]] = 1.0
-    out = {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": []}
-    for solved in bs.solve_sequence(clip, settings, warm, rest_settings, limits, stiffness, start=start):
+    hips = clip.skeleton.index[bs.HIPS]
+    if hips_free:
+        sequence = hips_free_sequence(clip, settings, warm, rest_settings, limits, stiffness)
+    else:
+        stiffness[hips] = 1.0
+        sequence = bs.solve_sequence(clip, settings, warm, rest_settings, limits, stiffness, start=start)
+    out = {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": [], "pelvis_mm": []}
+    pelvis = captured_pelvis(clip)
+    for solved in sequence:
         result = solved.result
         out["heads"].append(heads_of(clip, body, result.rotations, result.locations))
         out["position_mm"].append(result.position_errors * 1e3)
         out["orientation_deg"].append(result.orientation_errors_deg)
         out["cpu_ms"].append(solved.cpu_ms)
+        solved_pelvis = clip.skeleton.forward(result.rotations, result.locations)[1][hips]
+        out["pelvis_mm"].append(1e3 * np.linalg.norm(solved_pelvis - pelvis[solved.row]))
+    if not hips_free:
+        del out["pelvis_mm"]
     counted = slice(1, None) if warm else slice(None)
     return Solved(truth=truth[counted], **{k: np.array(v) for k, v in out.items()})
+
+
+def captured_pelvis(clip):
+    """(frames, 3) the captured hips' heads at the clip's sampled frames."""
+    hips = clip.skeleton.index[bs.HIPS]
+    return np.array(
+        [
+            clip.skeleton.forward(*bs.hips_given_start(clip, row, clip.clip_rotations[row]))[1][hips]
+            for row in range(len(clip.frames))
+        ]
+    )
+
+
+def hips_free_sequence(clip, settings, warm, rest_settings, limits, stiffness):
+    """`bench_solver.solve_sequence` with the hips solved: only hands, feet and head pinned, root
+    translation on, each row (warm: the first, not counted) solved from the clip's first frame,
+    hips included, as Blender solves from the pose underneath; warm rows from the previous
+    solution. Yields `bench_solver.FrameSolve`s."""
+    start = bs.hips_given_start(clip, 0, clip.clip_rotations[0])
+    settings, rest_settings = (dataclasses.replace(s, translate_root=True) for s in (settings, rest_settings))
+    previous = None
+    for row in range(len(clip.frames)):
+        pins = bs.frame_pins(clip, row)
+        seeding = warm and previous is None
+        rotations, locations = start if previous is None else previous
+        used = rest_settings if seeding else settings
+        started = time.process_time()
+        result = solve(clip.skeleton, pins, rotations, locations, used, limits=limits, stiffness=stiffness)
+        cpu_ms = (time.process_time() - started) * 1e3
+        if warm:
+            previous = (result.rotations, result.locations)
+        if not seeding:
+            yield bs.FrameSolve(row, rotations, locations, used, result, cpu_ms, 0.0)
 
 
 def joint_limits(clip, per_bone):
@@ -200,28 +254,49 @@ def preset_on_straight_rest_with_pose(source, stride):
     return clip, joint_limits(clip, per_bone), preset_stiffness(straight.bones)
 
 
-# (label, how to build the clip and limits, whether the targets for limited runs apply, whether solves
-# start from the clip's first frame instead of the rest pose: a straight-line rest is no body to start from)
+# (label, how to build the clip and limits, whether the targets for limited runs apply, where solves
+# start: "rest", "first frame" (a straight-line rest is no body to start from) or "hips free" (the
+# first frame too, hips and all, and the hips solved with root translation on: `hips_free_sequence`))
 EWBIK_RUNS = (
-    ("EWBIK, no limits", no_limits, False, False),
-    ("EWBIK, humanoid preset", humanoid_preset, True, False),
-    ("EWBIK, humanoid preset, solves start from the first frame", humanoid_preset, False, True),
-    ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True, False),
-    ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False, False),
-    ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False, False),
+    ("EWBIK, no limits", no_limits, False, "rest"),
+    ("EWBIK, humanoid preset", humanoid_preset, True, "rest"),
+    ("EWBIK, humanoid preset, solves start from the first frame", humanoid_preset, False, "first frame"),
+    (
+        "EWBIK, humanoid preset, hips free, solves start from the first frame",
+        humanoid_preset,
+        False,
+        "hips free",
+    ),
+    ("EWBIK, limits fitted on the other clip", fitted_on_other_clip, True, "rest"),
+    (
+        "EWBIK, limits fitted on the other clip, hips free, solves start from the first frame",
+        fitted_on_other_clip,
+        False,
+        "hips free",
+    ),
+    ("EWBIK, no limits, straight-line rest", no_limits_on_straight_rest, False, "rest"),
+    ("EWBIK, humanoid preset, straight-line rest", preset_on_straight_rest, False, "rest"),
     (
         "EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the first frame",
         preset_on_straight_rest_with_pose,
         True,
-        True,
+        "first frame",
     ),
     (
         "EWBIK, humanoid preset, straight-line rest + first frame as pose, solves start from the straight line",
         preset_on_straight_rest_with_pose,
         False,
-        False,
+        "rest",
     ),
 )
+HIPS_GIVEN = {  # each hips-free run beside the run that gives the same solves their hips
+    "EWBIK, humanoid preset, hips free, solves start from the first frame": (
+        "EWBIK, humanoid preset, solves start from the first frame"
+    ),
+    "EWBIK, limits fitted on the other clip, hips free, solves start from the first frame": (
+        "EWBIK, limits fitted on the other clip"
+    ),
+}
 
 
 @dataclasses.dataclass
@@ -237,6 +312,7 @@ class Measures:
     pins_p95_deg: float
     cpu_ms: float
     frames: int
+    pelvis_mm: float = float("nan")  # mean distance of the solved hips from the captured (nan: given)
 
 
 def bend_planes(heads, bends):
@@ -286,6 +362,11 @@ def measure(solved, body):
         pins_p95_deg=float(np.percentile(np.concatenate([s.orientation_deg for s in solved]), 95)),
         cpu_ms=float(np.median(np.concatenate([s.cpu_ms for s in solved]))),
         frames=len(heads),
+        pelvis_mm=(
+            float(np.mean(np.concatenate([s.pelvis_mm for s in solved])))
+            if all(s.pelvis_mm is not None for s in solved)
+            else float("nan")
+        ),
     )
 
 
@@ -321,18 +402,28 @@ def load_sources(names, stride):
     ]
 
 
-def run_ewbik(make, from_first_frame, sources, stride, warm_settings, rest_settings):
+def run_ewbik(make, starts, sources, stride, warm_settings, rest_settings):
     """({clip name: {"warm": Solved, "rest": Solved}}, {clip name: {bone: share of test frames whose
-    captured pose lies over 1 deg outside the limits}}) for one EWBIK configuration (raises Skipped)."""
+    captured pose lies over 1 deg outside the limits}}) for one EWBIK configuration (raises Skipped);
+    `starts` as EWBIK_RUNS says."""
     out, outside = {}, {}
     for source in sources:
         clip, limits, stiffness = make(source, stride)
-        start = clip.clip_rotations[0] if from_first_frame else None
+        start = None if starts == "rest" else clip.clip_rotations[0]
         body = body_of(clip.skeleton)
         truth = captured_heads(clip, body)
         out[clip.name] = {
             mode: solve_rows(
-                clip, body, truth, warm_settings, rest_settings, limits, mode == "warm", start, stiffness
+                clip,
+                body,
+                truth,
+                warm_settings,
+                rest_settings,
+                limits,
+                mode == "warm",
+                start,
+                stiffness,
+                starts == "hips free",
             )
             for mode in ("warm", "rest")
         }
@@ -512,6 +603,63 @@ def target_lines(results, numbers, blender_label):
     return lines
 
 
+def hips_free_lines(numbers):
+    """The hips-free runs beside their hips-given counterparts (`HIPS_GIVEN`): where the solved
+    hips land, the free joints and the added jitter, and the targets they are held to."""
+    header = [
+        "run (hips free)",
+        "clip",
+        "hips mm warm / rest",
+        "free joints mm warm / rest",
+        "hips given: free joints mm warm / rest",
+        "added jitter mm/frame^2 warm / rest",
+        "hips given: added jitter warm / rest",
+        "pins p95 mm warm / rest",
+        "wrong-way bends % warm / rest",
+        "CPU ms median warm / rest",
+    ]
+    rows, checks = [], []
+    for label, given_label in HIPS_GIVEN.items():
+        if label not in numbers:
+            continue
+        given = numbers.get(given_label, {})
+        for name, modes in numbers[label].items():
+            m = [modes[mode] for mode in ("warm", "rest")]
+            g = [given[name][mode] for mode in ("warm", "rest")] if name in given else None
+            rows.append(
+                [
+                    label,
+                    name,
+                    pair([x.pelvis_mm for x in m], ".1f"),
+                    pair([x.free_mm for x in m], ".1f"),
+                    pair([x.free_mm for x in g], ".1f") if g else "n/a",
+                    pair([x.jitter_mm for x in m], ".2f"),
+                    pair([x.jitter_mm for x in g], ".2f") if g else "n/a",
+                    pair([x.pins_p95_mm for x in m], ".3f"),
+                    pair([100 * x.flip_share for x in m], ".1f"),
+                    pair([x.cpu_ms for x in m], ".2f"),
+                ]
+            )
+        every = [numbers[label]["all"][mode] for mode in ("warm", "rest")]
+        limit = TARGETS["hips_free_mm"]
+        checks += [
+            check(f"{label}: hips mm, warm / rest", [x.pelvis_mm for x in every], limit),
+            check(f"{label}: free joints mm, warm / rest", [x.free_mm for x in every], limit),
+            check(f"{label}: added jitter mm/frame^2, warm / rest", [x.jitter_mm for x in every], limit),
+        ]
+    if not rows:
+        return []
+    return [
+        "Hips free: only hands, feet and head pinned, root translation on, every frame (warm: the "
+        "first) solved from the clip's first frame, hips included:",
+        "",
+        bs.markdown_table(header, rows),
+        "",
+        *checks,
+        "",
+    ]
+
+
 ONE_POSE_RUNS = (
     ("EWBIK, humanoid preset", humanoid_preset),
     ("EWBIK, limits fitted on the other clip", fitted_on_other_clip),
@@ -596,6 +744,11 @@ def parse_args(argv):
         "--runs", nargs="*", help="run only the EWBIK runs whose label contains one of these texts"
     )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
+    parser.add_argument(
+        "--no-one-pose",
+        action="store_true",
+        help="leave out the one-pose table (solves each clip 8 more times)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: every 32nd frame; writes no files")
     return parser.parse_args(argv)
 
@@ -665,15 +818,13 @@ def main(argv=None):
     sources = load_sources(args.clips, args.stride)
     body = body_of(sources[0]["clip"].skeleton)
     results, outside = {}, {}
-    for label, make, _, from_first_frame in EWBIK_RUNS:
+    for label, make, _, starts in EWBIK_RUNS:
         if args.runs and not any(text in label for text in args.runs):
             results[label] = "not selected (--runs)"
             continue
         t = time.perf_counter()
         try:
-            results[label], outside[label] = run_ewbik(
-                make, from_first_frame, sources, args.stride, *settings
-            )
+            results[label], outside[label] = run_ewbik(make, starts, sources, args.stride, *settings)
         except Skipped as why:
             results[label] = str(why)
         print(f"{label}: {time.perf_counter() - t:.1f} s", flush=True)
@@ -687,7 +838,8 @@ def main(argv=None):
     numbers = measured(results, body)
     lines = notes(args, sources, body, settings, doc, mismatch)
     lines += [table(results, numbers, blender_label), ""] + target_lines(results, numbers, blender_label)
-    if not args.quick:
+    lines += [""] + hips_free_lines(numbers)
+    if not (args.quick or args.no_one_pose):
         lines += [""] + one_pose_lines(args, settings, body)
     lines += [
         "",

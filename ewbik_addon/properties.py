@@ -243,8 +243,8 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     )
     planted: BoolProperty(
         name="Planted",
-        description="This pin wins over the ordinary ones: it counts one priority higher and pulls 1000 "
-        "times as hard, so a foot on the floor stays put while the hands are dragged far",
+        description="This pin wins over the ordinary ones: it counts one priority higher, so a foot on "
+        "the floor stays put while the hands are dragged out of reach",
         default=False,
         update=_changed,
     )
@@ -413,7 +413,9 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
     )
     translate_root: BoolProperty(
         name="Move Root",
-        description="Let the solver move the root bone (hips) as well as rotate it",
+        description="Let the solver move the root bone (hips) as well as rotate it, so the body can "
+        "crouch, squat and lean toward its targets; off, the hips only turn in place (the first Pin "
+        "on a standing body turns this on, see Stand on Pin)",
         default=_SOLVER_DEFAULTS["translate_root"],
         update=_changed,
     )
@@ -448,6 +450,13 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         name="Humanoid Limits on Pin",
         description="When pinning bones of an armature that has no joint limits yet, set the humanoid "
         "preset on the bones it recognises (arms or legs needed), so knees and elbows bend the right way",
+        default=True,
+    )
+    stand_on_pin: BoolProperty(
+        name="Stand on Pin",
+        description="When the first bones of a standing body are pinned: turn Move Root on and pin the "
+        "feet that touch the floor where they stand, planted, so the body crouches and leans on its "
+        "legs instead of lifting its feet (not on animated or Rigify-generated rigs)",
         default=True,
     )
     influence: FloatProperty(

@@ -10,14 +10,16 @@ from ..ewbik_addon import (
     pin_reading,
     production_checks,
     production_rigs,
+    standing_body,
 )
 from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
 from ..ewbik_addon.messages import count
+from ..ewbik_addon.stored_settings import pinned_bones
 from ..ewbik_addon.targets import TARGET_MARK, TargetFollowError, check_follow, is_deleted, new_target
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
-    """Pin the selected pose bones: each gets an empty at its current pose to drag around (a humanoid without limits gets them); a pin whose empty was deleted gets a new one"""
+    """Pin the selected pose bones: each gets an empty at its current pose to drag around (a humanoid without limits gets them; the first pins of a standing body also plant its feet and turn Move Root on); a pin whose empty was deleted gets a new one"""
 
     bl_idname = "ewbik.pin"
     bl_label = "Pin Bones"
@@ -49,6 +51,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
             self.report({"ERROR"}, "; ".join(remarks))
             return {"CANCELLED"}
         bones = [obj.pose.bones[name] for name in names]
+        pinned_before = any(not is_deleted(pose_bone.ewbik.target) for pose_bone in pinned_bones(obj))
         created = 0
         for pose_bone in bones:
             if pose_bone.ewbik.target is not None and not is_deleted(pose_bone.ewbik.target):
@@ -56,10 +59,11 @@ class EWBIK_OT_pin(bpy.types.Operator):
             pose_bone.ewbik.target = new_target(context, obj, pose_bone)
             created += 1
         auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
+        standing = standing_body.stand_on_pin(context, obj, pinned_before)
         remarks = "".join(f"; {remark}" for remark in remarks)
         self.report(
             {"INFO"},
-            f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}{remarks}",
+            f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}{standing}{remarks}",
         )
         return {"FINISHED"}
 

@@ -17,7 +17,7 @@ import math
 import bpy
 from bpy.props import StringProperty
 
-from ..ewbik_addon import armature_checks, armature_solve, pin_reading, production_checks, targets
+from ..ewbik_addon import armature_checks, armature_solve, live, pin_reading, production_checks, targets
 from ..ewbik_addon.active import active_armature
 from ..ewbik_addon.messages import count, degrees, distance
 
@@ -50,7 +50,8 @@ class EWBIK_OT_solve(bpy.types.Operator):
             obj.ewbik.status_is_error = True
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        context.view_layer.update()
+        with live.suspended():  # the live handler would solve this write again, within its time budget
+            context.view_layer.update()
         elsewhere = pin_reading.pins_elsewhere(obj, result)
         state = "converged" if result.converged and not elsewhere else "stopped"
         details = ", ".join(

@@ -123,6 +123,7 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         col.prop(settings, "strict_limits")
         col.prop(settings, "show_limits")
         col.prop(settings, "auto_limits")
+        col.prop(settings, "stand_on_pin")
 
         layout.operator("ewbik.solve", icon="PLAY")
         if settings.status:

@@ -33,7 +33,8 @@ class SolverSettings:
     limbs that serve a single pin exactly (analytic IK), keeping the bend plane
     the iterations chose, and keeps a limb's result only if its pin gets closer.
     `stage_targets`: the solve starts from the start pose carried toward the targets in
-    stages (`solve`), so the answer follows the targets smoothly; off, it starts from the start
+    stages (`solve`), so the answer follows the targets smoothly, and with `translate_root` its
+    roots first moved with their pins as one (`carried_root`); off, it starts from the start
     pose itself (one plain attempt). `pins_give_way`: where the pins cannot all be reached, the one of lowest priority
     stops short and the others are reached (`solve`); off, every pin pulls by its weight
     and they share the miss (plain least squares). `strict_limits`: off (the default), a pin that

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import native, quat
 from .aim import solve_aimed
+from .carried_root import carry_roots
 from .kusudama import JointLimits
 from .loop_constants import (
     BEND_TILT,
@@ -272,6 +273,7 @@ def _solved_apart(skeleton, pins, roots, rotations, locations, settings, limits,
 def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started):
     """`solve` on checked arguments whose pins hang from one root."""
     if settings.stage_targets:
+        rotations, locations = _carried_start(skeleton, pins, rotations, locations, settings, stiffness)
         rotations = _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
         rotations, locations = _continued_start(
             skeleton, pins, rotations, locations, settings, limits, stiffness, started
@@ -288,6 +290,26 @@ def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, s
     result.rotations = turn_to_poles(skeleton, pins, result.rotations, result.locations, limits, frozen)
     result.moved |= poled_bones(skeleton, pins, frozen)
     return result
+
+
+def _carried_start(skeleton, pins, rotations, locations, settings, stiffness):
+    """The start with its translating roots carried with the pins they see (`carry_roots`)."""
+    if not settings.translate_root:
+        return rotations, locations
+    plan = plan_solve(
+        skeleton.normalized(),
+        [skeleton.index[pin.bone] for pin in pins],
+        [pin.falloff for pin in pins],
+        stiffness >= 1.0,
+        True,
+    )
+    roots = [
+        (int(bone), seen[factor > 0.0], factor[factor > 0.0])
+        for batch in plan.batches
+        for bone, seen, factor, moving in zip(batch.bones, batch.seen, batch.factor, batch.translating)
+        if moving
+    ]
+    return carry_roots(skeleton, pins, rotations, locations, roots, plan.levels, stiffness)
 
 
 def _continued_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started):

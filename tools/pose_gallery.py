@@ -1,14 +1,16 @@
 """`make gallery`: the moves animators make, as numbers and as pictures, on two rigs.
 
-For the Rigify human metarig and the CMU 131_01 BVH rig (frame 1), pins hands, feet and head
-with `ewbik.pin`, drags targets through four moves (crouch, knee lift, reach, hand to mouth;
-defined once in tests/support/moves.py, shared with tests/blender/test_natural_moves.py), each
-without limits and with Presets > Humanoid. Prints a table (pin errors, planted-foot slide,
-elbow and knee bends and whether they bend the anatomical way), writes it to
-docs/gallery/measurements.md, renders one Workbench picture per (rig, move, config) from a
-three-quarter front view of the rig's skinned mannequin (tools/mannequin.py: pinned parts orange,
-each target a red ring), and one contact sheet per rig
-(rows: no limits, humanoid; columns: the moves).
+For the Rigify human metarig and the CMU 131_01 BVH rig (frame 1), pins bones with `ewbik.pin`
+and drags targets through the moves of tests/support/moves.py (shared with
+tests/blender/test_natural_moves.py): crouch, knee lift, reach and hand to mouth without limits
+and with Presets > Humanoid; knee lift, a low crouch, a squat, reaches to the knee and to the
+floor and a lone hand with every setting as a new user finds it. Prints a table (pin errors,
+planted-foot slide, elbow and knee bends and whether they bend the anatomical way, the trunk's
+lean), writes it to docs/gallery/measurements.md, renders one Workbench picture per (rig, move,
+config) from a three-quarter front view of the rig's skinned mannequin (tools/mannequin.py:
+pinned parts orange, each target a red ring), and contact sheets per rig: `<rig>_sheet.png`
+(rows: no limits, humanoid; columns: their moves) and `<rig>_defaults_sheet.png` (the default
+settings' moves in one row).
 
     python tools/pose_gallery.py [--rig metarig] [--move reach] [--size 400] [--out DIR]
 """
@@ -32,7 +34,8 @@ from mathutils import Matrix, Vector  # noqa: E402
 
 from tests.support import moves  # noqa: E402
 
-CONFIG_LABELS = {"free": "no limits", "humanoid": "humanoid limits"}
+CONFIG_LABELS = {"free": "no limits", "humanoid": "humanoid limits", "default": "default settings"}
+SHEETS = {"sheet": ("free", "humanoid"), "defaults_sheet": ("default",)}  # file suffix: its rows
 
 
 def add_bone_shapes(obj, pinned):
@@ -187,15 +190,16 @@ def table_row(outcome):
     return (
         f"| {outcome.rig} | {outcome.move} | {outcome.config} | {pins} | {slide} | {elbows} | "
         f"{_yes_no(outcome.elbows_anatomical)} | {raised} | {knees} | {_yes_no(outcome.knees_forward)} | "
-        f"{outcome.torso_twist_deg:.0f} | {'yes' if outcome.finite else 'NO'} |"
+        f"{outcome.torso_twist_deg:.0f} | {outcome.lean_deg:.0f} | {outcome.head_front_mm:.0f} | "
+        f"{'yes' if outcome.finite else 'NO'} |"
     )
 
 
 TABLE_HEADER = (
     "| rig | move | config | pin error (mm) | planted foot slide (mm) | elbow L R bend deg (hinge deg) "
     "| elbows anatomical | elbow L R above shoulder (mm) | knee L R bend deg (front mm) | knees forward "
-    "| torso twist deg | finite |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| torso twist deg | trunk lean deg | head in front of hips mm | finite |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -220,21 +224,25 @@ def run(rig_names, move_names, out_dir, picture_size):
     """Perform every case, print its table row; render pictures and sheets while picture_size is not 0."""
     rows = []
     for rig_name in rig_names:
-        sheet = []
-        for config in moves.CONFIGS:
-            row = []
-            for move in move_names:
-                bpy.ops.wm.read_homefile(use_empty=True)
-                obj, targets, outcome = moves.perform(rig_name, move, config)
-                rows.append(table_row(outcome))
-                print(rows[-1], flush=True)
-                png_path = out_dir / f"{rig_name}_{move}_{config}.png"
-                if picture_size and not picture(obj, rig_name, move, config, targets, png_path, picture_size):
-                    picture_size = 0
-                row.append(png_path)
-            sheet.append(row)
-        if picture_size:
-            contact_sheet(sheet, out_dir / f"{rig_name}_sheet.png")
+        for suffix, configs in SHEETS.items():
+            sheet = []
+            for config in configs:
+                row = []
+                for move in [move for move in move_names if config in moves.MOVES[move].configs]:
+                    bpy.ops.wm.read_homefile(use_empty=True)
+                    obj, targets, outcome = moves.perform(rig_name, move, config)
+                    rows.append(table_row(outcome))
+                    print(rows[-1], flush=True)
+                    png_path = out_dir / f"{rig_name}_{move}_{config}.png"
+                    if picture_size and not picture(
+                        obj, rig_name, move, config, targets, png_path, picture_size
+                    ):
+                        picture_size = 0
+                    row.append(png_path)
+                if row:
+                    sheet.append(row)
+            if picture_size and sheet:
+                contact_sheet(sheet, out_dir / f"{rig_name}_{suffix}.png")
     return rows
 
 

@@ -429,6 +429,23 @@ def test_a_quick_drag_with_the_default_settings_shows_what_solve_gives(metarig):
     np.testing.assert_allclose(pose_quaternions(metarig), shown, atol=1e-6)
 
 
+def test_solve_keeps_its_pose_under_a_tight_time_budget(metarig):
+    """Solve's write is not solved again by the live handler within its Time Budget: with 1 ms, that
+    second solve stopped after one iteration and replaced Solve's pose (0.6 apart in a quaternion)."""
+    metarig.ewbik.time_budget_ms = 1.0
+    targets = pin(metarig, *HANDS_FEET_HEAD)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    update()
+    targets["hand.L"].location += Vector((-0.3, -0.3, 0.3))
+    update()
+    bpy.ops.object.mode_set(mode="POSE")
+    assert bpy.ops.ewbik.solve() == {"FINISHED"}
+    solved = pose_quaternions(metarig).copy()
+    update()
+    np.testing.assert_array_equal(pose_quaternions(metarig), solved)
+    assert max(distance_to_target(metarig, bone) for bone in HANDS_FEET_HEAD) < 1e-3
+
+
 def test_a_new_live_error_is_reported_once_with_an_error_icon(metarig, capfd):
     live = addon_module("ewbik_addon.live")
     target = pin(metarig, "hand.L")["hand.L"]

@@ -75,6 +75,7 @@ def test_a_drag_poses_exactly_as_a_solve_of_the_whole_rig(monkeypatch):
 
 
 def test_the_solver_sees_only_the_pinned_chains_and_other_bones_keep_their_channels(metarig, monkeypatch):
+    metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     metarig.ewbik.time_budget_ms = 0.0
     targets = pin(metarig, "hand.L", "foot.R")
     bpy.ops.object.mode_set(mode="OBJECT")
@@ -99,6 +100,7 @@ def test_the_solver_sees_only_the_pinned_chains_and_other_bones_keep_their_chann
 def test_a_pin_added_on_another_chain_is_solved_at_once(metarig, monkeypatch):
     """The chains change with the pins: after drags with one hand pinned, pinning the other hand
     and moving its target brings that hand (and its arm) to the target in the next update."""
+    metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     metarig.ewbik.time_budget_ms = 0.0
     targets = pin(metarig, "hand.L")
     bpy.ops.object.mode_set(mode="OBJECT")
@@ -145,6 +147,7 @@ def test_the_sidebar_overlay_and_checks_store_no_settings_on_bones_that_have_non
     """What reads every bone on each redraw or bake (the pin list, the limit status, the overlay's
     scope, the preset's has-limits check, the pins' evaluated errors, the bake's pin list) asks
     without storing: a session with the sidebar open keeps live updates as cheap as the drag."""
+    metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     metarig.ewbik.auto_limits = False
     metarig.pose.bones["forearm.L"].ewbik.use_twist_limit = True
     pin(metarig, "hand.L", "foot.R")

@@ -27,6 +27,7 @@ def distance_to_target(obj, bone):
 
 
 def test_pin_creates_one_empty_per_bone_at_its_pose(metarig):
+    metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     targets = pin(metarig, "hand.L", "forearm.R", "spine.006")
     collection = bpy.data.collections["EWBIK Targets metarig"]
     assert set(collection.objects) == set(targets.values())
@@ -64,6 +65,7 @@ def test_pin_follows_the_armature_transform(metarig):
 
 
 def test_pinning_a_pinned_bone_reuses_its_target(metarig):
+    metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     first = pin(metarig, "hand.L")["hand.L"]
     objects_before = len(bpy.data.objects)
     second = pin(metarig, "hand.L", "foot.L")
@@ -267,6 +269,7 @@ def delete_by_hand(obj):
 
 
 def test_a_deleted_target_unpins_its_bone_and_the_other_pins_keep_working(metarig):
+    metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     live = addon_module("ewbik_addon.live")
     solve_fully_on_update(metarig)
     targets = pin(metarig, "hand.L", "foot.L", "spine.006")
@@ -291,6 +294,7 @@ def test_pin_gives_a_bone_whose_target_was_deleted_a_new_one(metarig, capfd):
 
 
 def test_an_ordinary_unpin_shows_no_error(metarig):
+    metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     pin(metarig, "hand.L", "foot.L")
     update()
     select_pose_bones(metarig, ["hand.L"])

@@ -28,8 +28,7 @@ from solver import (
 from solver.loop_constants import POLISH_MAX_PINS
 from solver.polish import Polisher, damped_step, jacobian, residuals
 from solver.solve import _State, plan_solve
-from tests.solver.conftest import ONE_ATTEMPT
-from tests.solver.conftest import pose_matrices
+from tests.solver.conftest import ONE_ATTEMPT, pose_matrices
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import chain_skeleton, random_problem
 
@@ -330,7 +329,10 @@ def test_each_trees_jacobian_matches_finite_differences_and_moves_no_other_tree(
 @pytest.mark.parametrize("translate_root", [False, True])
 def test_polished_crowds_agree_between_the_loops(translate_root):
     """Four three-pin rigs (12 pins, each tree polished on its own): iteration counts, errors and
-    poses agree, and every pin is reached."""
+    poses agree, and every pin is reached. One run of each loop from the same start: with the
+    staged start, the roots carried to these random rigs' pins leave a stage whose targets cannot
+    all be reached, and where the loops' rounding makes the stall rule end it (194 iterations
+    against the cap of 300 for seeds 8-11) the stages carry on from poses 0.002 rad apart."""
     for first in range(0, 12, 4):
         crowd, pins, rotations, locations, _ = crowd_of(
             [oriented_problem(seed, 9, 3) for seed in range(first, first + 4)]

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from scipy.spatial.transform import Rotation
 
 from solver import quat
-from solver.qcp import qcp_rotations
+from solver.qcp import qcp_rotations, rotation_from_covariance, rotations_from_covariance
 from tests.support.qcp_oracles import kabsch_rotation, key_matrix, weighted_fit
 
 ALL_AXES = np.eye(3)
@@ -262,3 +262,15 @@ def test_e0_single_pair_gives_the_shortest_arc_too(t):
     q = rotation_of([m], [t], [1.0], exact=False)
     np.testing.assert_allclose(quat.rotate(q, m), t, atol=1e-9)
     assert quat.angle(q) == pytest.approx(math.acos(np.dot(m, t)), abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_one_covariance_gives_the_batched_rotation(seed):
+    """`rotation_from_covariance` (eigh, one matrix) and the batched closed form agree, ties and
+    zero covariances included (the same bias toward the smallest turn settles them)."""
+    rng = np.random.default_rng(seed)
+    cases = [rng.normal(size=(3, 3)), np.outer(rng.normal(size=3), rng.normal(size=3)), np.zeros((3, 3))]
+    for s in cases:
+        one = rotation_from_covariance(s)
+        batched = rotations_from_covariance(s[None])[0]
+        assert abs(one @ batched) == pytest.approx(1.0, abs=1e-9)

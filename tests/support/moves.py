@@ -1,10 +1,13 @@
 """The moves animators make, defined once for the pose gallery (tools/pose_gallery.py) and the tests.
 
-A move pins hands, feet and head (and the hips for a crouch) through `ewbik.pin`, drags some
-targets in a few live-solved steps as a mouse drag would, then presses `ewbik.solve`. Every
-offset is a fraction of the rig's own leg or arm length (or height), so a Rigify metarig and a
-CMU mocap rig get the same move. `measure` turns the result into what an animator checks:
-pin errors, planted-foot slide, elbow and knee bends and whether each bends the anatomical way.
+A move pins some bones through `ewbik.pin` (mostly hands, feet and head), drags some targets in
+a few live-solved steps as a mouse drag would, then presses `ewbik.solve`. Every offset is a
+fraction of the rig's own leg or arm length (or height), so a Rigify metarig and a CMU mocap rig
+get the same move. Each move runs in some configurations (`prepare`): "free" and "humanoid" set
+the solver up themselves (without limits, with Presets > Humanoid); "default" leaves every
+setting as a new user finds it. `measure` turns the result into what an animator checks: pin
+errors, planted-foot slide, elbow and knee bends and whether each bends the anatomical way, how
+the trunk leans.
 
 Body frame (read from the pose): up = world +Z, left = right hip joint -> left hip joint made
 horizontal, forward = left x up.
@@ -21,6 +24,10 @@ turned less than 90 degrees from neutral, inside the human range, so the forearm
 front of the arm, never backward or across the back. A straight joint (bend < 5 degrees, the
 over-straightening a human joint has) has no bend plane and counts as anatomical.
 
+Trunk: `lean_deg` is how far the line from the hips' head to the middle of the shoulder joints
+leans forward from upright, seen from the side (negative: arched back); `head_front_mm` how far
+the head joint is in front of the hips' head.
+
 Also measured, for the eye rather than as rules: how high each elbow is above its shoulder and
 how far the chest is twisted against the hips.
 """
@@ -31,7 +38,7 @@ import math
 import bpy
 from mathutils import Matrix, Vector
 
-from tests.support.blender_helpers import build_metarig, import_mocap_rig, pin
+from tests.support.blender_helpers import build_metarig, import_mocap_rig, pin, settle
 
 UP = Vector((0.0, 0.0, 1.0))
 DRAG_STEPS = 6
@@ -90,7 +97,7 @@ RIGS = {
         ("lhand", "rhand"),
     ),
 }
-CONFIGS = ("free", "humanoid")
+CONFIGS = ("free", "humanoid", "default")
 
 
 def build_rig(rig_name):
@@ -204,24 +211,97 @@ def _hand_frame(pointing, palm):
     return Matrix((x, y, x.cross(y))).transposed()
 
 
-MOVES = {"crouch": crouch, "knee_lift": knee_lift, "reach": reach, "hand_to_mouth": hand_to_mouth}
+def crouch_low(obj, spec, body, starts):
+    """Head and hands 40 % of leg length down and 8 % forward (40 and 8 cm on the metarig), the
+    hips left free: the legs must bend and the hips drop, since the straight legs cannot take
+    the head there."""
+    offset = body.leg * (0.08 * body.forward - 0.4 * UP)
+    return {bone: _moved(starts[bone], offset) for bone in (spec.head, *spec.hands)}
+
+
+def squat(obj, spec, body, starts):
+    """The hips alone pinned and dragged 25 % of leg length straight down: nothing but the legs
+    can take them there."""
+    return {spec.hips: _moved(starts[spec.hips], -0.25 * body.leg * UP)}
+
+
+def reach_knee(obj, spec, body, starts):
+    """Right wrist to 10 % of leg length in front of the right knee, the hand's turn kept; the
+    left hand held where it hangs."""
+    knee_joint = _head(obj, spec.shins[1])
+    start = starts[spec.hands[1]]
+    return {spec.hands[1]: _moved(start, knee_joint + 0.1 * body.leg * body.forward - start.translation)}
+
+
+def reach_floor(obj, spec, body, starts):
+    """Both wrists down to the floor in front of the feet, as to pick up a box: each 25 % of leg
+    length ahead of its own foot's toes, 5 % above them, the hands' turn kept. The body must
+    bend at the hips and the knees."""
+    ends = {}
+    for hand, foot in zip(spec.hands, spec.feet):
+        wrist = _tail(obj, foot) + body.leg * (0.25 * body.forward + 0.05 * UP)
+        ends[hand] = _moved(starts[hand], wrist - starts[hand].translation)
+    return ends
+
+
+def lone_hand(obj, spec, body, starts):
+    """The right hand, the only bone pinned, dragged 70 % of the arm's length forward and 20 % up:
+    the feet must stay on the floor."""
+    offset = body.arm * (0.7 * body.forward + 0.2 * UP)
+    return {spec.hands[1]: _moved(starts[spec.hands[1]], offset)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    """targets: (obj, spec, body, starts) -> {bone: end matrix}; pinned: spec -> the bones the
+    animator pins with Pin; configs: the configurations it runs in (`prepare`)."""
+
+    targets: object
+    pinned: object
+    configs: tuple
+
+
+def _hands_feet_head(spec):
+    return spec.pinned
+
+
+def _hands_and_feet(spec):
+    return (*spec.hands, *spec.feet)
+
+
+MOVES = {
+    "crouch": Move(crouch, lambda spec: (*spec.pinned, spec.hips), ("free", "humanoid")),
+    "knee_lift": Move(knee_lift, _hands_feet_head, ("free", "humanoid", "default")),
+    "reach": Move(reach, _hands_feet_head, ("free", "humanoid")),
+    "hand_to_mouth": Move(hand_to_mouth, _hands_feet_head, ("free", "humanoid")),
+    "crouch_low": Move(crouch_low, _hands_feet_head, ("default",)),
+    "squat": Move(squat, lambda spec: (spec.hips,), ("default",)),
+    "reach_knee": Move(reach_knee, _hands_and_feet, ("default",)),
+    "reach_floor": Move(reach_floor, _hands_and_feet, ("default",)),
+    "lone_hand": Move(lone_hand, lambda spec: (spec.hands[1],), ("default",)),
+}
 EDGE_OF_REACH = {"reach"}
 
 
-def pinned_bones(spec, move):
-    return (*spec.pinned, spec.hips) if move == "crouch" else spec.pinned
-
-
 def prepare(obj, spec, move, config):
-    """Settings, limits and pins as a user sets them; returns {bone: target empty}."""
-    obj.ewbik.time_budget_ms = 0.0  # the same poses on every machine
-    obj.ewbik.iterations = LIVE_ITERATIONS
-    obj.ewbik.translate_root = move == "crouch"
-    obj.ewbik.auto_limits = False  # "free" means free; "humanoid" applies the preset itself
+    """Settings, limits and pins as a user sets them; returns {bone: target empty}.
+
+    "default" touches no setting: what a new user gets from Pin (Humanoid Limits on Pin, and
+    Stand on Pin: Move Root on, the feet on the floor planted). "free" and "humanoid" set the
+    solver up themselves, Move Root only for the crouch, which pins the hips.
+    """
+    if config != "default":
+        obj.ewbik.time_budget_ms = 0.0  # the same poses on every machine
+        obj.ewbik.iterations = LIVE_ITERATIONS
+        obj.ewbik.translate_root = move == "crouch"
+        obj.ewbik.auto_limits = False  # "free" means free; "humanoid" applies the preset itself
+        obj.ewbik.stand_on_pin = False
     if config == "humanoid":
         result = bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
         assert result == {"FINISHED"}, result
-    targets = pin(obj, *pinned_bones(spec, move))
+    targets = pin(obj, *MOVES[move].pinned(spec))
+    planted = {foot: obj.pose.bones[foot].ewbik.target for foot in spec.feet if foot not in targets}
+    targets.update({foot: target for foot, target in planted.items() if target is not None})
     bpy.ops.object.mode_set(mode="OBJECT")
     bpy.context.view_layer.update()
     return targets
@@ -259,6 +339,8 @@ class Outcome:
     knee_front_mm: tuple
     elbow_above_shoulder_mm: tuple
     torso_twist_deg: float
+    lean_deg: float
+    head_front_mm: float
     finite: bool
     solve_status: str
 
@@ -279,20 +361,22 @@ class Outcome:
 def perform(rig_name, move, config):
     """Build the rig, pin, drag the move's targets, press Solve; returns (rig object, targets, Outcome).
 
-    The move is worked out on the untouched rig, so both configurations get the same targets.
+    The move is worked out on the untouched rig, so every configuration gets the same targets.
     """
     spec = RIGS[rig_name]
     obj = build_rig(rig_name)
     body = read_body(obj, spec)
-    starts = {bone: obj.matrix_world @ obj.pose.bones[bone].matrix for bone in pinned_bones(spec, move)}
-    ends = MOVES[move](obj, spec, body, starts)
+    starts = {bone: obj.matrix_world @ obj.pose.bones[bone].matrix for bone in MOVES[move].pinned(spec)}
+    ends = MOVES[move].targets(obj, spec, body, starts)
     planted = {foot: (_head(obj, foot), _tail(obj, foot)) for foot in spec.feet if foot not in ends}
     targets = prepare(obj, spec, move, config)
     drag(targets, ends)
-    obj.ewbik.iterations = SOLVE_ITERATIONS
+    if config != "default":
+        obj.ewbik.iterations = SOLVE_ITERATIONS
     result = bpy.ops.ewbik.solve()
     assert result == {"FINISHED"}, (result, obj.ewbik.status)
     bpy.context.view_layer.update()
+    settle()  # the default time budget may cut a live update; the refinement timer then solves it
     outcome = Outcome(
         rig=rig_name,
         move=move,
@@ -345,6 +429,15 @@ def torso_twist(obj, spec):
     return _angle_deg(shoulders, hips)
 
 
+def trunk(obj, spec):
+    """(lean in degrees, mm of the head in front of the hips); see the module docstring."""
+    _, forward = body_frame(obj, spec)
+    hips = _head(obj, spec.hips)
+    shoulders = (_head(obj, spec.upper_arms[0]) + _head(obj, spec.upper_arms[1])) / 2.0 - hips
+    lean = math.degrees(math.atan2(shoulders.dot(forward), shoulders.z))
+    return lean, (_head(obj, spec.head) - hips).dot(forward) * 1e3
+
+
 def measure(obj, spec, targets, planted_start):
     """The measured fields of an Outcome; planted_start: {foot: (head, tail) in world space before the move}."""
     pin_error = {
@@ -371,5 +464,6 @@ def measure(obj, spec, targets, planted_start):
         "knee_front_mm": tuple(k[1] for k in knees),
         "elbow_above_shoulder_mm": raised,
         "torso_twist_deg": torso_twist(obj, spec),
+        **dict(zip(("lean_deg", "head_front_mm"), trunk(obj, spec))),
         "finite": all(math.isfinite(v) for v in values),
     }
