@@ -708,7 +708,7 @@ def one_pose_lines(args, settings, body):
             else None
         )
         for label, make in ONE_POSE_RUNS:
-            per_clip, _ = run_ewbik(make, False, sources, stride, *settings)
+            per_clip, _ = run_ewbik(make, "rest", sources, stride, *settings)
             jitter = {
                 mode: measure([m[mode] for m in per_clip.values()], body).jitter_mm
                 for mode in ("rest", "warm")
