@@ -50,6 +50,8 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_solver import machine_line, markdown_table, solver_fingerprint, stats  # noqa: E402
 from blender_ik import rotation_angle_deg  # noqa: E402
+
+from solver import SolverSettings  # noqa: E402
 from tests.support.blender_helpers import (  # noqa: E402
     addon_module,
     build_metarig,
@@ -141,7 +143,7 @@ class Config:
     label: str
     kind: str  # "ewbik", "blender" or "none"
     time_budget_ms: float = 4.0
-    iterations: int = 15
+    iterations: int = SolverSettings().iterations  # the armature's default
     limits: bool = False
     bones: int = 159  # the metarig's own; more: extra chains (`grow_rig`)
 
@@ -150,9 +152,13 @@ CONFIGS = (
     Config("EWBIK live, 10 ms budget (the default)", "ewbik", time_budget_ms=10.0),
     Config("EWBIK live, 4 ms budget", "ewbik"),
     Config("EWBIK live, 4 ms budget, humanoid limits", "ewbik", limits=True),
-    Config("EWBIK live, no budget (15 iterations)", "ewbik", time_budget_ms=0.0),
+    Config("EWBIK live, no budget (15 iterations)", "ewbik", time_budget_ms=0.0, iterations=15),
     Config(
-        "EWBIK live, no budget (15 iterations), humanoid limits", "ewbik", time_budget_ms=0.0, limits=True
+        "EWBIK live, no budget (15 iterations), humanoid limits",
+        "ewbik",
+        time_budget_ms=0.0,
+        limits=True,
+        iterations=15,
     ),
     Config(f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations)", "blender"),
     Config("no IK (Blender constraints muted)", "none"),
