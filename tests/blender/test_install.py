@@ -200,6 +200,19 @@ def test_reenabled_extension_still_pins_and_solves(metarig):
     assert (reached - targets["hand.L"].matrix_world.translation).length < 1e-3
 
 
+def test_a_reenabled_extension_imports_every_module_afresh():
+    """Modules that kept the ones from before (Solve's pause of the live handler lived in the old
+    live module while the new one's handler solved Solve's write again) are all new."""
+    before = addon_module("ewbik_addon.live")
+    disable_extension()
+    enable_extension()
+    live = addon_module("ewbik_addon.live")
+    solve_operator = addon_module("operators.solve")
+    assert live is not before and solve_operator.live is live
+    assert live.on_depsgraph_update in bpy.app.handlers.depsgraph_update_post
+    assert before.on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post
+
+
 def test_settings_survive_disable_and_enable(metarig):
     metarig.ewbik.iterations = 33
     disable_extension()
