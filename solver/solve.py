@@ -47,6 +47,7 @@ from .polish import Polisher, pin_trees, polish, polish_plan
 from .polish import rotation_vectors as _log
 from .poles import poled_bones, turn_to_poles
 from .qcp import rotations_from_covariance
+from .reach import solve_softened
 from .settings import SolverSettings
 from .skeleton import Skeleton
 from .two_bone import two_bone_ik
@@ -211,7 +212,8 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     that can be reached together are, and the others stop as close as the bones that serve
     them alone can take them. Which pin yields is decided by the targets and priorities alone,
     never by the order in which they moved. Aim pins (`Pin.aim`) are solved by re-aimed solves
-    of all the pins (`aim.solve_aimed`).
+    of all the pins (`aim.solve_aimed`); targets near a limb's full reach are softened first
+    (`settings.soft_reach`, `reach.solve_softened`).
     """
     started = time.perf_counter()
     _, rotations, locations, stiffness = _checked_input(
@@ -227,10 +229,13 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
             )
         return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
 
-    if any(pin.aim is not None for pin in pins):
-        result = solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
-    else:
-        result = solve_pins(pins, rotations, locations)
+    def solve_aims(pins, rotations, locations):
+        """The solve of these pins, aim pins by re-aimed solves."""
+        if any(pin.aim is not None for pin in pins):
+            return solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
+        return solve_pins(pins, rotations, locations)
+
+    result = solve_softened(solve_aims, skeleton, pins, rotations, locations, settings)
     result.ms = (time.perf_counter() - started) * 1e3
     return result
 
