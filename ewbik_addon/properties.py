@@ -30,6 +30,7 @@ from . import active, body_angles
 
 from ..solver import SolverSettings, presets
 from ..solver.pins import AIM_AXES
+from ..solver.settings import MAX_SOFT_REACH
 from . import production_rigs
 from .limit_settings import MIN_DIRECTION
 from .stored_settings import bone_target
@@ -422,6 +423,17 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         description="Joint limits always hold. Off, a pin that only a bend past a joint limit reaches is "
         "reached and the limit yields by the least angle (the bone shows red and the status names it)",
         default=_SOLVER_DEFAULTS["strict_limits"],
+        update=_changed,
+    )
+    soft_reach: FloatProperty(
+        name="Soft Reach",
+        description="Share of an arm's or leg's length near full reach within which the limb straightens "
+        "gradually instead of snapping straight; a pin in that zone stops a little short (0 = off)",
+        min=0.0,
+        max=MAX_SOFT_REACH,
+        soft_max=0.1,
+        subtype="FACTOR",
+        default=_SOLVER_DEFAULTS["soft_reach"],
         update=_changed,
     )
     show_limits: BoolProperty(
