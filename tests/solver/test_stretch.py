@@ -10,6 +10,7 @@ import pytest
 
 from solver import SceneError
 from solver.pins import Pin
+from solver.scene import solve_scene
 from solver.settings import SolverSettings
 from solver.solve import solve
 from tests.solver.conftest import identity_pose, pose_matrices, translation
@@ -108,3 +109,35 @@ def test_a_bad_stretch_names_the_bone(stretch, field):
     pins = [Pin("hand", translation(HEADS[3]))]
     with pytest.raises(SceneError, match=field.replace("[", r"\[").replace("]", r"\]")):
         solve(skeleton, pins, rotations, locations, SolverSettings(), stretch=stretch)
+
+
+def arm_document(share, stretch=1.2):
+    """The arm as a scene document, its two bones stretchable, the hand's target `share` out."""
+    skeleton = arm()
+    bones = [
+        {"name": n, "parent": p, "rest": skeleton.rest[skeleton.index[n]].tolist(), "length": 0.5}
+        for n, p in zip(NAMES, PARENTS)
+    ]
+    bones[1]["stretch"] = bones[2]["stretch"] = stretch
+    pins = [
+        {"bone": "body", "target": translation(HEADS[0]).tolist()},
+        {
+            "bone": "hand",
+            "target": translation(HEADS[1] + share * LENGTH * WAY).tolist(),
+            "orientation_weights": [0.0, 0.0, 0.0],
+        },
+    ]
+    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": pins}
+
+
+def test_a_scene_document_carries_the_stretch_and_the_pose_reports_it():
+    pose = solve_scene(arm_document(1.1))
+    assert pose["bones"]["upper"]["stretch"] == pytest.approx(1.1)
+    assert pose["bones"]["lower"]["stretch"] == pytest.approx(1.1)
+    assert "stretch" not in pose["bones"]["hand"]
+    assert pose["stats"]["pins"]["hand"]["position_error"] < 1e-9
+
+
+def test_a_bad_stretch_in_a_document_names_the_field():
+    with pytest.raises(SceneError, match=r"bones\[1\]\.stretch"):
+        solve_scene(arm_document(1.1, stretch=0.9))
