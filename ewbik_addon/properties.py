@@ -31,6 +31,7 @@ from . import active, body_angles
 from ..solver import SolverSettings, presets
 from ..solver.pins import AIM_AXES
 from ..solver.settings import MAX_SOFT_REACH
+from ..solver.stretch import MAX_STRETCH
 from . import production_rigs
 from .limit_settings import MIN_DIRECTION
 from .stored_settings import bone_target
@@ -289,6 +290,17 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         min=0.0,
         max=1.0,
         default=0.0,
+        options=set(),
+        update=_changed,
+    )
+    stretch: FloatProperty(
+        name="Stretch",
+        description="The most the solver may lengthen this bone by (its Y scale) to reach a pin beyond "
+        "reach of a straight chain (1 = never; 1.2 = up to 20 % longer)",
+        min=1.0,
+        max=MAX_STRETCH,
+        soft_max=2.0,
+        default=1.0,
         options=set(),
         update=_changed,
     )

@@ -302,6 +302,7 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
             col.prop(cone, "direction")
         col = layout.column()
         col.prop(settings, "stiffness", slider=True)
+        col.prop(settings, "stretch")
         col.prop(settings, "comfort", slider=True)
         draw_limit_sharing(layout, pose_bone.id_data)
 
