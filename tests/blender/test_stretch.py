@@ -4,7 +4,10 @@ arm's reach, written as their Y scale and keyed by Bake.
 Lengths are measured on the pose Blender evaluated (the heads of upper_arm.L, forearm.L and
 hand.L), against the rest lengths."""
 
+import json
+
 import bpy
+import pytest
 from mathutils import Vector
 
 from tests.support.blender_helpers import HANDS_FEET_HEAD, addon_module, bone_world, pin, settle, update
@@ -86,3 +89,17 @@ def test_bake_keys_the_stretch(metarig):
     scene.frame_set(5)
     assert miss(metarig, target) < 1e-4  # the keys play the stretched arm back
     assert Vector(metarig.pose.bones[ARM[0]].scale)[1] > 1.1
+
+
+def test_the_stretch_travels_through_export_and_import(metarig, tmp_path):
+    stretchy_arm(metarig)
+    path = tmp_path / "stretchy.json"
+    bpy.context.view_layer.objects.active = metarig
+    assert bpy.ops.ewbik.export_scene(filepath=str(path)) == {"FINISHED"}
+    document = json.loads(path.read_text(encoding="utf-8"))
+    stretch = {bone["name"]: bone.get("stretch") for bone in document["bones"]}
+    assert stretch["upper_arm.L"] == stretch["forearm.L"] == pytest.approx(1.2) and stretch["hand.L"] is None
+    for bone in ARM:
+        metarig.pose.bones[bone].ewbik.stretch = 1.0
+    assert bpy.ops.ewbik.import_scene(filepath=str(path)) == {"FINISHED"}
+    assert [metarig.pose.bones[b].ewbik.stretch for b in ARM] == pytest.approx([1.2, 1.2])
