@@ -192,7 +192,7 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
             settings,
             rig.chains.limits,
             stiffness,
-            stretch=rig.chains.stretch if (rig.chains.stretch > 1.0).any() else None,
+            rig.chains.stretch if (rig.chains.stretch > 1.0).any() else None,
         )
     except ValueError as error:
         raise RigError(str(error)) from None
