@@ -192,6 +192,7 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
             settings,
             rig.chains.limits,
             stiffness,
+            rig.chains.stretch if (rig.chains.stretch > 1.0).any() else None,
         )
     except ValueError as error:
         raise RigError(str(error)) from None
@@ -200,7 +201,28 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
     moved, exceeded = np.zeros(len(start_rotations), bool), np.zeros(len(start_rotations))
     moved[rows], exceeded[rows] = result.moved, result.limits_exceeded
     result = dataclasses.replace(result, limits_exceeded=exceeded)
+    _write_stretch(obj, rig, result.scales)
     return write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings)
+
+
+def _write_stretch(obj, rig, scales):
+    """Each stretchable bone of the pinned chains gets the Y scale that makes it `scales` (chain
+    order: each bone's length factor) times as long, blended by the influence: its own factor
+    over its parent's, since a child inherits its parent's scale along the (straight) chain.
+    A stretchable bone's Y scale is the solver's; others are never written."""
+    chains, weight = rig.chains, influence(obj)
+    stretchable = np.flatnonzero(chains.stretch > 1.0)
+    if not len(stretchable):
+        return
+    shown = 1.0 + weight * (scales - 1.0)
+    parents = chains.skeleton.parents
+    pose_bones = obj.pose.bones
+    for k in stretchable.tolist():
+        parent = parents[k]
+        local = shown[k] / (shown[parent] if parent >= 0 and chains.stretch[parent] > 1.0 else 1.0)
+        scale = pose_bones[int(chains.rows[k])].scale
+        if scale[1] != np.float32(local):
+            scale[1] = local
 
 
 def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):

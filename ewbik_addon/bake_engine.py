@@ -32,7 +32,7 @@ from .fcurve_keys import (
 from .pose_channels import read_pose_channels, write_pose_channels
 from .rig_cache import pinned_chains
 from .rotation_channels import rotation_channel
-from .stored_settings import pinned_bones
+from .stored_settings import bone_stretch, pinned_bones
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +116,7 @@ class PoseBake:
         self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
         self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
+        self.keys_scale = np.array([bone_stretch(pose_bone) > 1.0 for pose_bone in pose_bones])
         check_action(
             obj,
             {
@@ -203,8 +204,11 @@ class PoseBake:
     def channels_written(self):
         """The pose channels as the solve left them: the rig's buffers, which mirror what it read
         and wrote (each bone's own rotation property and the location; the properties of other
-        rotation modes are only read where some bone uses them, and are never keyed)."""
-        return buffer_channels(rig_cache.rig_for(self.obj, False).buffers)
+        rotation modes are only read where some bone uses them, and are never keyed), and the
+        scale, which stretch writes and the buffers do not mirror."""
+        scale = np.empty(len(self.obj.pose.bones) * 3, dtype=np.float32)
+        self.obj.pose.bones.foreach_get("scale", scale)
+        return {**buffer_channels(rig_cache.rig_for(self.obj, False).buffers), "scale": scale.reshape(-1, 3)}
 
     def _check_targets_evaluated(self):
         """Blender does not evaluate a disabled or excluded target: its animation stops moving it."""
@@ -218,10 +222,14 @@ class PoseBake:
                 )
 
     def keyed_properties(self, i):
-        """The pose-bone properties keyed on bone `i`: its rotation, and the root's location when
-        the solver may move the root."""
+        """The pose-bone properties keyed on bone `i`: its rotation, the root's location when
+        the solver may move the root, and the scale of a bone that may stretch."""
         rotation = rotation_channel(self.rotation_modes[i])
-        return (rotation, "location") if self.keys_location[i] else (rotation,)
+        return (
+            rotation,
+            *(("location",) if self.keys_location[i] else ()),
+            *(("scale",) if self.keys_scale[i] else ()),
+        )
 
     def keyed_channels(self):
         """(pose-bone index, property, (F, size) values) of every channel to key, made continuous."""
@@ -269,7 +277,7 @@ class PoseBake:
                 pose_bone = pose_bones[i]
                 data_path = pose_bone.path_from_id(name)
                 fcurve_count += values.shape[1]
-                skipped = self.locked_components[i] if name != "location" else ()
+                skipped = {"location": (), "scale": (0, 2)}.get(name, self.locked_components[i])
                 for index in (k for k in range(values.shape[1]) if k not in skipped):
                     writer.write(
                         data_path,

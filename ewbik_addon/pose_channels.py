@@ -9,11 +9,18 @@ import math
 import numpy as np
 from bpy.props import IntProperty
 
-POSE_CHANNELS = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3}
+POSE_CHANNELS = {
+    "rotation_quaternion": 4,
+    "rotation_euler": 3,
+    "rotation_axis_angle": 4,
+    "location": 3,
+    "scale": 3,
+}
 
 
 def read_pose_channels(pose_bones):
-    """Every pose bone's rotation channels and location: {property: (N, size) float32}."""
+    """Every pose bone's rotation channels, location and scale (stretch writes it): {property:
+    (N, size) float32}."""
     channels = {}
     for name, size in POSE_CHANNELS.items():
         values = np.empty(len(pose_bones) * size, dtype=np.float32)

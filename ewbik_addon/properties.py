@@ -30,6 +30,8 @@ from . import active, body_angles
 
 from ..solver import SolverSettings, presets
 from ..solver.pins import AIM_AXES
+from ..solver.settings import MAX_SOFT_REACH
+from ..solver.stretch import MAX_STRETCH
 from . import production_rigs
 from .limit_settings import MIN_DIRECTION
 from .stored_settings import bone_target
@@ -291,6 +293,17 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         options=set(),
         update=_changed,
     )
+    stretch: FloatProperty(
+        name="Stretch",
+        description="The most the solver may lengthen this bone by (its Y scale) to reach a pin beyond "
+        "reach of a straight chain (1 = never; 1.2 = up to 20 % longer)",
+        min=1.0,
+        max=MAX_STRETCH,
+        soft_max=2.0,
+        default=1.0,
+        options=set(),
+        update=_changed,
+    )
     cones: CollectionProperty(
         type=EWBIK_PG_limit_cone,
         name="Cones",
@@ -424,6 +437,17 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         description="Joint limits always hold. Off, a pin that only a bend past a joint limit reaches is "
         "reached and the limit yields by the least angle (the bone shows red and the status names it)",
         default=_SOLVER_DEFAULTS["strict_limits"],
+        update=_changed,
+    )
+    soft_reach: FloatProperty(
+        name="Soft Reach",
+        description="Share of an arm's or leg's length near full reach within which the limb straightens "
+        "gradually instead of snapping straight; a pin in that zone stops a little short (0 = off)",
+        min=0.0,
+        max=MAX_SOFT_REACH,
+        soft_max=0.1,
+        subtype="FACTOR",
+        default=_SOLVER_DEFAULTS["soft_reach"],
         update=_changed,
     )
     show_limits: BoolProperty(

@@ -36,6 +36,7 @@ class PinnedChains:
     rows: np.ndarray  # pose.bones index of each chain bone, in `skeleton` order
     skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
     stiffness: np.ndarray = None  # `skeleton` order
+    stretch: np.ndarray = None  # `skeleton` order, each bone's maximum stretch
     limits: JointLimits = None
     limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
 
@@ -54,6 +55,7 @@ class Rig:
     buffers: PoseBuffers
     settings_key: tuple = None
     stiffness: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stiffness
+    stretch: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stretch
     limits: JointLimits = None
     limit_dicts: dict = None  # bone name -> scene-document "limits" field
     limit_keys: tuple = None  # (bone, limits_key, comfort) of every limited bone `limits` was built for
@@ -208,7 +210,7 @@ def _scan_bone_settings(obj, rig):
     Returns the bones whose target was deleted since the last scan (they are unpinned now).
     Bad settings raise RigError and stay reported until they change.
     """
-    pins, poles, stiffness, limit_keys = _read_bone_settings(obj)
+    pins, poles, stiffness, stretch, limit_keys = _read_bone_settings(obj)
     pinned = {bone for bone, _ in pins}
     deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
     rig.pins, rig.poles = tuple(pins), tuple(poles)
@@ -222,6 +224,7 @@ def _scan_bone_settings(obj, rig):
     settings_key = (
         tuple(bone for bone, _ in pins),
         tuple(stiffness),
+        tuple(stretch),
         limit_keys,
         locks.fully_locked.tobytes(),
         (rig.fixed_mask | rig.placed).tobytes(),
@@ -233,7 +236,7 @@ def _scan_bone_settings(obj, rig):
     if settings_key != rig.settings_key:
         rig.settings_key = None
         try:
-            _apply_bone_settings(obj, rig, np.array(stiffness, dtype=float), limit_keys, locks)
+            _apply_bone_settings(obj, rig, np.array(stiffness, dtype=float), stretch, limit_keys, locks)
         except RigError as error:
             rig.settings_error = str(error)
             raise
@@ -243,38 +246,40 @@ def _scan_bone_settings(obj, rig):
 
 
 def _read_bone_settings(obj):
-    """(pins as (bone, target), each pin's pole object or None, stiffness per bone, (bone,
-    limits_key, comfort) per limited bone).
+    """(pins as (bone, target), each pin's pole object or None, stiffness and stretch per bone,
+    (bone, limits_key, comfort) per limited bone).
 
     Blender's foreach_get cannot reach into the `ewbik` property group, so each bone is read
     through its properties once (`stored_bone_settings`: bones that store none hold the
     defaults), and limits only as a key: their dicts are made from it.
     """
-    pins, poles, stiffness, limit_keys = [], [], [], []
-    default_stiffness = (
-        bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties["stiffness"].default
-    )
+    pins, poles, stiffness, stretch, limit_keys = [], [], [], [], []
+    defaults = bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties
     for pose_bone in obj.pose.bones:
         props = stored_bone_settings(pose_bone)
         if props is None:
-            stiffness.append(default_stiffness)
+            stiffness.append(defaults["stiffness"].default)
+            stretch.append(defaults["stretch"].default)
             continue
         if props.target is not None:
             pins.append((pose_bone.name, props.target))
             poles.append(props.pole)
         stiffness.append(props.stiffness)
+        stretch.append(props.stretch)
         if has_limits(props):
             limit_keys.append((pose_bone.name, limits_key(props), props.comfort))
-    return pins, poles, stiffness, tuple(limit_keys)
+    return pins, poles, stiffness, stretch, tuple(limit_keys)
 
 
-def _apply_bone_settings(obj, rig, stiffness, limit_keys, locks):
+def _apply_bone_settings(obj, rig, stiffness, stretch, limit_keys, locks):
     if not np.all(np.isfinite(stiffness)):
         raise RigError(
             f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN"
         )
     rig.stiffness = np.empty_like(stiffness)
     rig.stiffness[rig.to_solver] = stiffness
+    rig.stretch = np.empty_like(stiffness)
+    rig.stretch[rig.to_solver] = stretch
     if limit_keys != rig.limit_keys:
         rig.limit_keys = None
         _set_joint_limits(obj, rig, limit_keys)
@@ -347,7 +352,10 @@ def _chains_with_settings(rig):
         every = rig.limits.kusudamas
         kusudamas = {k: every[i] for k, i in enumerate(in_rig.tolist()) if i in every}
         limits = JointLimits(kusudamas, len(in_rig)) if kusudamas else None
-    return dataclasses.replace(chains, stiffness=rig.stiffness[in_rig], limits=limits, limits_of=rig.limits)
+    stretch = None if rig.stretch is None else rig.stretch[in_rig]
+    return dataclasses.replace(
+        chains, stiffness=rig.stiffness[in_rig], stretch=stretch, limits=limits, limits_of=rig.limits
+    )
 
 
 def _chains_of(rig, pinned):

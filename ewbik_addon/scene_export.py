@@ -34,6 +34,8 @@ def scene_document(obj):
             "stiffness": float(stiffness[index]),
             "blender": _blender_fields(obj.pose.bones[name]),
         }
+        if rig.stretch[rig.to_solver[index]] > 1.0:
+            bone["stretch"] = float(rig.stretch[rig.to_solver[index]])
         if name in rig.limit_dicts:
             bone["limits"] = rig.limit_dicts[name]
         bones.append(bone)

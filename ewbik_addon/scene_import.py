@@ -146,7 +146,8 @@ _LOCKS = ("lock_rotation", "lock_rotation_w", "lock_rotations_4d", "lock_locatio
 
 
 def bone_assignments(pose_bone, bone):
-    """(owner, property, value) for one bone: rotation mode and locks first, then the pose and stiffness."""
+    """(owner, property, value) for one bone: rotation mode and locks first, then the pose,
+    stiffness and stretch."""
     blender = bone.get("blender") or {}
     assignments = [
         (pose_bone, key, tuple(blender[key]) if isinstance(blender[key], list) else blender[key])
@@ -163,6 +164,8 @@ def bone_assignments(pose_bone, bone):
         # Export writes 1 for fully locked bones; the locks already freeze them here,
         # and storing 1 would keep them frozen after the animator unlocks them.
         assignments.append((pose_bone.ewbik, "stiffness", stiffness))
+    if "stretch" in bone:
+        assignments.append((pose_bone.ewbik, "stretch", float(bone["stretch"])))
     return assignments
 
 

@@ -25,6 +25,12 @@ def bone_target(pose_bone):
     return None if props is None else props.target
 
 
+def bone_stretch(pose_bone):
+    """The most the solver may lengthen the bone by (1 = never), asked without storing settings."""
+    props = stored_bone_settings(pose_bone)
+    return 1.0 if props is None else props.stretch
+
+
 def pinned_bones(obj):
     """The armature's pose bones that have a pin target, in pose.bones order."""
     return [pose_bone for pose_bone in obj.pose.bones if bone_target(pose_bone) is not None]

@@ -118,6 +118,7 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         col.prop(settings, "dampening")
         col.prop(settings, "stabilization_passes")
         layout.prop(settings, "influence", slider=True)
+        layout.prop(settings, "soft_reach", slider=True)
         col = layout.column(heading="Options")
         col.prop(settings, "translate_root")
         col.prop(settings, "strict_limits")
@@ -302,6 +303,7 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
             col.prop(cone, "direction")
         col = layout.column()
         col.prop(settings, "stiffness", slider=True)
+        col.prop(settings, "stretch")
         col.prop(settings, "comfort", slider=True)
         draw_limit_sharing(layout, pose_bone.id_data)
 

@@ -13,11 +13,23 @@ from .kusudama import JointLimits, Kusudama
 from .pins import Pin
 from .settings import FIELDS, SolverSettings
 from .skeleton import Skeleton
+from .stretch import MAX_STRETCH
 from .solve import solve
 from .validation import SceneError, flag, mapping, name, number, vector, whole
 
 _TOP_KEYS = {"format", "version", "bones", "pins", "settings"}
-_BONE_KEYS = {"name", "parent", "rest", "length", "rotation", "location", "stiffness", "limits", "blender"}
+_BONE_KEYS = {
+    "name",
+    "parent",
+    "rest",
+    "length",
+    "rotation",
+    "location",
+    "stiffness",
+    "stretch",
+    "limits",
+    "blender",
+}
 _PIN_KEYS = {"bone", "target", "weight", "orientation_weights", "falloff", "priority", "pole", "aim"}
 SETTINGS_FIELDS = tuple(field for field in FIELDS if field != "backend")
 """The settings a scene document carries: every `SolverSettings` field but the choice of loop."""
@@ -46,6 +58,7 @@ class Scene:
     stiffness: np.ndarray
     limits: JointLimits | None
     settings: SolverSettings
+    stretch: np.ndarray  # (N,) each bone's maximum stretch (1 = none)
 
 
 def parse_scene(doc):
@@ -60,7 +73,19 @@ def parse_scene(doc):
     skeleton = _skeleton(bones)
     rotations, locations, stiffness, limits = _pose(bones, skeleton)
     pins = _pins(doc.get("pins", []), skeleton)
-    return Scene(skeleton, pins, rotations, locations, stiffness, limits, _settings(doc.get("settings", {})))
+    settings = _settings(doc.get("settings", {}))
+    return Scene(skeleton, pins, rotations, locations, stiffness, limits, settings, _stretch(bones, skeleton))
+
+
+def _stretch(bones, skeleton):
+    """(N,) the document's `bones[].stretch` (1 where absent), in skeleton order."""
+    stretch = np.ones(len(skeleton))
+    for k, bone in enumerate(bones):
+        if "stretch" in bone:
+            stretch[skeleton.index[bone["name"]]] = number(
+                bone["stretch"], f"bones[{k}].stretch", 1.0, MAX_STRETCH
+            )
+    return stretch
 
 
 def _skeleton(bones):
@@ -149,6 +174,7 @@ def solve_scene(doc):
         scene.settings,
         limits=scene.limits,
         stiffness=scene.stiffness,
+        stretch=scene.stretch,
     )
     return pose_document(scene, result)
 
@@ -160,7 +186,11 @@ def pose_document(scene, result):
         "format": "ewbik-pose",
         "version": 1,
         "bones": {
-            name: {"rotation": result.rotations[i].tolist(), "location": result.locations[i].tolist()}
+            name: {
+                "rotation": result.rotations[i].tolist(),
+                "location": result.locations[i].tolist(),
+                **({"stretch": float(result.scales[i])} if result.scales[i] != 1.0 else {}),
+            }
             for i, name in enumerate(names)
         },
         "stats": {

@@ -17,6 +17,7 @@ MAX_ITERATIONS = 1_000_000
 MAX_ACCELERATION = 50
 MAX_STABILIZATION_PASSES = 1000
 BACKENDS = ("auto", "native", "numpy")
+MAX_SOFT_REACH = 0.5  # share of a limb's length: a zone wider than half the limb bends it everywhere
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class SolverSettings:
     only a bend past a joint limit can reach is reached and the limits yield by the least angle
     (`solve`; `SolveResult.limits_exceeded` says how far); on, limits always hold. `backend` picks the loop: "auto" (the compiled loop when it is built, else
     numpy), "native" (fail if not built) or "numpy"; both reach the same accuracy.
+    `soft_reach` (share of a limb's length, 0 = off): a target within that share of full reach
+    of a two-bone limb is pulled back toward the limb's root joint so the limb straightens only
+    asymptotically, without a pop (`reach.py`); 0 by default, since a limb nearly straight at
+    rest sits in the zone (the metarig's legs rest at 0.996 of their length) and a pin made where
+    it rests would then miss.
     """
 
     iterations: int = 100
@@ -57,6 +63,7 @@ class SolverSettings:
     pins_give_way: bool = True
     strict_limits: bool = False
     backend: str = "auto"
+    soft_reach: float = 0.0
 
     def __post_init__(self):
         for field in FIELDS:
@@ -88,4 +95,5 @@ _CHECKS = {
     "pins_give_way": flag,
     "strict_limits": flag,
     "backend": _backend,
+    "soft_reach": lambda v, f: number(v, f, 0.0, MAX_SOFT_REACH),
 }

@@ -136,23 +136,26 @@ class Skeleton:
             bone = self.parents[bone]
         return chain
 
-    def forward(self, rotations, locations):
+    def forward(self, rotations, locations, scales=None):
         """World (armature-space) rotations (N, 4) and heads (N, 3) of a pose.
 
-        Blender's rule: pose = parent_pose @ (parent_rest^-1 @ rest) @ T(location) @ R(rotation).
+        Blender's rule: pose = parent_pose @ (parent_rest^-1 @ rest) @ T(location) @ R(rotation)
+        @ S(scale); `scales` (N,) are the bones' Y scales (stretch, `stretch.py`; None: 1).
         """
         n = len(self.names)
         world = np.empty((n, 3, 3))
         head = np.empty((n, 3))
-        self.forward_into(rotations, locations, world, head)
+        self.forward_into(rotations, locations, world, head, scales=scales)
         return quat.from_matrix(world), head
 
-    def forward_into(self, rotations, locations, world, head, levels=None):
+    def forward_into(self, rotations, locations, world, head, levels=None, scales=None):
         """World rotation matrices (N, 3, 3) and heads (N, 3) into preallocated arrays.
 
         Matrices make each depth level two batched matmuls; this is the solver's
         hot path. `levels` (from `kinematic_levels`) restricts the pass to a subset
-        of bones closed under ancestors; the others are left untouched.
+        of bones closed under ancestors; the others are left untouched. `scales` (N,) (None: 1)
+        stretch each bone along its Y: a child's offset along its parent's Y scales with the
+        parent's scale (the bases stay rotations: the solver's scale is only a bone's length).
         """
         roots, steps = levels if levels is not None else (self.levels[0], self.level_parents)
         local = self.local_rest_matrix @ quat.to_matrix(rotations)
@@ -160,6 +163,9 @@ class Skeleton:
             self.local_offset
             + (self.local_rest_matrix @ np.asarray(locations, dtype=float)[..., None])[..., 0]
         )
+        if scales is not None:
+            has_parent = self.parents >= 0
+            offset[has_parent, 1] *= np.asarray(scales, dtype=float)[self.parents[has_parent]]
         world[roots] = local[roots]
         head[roots] = offset[roots]
         for idx, parent in steps:

@@ -48,8 +48,10 @@ from .polish import Polisher, pin_trees, polish, polish_plan
 from .polish import rotation_vectors as _log
 from .poles import poled_bones, turn_to_poles
 from .qcp import rotations_from_covariance
+from .reach import solve_softened
 from .settings import SolverSettings
 from .skeleton import Skeleton
+from .stretch import MAX_STRETCH, stretch_to_pins
 from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
@@ -78,6 +80,8 @@ class SolveResult:
     yielded: np.ndarray  # (P,) bool: pins that gave way so the others could be reached
     beyond_reach: np.ndarray  # (P,) bool: missing pins whose targets the bones that move them cannot reach
     limits_exceeded: np.ndarray  # (N,) radians each bone ends beyond its limits where they yielded to pins
+    # (N,) each bone's stretch (its length's factor, 1 = none) toward pins beyond reach (`stretch.py`)
+    scales: np.ndarray | None = None
 
 
 @dataclass
@@ -199,25 +203,28 @@ def _limbs(parents, pin_bones, below, solved):
     return _Limbs(*np.array(limbs, dtype=int).reshape(-1, 4).T)
 
 
-def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness=None):
+def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness=None, stretch=None):
     """Move the skeleton's bones so the pinned bones reach their targets.
 
     `rotations` (N, 4) and `locations` (N, 3) are the local pose the solve starts
     from, in the skeleton's bone order. `stiffness` (N,) in [0, 1] scales
     each bone's dampening; 1 freezes the bone. `limits` is a JointLimits (or None)
-    applied after every bone step. Returns a SolveResult; the input arrays are
-    not modified.
+    applied after every bone step. `stretch` (N,) >= 1 is the most each bone may lengthen by
+    (Y scale) toward a pin beyond its reach (None: none may; `stretch.py`). Returns a
+    SolveResult; the input arrays are not modified.
 
     Pins that the body cannot reach together do not share the miss (`_give_way`): the pins
     that can be reached together are, and the others stop as close as the bones that serve
     them alone can take them. Which pin yields is decided by the targets and priorities alone,
     never by the order in which they moved. Aim pins (`Pin.aim`) are solved by re-aimed solves
-    of all the pins (`aim.solve_aimed`).
+    of all the pins (`aim.solve_aimed`); targets near a limb's full reach are softened first
+    (`settings.soft_reach`, `reach.solve_softened`).
     """
     started = time.perf_counter()
     _, rotations, locations, stiffness = _checked_input(
         skeleton, pins, rotations, locations, settings, limits, stiffness
     )
+    stretch = None if stretch is None else _checked_stretch(skeleton, stretch)
 
     def solve_pins(pins, rotations, locations):
         """The solve of these pins from this pose, in this call's time budget."""
@@ -228,10 +235,14 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
             )
         return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
 
-    if any(pin.aim is not None for pin in pins):
-        result = solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
-    else:
-        result = solve_pins(pins, rotations, locations)
+    def solve_aims(pins, rotations, locations):
+        """The solve of these pins, aim pins by re-aimed solves."""
+        if any(pin.aim is not None for pin in pins):
+            return solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
+        return solve_pins(pins, rotations, locations)
+
+    result = solve_softened(solve_aims, skeleton, pins, rotations, locations, settings)
+    result = stretch_to_pins(skeleton, pins, result, stretch, settings.tolerance)
     result.ms = (time.perf_counter() - started) * 1e3
     return result
 
@@ -1422,6 +1433,17 @@ def _checked_input(skeleton, pins, rotations, locations, settings, limits, stiff
     if None in pin_bones or len(set(pin_bones)) < len(pin_bones):
         _refuse_pins(skeleton, pins)
     return pin_bones, rotations, locations, stiffness
+
+
+def _checked_stretch(skeleton, stretch):
+    """(N,) each bone's maximum stretch, within [1, MAX_STRETCH]; SceneError naming the bone otherwise."""
+    stretch = _checked_array(skeleton, stretch, (len(skeleton),), "stretch", MAX_STRETCH)
+    if np.any(stretch < 1.0):
+        i = int(np.flatnonzero(stretch < 1.0)[0])
+        raise SceneError(
+            f"bones[{i}].stretch", f"must lie in [1, {MAX_STRETCH:g}] (bone '{skeleton.names[i]}')"
+        )
+    return stretch
 
 
 def _refuse_pins(skeleton, pins):

@@ -262,6 +262,7 @@ def test_exported_scene_imported_solves_to_the_same_pose(metarig, tmp_path):
         "stage_targets",
         "pins_give_way",
         "strict_limits",
+        "soft_reach",
     }
     armature_solve = addon_module("ewbik_addon.armature_solve")
     armature_solve.solve_armature(

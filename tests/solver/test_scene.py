@@ -354,6 +354,7 @@ def test_every_solver_setting_travels_in_a_document():
         "stage_targets": False,
         "pins_give_way": False,
         "strict_limits": True,
+        "soft_reach": 0.03,
     }
     fields = {f.name for f in dataclasses.fields(solver.SolverSettings)} - {"backend"}
     assert set(changed) == set(SETTINGS_FIELDS) == fields
