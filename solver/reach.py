@@ -25,8 +25,8 @@ _STRAIGHT_AT_REST = 1e-4  # share of its length below which a limb's rest pose i
 def solve_softened(solve_pins, skeleton, pins, rotations, locations, settings):
     """The SolveResult of `solve_pins(pins, rotations, locations)` toward the pins' softened
     targets, with each pin's position error measured from its own target."""
-    limbs = _soft_limbs(skeleton, pins)
-    if not settings.soft_reach > 0.0 or not limbs:
+    limbs = _soft_limbs(skeleton, pins) if settings.soft_reach > 0.0 else None
+    if not limbs:
         return solve_pins(pins, rotations, locations)
     pose, moved = (rotations, locations), np.zeros(len(skeleton), dtype=bool)
     softened, iterations = None, 0
