@@ -61,10 +61,10 @@ def _limb(skeleton, pinned, k, frozen):
     where there are not two, where the upper or the pinned bone is frozen, or where another pin
     hangs from the limb's two bones but not from the pinned bone (the swivel would move it)."""
     end = pinned[k]
-    lower = skeleton.parents[end]
-    upper = skeleton.parents[lower] if lower >= 0 else -1
-    if upper < 0 or frozen[upper] or frozen[end]:
+    limb = skeleton.limb_above(end)
+    if limb is None or frozen[limb[0]] or frozen[end]:
         return None
+    upper, lower = limb
     for other in pinned:
         chain = skeleton.ancestors(other)
         if upper in chain and end not in chain:

@@ -57,10 +57,10 @@ def _soft_limbs(skeleton, pins):
     limbs = {}
     for k, pin in enumerate(pins):
         end = skeleton.index[pin.bone]
-        lower = skeleton.parents[end]
-        upper = skeleton.parents[lower] if lower >= 0 else -1
-        if pin.aim is not None or upper < 0:
+        limb = skeleton.limb_above(end)
+        if pin.aim is not None or limb is None:
             continue
+        upper, lower = limb
         head = skeleton.rest_head
         length = np.linalg.norm(head[lower] - head[upper]) + np.linalg.norm(head[end] - head[lower])
         if np.linalg.norm(head[end] - head[upper]) < length * (1.0 - _STRAIGHT_AT_REST):

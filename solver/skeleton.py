@@ -136,6 +136,13 @@ class Skeleton:
             bone = self.parents[bone]
         return chain
 
+    def limb_above(self, end):
+        """(upper, lower): the two bones above `end`, the limb that ends at it (upper arm and
+        forearm above a hand, thigh and shin above a foot), or None without a grandparent."""
+        lower = self.parents[end]
+        upper = self.parents[lower] if lower >= 0 else -1
+        return None if upper < 0 else (int(upper), int(lower))
+
     def forward(self, rotations, locations, scales=None):
         """World (armature-space) rotations (N, 4) and heads (N, 3) of a pose.
 

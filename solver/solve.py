@@ -140,7 +140,7 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
     plan = _Plan(
         solved,
         batches,
-        _limbs(parents, pin_bones, below, solved),
+        _limbs(skeleton, pin_bones, below, solved),
         skeleton.kinematic_levels(pin_bones),
         trees,
         polish_plan(solved, below, seen, translating_bones, trees),
@@ -192,14 +192,13 @@ def _batch(bones, seen, below, parents, translate_root):
     return _Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating)
 
 
-def _limbs(parents, pin_bones, below, solved):
+def _limbs(skeleton, pin_bones, below, solved):
     """The two-bone limbs ending in a pin that no other pin shares, both their bones solved."""
     limbs = []
     for p, end in enumerate(pin_bones):
-        lower = parents[end]
-        upper = parents[lower] if lower >= 0 else -1
-        if upper >= 0 and below[upper] == [p] and solved[lower] and solved[upper]:
-            limbs.append((upper, lower, end, p))
+        limb = skeleton.limb_above(end)
+        if limb is not None and below[limb[0]] == [p] and solved[limb[1]] and solved[limb[0]]:
+            limbs.append((*limb, end, p))
     return _Limbs(*np.array(limbs, dtype=int).reshape(-1, 4).T)
 
 
@@ -329,13 +328,13 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
     A solve from a fixed start stops wherever its iterations meet the pins; far from the start
     that depends on discrete turns of the road (a step kept or not, a limit reached), so targets
     a little apart could give bodies far apart. Solved in stages, each from the last, toward
-    targets moved from where the start puts the pins (`_stage_pins`) a fixed distance at a time,
-    each pin on its own (a stage appears where the last one ended, so the stages change smoothly
-    with the targets); each tree of pins that share a solved bone (`plan_solve`'s trees: a
-    crowd's armatures) takes its own count of stages, as it would alone; a pin no solved bone
-    moves takes none. The pose
-    is carried as a drag carries it, near the answer of the stage before: the solved body follows
-    the targets smoothly, and is still decided by the start and the targets alone.
+    targets moved from where the start puts the pins (`_stage_targets`) a fixed distance at a
+    time, each pin on its own (a stage appears where the last one ended, so the stages change
+    smoothly with the targets); each tree of pins that share a solved bone (`plan_solve`'s
+    trees) takes its own count of stages, as it would alone; a pin no solved bone moves takes
+    none. The pose is carried as a drag carries it, near the answer of the stage before: the
+    solved body follows the targets smoothly, and is still decided by the start and the
+    targets alone.
     """
     bones = np.array([skeleton.index[pin.bone] for pin in pins], dtype=int)
     plan = plan_solve(
@@ -345,19 +344,15 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
         stiffness >= 1.0,
         settings.translate_root,
     )
-    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
-    skeleton.forward_into(rotations, locations, world, heads, plan.levels)
-    heads = heads[bones]
-    travel = np.linalg.norm(np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads, axis=-1)
+    world, heads = _pinned_frames(skeleton, bones, (rotations, locations), plan.levels)
+    travel = _travel(pins, heads)
     step = _CONTINUATION_STEP * skeleton.unit
     if travel.max(initial=0.0) <= step:
         return rotations, locations
     stages = np.zeros(len(pins), dtype=int)
     for members in plan.trees:
         stages[members] = min(_CONTINUATION_STAGES, int(np.ceil(travel[members].max() / step)) - 1)
-    rotations_at, positions_at = _stage_targets(
-        pins, quat.from_matrix(world[bones]), heads, travel, step, stages
-    )
+    rotations_at, positions_at = _stage_targets(pins, quat.from_matrix(world), heads, travel, step, stages)
     return _carried(
         skeleton,
         pins,
@@ -504,7 +499,9 @@ def _give_way(skeleton, pins, start, settings, limits, stiffness, started, resul
     yielded = np.zeros(len(pins), dtype=bool)
     errors, iterations = result.position_errors, result.iterations
     miss = max(settings.tolerance, _HOLD_MISS * skeleton.unit)
-    away = _away_from_start(skeleton, pins, start) if (errors > miss).any() else None
+    away = None
+    if (errors > miss).any():
+        away = _travel(pins, _pinned_frames(skeleton, [skeleton.index[pin.bone] for pin in pins], start)[1])
     while _time_left(settings, started):
         giving_way = _next_to_yield(pins, errors, yielded, away, miss)
         if giving_way is None:
@@ -542,14 +539,17 @@ def _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started):
     return missing & ~attempt._within_reach()
 
 
-def _away_from_start(skeleton, pins, start):
-    """(P,) distance of each pin's target from its bone's head in the start pose."""
+def _pinned_frames(skeleton, bones, pose, levels=None):
+    """World rotation matrices (P, 3, 3) and heads (P, 3) of the pinned `bones` in `pose`
+    (rotations, locations); `levels` (`plan.levels`) keeps the pass to them and their ancestors."""
     world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
-    skeleton.forward_into(*start, world, heads)
-    bones = [skeleton.index[pin.bone] for pin in pins]
-    return np.linalg.norm(
-        np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads[bones], axis=1
-    )
+    skeleton.forward_into(*pose, world, heads, levels)
+    return world[bones], heads[bones]
+
+
+def _travel(pins, heads):
+    """(P,) how far each pin's target lies from its bone's head at `heads` (P, 3)."""
+    return np.linalg.norm(np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads, axis=-1)
 
 
 def _next_to_yield(pins, errors, yielded, away, miss):
