@@ -4,7 +4,8 @@ The loops' pins always hold a position, so an aim pin is solved as a fixed point
 becomes an ordinary pin that holds the bone's head where it is and weighs only the aimed axis,
 turned toward the target from that head (`_placed`). The heads are first placed where the other
 pins put the body (a solve of those alone), then each round solves every pin from the last
-round's pose and re-aims from the new heads, until the heads move less than the tolerance. The
+round's pose and re-aims from the new heads, until no head moved enough to turn the way to its
+target by more than the tolerance (an arc of the rig's size, as the loops count an axis). The
 heads move little once the others are met (only the aimed bones and what holds them turn), so a
 few rounds do. Every round is a deterministic solve of the inputs, so the answer stays a
 function of the targets, the settings and the start pose.
@@ -45,9 +46,9 @@ def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance):
         moved |= result.moved
         pose = (result.rotations, result.locations)
         new_heads = skeleton.forward(*pose)[1][bones]
-        shift = np.linalg.norm(new_heads - heads, axis=-1)[aiming].max()
+        turned = _way_turned(pins, heads, new_heads)[aiming].max()
         heads = new_heads
-        if not shift > tolerance:
+        if not turned > tolerance / skeleton.unit:
             break
     angles = aim_errors(skeleton, pins, *pose)
     result.position_errors = np.where(aiming, 0.0, result.position_errors)
@@ -55,6 +56,15 @@ def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance):
     result.converged = bool(result.converged and (angles[aiming] <= tolerance / skeleton.unit).all())
     result.iterations, result.moved = iterations, moved
     return result
+
+
+def _way_turned(pins, heads, new_heads):
+    """(P,) the most the way from each bone's head to its pin's target can have turned (radians)
+    when the head moved from `heads` to `new_heads` (P, 3): the shift over the new distance."""
+    targets = np.array([pin.target_position for pin in pins])
+    distances = np.linalg.norm(targets - new_heads, axis=-1)
+    shifts = np.linalg.norm(new_heads - heads, axis=-1)
+    return np.where(shifts > 0.0, shifts / np.maximum(distances, 1e-300), 0.0)
 
 
 def aim_errors(skeleton, pins, rotations, locations):

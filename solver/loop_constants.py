@@ -17,6 +17,7 @@ POLISH_LAMBDA_MIN = 1e-6  # the polish's relative damping: its floor (nearly Gau
 POLISH_LAMBDA_MAX = 1e4  # ... its ceiling (a short gradient step) ...
 POLISH_GROW = 10.0  # ... its growth after a step that did not lower the misfit ...
 POLISH_SHRINK = 4.0  # ... and its decrease after one that did
+POLISH_TURN_CAP = 3.0  # a polish step turns each bone at most this many times its dampening (a sweep's cap), so a far stage needs few steps
 POLISH_CLAMPED = 1e-9  # radians a limit's clamp must move a polished bone to count as an active boundary
 POLISH_MAX_PINS = 10  # per tree (pins sharing solved bones): its dense residual-space system grows with the cube of its pin count; a tree past this many pins leaves the polish out
 POLISH_SLOW = 0.5  # a polish step keeping more of the misfit than this has stalled

@@ -21,6 +21,7 @@ from .loop_constants import (
     GUARD_SLACK,
     POLISH_AFTER,
     POLISH_CLAMPED,
+    POLISH_TURN_CAP,
     POLISH_GROW,
     POLISH_LAMBDA_MAX,
     POLISH_LAMBDA_MIN,
@@ -35,7 +36,7 @@ from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
 from .qcp import ADJUGATE_TRUST, PREFER_SMALL
 
-ABI_VERSION = 5  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 6  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -92,6 +93,7 @@ class _Problem(ctypes.Structure):
         ("polish_grow", _DOUBLE),
         ("polish_shrink", _DOUBLE),
         ("polish_clamped", _DOUBLE),
+        ("polish_turn_cap", _DOUBLE),
         ("polish_slow", _DOUBLE),
         ("bend_tilt", _DOUBLE),
         ("straight_sine", _DOUBLE),
@@ -289,6 +291,7 @@ def _configure(problem, settings, limits, polish):
     problem.polish_lambda_min, problem.polish_lambda_max = POLISH_LAMBDA_MIN, POLISH_LAMBDA_MAX
     problem.polish_grow, problem.polish_shrink = POLISH_GROW, POLISH_SHRINK
     problem.polish_clamped = POLISH_CLAMPED
+    problem.polish_turn_cap = POLISH_TURN_CAP
     problem.polish_slow, problem.bend_tilt = POLISH_SLOW, BEND_TILT
     problem.straight_sine, problem.straight_reach = STRAIGHT_SINE, STRAIGHT_REACH
     problem.adjugate_trust = ADJUGATE_TRUST

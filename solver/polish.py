@@ -12,7 +12,8 @@ sqrt(2 w w_axis), so its squared norm is exactly `_State.errors`' total. A world
 w of bone j about its head moves a pin below it by w x (pin - head_j) and turns each of the
 pin's axes by w x axis: the analytic Jacobian. Each bone's parameters are weighted by
 (largest max_step / its max_step)^2, so stiff bones cost more to move; every bone's turn is
-then capped at its dampening like a sweep step, limits project the result, and the step is
+then capped at POLISH_TURN_CAP times its dampening (a sweep step's cap; a larger turn would
+leave the region where the linearisation holds), limits project the result, and the step is
 kept only if the misfit drops (else the damping grows and the step is tried again).
 
 Pins that share no solved bone (the armatures of a crowd problem, or limbs under a frozen
@@ -37,6 +38,7 @@ from .loop_constants import (
     POLISH_MAX_PINS,
     POLISH_SHRINK,
     POLISH_TRIES,
+    POLISH_TURN_CAP,
 )
 
 ROUNDING = (
@@ -112,7 +114,7 @@ class TreePolish:
     """The polish of one tree: its plan, per-parameter weights and its own damping."""
 
     plan: PolishPlan
-    max_step: np.ndarray  # (C,) each bone's cap per step (pi for a translating root)
+    max_step: np.ndarray  # (C,) each bone's turn cap per step (pi for a translating root)
     scale: np.ndarray  # (3C + 3T,) 1 / sqrt(D): how freely each parameter moves
     damping: float
 
@@ -122,7 +124,7 @@ class TreePolish:
         reference = float(own.max())
         rotation_scale = np.repeat(own / reference, 3)
         translation_scale = np.ones(3 * int(plan.translating.sum()))
-        cap = np.where(plan.translating, np.pi, own)
+        cap = np.where(plan.translating, np.pi, POLISH_TURN_CAP * own)
         return cls(plan, cap, np.concatenate((rotation_scale, translation_scale)), POLISH_LAMBDA_MIN)
 
 
@@ -337,7 +339,7 @@ def _restrict(free, corrections):
 
 
 def _apply(state, plan, cap, limits, iteration, step, frame, old_rotations, old_locations):
-    """Turn each bone by its world turn (capped at its dampening) about its head, in its
+    """Turn each bone by its world turn (capped at POLISH_TURN_CAP dampenings) about its head, in its
     constraint frame as a sweep step does, limit it, and move translating roots. Returns (C, 3)
     the limits' corrections as world rotation vectors (0 where nothing was clamped)."""
     columns = len(plan.bones)

@@ -1088,7 +1088,7 @@ static int tree_allocate(const ewbik_problem *pb, PolishTree *pl)
         reference = fmax(reference, pb->max_step[pl->bones[i]]);
     for (int i = 0; i < c_count; i++) {
         double own = pb->max_step[pl->bones[i]];
-        pl->cap[i] = pl->translating[i] ? PI : own;
+        pl->cap[i] = pl->translating[i] ? PI : pb->polish_turn_cap * own;
         for (int c = 0; c < 3; c++)
             pl->scale[3 * i + c] = own / reference;
     }
@@ -1592,6 +1592,7 @@ int ewbik_problem_layout(long long *offsets, int capacity)
         OFFSET(ewbik_problem, polish_tries), OFFSET(ewbik_problem, polish_lambda_min),
         OFFSET(ewbik_problem, polish_lambda_max), OFFSET(ewbik_problem, polish_grow),
         OFFSET(ewbik_problem, polish_shrink), OFFSET(ewbik_problem, polish_clamped),
+        OFFSET(ewbik_problem, polish_turn_cap),
         OFFSET(ewbik_problem, polish_slow), OFFSET(ewbik_problem, bend_tilt),
         OFFSET(ewbik_problem, straight_sine), OFFSET(ewbik_problem, straight_reach),
         OFFSET(ewbik_problem, adjugate_trust), OFFSET(ewbik_problem, rotations), OFFSET(ewbik_problem, locations),

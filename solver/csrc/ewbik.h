@@ -60,6 +60,7 @@ typedef struct {
     double polish_grow;            /* loop_constants.POLISH_GROW */
     double polish_shrink;          /* loop_constants.POLISH_SHRINK */
     double polish_clamped;         /* loop_constants.POLISH_CLAMPED */
+    double polish_turn_cap;        /* loop_constants.POLISH_TURN_CAP: a polish turn's cap in dampenings */
     double polish_slow;            /* loop_constants.POLISH_SLOW: share of the misfit a stalled polish step keeps */
     double bend_tilt;              /* loop_constants.BEND_TILT: tilt below which a joint's limits show no bend side */
     double straight_sine;          /* loop_constants.STRAIGHT_SINE: bend below which a limb counts as straight */
@@ -80,7 +81,7 @@ typedef struct {
 int ewbik_solve(const ewbik_problem *problem);
 
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 5
+#define EWBIK_ABI_VERSION 6
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */

@@ -116,11 +116,12 @@ def test_a_start_that_is_not_far_from_rest_or_not_at_rest_is_kept(posed, drag, d
     )
     assert limited.position_errors[0] <= 1e-5 and free.position_errors[0] <= 1e-5
     assert limits.violation(free.rotations).max() == 0.0
-    apart = quat.angle(quat.multiply(quat.conjugate(free.rotations), limited.rotations)).max()
     if posed:
+        apart = quat.angle(quat.multiply(quat.conjugate(free.rotations), limited.rotations)).max()
         assert apart <= 1e-5
-    else:  # from rest the start leans toward the centres as far as the pin misses: 7 cm of 4 m
-        assert apart <= math.radians(3.0)
+    else:  # the straight arm may bend either way; neither solve may turn a bone much farther
+        turned = [quat.angle(quat.multiply(quat.conjugate(rotations), r.rotations)).max() for r in (limited, free)]
+        assert turned[0] <= turned[1] + math.radians(3.0)
 
 
 def preset_sequence(warm, rows):
