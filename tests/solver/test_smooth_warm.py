@@ -120,7 +120,9 @@ def test_a_start_that_is_not_far_from_rest_or_not_at_rest_is_kept(posed, drag, d
         apart = quat.angle(quat.multiply(quat.conjugate(free.rotations), limited.rotations)).max()
         assert apart <= 1e-5
     else:  # the straight arm may bend either way; neither solve may turn a bone much farther
-        turned = [quat.angle(quat.multiply(quat.conjugate(rotations), r.rotations)).max() for r in (limited, free)]
+        turned = [
+            quat.angle(quat.multiply(quat.conjugate(rotations), r.rotations)).max() for r in (limited, free)
+        ]
         assert turned[0] <= turned[1] + math.radians(3.0)
 
 
