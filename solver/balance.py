@@ -193,16 +193,24 @@ def support_of(pins, body, unit):
     lowest pinned foot's, their contact points placed by the pins' targets (pins are met
     exactly, so the polygon is a function of the targets); None when no foot is pinned."""
     feet = [pin for pin in pins if pin.bone in body.feet and pin.aim is None]
-    if not feet:
-        return None
     points = [
         body.feet[pin.bone] @ quat.to_matrix(pin.target_rotation).T + pin.target_position for pin in feet
     ]
-    lowest = np.array([(p @ body.up).min() for p in points])
+    return support_from(points, body.up, unit)
+
+
+def support_from(points, up, unit):
+    """The Support of feet whose contact points are `points` ((K, 3) arrays, armature space):
+    those whose lowest point lies within `PLANTED` x `unit` of the lowest carry the body; None
+    for no feet. The overlay draws the polygon of the posed feet with it."""
+    if not points:
+        return None
+    up = np.asarray(up, dtype=float) / np.linalg.norm(up)
+    lowest = np.array([(p @ up).min() for p in points])
     planted = np.vstack([p for p, low in zip(points, lowest) if low <= lowest.min() + PLANTED * unit])
-    axes = _ground_axes(body.up)
+    axes = _ground_axes(up)
     hull = _hull(planted @ axes.T)
-    return Support(hull @ axes + body.up * lowest.min(), axes, body.up)
+    return Support(hull @ axes + up * lowest.min(), axes, up)
 
 
 def _ground_axes(up):
