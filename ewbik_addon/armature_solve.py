@@ -194,7 +194,7 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
             rig.chains.limits,
             stiffness,
             rig.chains.stretch if (rig.chains.stretch > 1.0).any() else None,
-            chains_body(obj, rig) if settings.balance else None,
+            chains_body(obj, rig, start) if settings.balance else None,
         )
     except ValueError as error:
         raise RigError(str(error)) from None

@@ -27,10 +27,13 @@ def rig_body(obj, rig):
     return dataclasses.replace(rig.body, up=up_in_armature(obj))
 
 
-def chains_body(obj, rig):
+def chains_body(obj, rig, start):
     """The Body of the pinned chains a solve hands the solver: the other bones' masses carried
-    by their nearest ancestor on a chain."""
-    return rig_body(obj, rig).within(rig.skeleton, rig.chains.skeleton)
+    by their nearest ancestor on a chain, where the start pose (rotations, locations; pose.bones
+    order) holds them."""
+    rotations, locations = np.empty((len(rig.skeleton), 4)), np.empty((len(rig.skeleton), 3))
+    rotations[rig.to_solver], locations[rig.to_solver] = start
+    return rig_body(obj, rig).within(rig.skeleton, rig.chains.skeleton, rotations, locations)
 
 
 def balance_shape(obj, rig):

@@ -19,6 +19,7 @@ import dataclasses
 import numpy as np
 
 from . import quat
+from .pins import MAX_PRIORITY, Pin
 from .validation import SceneError, vector
 
 # Share of the body's mass per segment (Winter 2009, Table 4.1, after Dempster 1955).
@@ -55,18 +56,21 @@ _CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clav
 BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
 MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
+HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
 _GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
 
 
 @dataclasses.dataclass(frozen=True)
 class Body:
-    """What balance needs of a skeleton: `masses` (N,) per bone (any scale; each at its bone's
-    middle), `feet` {bone name: (K, 3) ground contact points in that bone's frame (head at 0,
-    the bone along +Y)} and `up` (3,) the ground's normal in armature space."""
+    """What balance needs of a skeleton: `masses` (N,) per bone (any scale), `feet` {bone name:
+    (K, 3) ground contact points in that bone's frame (head at 0, the bone along +Y)}, `up` (3,)
+    the ground's normal in armature space, and `centres` (N, 3) where each bone's mass lies in
+    its frame (None: at its middle)."""
 
     masses: np.ndarray
     feet: dict
     up: np.ndarray = dataclasses.field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    centres: np.ndarray | None = None
 
     def __post_init__(self):
         masses = np.asarray(self.masses, dtype=float)
@@ -81,20 +85,49 @@ class Body:
             if not np.isfinite(points).all():
                 raise SceneError(f"body.feet.{bone}", "must be finite points")
             feet[bone] = points
+        if self.centres is not None:
+            centres = np.asarray(self.centres, dtype=float)
+            if centres.shape != (len(masses), 3) or not np.isfinite(centres).all():
+                raise SceneError("body.centres", "must be one finite point per mass")
+            object.__setattr__(self, "centres", centres)
         object.__setattr__(self, "masses", masses)
         object.__setattr__(self, "up", up / np.linalg.norm(up))
         object.__setattr__(self, "feet", feet)
 
-    def within(self, whole, part):
+    def centres_in(self, skeleton):
+        """(N, 3) each bone's mass centre in its frame (the middle where `centres` is None)."""
+        if self.centres is not None:
+            return self.centres
+        centres = np.zeros((len(skeleton), 3))
+        centres[:, 1] = skeleton.lengths * 0.5
+        return centres
+
+    def within(self, whole, part, rotations=None, locations=None):
         """This body (of skeleton `whole`) for `part`, a skeleton of some of its bones (the
-        pinned chains): each bone's mass carried by its nearest ancestor in `part`."""
-        masses = np.zeros(len(part))
+        pinned chains): each bone's mass carried by its nearest ancestor in `part`, at the place
+        the local pose `rotations`, `locations` (`whole` order) holds it in that ancestor's frame
+        (the solve turns no bone off the chains, so it stays there; None: the rest pose)."""
+        if rotations is None:
+            rotations = np.tile(quat.IDENTITY, (len(whole), 1))
+            locations = np.zeros((len(whole), 3))
+        world, heads = whole.forward(rotations, locations)
+        axes = quat.to_matrix(world)
+        points = heads + np.einsum("nij,nj->ni", axes, self.centres_in(whole))
+        masses, moments = np.zeros(len(part)), np.zeros((len(part), 3))
         for i, mass in enumerate(self.masses):
             bone = next((b for b in whole.ancestors(i) if whole.names[b] in part.index), None)
-            if bone is not None:
-                masses[part.index[whole.names[bone]]] += mass
+            if bone is not None and mass > 0:
+                k = part.index[whole.names[bone]]
+                masses[k] += mass
+                moments[k] += mass * (points[i] - heads[bone]) @ axes[bone]
         feet = {bone: points for bone, points in self.feet.items() if bone in part.index}
-        return Body(masses if masses.sum() > 0 else np.ones(len(part)), feet, self.up)
+        if not masses.sum() > 0:
+            return Body(np.ones(len(part)), feet, self.up)
+        centres = np.zeros((len(part), 3))
+        centres[:, 1] = part.lengths * 0.5
+        held = masses > 0
+        centres[held] = moments[held] / masses[held, None]
+        return Body(masses, feet, self.up, centres)
 
 
 def body_of(skeleton, roles, up=(0.0, 0.0, 1.0)):
@@ -131,8 +164,8 @@ def _segment(role):
 
 
 def _feet(skeleton, roles):
-    """{foot bone: (K, 3) contact points in its frame}: its head and tail and the tails of the
-    toe bones below it, at rest."""
+    """{foot bone: (K, 3) contact points in its frame}: its head (the ankle), the heel behind it
+    (`HEEL`), its tail and the tails of the toe bones below it, at rest."""
     feet = {}
     for i, bone in enumerate(skeleton.names):
         if roles.get(bone, "").partition(".")[0] != "foot":
@@ -140,22 +173,23 @@ def _feet(skeleton, roles):
         toes = [t for t in range(len(skeleton)) if skeleton.parents[t] == i]
         toes = [t for t in toes if roles.get(skeleton.names[t], "").startswith("toes")]
         tails = skeleton.rest_head + skeleton.rest[:, :3, 1] * skeleton.lengths[:, None]
-        points = np.vstack([skeleton.rest_head[i], tails[i], tails[toes]])
+        heel = skeleton.rest_head[i] - HEEL * (tails[i] - skeleton.rest_head[i])
+        points = np.vstack([skeleton.rest_head[i], heel, tails[i], tails[toes]])
         feet[bone] = (points - skeleton.rest_head[i]) @ skeleton.rest[i, :3, :3]
     return feet
 
 
 def centre_of_mass(masses, heads, tails):
     """The centre of mass of bones weighing `masses` (N,) each at the middle of its `heads` and
-    `tails` (N, 3): the one measure for the solver and the overlay."""
+    `tails` (N, 3): the overlay's measure of the pose Blender shows."""
     return masses @ ((heads + tails) * 0.5) / masses.sum()
 
 
 def pose_centre_of_mass(skeleton, body, rotations, locations):
     """The centre of mass of `skeleton` in a local pose."""
     world, heads = skeleton.forward(rotations, locations)
-    tails = heads + quat.to_matrix(world)[:, :, 1] * skeleton.lengths[:, None]
-    return centre_of_mass(body.masses, heads, tails)
+    points = heads + np.einsum("nij,nj->ni", quat.to_matrix(world), body.centres_in(skeleton))
+    return body.masses @ points / body.masses.sum()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,38 +302,59 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     """The SolveResult of `pins` with the centre of mass kept over the support polygon.
 
     `solve_pins(pins, rotations, locations)` solves checked arguments (aim pins included) in the
-    caller's time budget; the skeleton's root must translate (`translate_root`). Each round
-    solves again from the start pose with the root moved along the ground by the shifts asked so
-    far, each scaled by how far the centre of mass followed the root in the round before: the
-    solve keeps the body near its start, so the hips stay back and the spine leans, while the
-    pins are met as in any solve (a pin on the root would fix its height, which straight legs
-    cannot keep once the hips move).
+    caller's time budget; the skeleton's root must translate (`translate_root`). When the
+    centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
+    each round solves again with one more pin: a position-only pin on the root's head at the
+    plain solve's height, moved along the ground by the shifts asked so far (each scaled by how
+    far the centre of mass followed the root in the round before), at a priority below every
+    user pin, so the hips go back and the spine leans while the user's pins are met as in any
+    solve (where they cannot all be met, the root's pin gives way first). A round starts from
+    the pose of the round before, which lies near its answer. A round whose user pins miss by
+    more than the plain solve's (or `tolerance`), as one the time budget or the iteration cap
+    cut, is never kept: it ends the rounds and the result is marked unconverged, so a live
+    solve is refined. The rounds are a fixed sequence of solves of the inputs, so the answer
+    stays a function of the targets, the settings and the start pose.
     """
     if len(body.masses) != len(skeleton):
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
-    result = solve_pins(pins, rotations, locations)
+    plain = solve_pins(pins, rotations, locations)
     support = support_of(pins, body, skeleton.unit)
     roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
     root = roots.pop() if len(roots) == 1 else None
     if support is None or root is None or any(skeleton.index[pin.bone] == root for pin in pins):
-        return result
-    com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
-    to_local = quat.to_matrix(skeleton.rest_rotation[root]).T
-    offset, gain, iterations, moved = np.zeros(3), 1.0, result.iterations, result.moved
-    best = (-support.depth(com), result)
+        return plain
+    heads = skeleton.forward(plain.rotations, plain.locations)[1]
+    com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
+    lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
+    allowed = np.maximum(plain.position_errors, tolerance)
+    offset, gain, iterations, moved = np.zeros(3), 1.0, plain.iterations, plain.moved.copy()
+    best, kept, cut = (-support.depth(com), plain), plain, False
     for _ in range(BALANCE_ROUNDS):
         shift = support.shift(com, MARGIN * skeleton.unit)
         if not np.linalg.norm(shift) > tolerance:
             break
         step = shift / gain
         offset = offset + step
-        start = locations.copy()
-        start[root] += to_local @ offset
-        result = solve_pins(pins, rotations, start)
+        target = np.eye(4)
+        target[:3, 3] = heads[root] + offset
+        hips = Pin(skeleton.names[root], target, orientation_weights=(0.0, 0.0, 0.0), priority=lowest)
+        result = _without_last_pin(solve_pins([*pins, hips], kept.rotations, kept.locations))
         iterations, moved = iterations + result.iterations, moved | result.moved
+        if (result.position_errors > allowed).any():
+            cut = True
+            break
+        kept = result
         new_com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
         gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
         com = new_com
-        best = min(best, (-support.depth(com), result), key=lambda kept: kept[0])
-    best[1].iterations, best[1].moved = iterations, moved
-    return best[1]
+        best = min(best, (-support.depth(com), result), key=lambda pair: pair[0])
+    result = best[1]
+    result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
+    return result
+
+
+def _without_last_pin(result):
+    """`result` with the per-pin measures of its last pin (balance's own) left out."""
+    for field in ("position_errors", "orientation_errors_deg", "yielded", "beyond_reach"):
+        setattr(result, field, getattr(result, field)[:-1])
+    return result
