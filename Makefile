@@ -5,7 +5,7 @@ PY42 := $(VENV_DIR)/bpy-4.2/bin/python
 PY52 := $(VENV_DIR)/bpy-5.2/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venvs native native-here lint test test-solver test-blender fuzz demo gallery bench build validate clean
+.PHONY: venvs native native-here lint test test-solver test-blender fuzz demo gallery control-gallery bench build validate clean
 
 venvs:
 	@bash tools/bootstrap.sh
@@ -41,6 +41,10 @@ demo: native-here
 # Four moves on two rigs, with and without limits: a table and pictures in docs/gallery.
 gallery: native-here
 	$(PY52) tools/pose_gallery.py
+
+# One picture per control (pole, aim, balance off and on) in docs/gallery.
+control-gallery: native-here
+	$(PY52) tools/control_gallery.py
 
 bench: native
 	$(PY52) bench/bench_solver.py

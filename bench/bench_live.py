@@ -60,6 +60,7 @@ from tests.support.blender_helpers import (  # noqa: E402
     extension_enabled,
     load_build_tool,
     make_active,
+    select_pose_bones,
     pin,
 )
 
@@ -146,6 +147,7 @@ class Config:
     iterations: int = SolverSettings().iterations  # the armature's default
     limits: bool = False
     bones: int = 159  # the metarig's own; more: extra chains (`grow_rig`)
+    control: str = ""  # one control on top of the default row (`CONTROLS`)
 
 
 CONFIGS = (
@@ -159,6 +161,10 @@ CONFIGS = (
         time_budget_ms=0.0,
         limits=True,
         iterations=15,
+    ),
+    *(
+        Config(f"EWBIK live, 10 ms budget, {control}", "ewbik", time_budget_ms=10.0, control=control)
+        for control in ("pole", "aim", "soft reach", "stretch", "root free", "root free + balance")
     ),
     Config(f"Blender IK, Standard ({BLENDER_IK_ITERATIONS} iterations)", "blender"),
     Config("no IK (Blender constraints muted)", "none"),
@@ -277,7 +283,39 @@ def ewbik_rig(config):
     if config.limits and bpy.ops.ewbik.apply_limit_preset(preset="humanoid") != {"FINISHED"}:
         raise SystemExit("bench_live: ewbik.apply_limit_preset(preset='humanoid') failed")
     bpy.ops.object.mode_set(mode="OBJECT")
-    return rig, targets, {bone: Matrix.Identity(4) for bone in PINS}
+    with_control(rig, config.control)
+    offsets = {bone: Matrix.Identity(4) for bone in PINS}
+    if config.control == "aim":  # the looked-at empty half a metre along the head's own Y
+        offsets["spine.006"] = Matrix.Translation((0.0, 0.5, 0.0))
+    return rig, targets, offsets
+
+
+def with_control(rig, control):
+    """One control on the pinned metarig: a pole beside the left hand's elbow, the head an AIM pin
+    (its empty half a metre along the head's Y, which it points at), soft reach 0.03,
+    the arms stretching up to 1.2, or the root free (Move Root on, its stiffness 0) with or without
+    Balance."""
+    if control == "pole":
+        bpy.context.view_layer.objects.active = rig
+        bpy.ops.object.mode_set(mode="POSE")
+        select_pose_bones(rig, ["hand.L"])
+        rig.data.bones.active = rig.data.bones["hand.L"]
+        if bpy.ops.ewbik.add_pole() != {"FINISHED"}:
+            raise SystemExit("bench_live: ewbik.add_pole failed")
+        bpy.ops.object.mode_set(mode="OBJECT")
+    elif control == "aim":
+        props = rig.pose.bones["spine.006"].ewbik
+        props.pin_kind, props.aim_axis = "AIM", "Y"
+    elif control == "soft reach":
+        rig.ewbik.soft_reach = 0.03
+    elif control == "stretch":
+        for bone in ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R"):
+            rig.pose.bones[bone].ewbik.stretch = 1.2
+    elif control.startswith("root free"):
+        rig.ewbik.translate_root = True
+        rig.pose.bones[ROOT].ewbik.stiffness = 0.0
+        rig.ewbik.balance = control.endswith("balance")
+    bpy.context.view_layer.update()
 
 
 def blender_ik_rig(muted, bones):

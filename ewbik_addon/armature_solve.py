@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from ..solver import Pin, SolverSettings, solve
+from .balance_body import chains_body
 from .armature_checks import RigError, armature_scale, check_writable
 from .pin_reading import read_pins
 from . import pose_underneath
@@ -193,6 +194,7 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
             rig.chains.limits,
             stiffness,
             rig.chains.stretch if (rig.chains.stretch > 1.0).any() else None,
+            chains_body(obj, rig, start) if settings.balance else None,
         )
     except ValueError as error:
         raise RigError(str(error)) from None

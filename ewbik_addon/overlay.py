@@ -26,6 +26,8 @@ from .active import active_armature, is_selected
 from .kusudama_mesh import region_mesh
 from .limit_settings import has_limits, kusudama_of, limits_key
 from .limit_status import limit_status
+from .balance_body import balance_shape
+from .rig_cache import rig_for
 from .stored_settings import stored_bone_settings
 
 SEGMENTS = 64
@@ -42,9 +44,12 @@ COLORS = {
     "outside": (1.0, 0.12, 0.08, 1.0),
     "at_limit": (1.0, 0.55, 0.0, 0.9),
     "beyond": (1.0, 0.12, 0.08, 0.9),
+    "support": (0.3, 0.7, 1.0, 0.9),
+    "centre_of_mass": (1.0, 0.95, 0.2, 1.0),
 }
 FILLS = ("forbidden", "allowed")
-LINES = ("outline", "active_cone", "twist", "direction", "outside")
+LINES = ("outline", "active_cone", "twist", "direction", "outside", "support", "centre_of_mass")
+CROSS_SIZE = 0.04  # half the centre of mass cross's arms, x the rig's size
 HIGHLIGHTS = ("at_limit", "beyond")
 _MAX_REGIONS = 512
 FINE, COARSE = 4, 3
@@ -163,9 +168,30 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
 
 
 def overlay_geometry(obj):
-    """{kind: array} for the armature: every shown bone's limits, and the bones at/beyond limits."""
-    if not obj.ewbik.show_limits or obj.mode == "EDIT":
+    """{kind: array} for the armature: every shown bone's limits, the bones at/beyond limits, and
+    with balance on its centre of mass and support polygon."""
+    if obj.mode == "EDIT":
         return {}
+    geometry = limits_geometry(obj) if obj.ewbik.show_limits else {}
+    if obj.ewbik.balance:
+        geometry.update(balance_geometry(obj))
+    return geometry
+
+
+def balance_geometry(obj):
+    """{"centre_of_mass": a cross's three segments, "support": the polygon's edges} in world
+    space: the centre of mass on the ground is what balance keeps inside the polygon."""
+    rig = rig_for(obj, False)
+    com, corners = balance_shape(obj, rig)
+    size = CROSS_SIZE * rig.skeleton.unit * obj.matrix_world.median_scale
+    geometry = {"centre_of_mass": np.array([[com - axis * size, com + axis * size] for axis in np.eye(3)])}
+    if corners is not None:
+        geometry["support"] = _polyline(np.vstack([corners, corners[:1]]))
+    return geometry
+
+
+def limits_geometry(obj):
+    """{kind: array}: every shown bone's limits, and the bones at/beyond limits."""
     shown = shown_bones(obj)
     status = limit_status(obj)
     beyond = set(status.beyond)
@@ -202,6 +228,7 @@ def geometry_key(obj):
         status_module.changes(),
         obj.mode,
         settings.show_limits,
+        settings.balance,
         settings.limits_scope,
         active_bone.name if active_bone is not None else None,
         active_bone.ewbik.active_cone_index if active_bone is not None else -1,

@@ -432,6 +432,14 @@ class EWBIK_PG_armature(bpy.types.PropertyGroup):
         default=_SOLVER_DEFAULTS["translate_root"],
         update=_changed,
     )
+    balance: BoolProperty(
+        name="Balance",
+        description="Keep the body's centre of mass over its planted feet: the hips shift and the "
+        "spine leans back as a hand reaches (needs Move Root and pinned feet; the viewport draws "
+        "the centre of mass and the support polygon)",
+        default=_SOLVER_DEFAULTS["balance"],
+        update=_changed,
+    )
     strict_limits: BoolProperty(
         name="Strict Limits",
         description="Joint limits always hold. Off, a pin that only a bend past a joint limit reaches is "

@@ -12,6 +12,7 @@ import bpy
 import numpy as np
 
 from ..solver import Skeleton
+from ..solver.balance import Body
 from ..solver.kusudama import JointLimits, Kusudama
 from . import production_rigs
 from .armature_checks import MIN_BONE_LENGTH, RigError, check_armature
@@ -78,6 +79,7 @@ class Rig:
     written: tuple = None  # (rotations, locations) as the last solve wrote them
     last_settings: tuple = None  # (full, SolverSettings) of the last solve_armature
     chains: PinnedChains = None  # what a solve_armature hands to the solver
+    body: Body | None = None  # segment masses and feet for balance (`balance_body.rig_body`)
 
 
 _rigs = {}  # object session uid -> Rig

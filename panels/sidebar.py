@@ -121,6 +121,9 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
         layout.prop(settings, "soft_reach", slider=True)
         col = layout.column(heading="Options")
         col.prop(settings, "translate_root")
+        row = col.row()
+        row.active = settings.translate_root
+        row.prop(settings, "balance")
         col.prop(settings, "strict_limits")
         col.prop(settings, "show_limits")
         col.prop(settings, "auto_limits")

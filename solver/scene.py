@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .balance import body_of
 from .kusudama import JointLimits, Kusudama
 from .pins import Pin
+from .presets import bone_roles
 from .settings import FIELDS, SolverSettings
 from .skeleton import Skeleton
 from .stretch import MAX_STRETCH
@@ -175,6 +177,7 @@ def solve_scene(doc):
         limits=scene.limits,
         stiffness=scene.stiffness,
         stretch=scene.stretch,
+        body=body_of(scene.skeleton, bone_roles(scene.skeleton.names)) if scene.settings.balance else None,
     )
     return pose_document(scene, result)
 

@@ -46,7 +46,8 @@ class SolverSettings:
     of a two-bone limb is pulled back toward the limb's root joint so the limb straightens only
     asymptotically, without a pop (`reach.py`); 0 by default, since a limb nearly straight at
     rest sits in the zone (the metarig's legs rest at 0.996 of their length) and a pin made where
-    it rests would then miss.
+    it rests would then miss. `balance`: with `translate_root`, the body's centre of mass is
+    kept over the pinned feet (`balance.balanced`; `solve` needs the body's masses).
     """
 
     iterations: int = 100
@@ -64,6 +65,7 @@ class SolverSettings:
     strict_limits: bool = False
     backend: str = "auto"
     soft_reach: float = 0.0
+    balance: bool = False
 
     def __post_init__(self):
         for field in FIELDS:
@@ -96,4 +98,5 @@ _CHECKS = {
     "strict_limits": flag,
     "backend": _backend,
     "soft_reach": lambda v, f: number(v, f, 0.0, MAX_SOFT_REACH),
+    "balance": flag,
 }

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import native, quat
 from .aim import solve_aimed
+from .balance import balanced
 from .carried_root import carry_roots
 from .kusudama import JointLimits
 from .loop_constants import (
@@ -202,7 +203,9 @@ def _limbs(skeleton, pin_bones, below, solved):
     return _Limbs(*np.array(limbs, dtype=int).reshape(-1, 4).T)
 
 
-def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness=None, stretch=None):
+def solve(
+    skeleton, pins, rotations, locations, settings, limits=None, stiffness=None, stretch=None, body=None
+):
     """Move the skeleton's bones so the pinned bones reach their targets.
 
     `rotations` (N, 4) and `locations` (N, 3) are the local pose the solve starts
@@ -217,7 +220,9 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
     them alone can take them. Which pin yields is decided by the targets and priorities alone,
     never by the order in which they moved. Aim pins (`Pin.aim`) are solved by re-aimed solves
     of all the pins (`aim.solve_aimed`); targets near a limb's full reach are softened first
-    (`settings.soft_reach`, `reach.solve_softened`).
+    (`settings.soft_reach`, `reach.solve_softened`). With `settings.balance` and
+    `translate_root`, a `body` (`balance.Body`: masses and feet) keeps its centre of mass over
+    the pinned feet by re-solves with the root shifted (`balance.balanced`).
     """
     started = time.perf_counter()
     _, rotations, locations, stiffness = _checked_input(
@@ -240,7 +245,14 @@ def solve(skeleton, pins, rotations, locations, settings, limits=None, stiffness
             return solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
         return solve_pins(pins, rotations, locations)
 
-    result = solve_softened(solve_aims, skeleton, pins, rotations, locations, settings)
+    def solve_soft(pins, rotations, locations):
+        """The solve of these pins, targets near full reach softened."""
+        return solve_softened(solve_aims, skeleton, pins, rotations, locations, settings)
+
+    if settings.balance and settings.translate_root and body is not None:
+        result = balanced(solve_soft, skeleton, pins, rotations, locations, body, settings.tolerance)
+    else:
+        result = solve_soft(pins, rotations, locations)
     result = stretch_to_pins(skeleton, pins, result, stretch, settings.tolerance)
     result.ms = (time.perf_counter() - started) * 1e3
     return result

@@ -355,6 +355,7 @@ def test_every_solver_setting_travels_in_a_document():
         "pins_give_way": False,
         "strict_limits": True,
         "soft_reach": 0.03,
+        "balance": True,
     }
     fields = {f.name for f in dataclasses.fields(solver.SolverSettings)} - {"backend"}
     assert set(changed) == set(SETTINGS_FIELDS) == fields

@@ -1,0 +1,360 @@
+"""Balance (`SolverSettings.balance`): the body's centre of mass kept over its feet.
+
+A standing person whose hand reaches forward pushes the hips back, so the centre of mass stays
+over the feet. The loops only meet pins, so balance is a fixed point above them, like aim pins
+(`aim.py`): solve; when the centre of mass's ground projection lies outside the support polygon
+(the convex hull of the planted feet's contact points), pin the translating root's head at a
+point shifted horizontally toward the polygon, at the lowest priority and with free axes, and
+solve again from the same start pose, a few rounds. Every round is a deterministic solve of the
+inputs, so the answer stays a function of the targets, the settings and the start pose; the
+user's pins stay exact (the root pin gives way first where they cannot all be met).
+
+Segment masses are fractions of the body's mass by body role, from Winter's table of
+Dempster's cadaver data (docs/balance.md); bones with no role take the segment of their nearest
+ancestor with one, and a segment's mass is shared by its bones by length.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from . import quat
+from .pins import MAX_PRIORITY, Pin
+from .validation import SceneError, vector
+
+# Share of the body's mass per segment (Winter 2009, Table 4.1, after Dempster 1955).
+SEGMENT_MASS = {
+    "head_neck": 0.081,
+    "trunk": 0.497,
+    "upper_arm": 0.028,
+    "forearm": 0.016,
+    "hand": 0.006,
+    "thigh": 0.100,
+    "shank": 0.0465,
+    "foot": 0.0145,
+}
+_SEGMENT_OF_ROLE = {
+    "head": "head_neck",
+    "neck": "head_neck",
+    "hips": "trunk",
+    "spine": "trunk",
+    "chest": "trunk",
+    "clavicle": "trunk",
+    "pelvis_side": "trunk",
+    "upper_arm": "upper_arm",
+    "upper_arm_twist": "upper_arm",
+    "forearm": "forearm",
+    "forearm_twist": "forearm",
+    "thigh": "thigh",
+    "thigh_twist": "thigh",
+    "shin": "shank",
+    "shin_twist": "shank",
+    "foot": "foot",
+    "toes": "foot",
+}  # every other role (wrist, palm, fingers, thumbs) is part of the hand
+_CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clavicles) included
+BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
+MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
+PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
+HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
+_GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
+
+
+@dataclasses.dataclass(frozen=True)
+class Body:
+    """What balance needs of a skeleton: `masses` (N,) per bone (any scale), `feet` {bone name:
+    (K, 3) ground contact points in that bone's frame (head at 0, the bone along +Y)}, `up` (3,)
+    the ground's normal in armature space, and `centres` (N, 3) where each bone's mass lies in
+    its frame (None: at its middle)."""
+
+    masses: np.ndarray
+    feet: dict
+    up: np.ndarray = dataclasses.field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    centres: np.ndarray | None = None
+
+    def __post_init__(self):
+        masses = np.asarray(self.masses, dtype=float)
+        if masses.ndim != 1 or not np.isfinite(masses).all() or (masses < 0).any() or not masses.sum() > 0:
+            raise SceneError("body.masses", "must be finite, not negative, and not all zero")
+        up = vector(self.up, 3, "body.up")
+        if not np.linalg.norm(up) > 0:
+            raise SceneError("body.up", "must not be zero")
+        feet = {}
+        for bone, points in self.feet.items():
+            points = np.asarray(points, dtype=float).reshape(-1, 3)
+            if not np.isfinite(points).all():
+                raise SceneError(f"body.feet.{bone}", "must be finite points")
+            feet[bone] = points
+        if self.centres is not None:
+            centres = np.asarray(self.centres, dtype=float)
+            if centres.shape != (len(masses), 3) or not np.isfinite(centres).all():
+                raise SceneError("body.centres", "must be one finite point per mass")
+            object.__setattr__(self, "centres", centres)
+        object.__setattr__(self, "masses", masses)
+        object.__setattr__(self, "up", up / np.linalg.norm(up))
+        object.__setattr__(self, "feet", feet)
+
+    def centres_in(self, skeleton):
+        """(N, 3) each bone's mass centre in its frame (the middle where `centres` is None)."""
+        if self.centres is not None:
+            return self.centres
+        centres = np.zeros((len(skeleton), 3))
+        centres[:, 1] = skeleton.lengths * 0.5
+        return centres
+
+    def within(self, whole, part, rotations=None, locations=None):
+        """This body (of skeleton `whole`) for `part`, a skeleton of some of its bones (the
+        pinned chains): each bone's mass carried by its nearest ancestor in `part`, at the place
+        the local pose `rotations`, `locations` (`whole` order) holds it in that ancestor's frame
+        (the solve turns no bone off the chains, so it stays there; None: the rest pose)."""
+        if rotations is None:
+            rotations = np.tile(quat.IDENTITY, (len(whole), 1))
+            locations = np.zeros((len(whole), 3))
+        world, heads = whole.forward(rotations, locations)
+        axes = quat.to_matrix(world)
+        points = heads + np.einsum("nij,nj->ni", axes, self.centres_in(whole))
+        masses, moments = np.zeros(len(part)), np.zeros((len(part), 3))
+        for i, mass in enumerate(self.masses):
+            bone = next((b for b in whole.ancestors(i) if whole.names[b] in part.index), None)
+            if bone is not None and mass > 0:
+                k = part.index[whole.names[bone]]
+                masses[k] += mass
+                moments[k] += mass * (points[i] - heads[bone]) @ axes[bone]
+        feet = {bone: points for bone, points in self.feet.items() if bone in part.index}
+        if not masses.sum() > 0:
+            return Body(np.ones(len(part)), feet, self.up)
+        centres = np.zeros((len(part), 3))
+        centres[:, 1] = part.lengths * 0.5
+        held = masses > 0
+        centres[held] = moments[held] / masses[held, None]
+        return Body(masses, feet, self.up, centres)
+
+
+def body_of(skeleton, roles, up=(0.0, 0.0, 1.0)):
+    """The Body of `skeleton` whose bones have `roles` ({bone name: role}, `presets.bone_roles`):
+    masses from `SEGMENT_MASS`, feet the foot bones with contact points at the heads and tails
+    of them and the toe bones under them (at rest)."""
+    return Body(bone_masses(skeleton, roles), _feet(skeleton, roles), np.asarray(up, dtype=float))
+
+
+def bone_masses(skeleton, roles):
+    """(N,) share of the body's mass per bone: each segment's share split over its bones by
+    length; bones without a role belong to the nearest ancestor's segment; by length alone when
+    no bone has a role."""
+    segments = [None] * len(skeleton)
+    for i in range(len(skeleton)):  # parents first
+        role = roles.get(skeleton.names[i])
+        parent = skeleton.parents[i]
+        segments[i] = _segment(role) if role else (segments[parent] if parent >= 0 else None)
+    if not any(segments):
+        return skeleton.lengths / skeleton.lengths.sum()
+    masses = np.zeros(len(skeleton))
+    for segment in set(segments) - {None}:
+        members = np.array([s == segment for s in segments])
+        lengths = skeleton.lengths[members]
+        masses[members] = SEGMENT_MASS[segment[0]] * lengths / lengths.sum()
+    return masses / masses.sum()
+
+
+def _segment(role):
+    """(segment, side) of a role ("forearm.L" -> ("forearm", "L"), "clavicle.L" -> ("trunk", ""))."""
+    base, _, side = role.partition(".")
+    segment = _SEGMENT_OF_ROLE.get(base, "hand")
+    return segment, "" if segment in _CENTRAL else side
+
+
+def _feet(skeleton, roles):
+    """{foot bone: (K, 3) contact points in its frame}: its head (the ankle), the heel behind it
+    (`HEEL`), its tail and the tails of the toe bones below it, at rest."""
+    feet = {}
+    for i, bone in enumerate(skeleton.names):
+        if roles.get(bone, "").partition(".")[0] != "foot":
+            continue
+        toes = [t for t in range(len(skeleton)) if skeleton.parents[t] == i]
+        toes = [t for t in toes if roles.get(skeleton.names[t], "").startswith("toes")]
+        tails = skeleton.rest_head + skeleton.rest[:, :3, 1] * skeleton.lengths[:, None]
+        heel = skeleton.rest_head[i] - HEEL * (tails[i] - skeleton.rest_head[i])
+        points = np.vstack([skeleton.rest_head[i], heel, tails[i], tails[toes]])
+        feet[bone] = (points - skeleton.rest_head[i]) @ skeleton.rest[i, :3, :3]
+    return feet
+
+
+def centre_of_mass(masses, heads, tails):
+    """The centre of mass of bones weighing `masses` (N,) each at the middle of its `heads` and
+    `tails` (N, 3): the overlay's measure of the pose Blender shows."""
+    return masses @ ((heads + tails) * 0.5) / masses.sum()
+
+
+def pose_centre_of_mass(skeleton, body, rotations, locations):
+    """The centre of mass of `skeleton` in a local pose."""
+    world, heads = skeleton.forward(rotations, locations)
+    points = heads + np.einsum("nij,nj->ni", quat.to_matrix(world), body.centres_in(skeleton))
+    return body.masses @ points / body.masses.sum()
+
+
+@dataclasses.dataclass(frozen=True)
+class Support:
+    """The support polygon: `corners` (M, 3) on the ground (armature space, at the height of the
+    lowest contact), counter-clockwise seen from above; `axes` (2, 3) the ground's directions."""
+
+    corners: np.ndarray
+    axes: np.ndarray
+    up: np.ndarray
+
+    def depth(self, point):
+        """How far `point`'s ground projection lies inside the polygon (negative: outside by
+        that much; a polygon of one or two corners has no inside)."""
+        flat, p = self.corners @ self.axes.T, self.axes @ point
+        return _depth(flat, p)
+
+    def shift(self, point, margin):
+        """(3,) the horizontal move that takes `point`'s ground projection to the nearest point
+        at least `margin` inside the polygon (toward its middle where it is narrower); zero when
+        it is there already."""
+        flat, p = self.corners @ self.axes.T, self.axes @ point
+        if _depth(flat, p) >= margin:
+            return np.zeros(3)
+        middle = flat.mean(0)
+        near = p if _depth(flat, p) >= 0 else _nearest_on_boundary(flat, p)
+        inward = middle - near
+        length = np.linalg.norm(inward)
+        goal = near + inward * (min(margin, length) / length) if length > 0 else middle
+        return (goal - p) @ self.axes
+
+
+def support_of(pins, body, unit):
+    """The Support of the pinned feet whose lowest contact lies within `PLANTED` x `unit` of the
+    lowest pinned foot's, their contact points placed by the pins' targets (pins are met
+    exactly, so the polygon is a function of the targets); None when no foot is pinned."""
+    feet = [pin for pin in pins if pin.bone in body.feet and pin.aim is None]
+    points = [
+        body.feet[pin.bone] @ quat.to_matrix(pin.target_rotation).T + pin.target_position for pin in feet
+    ]
+    return support_from(points, body.up, unit)
+
+
+def support_from(points, up, unit):
+    """The Support of feet whose contact points are `points` ((K, 3) arrays, armature space):
+    those whose lowest point lies within `PLANTED` x `unit` of the lowest carry the body; None
+    for no feet. The overlay draws the polygon of the posed feet with it."""
+    if not points:
+        return None
+    up = np.asarray(up, dtype=float) / np.linalg.norm(up)
+    lowest = np.array([(p @ up).min() for p in points])
+    planted = np.vstack([p for p, low in zip(points, lowest) if low <= lowest.min() + PLANTED * unit])
+    axes = _ground_axes(up)
+    hull = _hull(planted @ axes.T)
+    return Support(hull @ axes + up * lowest.min(), axes, up)
+
+
+def _ground_axes(up):
+    """(2, 3) two unit directions along the ground, a right-handed pair about `up`."""
+    other = np.eye(3)[int(np.argmin(np.abs(up)))]
+    first = np.cross(up, other)
+    first /= np.linalg.norm(first)
+    return np.array([first, np.cross(up, first)])
+
+
+def _hull(points):
+    """The convex hull of (K, 2) points, counter-clockwise (Andrew's monotone chain)."""
+    points = np.unique(np.round(points, 12), axis=0)
+    if len(points) < 3:
+        return points
+
+    def half(ordered):
+        chain = []
+        for p in ordered:
+            while len(chain) >= 2 and _cross(chain[-2], chain[-1], p) <= 0:
+                chain.pop()
+            chain.append(p)
+        return chain[:-1]
+
+    return np.array(half(points) + half(points[::-1]))
+
+
+def _cross(o, a, b):
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+
+def _depth(corners, p):
+    """Signed distance of 2D point `p` inside a counter-clockwise polygon (-inf-like outside
+    measures for fewer than 3 corners: minus the distance to them)."""
+    if len(corners) < 3:
+        return -float(np.linalg.norm(_nearest_on_boundary(corners, p) - p))
+    edges = np.roll(corners, -1, axis=0) - corners
+    lengths = np.linalg.norm(edges, axis=1)
+    inside = (edges[:, 0] * (p[1] - corners[:, 1]) - edges[:, 1] * (p[0] - corners[:, 0])) / lengths
+    if inside.min() >= 0:
+        return float(inside.min())
+    return -float(np.linalg.norm(_nearest_on_boundary(corners, p) - p))
+
+
+def _nearest_on_boundary(corners, p):
+    """The point of the polygon's edges (or its one corner) nearest to 2D point `p`."""
+    starts = corners
+    edges = np.roll(corners, -1, axis=0) - corners
+    along = np.einsum("ij,ij->i", p - starts, edges) / np.maximum(np.einsum("ij,ij->i", edges, edges), 1e-300)
+    near = starts + edges * np.clip(along, 0.0, 1.0)[:, None]
+    return near[np.argmin(np.linalg.norm(near - p, axis=1))]
+
+
+def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
+    """The SolveResult of `pins` with the centre of mass kept over the support polygon.
+
+    `solve_pins(pins, rotations, locations)` solves checked arguments (aim pins included) in the
+    caller's time budget; the skeleton's root must translate (`translate_root`). When the
+    centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
+    each round solves again with one more pin: a position-only pin on the root's head at the
+    plain solve's height, moved along the ground by the shifts asked so far (each scaled by how
+    far the centre of mass followed the root in the round before), at a priority below every
+    user pin, so the hips go back and the spine leans while the user's pins are met as in any
+    solve (where they cannot all be met, the root's pin gives way first). A round starts from
+    the pose of the round before, which lies near its answer. A round whose user pins miss by
+    more than the plain solve's (or `tolerance`), as one the time budget or the iteration cap
+    cut, is never kept: it ends the rounds and the result is marked unconverged, so a live
+    solve is refined. The rounds are a fixed sequence of solves of the inputs, so the answer
+    stays a function of the targets, the settings and the start pose.
+    """
+    if len(body.masses) != len(skeleton):
+        raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
+    plain = solve_pins(pins, rotations, locations)
+    support = support_of(pins, body, skeleton.unit)
+    roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
+    root = roots.pop() if len(roots) == 1 else None
+    if support is None or root is None or any(skeleton.index[pin.bone] == root for pin in pins):
+        return plain
+    heads = skeleton.forward(plain.rotations, plain.locations)[1]
+    com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
+    lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
+    allowed = np.maximum(plain.position_errors, tolerance)
+    offset, gain, iterations, moved = np.zeros(3), 1.0, plain.iterations, plain.moved.copy()
+    best, kept, cut = (-support.depth(com), plain), plain, False
+    for _ in range(BALANCE_ROUNDS):
+        shift = support.shift(com, MARGIN * skeleton.unit)
+        if not np.linalg.norm(shift) > tolerance:
+            break
+        step = shift / gain
+        offset = offset + step
+        target = np.eye(4)
+        target[:3, 3] = heads[root] + offset
+        hips = Pin(skeleton.names[root], target, orientation_weights=(0.0, 0.0, 0.0), priority=lowest)
+        result = _without_last_pin(solve_pins([*pins, hips], kept.rotations, kept.locations))
+        iterations, moved = iterations + result.iterations, moved | result.moved
+        if (result.position_errors > allowed).any():
+            cut = True
+            break
+        kept = result
+        new_com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
+        gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
+        com = new_com
+        best = min(best, (-support.depth(com), result), key=lambda pair: pair[0])
+    result = best[1]
+    result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
+    return result
+
+
+def _without_last_pin(result):
+    """`result` with the per-pin measures of its last pin (balance's own) left out."""
+    for field in ("position_errors", "orientation_errors_deg", "yielded", "beyond_reach"):
+        setattr(result, field, getattr(result, field)[:-1])
+    return result

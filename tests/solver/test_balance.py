@@ -1,0 +1,148 @@
+"""Balance: the centre of mass kept over the pinned feet while a hand reaches, pins exact.
+
+The standing test rig (metres, -Y forward, Z up) has its feet pinned (planted: a priority above
+the hand's) and the right hand swept forward and down to below the hips, as an animator drags
+it; the centre of mass and the support polygon are measured with the module's own functions,
+which the tests of the polygon check against hand-made shapes.
+"""
+
+import numpy as np
+import pytest
+
+from solver import SceneError, quat
+from solver.balance import (
+    SEGMENT_MASS,
+    Body,
+    body_of,
+    bone_masses,
+    pose_centre_of_mass,
+    support_of,
+)
+from solver.pins import Pin
+from solver.presets import bone_roles
+from solver.settings import SolverSettings
+from solver.skeleton import Skeleton
+from solver.solve import solve
+from tests.solver.test_straight_limb import standing_character
+
+HAND = "mixamorig:RightHand"
+FEET = ("mixamorig:LeftFoot", "mixamorig:RightFoot")
+REACH_END = np.array([-0.2, -0.7, 0.5])  # forward and down, below the hips
+FRAMES = 11
+
+
+def sweep_frame(skeleton, share):
+    """The pins of a frame `share` (0..1) of the way of the right hand to REACH_END."""
+    rest = np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3))
+    rotations, heads = skeleton.forward(*rest)
+    pins = []
+    for name in (*FEET, HAND):
+        b = skeleton.index[name]
+        target = np.eye(4)
+        target[:3, :3] = quat.to_matrix(rotations[b])
+        target[:3, 3] = heads[b] + (share * (REACH_END - heads[b]) if name == HAND else 0.0)
+        if name == HAND:
+            pins.append(Pin(name, target, orientation_weights=(0.0, 0.0, 0.0)))
+        else:
+            pins.append(Pin(name, target, priority=1.0))
+    return pins
+
+
+def swept(balance, frames=FRAMES):
+    """(share of frames with the centre of mass over the feet, largest pin miss, poses)."""
+    skeleton, limits = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    rotations, locations = np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3))
+    settings = SolverSettings(translate_root=True, balance=balance)
+    inside, misses, poses = 0, [], []
+    for frame in range(frames):
+        pins = sweep_frame(skeleton, frame / (frames - 1))
+        result = solve(skeleton, pins, rotations, locations, settings, limits, body=body)
+        com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
+        inside += support_of(pins, body, skeleton.unit).depth(com) >= 0.0
+        misses.append(result.position_errors.max())
+        poses.append((result.rotations, result.locations))
+    return inside / frames, max(misses), poses
+
+
+def test_the_centre_of_mass_stays_over_the_feet_and_the_pins_hold():
+    off, _, _ = swept(False)
+    on, miss, poses = swept(True)
+    assert off < 0.8  # the hand's reach tips the body over its toes
+    assert on >= 0.95
+    assert miss <= 1e-5  # 0.01 mm: the pins are met as exactly as without balance
+    skeleton, _ = standing_character()
+    hips = skeleton.forward(*poses[-1])[1][skeleton.index["mixamorig:Hips"]]
+    assert hips[1] > 0.02  # the hips went back (+Y), away from the reaching hand
+
+
+def test_the_balanced_pose_is_a_function_of_the_targets():
+    skeleton, limits = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    rest = np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3))
+    settings = SolverSettings(translate_root=True, balance=True)
+    late = sweep_frame(skeleton, 0.9)
+    first = solve(skeleton, late, *rest, settings, limits, body=body)
+    solve(skeleton, sweep_frame(skeleton, 0.4), *rest, settings, limits, body=body)
+    again = solve(skeleton, late, *rest, settings, limits, body=body)
+    assert np.array_equal(first.rotations, again.rotations)
+    assert np.array_equal(first.locations, again.locations)
+
+
+def test_a_part_of_the_body_carries_the_rest_where_the_pose_holds_it():
+    skeleton, _ = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    rng = np.random.default_rng(3)
+    rotations = quat.normalize(
+        np.tile(quat.IDENTITY, (len(skeleton), 1)) + rng.normal(0, 0.1, (len(skeleton), 4))
+    )
+    locations = np.zeros((len(skeleton), 3))
+    chain = [b for b in range(len(skeleton)) if not skeleton.names[b].endswith(("Arm", "ForeArm", "Hand"))]
+    chain = [b for b in chain if all(a in chain for a in skeleton.ancestors(b))]
+    part = Skeleton(
+        [skeleton.names[b] for b in chain],
+        [skeleton.names[skeleton.parents[b]] if skeleton.parents[b] >= 0 else None for b in chain],
+        skeleton.rest[chain],
+        skeleton.lengths[chain],
+    )
+    carried = body.within(skeleton, part, rotations, locations)
+    whole = pose_centre_of_mass(skeleton, body, rotations, locations)
+    assert pose_centre_of_mass(part, carried, rotations[chain], locations[chain]) == pytest.approx(whole)
+
+
+def test_segment_masses_follow_the_table_and_sum_to_one():
+    skeleton, _ = standing_character()
+    masses = bone_masses(skeleton, bone_roles(skeleton.names))
+    assert masses.sum() == pytest.approx(1.0)
+    thigh = masses[skeleton.index["mixamorig:LeftUpLeg"]]
+    assert thigh == pytest.approx(SEGMENT_MASS["thigh"])
+    trunk = ("Hips", "Spine", "Spine1", "LeftShoulder", "RightShoulder")
+    assert sum(masses[skeleton.index[f"mixamorig:{b}"]] for b in trunk) == pytest.approx(
+        SEGMENT_MASS["trunk"]
+    )
+
+
+def test_the_support_polygon_is_the_hull_of_the_planted_feet():
+    skeleton, _ = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    pins = sweep_frame(skeleton, 0.0)
+    support = support_of(pins, body, skeleton.unit)
+    assert np.allclose(support.corners @ body.up, support.corners[0] @ body.up)
+    middle = support.corners.mean(0)
+    assert support.depth(middle) > 0.0
+    assert support.depth(middle + np.array([0.0, 1.0, 0.0])) < 0.0
+    lifted = [
+        Pin(p.bone, p.target + np.pad([[0.0], [0.0], [0.3]], ((0, 1), (3, 0))))
+        if p.bone.endswith("LeftFoot")
+        else p
+        for p in pins
+    ]
+    one_foot = support_of(lifted, body, skeleton.unit)
+    assert np.all(one_foot.corners[:, 0] < 0.0)  # only the right foot (at -X) carries the body
+
+
+def test_a_bad_body_is_refused_naming_the_field():
+    with pytest.raises(SceneError, match="body.masses"):
+        Body(np.array([-1.0, 2.0]), {})
+    with pytest.raises(SceneError, match="body.up"):
+        Body(np.ones(2), {}, np.zeros(3))
