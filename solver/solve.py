@@ -32,7 +32,7 @@ import numpy as np
 from . import native, quat
 from .aim import solve_aimed
 from .balance import balanced
-from .carried_root import carry_roots
+from .carried_root import carry_roots, places_roots
 from .kusudama import JointLimits
 from .loop_constants import (
     BEND_TILT,
@@ -295,10 +295,12 @@ def _solved_apart(skeleton, pins, roots, rotations, locations, settings, limits,
 def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started):
     """`solve` on checked arguments whose pins hang from one root."""
     if settings.stage_targets:
-        rotations, locations = _carried_start(skeleton, pins, rotations, locations, settings, stiffness)
+        rotations, locations, placed = _carried_start(
+            skeleton, pins, rotations, locations, settings, stiffness
+        )
         rotations = _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
         rotations, locations = _continued_start(
-            skeleton, pins, rotations, locations, settings, limits, stiffness, started
+            skeleton, pins, rotations, locations, _kept_root(settings, placed), limits, stiffness, started
         )
     result = _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
     if limits is not None and not settings.strict_limits and not result.converged:
@@ -315,9 +317,10 @@ def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, s
 
 
 def _carried_start(skeleton, pins, rotations, locations, settings, stiffness):
-    """The start with its translating roots carried with the pins they see (`carry_roots`)."""
+    """(rotations, locations, placed) of the start with its translating roots carried with the
+    pins they see (`carry_roots`); placed: the torso placed a root (`places_roots`)."""
     if not settings.translate_root:
-        return rotations, locations
+        return rotations, locations, False
     plan = plan_solve(
         skeleton.normalized(),
         [skeleton.index[pin.bone] for pin in pins],
@@ -331,7 +334,15 @@ def _carried_start(skeleton, pins, rotations, locations, settings, stiffness):
         for bone, seen, factor, moving in zip(batch.bones, batch.seen, batch.factor, batch.translating)
         if moving
     ]
-    return carry_roots(skeleton, pins, rotations, locations, roots, plan.levels, stiffness)
+    rotations, locations = carry_roots(skeleton, pins, rotations, locations, roots, plan.levels, stiffness)
+    return rotations, locations, places_roots(skeleton, pins, roots)
+
+
+@functools.lru_cache(maxsize=32)
+def _kept_root(settings, placed):
+    """The settings of the carried start's stages: a root the torso placed keeps its head there
+    (no root translation) until the solve itself."""
+    return dataclasses.replace(settings, translate_root=False) if placed else settings
 
 
 def _continued_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started):
