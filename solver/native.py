@@ -12,6 +12,7 @@ library was not built.
 
 import ctypes
 import time
+import weakref
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
 from .qcp import ADJUGATE_TRUST, PREFER_SMALL
 
-ABI_VERSION = 6  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 7  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -124,10 +125,12 @@ def _checked_library():
             and _same_layout(library.ewbik_limits_layout, NativeLimits)
         ):
             return None
+        library.ewbik_solve.argtypes = [ctypes.POINTER(_Problem)]
+        library.ewbik_solve.restype = _INT
+        library.ewbik_forward.argtypes = [_INT] + [_P] * 8
+        library.ewbik_forward.restype = _INT
     except AttributeError:
         return None
-    library.ewbik_solve.argtypes = [ctypes.POINTER(_Problem)]
-    library.ewbik_solve.restype = _INT
     return library
 
 
@@ -146,6 +149,53 @@ _LIBRARY = _checked_library()
 def available():
     """Whether the compiled loop was built for this machine."""
     return _LIBRARY is not None
+
+
+def forward_into(skeleton, rotations, locations, world, head, levels):
+    """`Skeleton.forward_into` in C (no scales): True when done, False where the library is
+    missing or `world`/`head` are not arrays C can write in place (numpy does it then)."""
+    if _LIBRARY is None or not all(a.flags.c_contiguous and a.dtype == np.float64 for a in (world, head)):
+        return False
+    parents, local_rest, local_offset, orders = _skeleton_arrays(skeleton)
+    order = orders.get(id(levels))
+    if order is None or order[0] is not levels:
+        if len(orders) > _KEPT_ORDERS:
+            orders.clear()
+        bones = np.concatenate([levels[0]] + [idx for idx, _ in levels[1]])
+        order = orders[id(levels)] = (levels, _ints(bones))
+    order = order[1]
+    rotations, locations = _floats(rotations), _floats(locations)
+    _LIBRARY.ewbik_forward(
+        len(order),
+        order.ctypes.data,
+        parents.ctypes.data,
+        local_rest.ctypes.data,
+        local_offset.ctypes.data,
+        rotations.ctypes.data,
+        locations.ctypes.data,
+        world.ctypes.data,
+        head.ctypes.data,
+    )
+    return True
+
+
+_skeletons: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> its arrays as C takes them
+_KEPT_ORDERS = 64  # kinematic orders kept per skeleton before they are packed afresh
+
+
+def _skeleton_arrays(skeleton):
+    """(parents, local rest matrices, local offsets, {id of levels: (levels, their bones parents
+    first)}) of a skeleton, packed once (a skeleton does not change after it is built; the
+    levels of a plan are kept with its plan, so their order is packed once too)."""
+    found = _skeletons.get(skeleton)
+    if found is None:
+        found = _skeletons[skeleton] = (
+            _ints(skeleton.parents),
+            _floats(skeleton.local_rest_matrix),
+            _floats(skeleton.local_offset),
+            {id(None): (None, _ints(np.concatenate(skeleton.levels)))},
+        )
+    return found
 
 
 def _ints(values):

@@ -8,7 +8,7 @@ import copy
 
 import numpy as np
 
-from . import quat
+from . import native, quat
 from .validation import MAX_COORDINATE, MIN_LENGTH, SceneError, is_real, matrix, name, number
 
 _ORTHONORMAL_TOL = 1e-3
@@ -158,12 +158,15 @@ class Skeleton:
     def forward_into(self, rotations, locations, world, head, levels=None, scales=None):
         """World rotation matrices (N, 3, 3) and heads (N, 3) into preallocated arrays.
 
-        Matrices make each depth level two batched matmuls; this is the solver's
-        hot path. `levels` (from `kinematic_levels`) restricts the pass to a subset
+        Matrices make each depth level two batched matmuls; where the compiled library is built
+        (and no bone is scaled) it does the same bone by bone (`native.forward_into`): a
+        level's numpy calls cost more than a small rig's whole pass in C. `levels` (from `kinematic_levels`) restricts the pass to a subset
         of bones closed under ancestors; the others are left untouched. `scales` (N,) (None: 1)
         stretch each bone along its Y: a child's offset along its parent's Y scales with the
         parent's scale (the bases stay rotations: the solver's scale is only a bone's length).
         """
+        if scales is None and native.forward_into(self, rotations, locations, world, head, levels):
+            return
         roots, steps = levels if levels is not None else (self.levels[0], self.level_parents)
         local = self.local_rest_matrix @ quat.to_matrix(rotations)
         offset = (

@@ -220,28 +220,45 @@ typedef struct {
     int capped;           /* whether a bone step of the current sweep was cut to its dampening */
 } State;
 
+/* World rotation matrices (row-major 3x3) and heads of the bones in `order` (parents first). */
+static void forward_bones(int n_order, const int *order, const int *parents, const double *local_rest,
+                          const double *local_offset, const double *rotations, const double *locations,
+                          double *world, double *head)
+{
+    for (int i = 0; i < n_order; i++) {
+        int b = order[i], p = parents[b];
+        double rot[9], local[9], offset[3];
+        quat_to_matrix(rotations + 4 * b, rot);
+        matmul(local_rest + 9 * b, rot, local);
+        matvec(local_rest + 9 * b, locations + 3 * b, offset);
+        for (int c = 0; c < 3; c++)
+            offset[c] += local_offset[3 * b + c];
+        if (p < 0) {
+            memcpy(world + 9 * b, local, sizeof local);
+            memcpy(head + 3 * b, offset, sizeof offset);
+        } else {
+            double moved[3];
+            matmul(world + 9 * p, local, world + 9 * b);
+            matvec(world + 9 * p, offset, moved);
+            for (int c = 0; c < 3; c++)
+                head[3 * b + c] = head[3 * p + c] + moved[c];
+        }
+    }
+}
+
+int ewbik_forward(int n_order, const int *order, const int *parents, const double *local_rest,
+                  const double *local_offset, const double *rotations, const double *locations, double *world,
+                  double *head)
+{
+    forward_bones(n_order, order, parents, local_rest, local_offset, rotations, locations, world, head);
+    return 0;
+}
+
 static void forward(State *st)
 {
     const ewbik_problem *pb = st->pb;
-    for (int i = 0; i < pb->n_kinematic; i++) {
-        int b = pb->kinematic[i], p = pb->parents[b];
-        double rot[9], local[9], offset[3];
-        quat_to_matrix(pb->rotations + 4 * b, rot);
-        matmul(pb->local_rest + 9 * b, rot, local);
-        matvec(pb->local_rest + 9 * b, pb->locations + 3 * b, offset);
-        for (int c = 0; c < 3; c++)
-            offset[c] += pb->local_offset[3 * b + c];
-        if (p < 0) {
-            memcpy(st->world + 9 * b, local, sizeof local);
-            memcpy(st->head + 3 * b, offset, sizeof offset);
-        } else {
-            double moved[3];
-            matmul(st->world + 9 * p, local, st->world + 9 * b);
-            matvec(st->world + 9 * p, offset, moved);
-            for (int c = 0; c < 3; c++)
-                st->head[3 * b + c] = st->head[3 * p + c] + moved[c];
-        }
-    }
+    forward_bones(pb->n_kinematic, pb->kinematic, pb->parents, pb->local_rest, pb->local_offset, pb->rotations,
+                  pb->locations, st->world, st->head);
     for (int p = 0; p < pb->n_pins; p++) {
         int b = pb->pin_bone[p];
         memcpy(st->eff_pos + 3 * p, st->head + 3 * b, 3 * sizeof(double));

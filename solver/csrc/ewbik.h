@@ -80,8 +80,14 @@ typedef struct {
 /* Run the iterations; 0 on success, -1 when memory ran out (the pose is then untouched). */
 int ewbik_solve(const ewbik_problem *problem);
 
+/* Forward kinematics of `skeleton.forward_into`: world rotation matrices (n, 3, 3, row-major)
+ * and heads (n, 3) of the bones in `order` (each after its parent); other rows untouched. */
+int ewbik_forward(int n_order, const int *order, const int *parents, const double *local_rest,
+                  const double *local_offset, const double *rotations, const double *locations, double *world,
+                  double *head);
+
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 6
+#define EWBIK_ABI_VERSION 7
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */

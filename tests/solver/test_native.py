@@ -289,6 +289,7 @@ def test_a_library_with_other_structures_is_not_used(monkeypatch):
             self.ewbik_problem_layout = real.ewbik_problem_layout
             self.ewbik_limits_layout = real.ewbik_limits_layout
             self.ewbik_solve = real.ewbik_solve
+            self.ewbik_forward = real.ewbik_forward
 
     size = real.ewbik_problem_size()
     monkeypatch.setattr(native, "load_library", lambda: StaleLibrary(native.ABI_VERSION, size))
@@ -298,6 +299,10 @@ def test_a_library_with_other_structures_is_not_used(monkeypatch):
     monkeypatch.setattr(native, "load_library", lambda: StaleLibrary(native.ABI_VERSION, size - 8))
     assert native._checked_library() is None
     monkeypatch.setattr(native, "load_library", lambda: object())
+    assert native._checked_library() is None
+    without_forward = StaleLibrary(native.ABI_VERSION, size)
+    del without_forward.ewbik_forward
+    monkeypatch.setattr(native, "load_library", lambda: without_forward)
     assert native._checked_library() is None
 
 
@@ -358,3 +363,30 @@ def test_the_manifest_declares_every_platform_with_a_library():
     with open(REPO / "blender_manifest.toml", "rb") as f:
         declared = tomllib.load(f)["platforms"]
     assert sorted(declared) == sorted(native_library.PLATFORMS)
+
+
+@pytest.mark.compares_backends
+@pytest.mark.parametrize("seed", range(5))
+def test_forward_kinematics_in_c_match_numpy_on_all_bones_and_on_a_chain(seed, monkeypatch):
+    """`Skeleton.forward_into` in C (where the library is built) and in numpy give the same
+    frames and heads, for the whole skeleton and for one bone's chain of ancestors."""
+    if not native.available():
+        pytest.skip("the compiled loop is not built")
+    skeleton, _, rotations, _, rng = random_problem(seed, 30, 1)
+    locations = rng.normal(scale=0.2, size=(len(skeleton), 3))
+    chain = skeleton.kinematic_levels([int(rng.integers(len(skeleton)))])
+    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
+    assert native.forward_into(skeleton, rotations, locations, world, heads, chain)  # C took it
+    answers = []
+    for library in (native._LIBRARY, None):
+        monkeypatch.setattr(native, "_LIBRARY", library)
+        frames = []
+        for levels in (None, chain):
+            world, heads = np.full((len(skeleton), 3, 3), np.nan), np.full((len(skeleton), 3), np.nan)
+            skeleton.forward_into(rotations, locations, world, heads, levels)
+            frames.append((world, heads))
+        answers.append(frames)
+    for (world_c, heads_c), (world_np, heads_np) in zip(*answers):
+        np.testing.assert_array_equal(np.isnan(heads_c), np.isnan(heads_np))
+        np.testing.assert_allclose(world_c, world_np, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(heads_c, heads_np, rtol=0, atol=1e-12)
