@@ -114,7 +114,8 @@ def _torso_pins(skeleton, root, pins):
 
 def _torso_layout(skeleton, root, bones):
     """(place of the head among `bones` or -1, places of the feet) for `_torso_pins`, kept per
-    skeleton, root and pinned bones (a live drag asks every update)."""
+    skeleton, root and pinned bones (a live drag asks every update). The head is the one of the
+    root's own body (a crowd's skeleton holds one per armature)."""
     kept = _kept_torso.setdefault(skeleton, {})
     key = (root, bones)
     if key not in kept:
@@ -122,8 +123,10 @@ def _torso_layout(skeleton, root, bones):
             roles = bone_roles(skeleton.names)
             heads = [skeleton.index[name] for name, role in roles.items() if role == "head"]
             feet = {skeleton.index[name] for name, role in roles.items() if role in FOOT_ROLES}
-            kept[""] = (heads[0] if len(heads) == 1 else -1, feet)
-        head, feet = kept[""]
+            kept[""] = (heads, feet)
+        heads, feet = kept[""]
+        own = [h for h in heads if skeleton.root_of[h] == skeleton.root_of[root]]
+        head = own[0] if len(own) == 1 else -1
         trunk = skeleton.ancestors(head)[1:] if head >= 0 else []
         layout = (-1, [])
         if head in bones and root in trunk and not set(trunk).intersection(bones):

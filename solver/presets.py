@@ -66,8 +66,10 @@ def available_presets():
 
 @functools.lru_cache(maxsize=4096)
 def _split(name):
-    """(core, side, segment) of a bone name: core lower-case without separators, side 'L'/'R'/None."""
-    base = name.rsplit(":", 1)[-1]
+    """(core, side, segment) of a bone name: core lower-case without separators, side 'L'/'R'/None.
+    A namespace before ':' (an FBX or Mixamo rig's) or '/' (an armature's place in a crowd) is
+    not part of the name."""
+    base = re.split("[:/]", name)[-1]
     for prefix in _NAMES["strip_prefixes"]:
         if base.startswith(prefix):
             base = base[len(prefix) :]

@@ -238,3 +238,23 @@ def test_a_deep_knee_bend_lowers_the_hips_between_the_feet():
     solved = skeleton.forward(result.rotations, result.locations)[1][hips]
     assert abs(solved[2] - captured[2]) < 0.06, solved - captured
     assert np.linalg.norm(solved - captured) < 0.1, solved - captured
+
+
+def test_each_body_of_a_crowd_places_its_hips_as_it_does_alone():
+    """Two copies of the CMU rig in one skeleton (bones `k/name`, as a crowd's): each finds its
+    own head and feet, so the torso places each one's hips as it places a lone rig's."""
+    clip = bench_solver.load_clip(CLIP, 40)
+    row, skeleton = 9, clip.skeleton
+    rotations, locations = bench_solver.hips_given_start(clip, 0, clip.clip_rotations[0])
+    settings = SolverSettings(iterations=500, tolerance=1e-7, translate_root=True)
+    frame_pins = bench_solver.frame_pins(clip, row)
+    lone = solve(skeleton, frame_pins, rotations, locations, settings)
+    names = [f"{k}/{name}" for k in range(2) for name in skeleton.names]
+    parents = [None if p < 0 else f"{k}/{skeleton.names[p]}" for k in range(2) for p in skeleton.parents]
+    crowd = Skeleton(names, parents, np.tile(skeleton.rest, (2, 1, 1)), np.tile(skeleton.lengths, 2))
+    crowd_pins = [pin.renamed(f"{k}/{pin.bone}") for k in range(2) for pin in frame_pins]
+    together = solve(crowd, crowd_pins, np.tile(rotations, (2, 1)), np.tile(locations, (2, 1)), settings)
+    heads = crowd.forward(together.rotations, together.locations)[1].reshape(2, len(skeleton), 3)
+    lone_heads = skeleton.forward(lone.rotations, lone.locations)[1]
+    for k in range(2):
+        np.testing.assert_allclose(heads[k], lone_heads, atol=1e-6)
