@@ -263,6 +263,7 @@ def test_exported_scene_imported_solves_to_the_same_pose(metarig, tmp_path):
         "pins_give_way",
         "strict_limits",
         "soft_reach",
+        "balance",
     }
     armature_solve = addon_module("ewbik_addon.armature_solve")
     armature_solve.solve_armature(
