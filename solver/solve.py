@@ -57,7 +57,7 @@ from .two_bone import two_bone_ik
 from .validation import MAX_COORDINATE, SceneError
 
 _RESTART_MISS = 2e-3
-_CONTINUATION_STEP = 0.15  # share of the rig's size a target moves per stage of the start's carry
+_CONTINUATION_STEP = 0.2  # share of the rig's size a target moves per stage of the start's carry
 _CONTINUATION_STAGES = 8  # at most this many stages before the solve itself
 _YIELD_HALVINGS = 4  # halvings of the angle by which limits yield to pins, from a half turn
 _STAGE_ITERATIONS = 30  # iterations of a stage of the carried start (they reach in 7 to 20)

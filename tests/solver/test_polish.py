@@ -170,8 +170,9 @@ def test_polished_solves_agree_between_the_loops(translate_root):
 
 @pytest.mark.compares_backends
 def test_limited_polished_solves_reach_targets_inside_the_limits_in_both_loops():
-    """Targets posed inside the limits: both loops reach them and stay inside (which of the
-    equally good poses each picks is not unique, so only errors and violations are compared)."""
+    """Targets posed inside the limits, limits strict (no yielding to a pin the loops did not
+    settle): both loops reach them and stay inside (which of the equally good poses each picks
+    is not unique, so only errors and violations are compared)."""
     limits_of = {
         1: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.6)], TwistLimit(-0.5, 0.5)),
         3: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.4), LimitCone((0.0, 0.6, 0.8), 0.3)]),
@@ -194,7 +195,7 @@ def test_limited_polished_solves_reach_targets_inside_the_limits_in_both_loops()
                 pins,
                 rotations,
                 locations,
-                SolverSettings(iterations=300, tolerance=1e-7, backend=backend),
+                SolverSettings(iterations=300, tolerance=1e-7, backend=backend, strict_limits=True),
                 limits=limits,
             )
             assert result.position_errors.max() <= 1e-7 * skeleton.unit + 1e-12, (seed, backend)
