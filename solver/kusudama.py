@@ -306,23 +306,30 @@ class _Packed:
         self._build_probe()
         for row, kusudama in fresh:
             self._fill_twist(row, kusudama)
+        by_cones = {}
         for row, kusudama in zip(rows, kusudamas):
             if getattr(kusudama, "_pack", None) is not None:
-                self._copy_row(row, kusudama._pack, len(kusudama.cones), n_cones)
+                by_cones.setdefault(len(kusudama.cones), []).append((row, kusudama._pack))
+        for k, packed in by_cones.items():
+            self._copy_rows(*zip(*packed), k, n_cones)
         self.any_comfort = bool(np.any(self.comfort > 0.0))
 
-    def _copy_row(self, row, own, k, n_cones):
-        """Row `row` from a Kusudama's own one-row pack (`k` cones), its tangent cones moved to
-        where `n_cones` cones put them: packing a skeleton's limits repeats no geometry."""
+    def _copy_rows(self, rows, packs, k, n_cones):
+        """Rows `rows` from Kusudamas' own one-row packs (`k` cones each), their tangent cones
+        moved to where `n_cones` cones put them: packing a skeleton's limits repeats no geometry,
+        and the rows of one cone count are copied together."""
+        rows = np.array(rows, dtype=int)
         tangents = 2 * max(k - 1, 0)
         regions = np.r_[0:k, n_cones : n_cones + tangents]
         own_regions = np.r_[0:k, k : k + tangents]
         for name in ("centres", "radii", "sign", "planes", "on", "fallback", "probe"):
-            getattr(self, name)[row, regions] = getattr(own, name)[0, own_regions]
+            own = np.stack([getattr(pack, name)[0] for pack in packs])
+            getattr(self, name)[rows[:, None], regions] = own[:, own_regions]
         for name in ("tangent_dir", "tangent_radius", "tangent_on"):
-            getattr(self, name)[row, :tangents] = getattr(own, name)[0, :tangents]
+            own = np.stack([getattr(pack, name)[0] for pack in packs])
+            getattr(self, name)[rows, :tangents] = own[:, :tangents]
         for name in ("swing_on", "centre", "twist_on", "twist_frame", "twist_half", "comfort"):
-            getattr(self, name)[row] = getattr(own, name)[0]
+            getattr(self, name)[rows] = np.stack([getattr(pack, name)[0] for pack in packs])
 
     def _fill_regions(self, row, kusudama, n_cones):
         cones = kusudama.cones
