@@ -6,78 +6,151 @@ steadily through full reach snaps the limb straight in a frame or two (the "pop"
 "soft IK", within the last `soft` share of L the target is pulled back along the line from the
 limb's root joint toward it, to L - s + s (1 - exp(-(d - L + s) / s)) (s = soft x L): the same
 distance and rate where the zone begins, L only at infinity, so the bend changes at a bounded
-rate. The targets are moved before the solve (staging, giving way, poles all see the softened
-ones) and the pins report their miss from their own targets.
+rate. The pins report their miss from their own targets.
 
-The root joint is where the pose the solve starts from puts it; where the solve moves it (a spine
-that bends toward a hand) the targets are softened again from the solved root joints and the
-pins solved again from the start pose, until the softened targets move by at most the
-tolerance (at most `REACH_ROUNDS`). Each round is a solve of the inputs, so the answer stays a
-function of the targets, the settings and the start pose.
+The body is solved toward the pins' own targets (staging, giving way, poles and aim as in any
+solve), which places each limb's root joint where the rest of the body takes it (a spine that
+bends toward a hand, hips that drop). Then, as soft IK runs after the animation it softens,
+each limb whose target lies in its soft zone from that root joint is bent again in its own
+plane (`poles.bend_direction`: the plane the solve, a pole or the limb's own bend gave it) so
+its pinned bone's head meets the softened target, the pinned bone keeping its armature-space
+frame: only the limb's three bones turn, and nothing else moves. A limb is left as solved where
+another pin hangs from it (the new bend would move that pin) or the solve did not move all three
+of its bones (stiffness 1). Joint limits are not consulted for this last bend: it bends the
+limb further from straight, by at most the arc that takes its end a soft zone's depth inward.
+The answer is a function of the targets, the settings and the start pose, with one solve.
 """
+
+import math
+import weakref
 
 import numpy as np
 
-REACH_ROUNDS = 4  # at most this many solves toward softened targets
+from . import quat
+from .poles import bend_direction, own_bend
+
 _STRAIGHT_AT_REST = 1e-4  # share of its length below which a limb's rest pose is straight
+_LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {pins' bones: soft limbs}
 
 
 def solve_softened(solve_pins, skeleton, pins, rotations, locations, settings):
-    """The SolveResult of `solve_pins(pins, rotations, locations)` toward the pins' softened
-    targets, with each pin's position error measured from its own target."""
-    limbs = _soft_limbs(skeleton, pins) if settings.soft_reach > 0.0 else None
-    if not limbs:
-        return solve_pins(pins, rotations, locations)
-    pose, moved = (rotations, locations), np.zeros(len(skeleton), dtype=bool)
-    softened, iterations = None, 0
-    for _ in range(REACH_ROUNDS):
-        heads = skeleton.forward(*pose)[1]
-        targets = _softened_targets(pins, limbs, heads, settings.soft_reach)
-        if softened is not None and not np.abs(targets - softened).max(initial=0.0) > settings.tolerance:
-            break
-        softened = targets
-        result = solve_pins(_moved_pins(pins, limbs, targets), rotations, locations)
-        pose, iterations, moved = (
-            (result.rotations, result.locations),
-            iterations + result.iterations,
-            moved | result.moved,
-        )
-    heads = skeleton.forward(*pose)[1]
-    for k, pin in enumerate(pins):
-        if k in limbs:
-            result.position_errors[k] = np.linalg.norm(heads[skeleton.index[pin.bone]] - pin.target_position)
-    result.iterations, result.moved = iterations, moved
+    """The SolveResult of `solve_pins(pins, rotations, locations)` with each limb whose target
+    lies in its soft zone bent to meet its softened target, each pin's position error measured
+    from its own target."""
+    result = solve_pins(pins, rotations, locations)
+    if settings.soft_reach > 0.0:
+        limbs = _soft_limbs(skeleton, tuple((pin.bone, pin.aim is None) for pin in pins))
+        if limbs:
+            _soften(skeleton, pins, limbs, result, settings.soft_reach)
     return result
 
 
-def _soft_limbs(skeleton, pins):
-    """{pin index: (root joint's bone, limb length)} for each position-holding pin whose bone
-    has a parent and a grandparent that are not straight at rest (a straight limb has no bend
-    to soften, and its rest pose sits at full reach)."""
+def _soft_limbs(skeleton, bones):
+    """The soft limbs of pins on `bones` ((bone name, holds a position) per pin), cached per
+    skeleton: {pin index: (upper, lower, end, limb length, own bend, levels)} for each
+    position-holding pin whose bone has a parent and a grandparent that are not straight at rest
+    (a straight limb has no bend to soften, and its rest pose sits at full reach), and from whose
+    upper bone no other pin hangs; `levels` the kinematic levels of the limbs' ends."""
+    known = _LIMBS.setdefault(skeleton, {})
+    if bones in known:
+        return known[bones]
+    ends = [skeleton.index[bone] for bone, _ in bones]
+    chains = [skeleton.ancestors(end) for end in ends]
+    head = skeleton.rest_head
     limbs = {}
-    for k, pin in enumerate(pins):
-        end = skeleton.index[pin.bone]
+    for k, (end, (_, holds)) in enumerate(zip(ends, bones)):
         limb = skeleton.limb_above(end)
-        if pin.aim is not None or limb is None:
+        if not holds or limb is None:
             continue
         upper, lower = limb
-        head = skeleton.rest_head
+        if any(upper in chain for j, chain in enumerate(chains) if j != k):
+            continue
         length = np.linalg.norm(head[lower] - head[upper]) + np.linalg.norm(head[end] - head[lower])
         if np.linalg.norm(head[end] - head[upper]) < length * (1.0 - _STRAIGHT_AT_REST):
-            limbs[k] = (upper, length)
-    return limbs
+            own = own_bend(head[upper], head[lower], head[end], skeleton.rest[lower, :3, :3])
+            limbs[k] = (upper, lower, end, float(length), own)
+    levels = skeleton.kinematic_levels([limb[2] for limb in limbs.values()])
+    known[bones] = {k: (*limb, levels) for k, limb in limbs.items()}
+    return known[bones]
 
 
-def _softened_targets(pins, limbs, heads, soft):
-    """(L, 3) the softened target of each pin in `limbs` (in their order) from root joints at
-    `heads` (N, 3)."""
-    targets = np.empty((len(limbs), 3))
-    for row, (k, (root, length)) in enumerate(limbs.items()):
-        way = pins[k].target_position - heads[root]
-        targets[row] = heads[root] + way * soft_distance(np.linalg.norm(way), length, soft) / max(
-            np.linalg.norm(way), 1e-300
+def _soften(skeleton, pins, limbs, result, soft):
+    """Bend each limb of `limbs` (`_soft_limbs`) whose target lies in its soft zone from its
+    root joint in `result`'s pose so its pinned bone meets the softened target (in place)."""
+    moved = result.moved
+    rows = [k for k, limb in limbs.items() if moved[limb[0]] and moved[limb[1]] and moved[limb[2]]]
+    if not rows:
+        return
+    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
+    skeleton.forward_into(result.rotations, result.locations, world, heads, limbs[rows[0]][5])
+    rotations = None
+    for k in rows:
+        upper, lower, end, length, own = limbs[k][:5]
+        target = pins[k].target_position
+        root = heads[upper]
+        way = target - root
+        distance = math.sqrt(way @ way)
+        softened = soft_distance(distance, length, soft)
+        if not softened < distance:
+            continue
+        middle, tip = heads[lower], heads[end]
+        bend = bend_direction(root, middle, tip, world[lower] @ own)
+        if bend is None:
+            continue
+        first, second = middle - root, tip - middle
+        upper_length, lower_length = math.sqrt(first @ first), math.sqrt(second @ second)
+        along = way / distance
+        bend = bend - (bend @ along) * along
+        bend_length = math.sqrt(bend @ bend)
+        if not bend_length > 1e-9:
+            continue
+        bend = bend / bend_length
+        reach = min(max(softened, abs(upper_length - lower_length)), upper_length + lower_length)
+        cosine = (upper_length**2 + reach**2 - lower_length**2) / (2.0 * upper_length * reach)
+        cosine = min(1.0, max(-1.0, cosine))
+        joint = root + upper_length * (cosine * along + math.sqrt(1.0 - cosine * cosine) * bend)
+        reached = root + reach * along
+        turn_upper = _arc(first, joint - root)  # armature space
+        turn_lower = _arc(second, reached - joint)  # the lower bone's in all
+        if rotations is None:
+            rotations = result.rotations.copy()
+            result.position_errors = result.position_errors.copy()
+        parent = skeleton.parents[upper]
+        upper_frame = skeleton.local_rest_matrix[upper]
+        if parent >= 0:
+            upper_frame = world[parent] @ upper_frame
+        rotations[upper] = _turned_locally(turn_upper, upper_frame, rotations[upper])
+        rotations[lower] = _turned_locally(
+            quat.multiply(quat.conjugate(turn_upper), turn_lower),
+            world[upper] @ skeleton.local_rest_matrix[lower],
+            rotations[lower],
         )
-    return targets
+        rotations[end] = _turned_locally(
+            quat.conjugate(turn_lower), world[lower] @ skeleton.local_rest_matrix[end], rotations[end]
+        )
+        miss = reached - target
+        result.position_errors[k] = math.sqrt(miss @ miss)
+    if rotations is not None:
+        result.rotations = rotations
+
+
+def _arc(u, v):
+    """The smallest rotation (4,) taking direction `u` to direction `v` (neither zero nor
+    opposite: the limb's bones turn by a few degrees)."""
+    u = u / math.sqrt(u @ u)
+    v = v / math.sqrt(v @ v)
+    q = np.array(
+        [1.0 + u @ v, u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]]
+    )
+    return q / math.sqrt(q @ q)
+
+
+def _turned_locally(turn, frame, rotation):
+    """The local rotation (4,) of a bone whose parent frame is `frame` (3, 3) and local rotation
+    `rotation` (4,), once its world frame has turned by `turn` (4,, armature space)."""
+    local = np.empty(4)
+    local[0], local[1:] = turn[0], turn[1:] @ frame
+    return quat.normalize(quat.multiply(local, rotation))
 
 
 def soft_distance(distance, length, soft):
@@ -89,13 +162,3 @@ def soft_distance(distance, length, soft):
     if distance <= start:
         return distance
     return start + zone * (1.0 - np.exp(-(distance - start) / zone))
-
-
-def _moved_pins(pins, limbs, targets):
-    """The pins with the softened targets of those in `limbs`."""
-    moved = list(pins)
-    for row, k in enumerate(limbs):
-        target = pins[k].target.copy()
-        target[:3, 3] = targets[row]
-        moved[k] = pins[k].moved_to(target, pins[k].target_rotation, targets[row])
-    return moved

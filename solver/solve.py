@@ -219,8 +219,8 @@ def solve(
     that can be reached together are, and the others stop as close as the bones that serve
     them alone can take them. Which pin yields is decided by the targets and priorities alone,
     never by the order in which they moved. Aim pins (`Pin.aim`) are solved by re-aimed solves
-    of all the pins (`aim.solve_aimed`); targets near a limb's full reach are softened first
-    (`settings.soft_reach`, `reach.solve_softened`). With `settings.balance` and
+    of all the pins (`aim.solve_aimed`); limbs whose targets lie near their full reach are then
+    bent to softened targets (`settings.soft_reach`, `reach.solve_softened`). With `settings.balance` and
     `translate_root`, a `body` (`balance.Body`: masses and feet) keeps its centre of mass over
     the pinned feet by re-solves with the root shifted (`balance.balanced`).
     """
