@@ -55,8 +55,11 @@ _SEGMENT_OF_ROLE = {
 _CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clavicles) included
 BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
 MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
+CLOSE_ENOUGH = 0.25  # a round ends the rounds once the centre of mass is this share of MARGIN short
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
+STALLED = 0.5  # a round whose centre of mass follows the root by less than this share of the first gain ends the rounds
+_PROJECTIONS = 16  # projections onto the shrunk polygon's edges before it counts as too narrow
 _GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
 
 
@@ -187,9 +190,21 @@ def centre_of_mass(masses, heads, tails):
 
 def pose_centre_of_mass(skeleton, body, rotations, locations):
     """The centre of mass of `skeleton` in a local pose."""
-    world, heads = skeleton.forward(rotations, locations)
-    points = heads + np.einsum("nij,nj->ni", quat.to_matrix(world), body.centres_in(skeleton))
+    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
+    skeleton.forward_into(rotations, locations, world, heads)
+    points = heads + np.einsum("nij,nj->ni", world, body.centres_in(skeleton))
     return body.masses @ points / body.masses.sum()
+
+
+def first_gain(skeleton, body, root, feet):
+    """How far the centre of mass is taken to follow the root's head, per unit, before a round
+    has measured it: the share of the mass off the legs (the bones from the root, exclusive, down
+    to the pinned `feet`), which moves with the hips while the feet stay."""
+    legs = set()
+    for foot in feet:
+        legs.update(b for b in skeleton.ancestors(skeleton.index[foot]) if b != root)
+    share = 1.0 - body.masses[sorted(legs)].sum() / body.masses.sum()
+    return float(np.clip(share, *_GAIN_RANGE))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,17 +224,36 @@ class Support:
 
     def shift(self, point, margin):
         """(3,) the horizontal move that takes `point`'s ground projection to the nearest point
-        at least `margin` inside the polygon (toward its middle where it is narrower); zero when
-        it is there already."""
+        at least `margin` inside the polygon (its middle where the polygon is narrower); zero
+        when it is there already."""
         flat, p = self.corners @ self.axes.T, self.axes @ point
         if _depth(flat, p) >= margin:
             return np.zeros(3)
         middle = flat.mean(0)
-        near = p if _depth(flat, p) >= 0 else _nearest_on_boundary(flat, p)
-        inward = middle - near
-        length = np.linalg.norm(inward)
-        goal = near + inward * (min(margin, length) / length) if length > 0 else middle
+        goal = _inside_by(flat, p, margin) if len(flat) >= 3 else None
+        if goal is None:
+            inward = middle - p
+            length = np.linalg.norm(inward)
+            goal = p + inward * (max(length - margin, 0.0) / length) if length > margin else middle
+            goal = middle if len(flat) >= 3 else goal
         return (goal - p) @ self.axes
+
+
+def _inside_by(corners, p, margin):
+    """The point nearest to 2D `p` at least `margin` inside a counter-clockwise polygon (the
+    polygon shrunk by `margin`), by cyclic projections onto the shrunk edges' half-planes; None
+    where the polygon is narrower than twice the margin there."""
+    edges = np.roll(corners, -1, axis=0) - corners
+    normals = np.stack([-edges[:, 1], edges[:, 0]], axis=1) / np.linalg.norm(edges, axis=1)[:, None]
+    offsets = np.einsum("ij,ij->i", normals, corners) + margin
+    q = np.array(p, dtype=float)
+    for _ in range(_PROJECTIONS):
+        short = offsets - normals @ q
+        if short.max() <= 1e-12 * margin:
+            return q
+        worst = int(np.argmax(short))
+        q = q + short[worst] * normals[worst]
+    return q if (offsets - normals @ q).max() <= 1e-6 * margin else None
 
 
 def support_of(pins, body, unit):
@@ -305,8 +339,9 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     caller's time budget; the skeleton's root must translate (`translate_root`). When the
     centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
     each round solves again with one more pin: a position-only pin on the root's head at the
-    plain solve's height, moved along the ground by the shifts asked so far (each scaled by how
-    far the centre of mass followed the root in the round before), at a priority below every
+    plain solve's height, moved along the ground by the shifts asked so far (each divided by how
+    far the centre of mass follows the root: first the share of the mass off the legs,
+    `first_gain`, then as measured in the round before), at a priority below every
     user pin, so the hips go back and the spine leans while the user's pins are met as in any
     solve (where they cannot all be met, the root's pin gives way first). A round starts from
     the pose of the round before, which lies near its answer. A round whose user pins miss by
@@ -327,11 +362,14 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
     lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
     allowed = np.maximum(plain.position_errors, tolerance)
-    offset, gain, iterations, moved = np.zeros(3), 1.0, plain.iterations, plain.moved.copy()
+    feet, margin = [pin.bone for pin in pins if pin.bone in body.feet], MARGIN * skeleton.unit
+    offset, gain = np.zeros(3), first_gain(skeleton, body, root, feet)
+    first = gain
+    iterations, moved = plain.iterations, plain.moved.copy()
     best, kept, cut = (-support.depth(com), plain), plain, False
     for _ in range(BALANCE_ROUNDS):
-        shift = support.shift(com, MARGIN * skeleton.unit)
-        if not np.linalg.norm(shift) > tolerance:
+        shift = support.shift(com, margin)
+        if not np.linalg.norm(shift) > tolerance or support.depth(com) >= (1.0 - CLOSE_ENOUGH) * margin:
             break
         step = shift / gain
         offset = offset + step
@@ -345,9 +383,12 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
             break
         kept = result
         new_com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
-        gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
+        followed = float((new_com - com) @ step / (step @ step))
         com = new_com
         best = min(best, (-support.depth(com), result), key=lambda pair: pair[0])
+        if followed < STALLED * first:
+            break  # the body is at the end of its reach: the hips no longer carry the mass
+        gain = float(np.clip(followed, *_GAIN_RANGE))
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
