@@ -17,7 +17,9 @@ Joint limits win over the pole: a swivel that would take the upper bone or the p
 further outside its limits than it was is cut back to the largest share that does not.
 """
 
+import dataclasses
 import math
+import weakref
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from . import quat
 FULL_BEND = math.radians(10.0)  # bend from which only the limb's real bend says where it points
 _LIMIT_HALVINGS = 12  # halvings of the swivel when it would break a limit
 _TINY = 1e-9  # share of the limb's length below which a direction is undefined
+_CACHED = 64  # poled limbs kept per skeleton (one entry per set of pinned and frozen bones)
 
 
 def turn_to_poles(skeleton, pins, rotations, locations, limits, frozen, unit=1.0):
@@ -33,27 +36,58 @@ def turn_to_poles(skeleton, pins, rotations, locations, limits, frozen, unit=1.0
     array; the same one when no pin has a pole). `locations` (N, 3) and the poles are in the
     units of `skeleton` times `unit` (a solve's normalized skeleton passes its unit). `frozen`
     (N,) bool: bones the solve may not turn; a limb that needs one of them is left as it is."""
-    poled = [k for k, pin in enumerate(pins) if pin.pole is not None]
-    if not poled:
+    if all(pin.pole is None for pin in pins):
         return rotations
     rotations = rotations.copy()
-    pinned = [skeleton.index[pin.bone] for pin in pins]
-    for k in poled:
-        limb = _limb(skeleton, pinned, k, frozen)
-        if limb is not None:
-            _swivel(skeleton, rotations, locations, limb, pins[k].pole / unit, limits)
+    for k, limb in _poled_limbs(skeleton, pins, frozen).items():
+        _swivel(skeleton, rotations, locations, limb, pins[k].pole / unit, limits)
     return rotations
 
 
 def poled_bones(skeleton, pins, frozen):
     """(N,) bool: the bones `turn_to_poles` may turn (upper bones and pinned bones of limbs)."""
     turned = np.zeros(len(skeleton), dtype=bool)
-    pinned = [skeleton.index[pin.bone] for pin in pins]
-    for k, pin in enumerate(pins):
-        limb = _limb(skeleton, pinned, k, frozen) if pin.pole is not None else None
-        if limb is not None:
-            turned[[limb[0], limb[2]]] = True
+    if any(pin.pole is not None for pin in pins):
+        for limb in _poled_limbs(skeleton, pins, frozen).values():
+            turned[[limb.upper, limb.end]] = True
     return turned
+
+
+@dataclasses.dataclass(frozen=True)
+class _Limb:
+    """A poled limb's bones, the chain from its root bone down to the pinned bone (root first),
+    and its own bend direction in its lower bone's frame (`own_bend`)."""
+
+    upper: int
+    lower: int
+    end: int
+    chain: np.ndarray
+    own: np.ndarray
+
+
+_LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {key: poled limbs}
+
+
+def _poled_limbs(skeleton, pins, frozen):
+    """{pin index: _Limb} of the pins with a pole whose limb `_limb` finds, cached per skeleton,
+    pinned bones and frozen bones (a stage and the solve ask again for the same ones)."""
+    key = (tuple((pin.bone, pin.pole is not None) for pin in pins), np.packbits(frozen).tobytes())
+    known = _LIMBS.setdefault(skeleton, {})
+    if key not in known:
+        pinned = [skeleton.index[pin.bone] for pin in pins]
+        rest = skeleton.rest_head
+        limbs = {}
+        for k, pin in enumerate(pins):
+            limb = _limb(skeleton, pinned, k, frozen) if pin.pole is not None else None
+            if limb is not None:
+                upper, lower, end = limb
+                own = own_bend(rest[upper], rest[lower], rest[end], skeleton.rest[lower, :3, :3])
+                chain = np.array(skeleton.ancestors(end)[::-1], dtype=int)
+                limbs[k] = _Limb(upper, lower, end, chain, own)
+        if len(known) > _CACHED:
+            known.clear()
+        known[key] = limbs
+    return known[key]
 
 
 def _limb(skeleton, pinned, k, frozen):
@@ -72,28 +106,44 @@ def _limb(skeleton, pinned, k, frozen):
     return upper, lower, end
 
 
+def _chain_frames(skeleton, rotations, locations, chain):
+    """World rotation matrices (C, 3, 3) and heads (C, 3) of the bones of `chain` (a root bone
+    and its descendants down to a bone, root first) in a local pose: `Skeleton.forward` along
+    one chain."""
+    rest = skeleton.local_rest_matrix[chain]
+    world = rest @ quat.to_matrix(rotations[chain])
+    offset = skeleton.local_offset[chain] + (rest @ locations[chain][..., None])[..., 0]
+    step = 1
+    while step < len(chain):  # prefix products in log2(C) batched steps
+        world[step:] = world[:-step] @ world[step:]
+        step *= 2
+    steps = np.empty_like(offset)
+    steps[0], steps[1:] = offset[0], (world[:-1] @ offset[1:, :, None])[..., 0]
+    return world, np.cumsum(steps, axis=0)
+
+
 def _swivel(skeleton, rotations, locations, limb, pole, limits):
     """Turn the limb's upper bone about the line from its head to the end's head so the limb's
     bend direction points at `pole`, the end's frame kept (in place)."""
-    upper, lower, end = limb
-    world = np.empty((len(skeleton), 3, 3))
-    heads = np.empty((len(skeleton), 3))
-    skeleton.forward_into(rotations, locations, world, heads, skeleton.kinematic_levels([end]))
-    rest = skeleton.rest_head
-    own = own_bend(rest[upper], rest[lower], rest[end], skeleton.rest[lower, :3, :3])
-    bend = bend_direction(heads[upper], heads[lower], heads[end], world[lower] @ own)
+    world, heads = _chain_frames(skeleton, rotations, locations, limb.chain)
+    root, middle, end = heads[-3], heads[-2], heads[-1]
+    bend = bend_direction(root, middle, end, world[-2] @ limb.own)
     if bend is None:
         return
-    axis = heads[end] - heads[upper]
-    axis /= np.linalg.norm(axis)
-    toward_pole = _across(pole - heads[upper], axis)
+    axis = end - root
+    axis /= math.sqrt(axis @ axis)
+    toward_pole = _across(pole - root, axis)
     if toward_pole is None:
         return
-    angle = math.atan2(axis @ np.cross(bend, toward_pole), bend @ toward_pole)
-    turned = _turned(skeleton, world, limb, axis, angle)
+    angle = math.atan2(axis @ _cross(bend, toward_pole), bend @ toward_pole)
+    upper_frame = skeleton.local_rest_matrix[limb.upper]
+    if len(limb.chain) > 3:
+        upper_frame = world[-4] @ upper_frame
+    frames = upper_frame, world[-2] @ skeleton.local_rest_matrix[limb.end]
+    turned = _turned(rotations, frames, limb, axis, angle)
     if limits is not None:
-        turned = _within_limits(rotations, turned, limb, limits, skeleton, world, axis, angle)
-    rotations[[upper, end]] = turned
+        turned = _within_limits(rotations, turned, limb, limits, frames, axis, angle)
+    rotations[[limb.upper, limb.end]] = turned
 
 
 def bend_direction(root, middle, end, own):
@@ -101,12 +151,12 @@ def bend_direction(root, middle, end, own):
     space), in which the limb bends: toward the middle joint, blended toward `own` (the limb's
     own bend direction in armature space, `own_bend` turned by the lower bone) as the limb
     straightens below `FULL_BEND`; None where neither says (a limb folded onto its root)."""
-    axis = end - root
-    if np.linalg.norm(axis) < _TINY * (np.linalg.norm(middle - root) + np.linalg.norm(end - middle)):
+    axis, first, second = end - root, middle - root, end - middle
+    length, first_length, second_length = (math.sqrt(v @ v) for v in (axis, first, second))
+    if length < _TINY * (first_length + second_length):
         return None
-    axis = axis / np.linalg.norm(axis)
-    first, second = middle - root, end - middle
-    cosine = first @ second / max(np.linalg.norm(first) * np.linalg.norm(second), 1e-300)
+    axis = axis / length
+    cosine = first @ second / max(first_length * second_length, 1e-300)
     straightness = max(0.0, 1.0 - math.acos(min(1.0, max(-1.0, cosine))) / FULL_BEND)
     real = _across(first, axis)
     own = _across(own, axis) if straightness else None
@@ -131,26 +181,34 @@ def own_bend(rest_root, rest_middle, rest_end, lower_rest):
 def _across(vector, axis):
     """`vector`'s part across `axis` (unit), normalized; None where it has none."""
     across = vector - (vector @ axis) * axis
-    length = np.linalg.norm(across)
-    scale = max(np.linalg.norm(vector), 1e-300)
+    length = math.sqrt(across @ across)
+    scale = max(math.sqrt(vector @ vector), 1e-300)
     return None if length < _TINY * scale else across / length
 
 
-def _turned(skeleton, world, limb, axis, angle):
+def _cross(a, b):
+    """The cross product of two 3-vectors (np.cross costs more than the swivel's other steps)."""
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _turned(rotations, frames, limb, axis, angle):
     """Local rotations (2, 4) of the upper and the end bone once the upper bone has turned by
-    `angle` about `axis` in armature space and the end bone has kept its armature frame."""
-    upper, lower, end = limb
-    spin = quat.to_matrix(quat.from_axis_angle(axis, angle))
-    upper_frame = skeleton.parent_frames(np.array([upper]), world)[0]
-    end_frame = spin @ world[lower] @ skeleton.local_rest_matrix[end]
-    local = np.stack([upper_frame.T @ spin @ world[upper], end_frame.T @ world[end]])
-    return quat.normalize(quat.from_matrix(local))
+    `angle` about `axis` in armature space and the end bone has kept its armature frame;
+    `frames`: the upper's and the end's parent frames (3, 3) before the turn."""
+    half = 0.5 * angle
+    sine = math.sin(half)
+    upper_frame, end_frame = frames
+    turns = np.empty((2, 4))
+    turns[:, 0] = math.cos(half)
+    turns[0, 1:] = sine * (axis @ upper_frame)
+    turns[1, 1:] = -sine * (axis @ end_frame)
+    return quat.normalize(quat.multiply(turns, rotations[[limb.upper, limb.end]]))
 
 
-def _within_limits(rotations, turned, limb, limits, skeleton, world, axis, angle):
+def _within_limits(rotations, turned, limb, limits, frames, axis, angle):
     """`turned`, or where it takes the upper or the end bone further outside its limits, the
     largest share of the swivel (to 1/4096) that does not."""
-    upper, _, end = limb
+    upper, end = limb.upper, limb.end
     trial = rotations.copy()
     before = limits.violation(trial)[[upper, end]]
 
@@ -163,7 +221,7 @@ def _within_limits(rotations, turned, limb, limits, skeleton, world, axis, angle
     low, high, best = 0.0, 1.0, rotations[[upper, end]]
     for _ in range(_LIMIT_HALVINGS):
         share = 0.5 * (low + high)
-        candidate = _turned(skeleton, world, limb, axis, share * angle)
+        candidate = _turned(rotations, frames, limb, axis, share * angle)
         if breaks(candidate):
             high = share
         else:
