@@ -106,7 +106,7 @@ def _limb(skeleton, pinned, k, frozen):
     return upper, lower, end
 
 
-def _chain_frames(skeleton, rotations, locations, chain):
+def chain_frames(skeleton, rotations, locations, chain):
     """World rotation matrices (C, 3, 3) and heads (C, 3) of the bones of `chain` (a root bone
     and its descendants down to a bone, root first) in a local pose: `Skeleton.forward` along
     one chain."""
@@ -125,7 +125,7 @@ def _chain_frames(skeleton, rotations, locations, chain):
 def _swivel(skeleton, rotations, locations, limb, pole, limits):
     """Turn the limb's upper bone about the line from its head to the end's head so the limb's
     bend direction points at `pole`, the end's frame kept (in place)."""
-    world, heads = _chain_frames(skeleton, rotations, locations, limb.chain)
+    world, heads = chain_frames(skeleton, rotations, locations, limb.chain)
     root, middle, end = heads[-3], heads[-2], heads[-1]
     bend = bend_direction(root, middle, end, world[-2] @ limb.own)
     if bend is None:

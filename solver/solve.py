@@ -242,7 +242,9 @@ def solve(
     def solve_aims(pins, rotations, locations):
         """The solve of these pins, aim pins by re-aimed solves."""
         if any(pin.aim is not None for pin in pins):
-            return solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
+            return solve_aimed(
+                solve_pins, skeleton, pins, rotations, locations, settings.tolerance, stiffness >= 1.0, limits
+            )
         return solve_pins(pins, rotations, locations)
 
     def solve_soft(pins, rotations, locations):
