@@ -146,3 +146,52 @@ def test_a_bad_body_is_refused_naming_the_field():
         Body(np.array([-1.0, 2.0]), {})
     with pytest.raises(SceneError, match="body.up"):
         Body(np.ones(2), {}, np.zeros(3))
+
+
+def square_support(size=1.0):
+    """The support polygon of four ground points, a square `size` wide about the origin."""
+    from solver.balance import support_from
+
+    half = 0.5 * size
+    corners = np.array([(-half, -half, 0.0), (half, -half, 0.0), (half, half, 0.0), (-half, half, 0.0)])
+    return support_from([corners], (0.0, 0.0, 1.0), 1.0)
+
+
+@pytest.mark.parametrize(
+    "point, goal",
+    [
+        ((0.45, 0.0, 1.0), (0.4, 0.0)),  # inside, short of the margin: straight in from the edge
+        ((0.8, 0.1, 1.0), (0.4, 0.1)),  # outside an edge: onto the shrunk edge
+        ((0.7, 0.9, 1.0), (0.4, 0.4)),  # outside a corner: onto the shrunk corner
+        ((0.2, -0.3, 1.0), (0.2, -0.3)),  # deep enough: no move
+    ],
+)
+def test_the_shift_goes_to_the_nearest_point_the_margin_inside(point, goal):
+    support = square_support()
+    shift = support.shift(np.array(point), 0.1)
+    moved = (np.array(point) + shift) @ support.axes.T
+    expected = np.array([goal[0], goal[1], 0.0]) @ support.axes.T
+    np.testing.assert_allclose(moved, expected, atol=1e-12)
+    assert shift @ support.up == pytest.approx(0.0, abs=1e-15)
+
+
+def test_on_one_foot_the_shift_goes_onto_the_foot_short_of_its_ends():
+    from solver.balance import support_from
+
+    foot = np.array([(0.0, -0.1, 0.0), (0.0, 0.15, 0.0)])  # heel to toes: a segment
+    support = support_from([foot], (0.0, 0.0, 1.0), 1.0)
+    for point, goal in (((0.3, 0.0, 1.0), (0.0, 0.0)), ((0.2, 0.5, 1.0), (0.0, 0.12))):
+        moved = np.array(point) + support.shift(np.array(point), 0.03)
+        np.testing.assert_allclose(moved[:2], goal, atol=1e-12)
+
+
+def test_the_first_gain_is_the_share_of_the_mass_off_the_legs():
+    from solver.balance import first_gain
+
+    skeleton, _ = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    root = int(skeleton.root_of[skeleton.index[FEET[0]]])
+    legs = SEGMENT_MASS["thigh"] + SEGMENT_MASS["shank"] + SEGMENT_MASS["foot"]
+    total = sum(SEGMENT_MASS[s] * (1 if s in ("head_neck", "trunk") else 2) for s in SEGMENT_MASS)
+    share = first_gain(skeleton, body, root, FEET)
+    assert share == pytest.approx(1.0 - 2.0 * legs / total, abs=0.02)  # toes and the like aside
