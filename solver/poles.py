@@ -150,20 +150,41 @@ def bend_direction(root, middle, end, own):
     """The unit direction, across the line from `root` to `end` (a limb's joints in armature
     space), in which the limb bends: toward the middle joint, blended toward `own` (the limb's
     own bend direction in armature space, `own_bend` turned by the lower bone) as the limb
-    straightens below `FULL_BEND`; None where neither says (a limb folded onto its root)."""
-    axis, first, second = end - root, middle - root, end - middle
-    length, first_length, second_length = (math.sqrt(v @ v) for v in (axis, first, second))
+    straightens below `FULL_BEND`; None where neither says (a limb folded onto its root).
+    Computed on floats: a handful of 3-vectors cost numpy more than the arithmetic."""
+    root, middle, end, own = (np.asarray(v, dtype=float).tolist() for v in (root, middle, end, own))
+    axis, first, second = _minus(end, root), _minus(middle, root), _minus(end, middle)
+    length, first_length, second_length = (math.sqrt(_dot(v, v)) for v in (axis, first, second))
     if length < _TINY * (first_length + second_length):
         return None
-    axis = axis / length
-    cosine = first @ second / max(first_length * second_length, 1e-300)
+    axis = [a / length for a in axis]
+    cosine = _dot(first, second) / max(first_length * second_length, 1e-300)
     straightness = max(0.0, 1.0 - math.acos(min(1.0, max(-1.0, cosine))) / FULL_BEND)
-    real = _across(first, axis)
-    own = _across(own, axis) if straightness else None
+    real = _across_floats(first, axis)
+    own = _across_floats(own, axis) if straightness else None
     if own is None:
-        return real
-    blended = straightness * own + (1.0 - straightness) * (real if real is not None else 0.0)
-    return _across(blended, axis)
+        return None if real is None else np.array(real)
+    real = real if real is not None else (0.0, 0.0, 0.0)
+    blended = [straightness * o + (1.0 - straightness) * r for o, r in zip(own, real)]
+    across = _across_floats(blended, axis)
+    return None if across is None else np.array(across)
+
+
+def _minus(a, b):
+    return [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _across_floats(vector, axis):
+    """`_across` on lists of floats."""
+    along = _dot(vector, axis)
+    across = [v - along * a for v, a in zip(vector, axis)]
+    length = math.sqrt(_dot(across, across))
+    scale = max(math.sqrt(_dot(vector, vector)), 1e-300)
+    return None if length < _TINY * scale else [a / length for a in across]
 
 
 def own_bend(rest_root, rest_middle, rest_end, lower_rest):
@@ -196,13 +217,22 @@ def _turned(rotations, frames, limb, axis, angle):
     `angle` about `axis` in armature space and the end bone has kept its armature frame;
     `frames`: the upper's and the end's parent frames (3, 3) before the turn."""
     half = 0.5 * angle
-    sine = math.sin(half)
+    cosine, sine = math.cos(half), math.sin(half)
     upper_frame, end_frame = frames
-    turns = np.empty((2, 4))
-    turns[:, 0] = math.cos(half)
-    turns[0, 1:] = sine * (axis @ upper_frame)
-    turns[1, 1:] = -sine * (axis @ end_frame)
-    return quat.normalize(quat.multiply(turns, rotations[[limb.upper, limb.end]]))
+    turns = ((sine * axis) @ upper_frame).tolist(), ((-sine * axis) @ end_frame).tolist()
+    local = rotations[[limb.upper, limb.end]].tolist()
+    return np.array([_product(cosine, *turn, *rotation) for turn, rotation in zip(turns, local)])
+
+
+def _product(aw, ax, ay, az, bw, bx, by, bz):
+    """The unit quaternion (w >= 0, as `quat.normalize`) of the Hamilton product a * b of two
+    quaternions given by their components (floats: two 4-vectors cost numpy more than this)."""
+    w = aw * bw - ax * bx - ay * by - az * bz
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    scale = (1.0 if w >= 0.0 else -1.0) / math.sqrt(w * w + x * x + y * y + z * z)
+    return w * scale, x * scale, y * scale, z * scale
 
 
 def _within_limits(rotations, turned, limb, limits, frames, axis, angle):
