@@ -23,7 +23,7 @@ import numpy as np
 
 from . import quat
 from .pins import AIM_AXES
-from .poles import chain_frames
+from .frames import chain_frames
 
 AIM_ROUNDS = 8  # at most this many re-aimed solves after the heads are placed
 _AXIS = {name: (k // 2, 1.0 if k % 2 == 0 else -1.0) for k, name in enumerate(AIM_AXES)}

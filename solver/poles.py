@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from . import quat
+from .frames import chain_frames
 
 FULL_BEND = math.radians(10.0)  # bend from which only the limb's real bend says where it points
 _LIMIT_HALVINGS = 12  # halvings of the swivel when it would break a limit
@@ -104,22 +104,6 @@ def _limb(skeleton, pinned, k, frozen):
         if upper in chain and end not in chain:
             return None
     return upper, lower, end
-
-
-def chain_frames(skeleton, rotations, locations, chain):
-    """World rotation matrices (C, 3, 3) and heads (C, 3) of the bones of `chain` (a root bone
-    and its descendants down to a bone, root first) in a local pose: `Skeleton.forward` along
-    one chain."""
-    rest = skeleton.local_rest_matrix[chain]
-    world = rest @ quat.to_matrix(rotations[chain])
-    offset = skeleton.local_offset[chain] + (rest @ locations[chain][..., None])[..., 0]
-    step = 1
-    while step < len(chain):  # prefix products in log2(C) batched steps
-        world[step:] = world[:-step] @ world[step:]
-        step *= 2
-    steps = np.empty_like(offset)
-    steps[0], steps[1:] = offset[0], (world[:-1] @ offset[1:, :, None])[..., 0]
-    return world, np.cumsum(steps, axis=0)
 
 
 def _swivel(skeleton, rotations, locations, limb, pole, limits):

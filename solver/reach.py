@@ -26,8 +26,8 @@ import weakref
 
 import numpy as np
 
-from . import quat
-from .poles import bend_direction, own_bend
+from .frames import pose_frames
+from .poles import _product, bend_direction, own_bend
 
 _STRAIGHT_AT_REST = 1e-4  # share of its length below which a limb's rest pose is straight
 _LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {pins' bones: soft limbs}
@@ -47,10 +47,10 @@ def solve_softened(solve_pins, skeleton, pins, rotations, locations, settings):
 
 def _soft_limbs(skeleton, bones):
     """The soft limbs of pins on `bones` ((bone name, holds a position) per pin), cached per
-    skeleton: {pin index: (upper, lower, end, limb length, own bend, levels)} for each
+    skeleton: {pin index: (upper, lower, end, limb length, own bend)} for each
     position-holding pin whose bone has a parent and a grandparent that are not straight at rest
     (a straight limb has no bend to soften, and its rest pose sits at full reach), and from whose
-    upper bone no other pin hangs; `levels` the kinematic levels of the limbs' ends."""
+    upper bone no other pin hangs."""
     known = _LIMBS.setdefault(skeleton, {})
     if bones in known:
         return known[bones]
@@ -69,88 +69,88 @@ def _soft_limbs(skeleton, bones):
         if np.linalg.norm(head[end] - head[upper]) < length * (1.0 - _STRAIGHT_AT_REST):
             own = own_bend(head[upper], head[lower], head[end], skeleton.rest[lower, :3, :3])
             limbs[k] = (upper, lower, end, float(length), own)
-    levels = skeleton.kinematic_levels([limb[2] for limb in limbs.values()])
-    known[bones] = {k: (*limb, levels) for k, limb in limbs.items()}
+    known[bones] = limbs
     return known[bones]
 
 
 def _soften(skeleton, pins, limbs, result, soft):
     """Bend each limb of `limbs` (`_soft_limbs`) whose target lies in its soft zone from its
-    root joint in `result`'s pose so its pinned bone meets the softened target (in place)."""
+    root joint in `result`'s pose so its pinned bone meets the softened target (in place).
+    The few 3-vectors and quaternions of a limb are worked on floats: numpy costs more per call
+    than their arithmetic."""
     moved = result.moved
     rows = [k for k, limb in limbs.items() if moved[limb[0]] and moved[limb[1]] and moved[limb[2]]]
     if not rows:
         return
-    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
-    skeleton.forward_into(result.rotations, result.locations, world, heads, limbs[rows[0]][5])
+    world, heads = pose_frames(skeleton, result.rotations, result.locations)
     rotations = None
     for k in rows:
         upper, lower, end, length, own = limbs[k][:5]
-        target = pins[k].target_position
-        root = heads[upper]
-        way = target - root
-        distance = math.sqrt(way @ way)
+        target = pins[k].target_position.tolist()
+        root, middle, tip = heads[upper].tolist(), heads[lower].tolist(), heads[end].tolist()
+        way = _minus(target, root)
+        distance = math.sqrt(_dot(way, way))
         softened = soft_distance(distance, length, soft)
         if not softened < distance:
             continue
-        middle, tip = heads[lower], heads[end]
         bend = bend_direction(root, middle, tip, world[lower] @ own)
         if bend is None:
             continue
-        first, second = middle - root, tip - middle
-        upper_length, lower_length = math.sqrt(first @ first), math.sqrt(second @ second)
-        along = way / distance
-        bend = bend - (bend @ along) * along
-        bend_length = math.sqrt(bend @ bend)
+        along = [w / distance for w in way]
+        bend = bend.tolist()
+        bend = _minus(bend, [_dot(bend, along) * a for a in along])
+        bend_length = math.sqrt(_dot(bend, bend))
         if not bend_length > 1e-9:
             continue
-        bend = bend / bend_length
+        first, second = _minus(middle, root), _minus(tip, middle)
+        upper_length, lower_length = math.sqrt(_dot(first, first)), math.sqrt(_dot(second, second))
         reach = min(max(softened, abs(upper_length - lower_length)), upper_length + lower_length)
         cosine = (upper_length**2 + reach**2 - lower_length**2) / (2.0 * upper_length * reach)
         cosine = min(1.0, max(-1.0, cosine))
-        joint = root + upper_length * (cosine * along + math.sqrt(1.0 - cosine * cosine) * bend)
-        reached = root + reach * along
-        turn_upper = _arc(first, joint - root)  # armature space
-        turn_lower = _arc(second, reached - joint)  # the lower bone's in all
+        sine = math.sqrt(1.0 - cosine * cosine)
+        joint = [
+            r + upper_length * (cosine * a + sine * b / bend_length) for r, a, b in zip(root, along, bend)
+        ]
+        reached = [r + reach * a for r, a in zip(root, along)]
+        turn_upper = _arc(first, _minus(joint, root))  # armature space
+        turn_lower = _arc(second, _minus(reached, joint))  # the lower bone's, in all
+        parent = skeleton.parents[upper]
+        frames = skeleton.local_rest_matrix[[upper, lower, end]]
+        frames[0] = frames[0] if parent < 0 else world[parent] @ frames[0]
+        frames[1:] = world[[upper, lower]] @ frames[1:]
+        w, x, y, z = turn_upper
+        between = _product(w, -x, -y, -z, *turn_lower)  # the lower bone's turn under its parent's
+        turns = np.array([turn_upper[1:], between[1:], [-v for v in turn_lower[1:]]])
+        locally = np.einsum("li,lij->lj", turns, frames).tolist()
         if rotations is None:
             rotations = result.rotations.copy()
             result.position_errors = result.position_errors.copy()
-        parent = skeleton.parents[upper]
-        upper_frame = skeleton.local_rest_matrix[upper]
-        if parent >= 0:
-            upper_frame = world[parent] @ upper_frame
-        rotations[upper] = _turned_locally(turn_upper, upper_frame, rotations[upper])
-        rotations[lower] = _turned_locally(
-            quat.multiply(quat.conjugate(turn_upper), turn_lower),
-            world[upper] @ skeleton.local_rest_matrix[lower],
-            rotations[lower],
-        )
-        rotations[end] = _turned_locally(
-            quat.conjugate(turn_lower), world[lower] @ skeleton.local_rest_matrix[end], rotations[end]
-        )
-        miss = reached - target
-        result.position_errors[k] = math.sqrt(miss @ miss)
+        bones = (upper, lower, end)
+        local = rotations[list(bones)].tolist()
+        for bone, w, axis, rotation in zip(bones, (turn_upper[0], between[0], turn_lower[0]), locally, local):
+            rotations[bone] = _product(w, *axis, *rotation)
+        miss = _minus(reached, target)
+        result.position_errors[k] = math.sqrt(_dot(miss, miss))
     if rotations is not None:
         result.rotations = rotations
 
 
+def _minus(a, b):
+    return [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
 def _arc(u, v):
-    """The smallest rotation (4,) taking direction `u` to direction `v` (neither zero nor
-    opposite: the limb's bones turn by a few degrees)."""
-    u = u / math.sqrt(u @ u)
-    v = v / math.sqrt(v @ v)
-    q = np.array(
-        [1.0 + u @ v, u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]]
-    )
-    return q / math.sqrt(q @ q)
-
-
-def _turned_locally(turn, frame, rotation):
-    """The local rotation (4,) of a bone whose parent frame is `frame` (3, 3) and local rotation
-    `rotation` (4,), once its world frame has turned by `turn` (4,, armature space)."""
-    local = np.empty(4)
-    local[0], local[1:] = turn[0], turn[1:] @ frame
-    return quat.normalize(quat.multiply(local, rotation))
+    """The smallest rotation (w, x, y, z) taking direction `u` to direction `v` (neither zero
+    nor opposite: the limb's bones turn by a few degrees)."""
+    nu, nv = math.sqrt(_dot(u, u)), math.sqrt(_dot(v, v))
+    u, v = [a / nu for a in u], [a / nv for a in v]
+    q = (1.0 + _dot(u, v), u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0])
+    n = math.sqrt(sum(c * c for c in q))
+    return tuple(c / n for c in q)
 
 
 def soft_distance(distance, length, soft):
@@ -161,4 +161,4 @@ def soft_distance(distance, length, soft):
     start = length - zone
     if distance <= start:
         return distance
-    return start + zone * (1.0 - np.exp(-(distance - start) / zone))
+    return start + zone * (1.0 - math.exp(-(distance - start) / zone))
