@@ -15,6 +15,7 @@ ancestor with one, and a segment's mass is shared by its bones by length.
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -56,6 +57,7 @@ _SEGMENT_OF_ROLE = {
 _CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clavicles) included
 BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
 MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
+REACHABLE = 0.985  # share of a pinned chain's straight length the root's head is kept within
 CLOSE_ENOUGH = 0.25  # the rounds end once the centre of mass lies within this share of MARGIN of its goal
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
@@ -297,10 +299,19 @@ def support_from(points, up, unit):
 
 def _ground_axes(up):
     """(2, 3) two unit directions along the ground, a right-handed pair about `up`."""
+    return _axes_about(tuple(np.asarray(up, dtype=float).tolist()))
+
+
+@functools.lru_cache(maxsize=16)
+def _axes_about(up):
+    """`_ground_axes` of an `up` given as a tuple, kept: a live drag asks for the same one."""
+    up = np.array(up)
     other = np.eye(3)[int(np.argmin(np.abs(up)))]
     first = np.cross(up, other)
     first /= np.linalg.norm(first)
-    return np.array([first, np.cross(up, first)])
+    axes = np.array([first, np.cross(up, first)])
+    axes.setflags(write=False)
+    return axes
 
 
 def _hull(points):
@@ -378,17 +389,20 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     allowed = np.maximum(plain.position_errors, tolerance)
     feet, margin = [pin.bone for pin in pins if pin.bone in body.feet], MARGIN * skeleton.unit
     offset, gain = np.zeros(3), first_gain(skeleton, body, root, feet)
+    reaches = REACHABLE * chain_reaches(skeleton, pins)
     iterations, moved = plain.iterations, plain.moved.copy()
     best, kept, cut = (-support.depth(com), plain), plain, False
     for _ in range(BALANCE_ROUNDS):
         shift = support.shift(com, margin)
         if not np.linalg.norm(shift) > max(tolerance, CLOSE_ENOUGH * margin):
             break
-        step = shift / gain
+        step = _within_reach(shift / gain, heads[root] + offset, pins, reaches)
+        if not np.linalg.norm(step) > tolerance:
+            break  # the hips cannot go further without taking a pin beyond its chain's reach
         offset = offset + step
         target = np.eye(4)
         target[:3, 3] = heads[root] + offset
-        hips = Pin(skeleton.names[root], target, orientation_weights=(0.0, 0.0, 0.0), priority=lowest)
+        hips = _hips_pin(skeleton.names[root], lowest).moved_to(target, quat.IDENTITY, target[:3, 3])
         result = _without_last_pin(solve_pins([*pins, hips], kept.rotations, kept.locations))
         iterations, moved = iterations + result.iterations, moved | result.moved
         if (result.position_errors > allowed).any():
@@ -402,6 +416,43 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
+
+
+def chain_reaches(skeleton, pins):
+    """(P,) how far each pin's bone's head can lie from the root's head: the lengths of the
+    chain between them laid straight (the distances between consecutive heads at rest)."""
+    reaches = np.zeros(len(pins))
+    for k, pin in enumerate(pins):
+        chain = skeleton.ancestors(skeleton.index[pin.bone])[:-1]
+        offsets = skeleton.rest_head[chain] - skeleton.rest_head[skeleton.parents[chain]]
+        reaches[k] = np.linalg.norm(offsets, axis=1).sum()
+    return reaches
+
+
+def _within_reach(step, hips, pins, reaches):
+    """`step` (3,), the move of the root's head from `hips`, shortened so that no pin's target
+    ends farther from the root's head than its `reaches` (P,) where it was not already: a
+    chain at (or near) full stretch the loops cannot meet, and a round that asks for one only
+    costs a failed solve."""
+    share, length = 1.0, step @ step
+    if not length > 0.0:
+        return step
+    for pin, reach in zip(pins, reaches):
+        if pin.aim is not None:
+            continue  # its position is free
+        way = pin.target_position - hips  # the root's head moves along `step` from `hips`
+        along, beyond = way @ step, way @ way - reach * reach
+        if beyond > 0.0:  # already beyond: only moves that bring it closer
+            share = min(share, max(0.0, 2.0 * along / length))
+            continue
+        share = min(share, (along + np.sqrt(along * along - length * beyond)) / length)
+    return step * max(share, 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _hips_pin(bone, priority):
+    """Balance's pin on the root's head (validated once; each round moves its target)."""
+    return Pin(bone, np.eye(4), orientation_weights=(0.0, 0.0, 0.0), priority=priority)
 
 
 def _without_last_pin(result):
