@@ -195,3 +195,18 @@ def test_the_first_gain_is_the_share_of_the_mass_off_the_legs():
     total = sum(SEGMENT_MASS[s] * (1 if s in ("head_neck", "trunk") else 2) for s in SEGMENT_MASS)
     share = first_gain(skeleton, body, root, FEET)
     assert share == pytest.approx(1.0 - 2.0 * legs / total, abs=0.02)  # toes and the like aside
+
+
+def test_a_shift_stops_where_a_pinned_chain_would_be_laid_straight():
+    """The root's head moves along the shift only as far as every pin's target stays within its
+    chain's reach; a target already beyond lets it only come closer."""
+    from solver.balance import _within_reach
+
+    hips = np.zeros(3)
+    head = Pin("head", np.eye(4) + np.pad([[0.0], [0.0], [0.9]], ((0, 1), (3, 0))))
+    step = np.array([0.0, 0.5, 0.0])
+    shortened = _within_reach(step, hips, [head], np.array([1.0]))
+    assert np.linalg.norm(head.target_position - (hips + shortened)) == pytest.approx(1.0)
+    assert _within_reach(step, hips, [head], np.array([2.0])) == pytest.approx(step)
+    assert np.allclose(_within_reach(step, hips, [head], np.array([0.5])), 0.0)  # beyond: no move away
+    assert _within_reach(-step, hips + step, [head], np.array([0.5])) == pytest.approx(-step)
