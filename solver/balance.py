@@ -57,11 +57,8 @@ _SEGMENT_OF_ROLE = {
 _CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clavicles) included
 BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
 MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
-REACHABLE = 0.985  # share of a pinned chain's straight length the root's head is kept within
-CLOSE_ENOUGH = 0.25  # the rounds end once the centre of mass lies within this share of MARGIN of its goal
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
-_PROJECTIONS = 16  # projections onto the shrunk polygon's edges before it counts as too narrow
 _GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
 
 
@@ -197,18 +194,6 @@ def pose_centre_of_mass(skeleton, body, rotations, locations):
     return body.masses @ points / body.masses.sum()
 
 
-def first_gain(skeleton, body, root, feet):
-    """How far the centre of mass is taken to follow the root's head, per unit, before a round
-    has measured it: the share of the mass off the legs (the bones from the root, exclusive,
-    down to the pinned `feet`), which moves with the hips while the feet stay (a little less
-    where pinned hands and head hold the chest back: 0.56 to 0.67 measured of a metarig's 0.68)."""
-    legs = set()
-    for foot in feet:
-        legs.update(b for b in skeleton.ancestors(skeleton.index[foot]) if b != root)
-    share = 1.0 - body.masses[sorted(legs)].sum() / body.masses.sum()
-    return float(np.clip(share, *_GAIN_RANGE))
-
-
 @dataclasses.dataclass(frozen=True)
 class Support:
     """The support polygon: `corners` (M, 3) on the ground (armature space, at the height of the
@@ -226,50 +211,17 @@ class Support:
 
     def shift(self, point, margin):
         """(3,) the horizontal move that takes `point`'s ground projection to the nearest point
-        at least `margin` inside the polygon (where the polygon is narrower than that, `margin`
-        from its nearest edge toward its middle; on a polygon of two corners, the nearest point
-        of the segment at least `margin` from its ends; of one, that point); zero when it is
-        there already."""
+        at least `margin` inside the polygon (toward its middle where it is narrower); zero when
+        it is there already."""
         flat, p = self.corners @ self.axes.T, self.axes @ point
         if _depth(flat, p) >= margin:
             return np.zeros(3)
-        goal = _on_line(flat, p, margin) if len(flat) < 3 else _inside_by(flat, p, margin)
-        if goal is None:  # narrower than twice the margin: the margin toward the middle
-            near = p if _depth(flat, p) >= 0 else _nearest_on_boundary(flat, p)
-            inward = flat.mean(0) - near
-            length = np.linalg.norm(inward)
-            goal = near + inward * (min(margin, length) / length) if length > 0 else near
+        middle = flat.mean(0)
+        near = p if _depth(flat, p) >= 0 else _nearest_on_boundary(flat, p)
+        inward = middle - near
+        length = np.linalg.norm(inward)
+        goal = near + inward * (min(margin, length) / length) if length > 0 else middle
         return (goal - p) @ self.axes
-
-
-def _on_line(corners, p, margin):
-    """The point of a polygon of one or two corners (a point, a segment) nearest to 2D `p` and
-    at least `margin` from the segment's ends (its middle where it is shorter than that)."""
-    if len(corners) == 1:
-        return corners[0].copy()
-    start, edge = corners[0], corners[1] - corners[0]
-    length = np.linalg.norm(edge)
-    if not length > 2.0 * margin:
-        return start + 0.5 * edge
-    share = np.clip((p - start) @ edge / (length * length), margin / length, 1.0 - margin / length)
-    return start + share * edge
-
-
-def _inside_by(corners, p, margin):
-    """The point nearest to 2D `p` at least `margin` inside a counter-clockwise polygon (the
-    polygon shrunk by `margin`), by cyclic projections onto the shrunk edges' half-planes; None
-    where the polygon is narrower than twice the margin there."""
-    edges = np.roll(corners, -1, axis=0) - corners
-    normals = np.stack([-edges[:, 1], edges[:, 0]], axis=1) / np.linalg.norm(edges, axis=1)[:, None]
-    offsets = np.einsum("ij,ij->i", normals, corners) + margin
-    q = np.array(p, dtype=float)
-    for _ in range(_PROJECTIONS):
-        short = offsets - normals @ q
-        if short.max() <= 1e-12 * margin:
-            return q
-        worst = int(np.argmax(short))
-        q = q + short[worst] * normals[worst]
-    return q if (offsets - normals @ q).max() <= 1e-6 * margin else None
 
 
 def support_of(pins, body, unit):
@@ -362,11 +314,10 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
 
     `solve_pins(pins, rotations, locations)` solves checked arguments (aim pins included) in the
     caller's time budget; the skeleton's root must translate (`translate_root`). When the
-    centre of mass of the plain solve lies outside the polygon (or less than `MARGIN` inside),
+    centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
     each round solves again with one more pin: a position-only pin on the root's head at the
-    plain solve's height, moved along the ground by the shifts asked so far (each divided by how
-    far the centre of mass follows the root: first the share of the mass off the legs,
-    `first_gain`, then as measured in the round before), at a priority below every
+    plain solve's height, moved along the ground by the shifts asked so far (each scaled by how
+    far the centre of mass followed the root in the round before), at a priority below every
     user pin, so the hips go back and the spine leans while the user's pins are met as in any
     solve (where they cannot all be met, the root's pin gives way first). A round starts from
     the pose of the round before, which lies near its answer. A round whose user pins miss by
@@ -387,18 +338,13 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
     lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
     allowed = np.maximum(plain.position_errors, tolerance)
-    feet, margin = [pin.bone for pin in pins if pin.bone in body.feet], MARGIN * skeleton.unit
-    offset, gain = np.zeros(3), first_gain(skeleton, body, root, feet)
-    reaches = REACHABLE * chain_reaches(skeleton, pins)
-    iterations, moved = plain.iterations, plain.moved.copy()
+    offset, gain, iterations, moved = np.zeros(3), 1.0, plain.iterations, plain.moved.copy()
     best, kept, cut = (-support.depth(com), plain), plain, False
     for _ in range(BALANCE_ROUNDS):
-        shift = support.shift(com, margin)
-        if not np.linalg.norm(shift) > max(tolerance, CLOSE_ENOUGH * margin):
+        shift = support.shift(com, MARGIN * skeleton.unit)
+        if not np.linalg.norm(shift) > tolerance:
             break
-        step = _within_reach(shift / gain, heads[root] + offset, pins, reaches)
-        if not np.linalg.norm(step) > tolerance:
-            break  # the hips cannot go further without taking a pin beyond its chain's reach
+        step = shift / gain
         offset = offset + step
         target = np.eye(4)
         target[:3, 3] = heads[root] + offset
@@ -416,37 +362,6 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
-
-
-def chain_reaches(skeleton, pins):
-    """(P,) how far each pin's bone's head can lie from the root's head: the lengths of the
-    chain between them laid straight (the distances between consecutive heads at rest)."""
-    reaches = np.zeros(len(pins))
-    for k, pin in enumerate(pins):
-        chain = skeleton.ancestors(skeleton.index[pin.bone])[:-1]
-        offsets = skeleton.rest_head[chain] - skeleton.rest_head[skeleton.parents[chain]]
-        reaches[k] = np.linalg.norm(offsets, axis=1).sum()
-    return reaches
-
-
-def _within_reach(step, hips, pins, reaches):
-    """`step` (3,), the move of the root's head from `hips`, shortened so that no pin's target
-    ends farther from the root's head than its `reaches` (P,) where it was not already: a
-    chain at (or near) full stretch the loops cannot meet, and a round that asks for one only
-    costs a failed solve."""
-    share, length = 1.0, step @ step
-    if not length > 0.0:
-        return step
-    for pin, reach in zip(pins, reaches):
-        if pin.aim is not None:
-            continue  # its position is free
-        way = pin.target_position - hips  # the root's head moves along `step` from `hips`
-        along, beyond = way @ step, way @ way - reach * reach
-        if beyond > 0.0:  # already beyond: only moves that bring it closer
-            share = min(share, max(0.0, 2.0 * along / length))
-            continue
-        share = min(share, (along + np.sqrt(along * along - length * beyond)) / length)
-    return step * max(share, 0.0)
 
 
 @functools.lru_cache(maxsize=16)

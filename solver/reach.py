@@ -75,9 +75,7 @@ def _soft_limbs(skeleton, bones):
 
 def _soften(skeleton, pins, limbs, result, soft):
     """Bend each limb of `limbs` (`_soft_limbs`) whose target lies in its soft zone from its
-    root joint in `result`'s pose so its pinned bone meets the softened target (in place).
-    The few 3-vectors and quaternions of a limb are worked on floats: numpy costs more per call
-    than their arithmetic."""
+    root joint in `result`'s pose so its pinned bone meets the softened target (in place)."""
     moved = result.moved
     rows = [k for k, limb in limbs.items() if moved[limb[0]] and moved[limb[1]] and moved[limb[2]]]
     if not rows:
@@ -85,54 +83,69 @@ def _soften(skeleton, pins, limbs, result, soft):
     world, heads = pose_frames(skeleton, result.rotations, result.locations)
     rotations = None
     for k in rows:
-        upper, lower, end, length, own = limbs[k][:5]
+        upper, lower, end, length, own = limbs[k]
         target = pins[k].target_position.tolist()
-        root, middle, tip = heads[upper].tolist(), heads[lower].tolist(), heads[end].tolist()
+        root = heads[upper].tolist()
         way = _minus(target, root)
         distance = math.sqrt(_dot(way, way))
         softened = soft_distance(distance, length, soft)
         if not softened < distance:
             continue
-        bend = bend_direction(root, middle, tip, world[lower] @ own)
-        if bend is None:
-            continue
-        along = [w / distance for w in way]
-        bend = bend.tolist()
-        bend = _minus(bend, [_dot(bend, along) * a for a in along])
-        bend_length = math.sqrt(_dot(bend, bend))
-        if not bend_length > 1e-9:
-            continue
-        first, second = _minus(middle, root), _minus(tip, middle)
-        upper_length, lower_length = math.sqrt(_dot(first, first)), math.sqrt(_dot(second, second))
-        reach = min(max(softened, abs(upper_length - lower_length)), upper_length + lower_length)
-        cosine = (upper_length**2 + reach**2 - lower_length**2) / (2.0 * upper_length * reach)
-        cosine = min(1.0, max(-1.0, cosine))
-        sine = math.sqrt(1.0 - cosine * cosine)
-        joint = [
-            r + upper_length * (cosine * a + sine * b / bend_length) for r, a, b in zip(root, along, bend)
-        ]
-        reached = [r + reach * a for r, a in zip(root, along)]
-        turn_upper = _arc(first, _minus(joint, root))  # armature space
-        turn_lower = _arc(second, _minus(reached, joint))  # the lower bone's, in all
-        parent = skeleton.parents[upper]
-        frames = skeleton.local_rest_matrix[[upper, lower, end]]
-        frames[0] = frames[0] if parent < 0 else world[parent] @ frames[0]
-        frames[1:] = world[[upper, lower]] @ frames[1:]
-        w, x, y, z = turn_upper
-        between = _product(w, -x, -y, -z, *turn_lower)  # the lower bone's turn under its parent's
-        turns = np.array([turn_upper[1:], between[1:], [-v for v in turn_lower[1:]]])
-        locally = np.einsum("li,lij->lj", turns, frames).tolist()
         if rotations is None:
             rotations = result.rotations.copy()
             result.position_errors = result.position_errors.copy()
-        bones = (upper, lower, end)
-        local = rotations[list(bones)].tolist()
-        for bone, w, axis, rotation in zip(bones, (turn_upper[0], between[0], turn_lower[0]), locally, local):
-            rotations[bone] = _product(w, *axis, *rotation)
-        miss = _minus(reached, target)
-        result.position_errors[k] = math.sqrt(_dot(miss, miss))
+        point = [r + w * softened / distance for r, w in zip(root, way)]
+        reached = _bend_limb(skeleton, world, heads, rotations, (upper, lower, end), own, point)
+        if reached is not None:
+            miss = _minus(reached, target)
+            result.position_errors[k] = math.sqrt(_dot(miss, miss))
     if rotations is not None:
         result.rotations = rotations
+
+
+def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
+    """Turn a two-bone limb (upper, lower, end) so its end's head goes to `point` (or as near as
+    the limb reaches along the way there), in its own bend plane (`poles.bend_direction` with
+    `own`, the limb's own bend in its lower bone's frame), the end keeping its armature-space
+    frame; `world`, `heads` the pose's frames (`frames.pose_frames`, not updated), `rotations`
+    (N, 4) changed in place. Returns where the end's head went, or None where the limb has no
+    bend plane (folded onto its root, or the way along its bend). The few 3-vectors and
+    quaternions are worked on floats: numpy costs more per call than their arithmetic."""
+    upper, lower, end = limb
+    root, middle, tip = heads[upper].tolist(), heads[lower].tolist(), heads[end].tolist()
+    way = _minus(list(point), root)
+    distance = math.sqrt(_dot(way, way))
+    bend = bend_direction(root, middle, tip, world[lower] @ own)
+    if bend is None or not distance > 0.0:
+        return None
+    along = [w / distance for w in way]
+    bend = bend.tolist()
+    bend = _minus(bend, [_dot(bend, along) * a for a in along])
+    bend_length = math.sqrt(_dot(bend, bend))
+    if not bend_length > 1e-9:
+        return None
+    first, second = _minus(middle, root), _minus(tip, middle)
+    upper_length, lower_length = math.sqrt(_dot(first, first)), math.sqrt(_dot(second, second))
+    reach = min(max(distance, abs(upper_length - lower_length)), upper_length + lower_length)
+    cosine = (upper_length**2 + reach**2 - lower_length**2) / (2.0 * upper_length * reach)
+    cosine = min(1.0, max(-1.0, cosine))
+    sine = math.sqrt(1.0 - cosine * cosine)
+    joint = [r + upper_length * (cosine * a + sine * b / bend_length) for r, a, b in zip(root, along, bend)]
+    reached = [r + reach * a for r, a in zip(root, along)]
+    turn_upper = _arc(first, _minus(joint, root))  # armature space
+    turn_lower = _arc(second, _minus(reached, joint))  # the lower bone's, in all
+    parent = skeleton.parents[upper]
+    frames = skeleton.local_rest_matrix[[upper, lower, end]]
+    frames[0] = frames[0] if parent < 0 else world[parent] @ frames[0]
+    frames[1:] = world[[upper, lower]] @ frames[1:]
+    w, x, y, z = turn_upper
+    between = _product(w, -x, -y, -z, *turn_lower)  # the lower bone's turn under its parent's
+    turns = np.array([turn_upper[1:], between[1:], [-v for v in turn_lower[1:]]])
+    locally = np.einsum("li,lij->lj", turns, frames).tolist()
+    local = rotations[[upper, lower, end]].tolist()
+    for bone, w, axis, rotation in zip(limb, (turn_upper[0], between[0], turn_lower[0]), locally, local):
+        rotations[bone] = _product(w, *axis, *rotation)
+    return reached
 
 
 def _minus(a, b):
