@@ -1,14 +1,20 @@
 """Look-at pins (`Pin.aim`): a bone's axis points at a target whose position the bone need not reach.
 
-The loops' pins always hold a position, so an aim pin is solved as a fixed point above them: it
+The pins that do not aim are solved first, which places the aimed bones' heads where the rest
+of the body puts them. An aim pin holds no position, so where its bone may turn (not frozen),
+no other pin hangs from it and no joint limits bind it, the bone is then turned about its head
+by the shortest arc from its axis to the way to its target (`_turned_to_aims`): the aim is exact,
+nothing else moves, and one solve serves.
+
+Otherwise (limits, or another pin below the aimed bone, where the aim and that pin share the
+miss by their weights and priorities) an aim pin is solved as a fixed point above the loops: it
 becomes an ordinary pin that holds the bone's head where it is and weighs only the aimed axis,
-turned toward the target from that head (`_placed`). The heads are first placed where the other
-pins put the body (a solve of those alone), then each round solves every pin from the last
+turned toward the target from that head (`_placed`); each round solves every pin from the last
 round's pose and re-aims from the new heads, until no head moved enough to turn the way to its
 target by more than the tolerance (an arc of the rig's size, as the loops count an axis). The
 heads move little once the others are met (only the aimed bones and what holds them turn), so a
-few rounds do. Every round is a deterministic solve of the inputs, so the answer stays a
-function of the targets, the settings and the start pose.
+few rounds do. Either way the answer is a function of the targets, the settings and the start
+pose.
 """
 
 import dataclasses
@@ -17,24 +23,33 @@ import numpy as np
 
 from . import quat
 from .pins import AIM_AXES
+from .frames import chain_frames
 
 AIM_ROUNDS = 8  # at most this many re-aimed solves after the heads are placed
 _AXIS = {name: (k // 2, 1.0 if k % 2 == 0 else -1.0) for k, name in enumerate(AIM_AXES)}
 _SAME_POINT = 1e-12  # relative distance below which the target sits on the head: no direction
 
 
-def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance):
-    """The SolveResult of pins some of which aim (`Pin.aim`), by re-aimed solves.
+def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance, frozen=None, limits=None):
+    """The SolveResult of pins some of which aim (`Pin.aim`): a solve of the others, then each
+    aimed bone turned to its target (`_turned_to_aims`) or, where that cannot serve, re-aimed
+    solves.
 
     `solve_pins(pins, rotations, locations)` is `solve` on checked arguments (the caller's
-    settings and time budget); `tolerance` the settings' (armature units). An aim pin reports
-    position error 0 (its position is free) and as orientation error the angle between its
-    axis and the way to its target; the solve converged when every pin is within tolerance,
-    an axis counting as an arc of the rig's size (as in the loops).
+    settings and time budget); `tolerance` the settings' (armature units); `frozen` (N,) bool
+    the bones the solve may not turn (None: not known, re-aimed solves); `limits` the joint
+    limits (re-aimed solves where there are some). An aim pin reports position error 0 (its
+    position is free) and as orientation error the angle between its axis and the way to its
+    target; the solve converged when every pin is within tolerance, an axis counting as an arc
+    of the rig's size (as in the loops).
     """
     aiming = np.array([pin.aim is not None for pin in pins])
     bones = np.array([skeleton.index[pin.bone] for pin in pins])
     others = [pin for pin, aims in zip(pins, aiming) if not aims]
+    if others and frozen is not None and limits is None and _turnable(skeleton, pins, bones, frozen):
+        return _turned_to_aims(
+            solve_pins(others, rotations, locations), skeleton, pins, aiming, bones, tolerance
+        )
     pose, iterations, moved = (rotations, locations), 0, np.zeros(len(skeleton), dtype=bool)
     if others:
         first = solve_pins(others, rotations, locations)
@@ -55,6 +70,61 @@ def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance):
     result.orientation_errors_deg = np.where(aiming, np.degrees(angles), result.orientation_errors_deg)
     result.converged = bool(result.converged and (angles[aiming] <= tolerance / skeleton.unit).all())
     result.iterations, result.moved = iterations, moved
+    return result
+
+
+def _turnable(skeleton, pins, bones, frozen):
+    """Whether each aimed bone can turn alone: not frozen, and no other pin hangs from it (its
+    turn would move that pin) nor from another aimed bone."""
+    for pin, bone in zip(pins, bones):
+        if pin.aim is None:
+            continue
+        if frozen[bone] or any(other != bone and bone in skeleton.ancestors(other) for other in bones):
+            return False
+    return True
+
+
+def _turned_to_aims(result, skeleton, pins, aiming, bones, tolerance):
+    """`result` (the solve of the pins that do not aim) with each aimed bone turned about its
+    head by the shortest arc from its axis to the way to its target, its per-pin measures for
+    every pin. An aim pin holds no position, so where its bone turns alone, nothing else
+    moves, and no other pin depends on the turn (`_turnable`), the aim is exact in one step: the
+    fixed point the re-aimed solves reach, with the head where the others put it."""
+    rotations = result.rotations.copy()
+    moved = result.moved.copy()
+    angles = np.zeros(len(pins))
+    for k in np.flatnonzero(aiming):
+        bone = int(bones[k])
+        chain = np.array(skeleton.ancestors(bone)[::-1], dtype=int)
+        world, heads = chain_frames(skeleton, rotations, result.locations, chain)
+        column, sign = _AXIS[pins[k].aim]
+        axis = sign * world[-1][:, column]
+        way = pins[k].target_position - heads[-1]
+        if np.linalg.norm(way) > _SAME_POINT * skeleton.unit:
+            turn = quat.shortest_arc(axis, way)
+            frame = (
+                skeleton.local_rest_matrix[bone]
+                if len(chain) < 2
+                else world[-2] @ skeleton.local_rest_matrix[bone]
+            )
+            local = np.concatenate([turn[:1], turn[1:] @ frame])
+            rotations[bone] = quat.normalize(quat.multiply(local, rotations[bone]))
+            angles[k] = aim_angle(
+                quat.to_matrix(turn) @ world[-1], heads[-1], pins[k].target_position, pins[k].aim
+            )
+        moved[bone] = True
+    result.rotations, result.moved = rotations, moved
+    for field, fill in (
+        ("position_errors", 0.0),
+        ("orientation_errors_deg", 0.0),
+        ("yielded", False),
+        ("beyond_reach", False),
+    ):
+        values = np.full(len(pins), fill, dtype=getattr(result, field).dtype)
+        values[~aiming] = getattr(result, field)
+        setattr(result, field, values)
+    result.orientation_errors_deg = np.where(aiming, np.degrees(angles), result.orientation_errors_deg)
+    result.converged = bool(result.converged and (angles[aiming] <= tolerance / skeleton.unit).all())
     return result
 
 

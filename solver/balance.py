@@ -15,10 +15,12 @@ ancestor with one, and a segment's mass is shared by its bones by length.
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from . import quat
+from .frames import pose_frames
 from .pins import MAX_PRIORITY, Pin
 from .validation import SceneError, vector
 
@@ -187,8 +189,8 @@ def centre_of_mass(masses, heads, tails):
 
 def pose_centre_of_mass(skeleton, body, rotations, locations):
     """The centre of mass of `skeleton` in a local pose."""
-    world, heads = skeleton.forward(rotations, locations)
-    points = heads + np.einsum("nij,nj->ni", quat.to_matrix(world), body.centres_in(skeleton))
+    world, heads = pose_frames(skeleton, rotations, locations)
+    points = heads + np.einsum("nij,nj->ni", world, body.centres_in(skeleton))
     return body.masses @ points / body.masses.sum()
 
 
@@ -249,10 +251,19 @@ def support_from(points, up, unit):
 
 def _ground_axes(up):
     """(2, 3) two unit directions along the ground, a right-handed pair about `up`."""
+    return _axes_about(tuple(np.asarray(up, dtype=float).tolist()))
+
+
+@functools.lru_cache(maxsize=16)
+def _axes_about(up):
+    """`_ground_axes` of an `up` given as a tuple, kept: a live drag asks for the same one."""
+    up = np.array(up)
     other = np.eye(3)[int(np.argmin(np.abs(up)))]
     first = np.cross(up, other)
     first /= np.linalg.norm(first)
-    return np.array([first, np.cross(up, first)])
+    axes = np.array([first, np.cross(up, first)])
+    axes.setflags(write=False)
+    return axes
 
 
 def _hull(points):
@@ -323,7 +334,7 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     root = roots.pop() if len(roots) == 1 else None
     if support is None or root is None or any(skeleton.index[pin.bone] == root for pin in pins):
         return plain
-    heads = skeleton.forward(plain.rotations, plain.locations)[1]
+    heads = pose_frames(skeleton, plain.rotations, plain.locations)[1]
     com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
     lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
     allowed = np.maximum(plain.position_errors, tolerance)
@@ -337,7 +348,7 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
         offset = offset + step
         target = np.eye(4)
         target[:3, 3] = heads[root] + offset
-        hips = Pin(skeleton.names[root], target, orientation_weights=(0.0, 0.0, 0.0), priority=lowest)
+        hips = _hips_pin(skeleton.names[root], lowest).moved_to(target, quat.IDENTITY, target[:3, 3])
         result = _without_last_pin(solve_pins([*pins, hips], kept.rotations, kept.locations))
         iterations, moved = iterations + result.iterations, moved | result.moved
         if (result.position_errors > allowed).any():
@@ -351,6 +362,12 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
+
+
+@functools.lru_cache(maxsize=16)
+def _hips_pin(bone, priority):
+    """Balance's pin on the root's head (validated once; each round moves its target)."""
+    return Pin(bone, np.eye(4), orientation_weights=(0.0, 0.0, 0.0), priority=priority)
 
 
 def _without_last_pin(result):

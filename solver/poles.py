@@ -17,15 +17,18 @@ Joint limits win over the pole: a swivel that would take the upper bone or the p
 further outside its limits than it was is cut back to the largest share that does not.
 """
 
+import dataclasses
 import math
+import weakref
 
 import numpy as np
 
-from . import quat
+from .frames import chain_frames
 
 FULL_BEND = math.radians(10.0)  # bend from which only the limb's real bend says where it points
 _LIMIT_HALVINGS = 12  # halvings of the swivel when it would break a limit
 _TINY = 1e-9  # share of the limb's length below which a direction is undefined
+_CACHED = 64  # poled limbs kept per skeleton (one entry per set of pinned and frozen bones)
 
 
 def turn_to_poles(skeleton, pins, rotations, locations, limits, frozen, unit=1.0):
@@ -33,27 +36,58 @@ def turn_to_poles(skeleton, pins, rotations, locations, limits, frozen, unit=1.0
     array; the same one when no pin has a pole). `locations` (N, 3) and the poles are in the
     units of `skeleton` times `unit` (a solve's normalized skeleton passes its unit). `frozen`
     (N,) bool: bones the solve may not turn; a limb that needs one of them is left as it is."""
-    poled = [k for k, pin in enumerate(pins) if pin.pole is not None]
-    if not poled:
+    if all(pin.pole is None for pin in pins):
         return rotations
     rotations = rotations.copy()
-    pinned = [skeleton.index[pin.bone] for pin in pins]
-    for k in poled:
-        limb = _limb(skeleton, pinned, k, frozen)
-        if limb is not None:
-            _swivel(skeleton, rotations, locations, limb, pins[k].pole / unit, limits)
+    for k, limb in _poled_limbs(skeleton, pins, frozen).items():
+        _swivel(skeleton, rotations, locations, limb, pins[k].pole / unit, limits)
     return rotations
 
 
 def poled_bones(skeleton, pins, frozen):
     """(N,) bool: the bones `turn_to_poles` may turn (upper bones and pinned bones of limbs)."""
     turned = np.zeros(len(skeleton), dtype=bool)
-    pinned = [skeleton.index[pin.bone] for pin in pins]
-    for k, pin in enumerate(pins):
-        limb = _limb(skeleton, pinned, k, frozen) if pin.pole is not None else None
-        if limb is not None:
-            turned[[limb[0], limb[2]]] = True
+    if any(pin.pole is not None for pin in pins):
+        for limb in _poled_limbs(skeleton, pins, frozen).values():
+            turned[[limb.upper, limb.end]] = True
     return turned
+
+
+@dataclasses.dataclass(frozen=True)
+class _Limb:
+    """A poled limb's bones, the chain from its root bone down to the pinned bone (root first),
+    and its own bend direction in its lower bone's frame (`own_bend`)."""
+
+    upper: int
+    lower: int
+    end: int
+    chain: np.ndarray
+    own: np.ndarray
+
+
+_LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {key: poled limbs}
+
+
+def _poled_limbs(skeleton, pins, frozen):
+    """{pin index: _Limb} of the pins with a pole whose limb `_limb` finds, cached per skeleton,
+    pinned bones and frozen bones (a stage and the solve ask again for the same ones)."""
+    key = (tuple((pin.bone, pin.pole is not None) for pin in pins), np.packbits(frozen).tobytes())
+    known = _LIMBS.setdefault(skeleton, {})
+    if key not in known:
+        pinned = [skeleton.index[pin.bone] for pin in pins]
+        rest = skeleton.rest_head
+        limbs = {}
+        for k, pin in enumerate(pins):
+            limb = _limb(skeleton, pinned, k, frozen) if pin.pole is not None else None
+            if limb is not None:
+                upper, lower, end = limb
+                own = own_bend(rest[upper], rest[lower], rest[end], skeleton.rest[lower, :3, :3])
+                chain = np.array(skeleton.ancestors(end)[::-1], dtype=int)
+                limbs[k] = _Limb(upper, lower, end, chain, own)
+        if len(known) > _CACHED:
+            known.clear()
+        known[key] = limbs
+    return known[key]
 
 
 def _limb(skeleton, pinned, k, frozen):
@@ -75,45 +109,66 @@ def _limb(skeleton, pinned, k, frozen):
 def _swivel(skeleton, rotations, locations, limb, pole, limits):
     """Turn the limb's upper bone about the line from its head to the end's head so the limb's
     bend direction points at `pole`, the end's frame kept (in place)."""
-    upper, lower, end = limb
-    world = np.empty((len(skeleton), 3, 3))
-    heads = np.empty((len(skeleton), 3))
-    skeleton.forward_into(rotations, locations, world, heads, skeleton.kinematic_levels([end]))
-    rest = skeleton.rest_head
-    own = own_bend(rest[upper], rest[lower], rest[end], skeleton.rest[lower, :3, :3])
-    bend = bend_direction(heads[upper], heads[lower], heads[end], world[lower] @ own)
+    world, heads = chain_frames(skeleton, rotations, locations, limb.chain)
+    root, middle, end = heads[-3], heads[-2], heads[-1]
+    bend = bend_direction(root, middle, end, world[-2] @ limb.own)
     if bend is None:
         return
-    axis = heads[end] - heads[upper]
-    axis /= np.linalg.norm(axis)
-    toward_pole = _across(pole - heads[upper], axis)
+    axis = end - root
+    axis /= math.sqrt(axis @ axis)
+    toward_pole = _across(pole - root, axis)
     if toward_pole is None:
         return
-    angle = math.atan2(axis @ np.cross(bend, toward_pole), bend @ toward_pole)
-    turned = _turned(skeleton, world, limb, axis, angle)
+    angle = math.atan2(axis @ _cross(bend, toward_pole), bend @ toward_pole)
+    upper_frame = skeleton.local_rest_matrix[limb.upper]
+    if len(limb.chain) > 3:
+        upper_frame = world[-4] @ upper_frame
+    frames = upper_frame, world[-2] @ skeleton.local_rest_matrix[limb.end]
+    turned = _turned(rotations, frames, limb, axis, angle)
     if limits is not None:
-        turned = _within_limits(rotations, turned, limb, limits, skeleton, world, axis, angle)
-    rotations[[upper, end]] = turned
+        turned = _within_limits(rotations, turned, limb, limits, frames, axis, angle)
+    rotations[[limb.upper, limb.end]] = turned
 
 
 def bend_direction(root, middle, end, own):
     """The unit direction, across the line from `root` to `end` (a limb's joints in armature
     space), in which the limb bends: toward the middle joint, blended toward `own` (the limb's
     own bend direction in armature space, `own_bend` turned by the lower bone) as the limb
-    straightens below `FULL_BEND`; None where neither says (a limb folded onto its root)."""
-    axis = end - root
-    if np.linalg.norm(axis) < _TINY * (np.linalg.norm(middle - root) + np.linalg.norm(end - middle)):
+    straightens below `FULL_BEND`; None where neither says (a limb folded onto its root).
+    Computed on floats: a handful of 3-vectors cost numpy more than the arithmetic."""
+    root, middle, end, own = (np.asarray(v, dtype=float).tolist() for v in (root, middle, end, own))
+    axis, first, second = _minus(end, root), _minus(middle, root), _minus(end, middle)
+    length, first_length, second_length = (math.sqrt(_dot(v, v)) for v in (axis, first, second))
+    if length < _TINY * (first_length + second_length):
         return None
-    axis = axis / np.linalg.norm(axis)
-    first, second = middle - root, end - middle
-    cosine = first @ second / max(np.linalg.norm(first) * np.linalg.norm(second), 1e-300)
+    axis = [a / length for a in axis]
+    cosine = _dot(first, second) / max(first_length * second_length, 1e-300)
     straightness = max(0.0, 1.0 - math.acos(min(1.0, max(-1.0, cosine))) / FULL_BEND)
-    real = _across(first, axis)
-    own = _across(own, axis) if straightness else None
+    real = _across_floats(first, axis)
+    own = _across_floats(own, axis) if straightness else None
     if own is None:
-        return real
-    blended = straightness * own + (1.0 - straightness) * (real if real is not None else 0.0)
-    return _across(blended, axis)
+        return None if real is None else np.array(real)
+    real = real if real is not None else (0.0, 0.0, 0.0)
+    blended = [straightness * o + (1.0 - straightness) * r for o, r in zip(own, real)]
+    across = _across_floats(blended, axis)
+    return None if across is None else np.array(across)
+
+
+def _minus(a, b):
+    return [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _across_floats(vector, axis):
+    """`_across` on lists of floats."""
+    along = _dot(vector, axis)
+    across = [v - along * a for v, a in zip(vector, axis)]
+    length = math.sqrt(_dot(across, across))
+    scale = max(math.sqrt(_dot(vector, vector)), 1e-300)
+    return None if length < _TINY * scale else [a / length for a in across]
 
 
 def own_bend(rest_root, rest_middle, rest_end, lower_rest):
@@ -131,26 +186,43 @@ def own_bend(rest_root, rest_middle, rest_end, lower_rest):
 def _across(vector, axis):
     """`vector`'s part across `axis` (unit), normalized; None where it has none."""
     across = vector - (vector @ axis) * axis
-    length = np.linalg.norm(across)
-    scale = max(np.linalg.norm(vector), 1e-300)
+    length = math.sqrt(across @ across)
+    scale = max(math.sqrt(vector @ vector), 1e-300)
     return None if length < _TINY * scale else across / length
 
 
-def _turned(skeleton, world, limb, axis, angle):
+def _cross(a, b):
+    """The cross product of two 3-vectors (np.cross costs more than the swivel's other steps)."""
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _turned(rotations, frames, limb, axis, angle):
     """Local rotations (2, 4) of the upper and the end bone once the upper bone has turned by
-    `angle` about `axis` in armature space and the end bone has kept its armature frame."""
-    upper, lower, end = limb
-    spin = quat.to_matrix(quat.from_axis_angle(axis, angle))
-    upper_frame = skeleton.parent_frames(np.array([upper]), world)[0]
-    end_frame = spin @ world[lower] @ skeleton.local_rest_matrix[end]
-    local = np.stack([upper_frame.T @ spin @ world[upper], end_frame.T @ world[end]])
-    return quat.normalize(quat.from_matrix(local))
+    `angle` about `axis` in armature space and the end bone has kept its armature frame;
+    `frames`: the upper's and the end's parent frames (3, 3) before the turn."""
+    half = 0.5 * angle
+    cosine, sine = math.cos(half), math.sin(half)
+    upper_frame, end_frame = frames
+    turns = ((sine * axis) @ upper_frame).tolist(), ((-sine * axis) @ end_frame).tolist()
+    local = rotations[[limb.upper, limb.end]].tolist()
+    return np.array([_product(cosine, *turn, *rotation) for turn, rotation in zip(turns, local)])
 
 
-def _within_limits(rotations, turned, limb, limits, skeleton, world, axis, angle):
+def _product(aw, ax, ay, az, bw, bx, by, bz):
+    """The unit quaternion (w >= 0, as `quat.normalize`) of the Hamilton product a * b of two
+    quaternions given by their components (floats: two 4-vectors cost numpy more than this)."""
+    w = aw * bw - ax * bx - ay * by - az * bz
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    scale = (1.0 if w >= 0.0 else -1.0) / math.sqrt(w * w + x * x + y * y + z * z)
+    return w * scale, x * scale, y * scale, z * scale
+
+
+def _within_limits(rotations, turned, limb, limits, frames, axis, angle):
     """`turned`, or where it takes the upper or the end bone further outside its limits, the
     largest share of the swivel (to 1/4096) that does not."""
-    upper, _, end = limb
+    upper, end = limb.upper, limb.end
     trial = rotations.copy()
     before = limits.violation(trial)[[upper, end]]
 
@@ -163,7 +235,7 @@ def _within_limits(rotations, turned, limb, limits, skeleton, world, axis, angle
     low, high, best = 0.0, 1.0, rotations[[upper, end]]
     for _ in range(_LIMIT_HALVINGS):
         share = 0.5 * (low + high)
-        candidate = _turned(skeleton, world, limb, axis, share * angle)
+        candidate = _turned(rotations, frames, limb, axis, share * angle)
         if breaks(candidate):
             high = share
         else:

@@ -6,78 +6,164 @@ steadily through full reach snaps the limb straight in a frame or two (the "pop"
 "soft IK", within the last `soft` share of L the target is pulled back along the line from the
 limb's root joint toward it, to L - s + s (1 - exp(-(d - L + s) / s)) (s = soft x L): the same
 distance and rate where the zone begins, L only at infinity, so the bend changes at a bounded
-rate. The targets are moved before the solve (staging, giving way, poles all see the softened
-ones) and the pins report their miss from their own targets.
+rate. The pins report their miss from their own targets.
 
-The root joint is where the pose the solve starts from puts it; where the solve moves it (a spine
-that bends toward a hand) the targets are softened again from the solved root joints and the
-pins solved again from the start pose, until the softened targets move by at most the
-tolerance (at most `REACH_ROUNDS`). Each round is a solve of the inputs, so the answer stays a
-function of the targets, the settings and the start pose.
+The body is solved toward the pins' own targets (staging, giving way, poles and aim as in any
+solve), which places each limb's root joint where the rest of the body takes it (a spine that
+bends toward a hand, hips that drop). Then, as soft IK runs after the animation it softens,
+each limb whose target lies in its soft zone from that root joint is bent again in its own
+plane (`poles.bend_direction`: the plane the solve, a pole or the limb's own bend gave it) so
+its pinned bone's head meets the softened target, the pinned bone keeping its armature-space
+frame: only the limb's three bones turn, and nothing else moves. A limb is left as solved where
+another pin hangs from it (the new bend would move that pin) or the solve did not move all three
+of its bones (stiffness 1). Joint limits are not consulted for this last bend: it bends the
+limb further from straight, by at most the arc that takes its end a soft zone's depth inward.
+The answer is a function of the targets, the settings and the start pose, with one solve.
 """
+
+import math
+import weakref
 
 import numpy as np
 
-REACH_ROUNDS = 4  # at most this many solves toward softened targets
+from .frames import pose_frames
+from .poles import _product, bend_direction, own_bend
+
 _STRAIGHT_AT_REST = 1e-4  # share of its length below which a limb's rest pose is straight
+_LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {pins' bones: soft limbs}
 
 
 def solve_softened(solve_pins, skeleton, pins, rotations, locations, settings):
-    """The SolveResult of `solve_pins(pins, rotations, locations)` toward the pins' softened
-    targets, with each pin's position error measured from its own target."""
-    limbs = _soft_limbs(skeleton, pins) if settings.soft_reach > 0.0 else None
-    if not limbs:
-        return solve_pins(pins, rotations, locations)
-    pose, moved = (rotations, locations), np.zeros(len(skeleton), dtype=bool)
-    softened, iterations = None, 0
-    for _ in range(REACH_ROUNDS):
-        heads = skeleton.forward(*pose)[1]
-        targets = _softened_targets(pins, limbs, heads, settings.soft_reach)
-        if softened is not None and not np.abs(targets - softened).max(initial=0.0) > settings.tolerance:
-            break
-        softened = targets
-        result = solve_pins(_moved_pins(pins, limbs, targets), rotations, locations)
-        pose, iterations, moved = (
-            (result.rotations, result.locations),
-            iterations + result.iterations,
-            moved | result.moved,
-        )
-    heads = skeleton.forward(*pose)[1]
-    for k, pin in enumerate(pins):
-        if k in limbs:
-            result.position_errors[k] = np.linalg.norm(heads[skeleton.index[pin.bone]] - pin.target_position)
-    result.iterations, result.moved = iterations, moved
+    """The SolveResult of `solve_pins(pins, rotations, locations)` with each limb whose target
+    lies in its soft zone bent to meet its softened target, each pin's position error measured
+    from its own target."""
+    result = solve_pins(pins, rotations, locations)
+    if settings.soft_reach > 0.0:
+        limbs = _soft_limbs(skeleton, tuple((pin.bone, pin.aim is None) for pin in pins))
+        if limbs:
+            _soften(skeleton, pins, limbs, result, settings.soft_reach)
     return result
 
 
-def _soft_limbs(skeleton, pins):
-    """{pin index: (root joint's bone, limb length)} for each position-holding pin whose bone
-    has a parent and a grandparent that are not straight at rest (a straight limb has no bend
-    to soften, and its rest pose sits at full reach)."""
+def _soft_limbs(skeleton, bones):
+    """The soft limbs of pins on `bones` ((bone name, holds a position) per pin), cached per
+    skeleton: {pin index: (upper, lower, end, limb length, own bend)} for each
+    position-holding pin whose bone has a parent and a grandparent that are not straight at rest
+    (a straight limb has no bend to soften, and its rest pose sits at full reach), and from whose
+    upper bone no other pin hangs."""
+    known = _LIMBS.setdefault(skeleton, {})
+    if bones in known:
+        return known[bones]
+    ends = [skeleton.index[bone] for bone, _ in bones]
+    chains = [skeleton.ancestors(end) for end in ends]
+    head = skeleton.rest_head
     limbs = {}
-    for k, pin in enumerate(pins):
-        end = skeleton.index[pin.bone]
+    for k, (end, (_, holds)) in enumerate(zip(ends, bones)):
         limb = skeleton.limb_above(end)
-        if pin.aim is not None or limb is None:
+        if not holds or limb is None:
             continue
         upper, lower = limb
-        head = skeleton.rest_head
+        if any(upper in chain for j, chain in enumerate(chains) if j != k):
+            continue
         length = np.linalg.norm(head[lower] - head[upper]) + np.linalg.norm(head[end] - head[lower])
         if np.linalg.norm(head[end] - head[upper]) < length * (1.0 - _STRAIGHT_AT_REST):
-            limbs[k] = (upper, length)
-    return limbs
+            own = own_bend(head[upper], head[lower], head[end], skeleton.rest[lower, :3, :3])
+            limbs[k] = (upper, lower, end, float(length), own)
+    known[bones] = limbs
+    return known[bones]
 
 
-def _softened_targets(pins, limbs, heads, soft):
-    """(L, 3) the softened target of each pin in `limbs` (in their order) from root joints at
-    `heads` (N, 3)."""
-    targets = np.empty((len(limbs), 3))
-    for row, (k, (root, length)) in enumerate(limbs.items()):
-        way = pins[k].target_position - heads[root]
-        targets[row] = heads[root] + way * soft_distance(np.linalg.norm(way), length, soft) / max(
-            np.linalg.norm(way), 1e-300
-        )
-    return targets
+def _soften(skeleton, pins, limbs, result, soft):
+    """Bend each limb of `limbs` (`_soft_limbs`) whose target lies in its soft zone from its
+    root joint in `result`'s pose so its pinned bone meets the softened target (in place)."""
+    moved = result.moved
+    rows = [k for k, limb in limbs.items() if moved[limb[0]] and moved[limb[1]] and moved[limb[2]]]
+    if not rows:
+        return
+    world, heads = pose_frames(skeleton, result.rotations, result.locations)
+    rotations = None
+    for k in rows:
+        upper, lower, end, length, own = limbs[k]
+        target = pins[k].target_position.tolist()
+        root = heads[upper].tolist()
+        way = _minus(target, root)
+        distance = math.sqrt(_dot(way, way))
+        softened = soft_distance(distance, length, soft)
+        if not softened < distance:
+            continue
+        if rotations is None:
+            rotations = result.rotations.copy()
+            result.position_errors = result.position_errors.copy()
+        point = [r + w * softened / distance for r, w in zip(root, way)]
+        reached = _bend_limb(skeleton, world, heads, rotations, (upper, lower, end), own, point)
+        if reached is not None:
+            miss = _minus(reached, target)
+            result.position_errors[k] = math.sqrt(_dot(miss, miss))
+    if rotations is not None:
+        result.rotations = rotations
+
+
+def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
+    """Turn a two-bone limb (upper, lower, end) so its end's head goes to `point` (or as near as
+    the limb reaches along the way there), in its own bend plane (`poles.bend_direction` with
+    `own`, the limb's own bend in its lower bone's frame), the end keeping its armature-space
+    frame; `world`, `heads` the pose's frames (`frames.pose_frames`, not updated), `rotations`
+    (N, 4) changed in place. Returns where the end's head went, or None where the limb has no
+    bend plane (folded onto its root, or the way along its bend). The few 3-vectors and
+    quaternions are worked on floats: numpy costs more per call than their arithmetic."""
+    upper, lower, end = limb
+    root, middle, tip = heads[upper].tolist(), heads[lower].tolist(), heads[end].tolist()
+    way = _minus(list(point), root)
+    distance = math.sqrt(_dot(way, way))
+    bend = bend_direction(root, middle, tip, world[lower] @ own)
+    if bend is None or not distance > 0.0:
+        return None
+    along = [w / distance for w in way]
+    bend = bend.tolist()
+    bend = _minus(bend, [_dot(bend, along) * a for a in along])
+    bend_length = math.sqrt(_dot(bend, bend))
+    if not bend_length > 1e-9:
+        return None
+    first, second = _minus(middle, root), _minus(tip, middle)
+    upper_length, lower_length = math.sqrt(_dot(first, first)), math.sqrt(_dot(second, second))
+    reach = min(max(distance, abs(upper_length - lower_length)), upper_length + lower_length)
+    cosine = (upper_length**2 + reach**2 - lower_length**2) / (2.0 * upper_length * reach)
+    cosine = min(1.0, max(-1.0, cosine))
+    sine = math.sqrt(1.0 - cosine * cosine)
+    joint = [r + upper_length * (cosine * a + sine * b / bend_length) for r, a, b in zip(root, along, bend)]
+    reached = [r + reach * a for r, a in zip(root, along)]
+    turn_upper = _arc(first, _minus(joint, root))  # armature space
+    turn_lower = _arc(second, _minus(reached, joint))  # the lower bone's, in all
+    parent = skeleton.parents[upper]
+    frames = skeleton.local_rest_matrix[[upper, lower, end]]
+    frames[0] = frames[0] if parent < 0 else world[parent] @ frames[0]
+    frames[1:] = world[[upper, lower]] @ frames[1:]
+    w, x, y, z = turn_upper
+    between = _product(w, -x, -y, -z, *turn_lower)  # the lower bone's turn under its parent's
+    turns = np.array([turn_upper[1:], between[1:], [-v for v in turn_lower[1:]]])
+    locally = np.einsum("li,lij->lj", turns, frames).tolist()
+    local = rotations[[upper, lower, end]].tolist()
+    for bone, w, axis, rotation in zip(limb, (turn_upper[0], between[0], turn_lower[0]), locally, local):
+        rotations[bone] = _product(w, *axis, *rotation)
+    return reached
+
+
+def _minus(a, b):
+    return [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _arc(u, v):
+    """The smallest rotation (w, x, y, z) taking direction `u` to direction `v` (neither zero
+    nor opposite: the limb's bones turn by a few degrees)."""
+    nu, nv = math.sqrt(_dot(u, u)), math.sqrt(_dot(v, v))
+    u, v = [a / nu for a in u], [a / nv for a in v]
+    q = (1.0 + _dot(u, v), u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0])
+    n = math.sqrt(sum(c * c for c in q))
+    return tuple(c / n for c in q)
 
 
 def soft_distance(distance, length, soft):
@@ -88,14 +174,4 @@ def soft_distance(distance, length, soft):
     start = length - zone
     if distance <= start:
         return distance
-    return start + zone * (1.0 - np.exp(-(distance - start) / zone))
-
-
-def _moved_pins(pins, limbs, targets):
-    """The pins with the softened targets of those in `limbs`."""
-    moved = list(pins)
-    for row, k in enumerate(limbs):
-        target = pins[k].target.copy()
-        target[:3, 3] = targets[row]
-        moved[k] = pins[k].moved_to(target, pins[k].target_rotation, targets[row])
-    return moved
+    return start + zone * (1.0 - math.exp(-(distance - start) / zone))

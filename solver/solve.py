@@ -218,9 +218,10 @@ def solve(
     Pins that the body cannot reach together do not share the miss (`_give_way`): the pins
     that can be reached together are, and the others stop as close as the bones that serve
     them alone can take them. Which pin yields is decided by the targets and priorities alone,
-    never by the order in which they moved. Aim pins (`Pin.aim`) are solved by re-aimed solves
-    of all the pins (`aim.solve_aimed`); targets near a limb's full reach are softened first
-    (`settings.soft_reach`, `reach.solve_softened`). With `settings.balance` and
+    never by the order in which they moved. Aim pins (`Pin.aim`): the other pins' solve, then
+    each aimed bone turned onto its target, or re-aimed solves (`aim.solve_aimed`); limbs whose
+    targets lie near their full reach are then bent to softened targets (`settings.soft_reach`,
+    `reach.solve_softened`). With `settings.balance` and
     `translate_root`, a `body` (`balance.Body`: masses and feet) keeps its centre of mass over
     the pinned feet by re-solves with the root shifted (`balance.balanced`).
     """
@@ -240,9 +241,11 @@ def solve(
         return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
 
     def solve_aims(pins, rotations, locations):
-        """The solve of these pins, aim pins by re-aimed solves."""
+        """The solve of these pins, aim pins turned or re-aimed (`aim.solve_aimed`)."""
         if any(pin.aim is not None for pin in pins):
-            return solve_aimed(solve_pins, skeleton, pins, rotations, locations, settings.tolerance)
+            return solve_aimed(
+                solve_pins, skeleton, pins, rotations, locations, settings.tolerance, stiffness >= 1.0, limits
+            )
         return solve_pins(pins, rotations, locations)
 
     def solve_soft(pins, rotations, locations):

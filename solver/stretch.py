@@ -11,8 +11,6 @@ targets, settings and start pose.
 
 import numpy as np
 
-from . import quat
-
 MAX_STRETCH = 10.0  # largest scale factor a bone may stretch to
 _STRAIGHT = 1e-6  # 1 - cosine between a bone and the way to the target below which it points there
 
@@ -26,17 +24,19 @@ def stretch_to_pins(skeleton, pins, result, stretch, tolerance):
     result.scales = np.ones(len(skeleton))
     if stretch is None or not (stretch > 1.0).any():
         return result
-    world, heads = skeleton.forward(result.rotations, result.locations)
-    stretched = []
+    stretched, world, heads = [], None, None
     for k, pin in enumerate(pins):
         chain = _stretchable(skeleton, skeleton.index[pin.bone], stretch)
         if pin.aim is None and result.position_errors[k] > tolerance and len(chain):
+            if world is None:
+                world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
+                skeleton.forward_into(result.rotations, result.locations, world, heads)
             factor = _factor(chain, skeleton.index[pin.bone], pin.target_position, world, heads)
             if factor > 1.0:
                 result.scales[chain] = min(factor, stretch[chain].min())
                 stretched.append(k)
     if stretched:
-        heads = skeleton.forward(result.rotations, result.locations, result.scales)[1]
+        skeleton.forward_into(result.rotations, result.locations, world, heads, scales=result.scales)
         for k in stretched:
             bone = skeleton.index[pins[k].bone]
             result.position_errors[k] = np.linalg.norm(heads[bone] - pins[k].target_position)
@@ -61,7 +61,7 @@ def _stretchable(skeleton, bone, stretch):
 
 
 def _factor(chain, end, target, world, heads):
-    """The Y scale of every bone of `chain` (world rotations `world` (N, 4), heads (N, 3)) that puts `end`'s head at the distance of `target`
+    """The Y scale of every bone of `chain` (world rotation matrices `world` (N, 3, 3), heads (N, 3)) that puts `end`'s head at the distance of `target`
     from the chain's root joint, or 0 when a bone of the chain does not point at the target.
 
     The end's head is the root joint's plus each chain bone's offset to the next: the parts
@@ -76,7 +76,7 @@ def _factor(chain, end, target, world, heads):
     lengths = np.linalg.norm(segments, axis=-1)
     if not (lengths > 0.0).all() or (segments @ way < (1.0 - _STRAIGHT) * lengths * distance).any():
         return 0.0
-    axes = quat.rotate(world[chain], np.array([0.0, 1.0, 0.0]))
+    axes = world[chain][:, :, 1]
     along = axes * np.einsum("ci,ci->c", axes, segments)[:, None]
     fixed, along = (segments - along).sum(0), along.sum(0)
     a, b, c = along @ along, 2.0 * fixed @ along, fixed @ fixed - distance * distance

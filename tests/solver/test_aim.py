@@ -154,3 +154,16 @@ def test_the_lower_priority_gives_way_between_an_aim_and_a_hand(hand_priority, a
         assert result.position_errors[0] <= 1e-4 and result.orientation_errors_deg[1] > 10.0
     else:
         assert result.orientation_errors_deg[1] <= 0.5 and result.position_errors[0] > 0.1
+
+
+@pytest.mark.parametrize("look", LOOKS)
+def test_a_free_aimed_bone_turns_alone_and_exactly(look):
+    """No limits and nothing below the head: the body is the other pins' solve, bone for bone,
+    and only the head turns, by the shortest arc onto the way to the target."""
+    without = solved(hand_pins())
+    result = solved([*hand_pins(), Pin("head", translation(look), aim="Y")])
+    head = SKELETON.index["head"]
+    others = np.arange(len(SKELETON)) != head
+    np.testing.assert_array_equal(result.rotations[others], without.rotations[others])
+    assert result.orientation_errors_deg[2] < 1e-9
+    assert result.iterations == without.iterations

@@ -97,3 +97,25 @@ def test_a_limb_straight_at_rest_is_not_softened():
 def test_a_bad_soft_reach_names_the_field(value):
     with pytest.raises(SceneError, match="settings.soft_reach"):
         SolverSettings(soft_reach=value)
+
+
+def test_the_root_joint_is_where_the_body_takes_it():
+    """A hand target beyond the arm's reach from the start's shoulder, reached by turning the
+    body: the target is softened from the solved shoulder, so the hand misses by less than the
+    soft zone's depth (not by the distance the body had to carry the shoulder)."""
+    skeleton = arm()
+    rotations, locations = identity_pose(len(skeleton))
+    soft = 0.05
+    shoulder = HEADS[1]
+    target = np.array([0.0, 0.0, 1.48])  # within reach once the body turns up
+    assert np.linalg.norm(target - shoulder) > 1.5 * LENGTH
+    pins = [Pin("hand", translation(target), orientation_weights=(0.0, 0.0, 0.0))]
+    result = solve(skeleton, pins, rotations, locations, SolverSettings(soft_reach=soft))
+    pose = pose_matrices(NAMES, PARENTS, skeleton.rest, result.rotations, result.locations)
+    solved_shoulder, hand = pose[1][:3, 3], pose[3][:3, 3]
+    distance = np.linalg.norm(target - solved_shoulder)
+    assert distance > (1.0 - soft) * LENGTH  # in the zone from where the shoulder went
+    assert np.linalg.norm(hand - target) == pytest.approx(result.position_errors[0], abs=1e-9)
+    expected = distance - soft_distance(distance, LENGTH, soft)
+    assert result.position_errors[0] == pytest.approx(expected, abs=1e-6)
+    assert result.position_errors[0] < soft * LENGTH
