@@ -23,7 +23,6 @@ import numpy as np
 
 from . import quat
 from .pins import AIM_AXES
-from .frames import chain_frames
 
 AIM_ROUNDS = 8  # at most this many re-aimed solves after the heads are placed
 _AXIS = {name: (k // 2, 1.0 if k % 2 == 0 else -1.0) for k, name in enumerate(AIM_AXES)}
@@ -96,7 +95,10 @@ def _turned_to_aims(result, skeleton, pins, aiming, bones, tolerance):
     for k in np.flatnonzero(aiming):
         bone = int(bones[k])
         chain = np.array(skeleton.ancestors(bone)[::-1], dtype=int)
-        world, heads = chain_frames(skeleton, rotations, result.locations, chain)
+        world, heads = (
+            frames[chain]
+            for frames in skeleton.frames(rotations, result.locations, skeleton.kinematic_levels([bone]))
+        )
         column, sign = _AXIS[pins[k].aim]
         axis = sign * world[-1][:, column]
         way = pins[k].target_position - heads[-1]

@@ -20,7 +20,6 @@ import functools
 import numpy as np
 
 from . import quat
-from .frames import pose_frames
 from .pins import MAX_PRIORITY, Pin
 from .validation import SceneError, vector
 
@@ -189,7 +188,7 @@ def centre_of_mass(masses, heads, tails):
 
 def pose_centre_of_mass(skeleton, body, rotations, locations):
     """The centre of mass of `skeleton` in a local pose."""
-    world, heads = pose_frames(skeleton, rotations, locations)
+    world, heads = skeleton.frames(rotations, locations)
     points = heads + np.einsum("nij,nj->ni", world, body.centres_in(skeleton))
     return body.masses @ points / body.masses.sum()
 
@@ -334,7 +333,7 @@ def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
     root = roots.pop() if len(roots) == 1 else None
     if support is None or root is None or any(skeleton.index[pin.bone] == root for pin in pins):
         return plain
-    heads = pose_frames(skeleton, plain.rotations, plain.locations)[1]
+    heads = skeleton.frames(plain.rotations, plain.locations)[1]
     com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
     lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
     allowed = np.maximum(plain.position_errors, tolerance)

@@ -23,7 +23,6 @@ import weakref
 
 import numpy as np
 
-from .frames import chain_frames
 
 FULL_BEND = math.radians(10.0)  # bend from which only the limb's real bend says where it points
 _LIMIT_HALVINGS = 12  # halvings of the swivel when it would break a limit
@@ -109,7 +108,10 @@ def _limb(skeleton, pinned, k, frozen):
 def _swivel(skeleton, rotations, locations, limb, pole, limits):
     """Turn the limb's upper bone about the line from its head to the end's head so the limb's
     bend direction points at `pole`, the end's frame kept (in place)."""
-    world, heads = chain_frames(skeleton, rotations, locations, limb.chain)
+    world, heads = (
+        frames[limb.chain]
+        for frames in skeleton.frames(rotations, locations, skeleton.kinematic_levels([limb.end]))
+    )
     root, middle, end = heads[-3], heads[-2], heads[-1]
     bend = bend_direction(root, middle, end, world[-2] @ limb.own)
     if bend is None:

@@ -26,7 +26,6 @@ import weakref
 
 import numpy as np
 
-from .frames import pose_frames
 from .poles import _product, bend_direction, own_bend
 
 _STRAIGHT_AT_REST = 1e-4  # share of its length below which a limb's rest pose is straight
@@ -80,7 +79,7 @@ def _soften(skeleton, pins, limbs, result, soft):
     rows = [k for k, limb in limbs.items() if moved[limb[0]] and moved[limb[1]] and moved[limb[2]]]
     if not rows:
         return
-    world, heads = pose_frames(skeleton, result.rotations, result.locations)
+    world, heads = skeleton.frames(result.rotations, result.locations)
     rotations = None
     for k in rows:
         upper, lower, end, length, own = limbs[k]
@@ -107,7 +106,7 @@ def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
     """Turn a two-bone limb (upper, lower, end) so its end's head goes to `point` (or as near as
     the limb reaches along the way there), in its own bend plane (`poles.bend_direction` with
     `own`, the limb's own bend in its lower bone's frame), the end keeping its armature-space
-    frame; `world`, `heads` the pose's frames (`frames.pose_frames`, not updated), `rotations`
+    frame; `world`, `heads` the pose's frames (`Skeleton.frames`, not updated), `rotations`
     (N, 4) changed in place. Returns where the end's head went, or None where the limb has no
     bend plane (folded onto its root, or the way along its bend). The few 3-vectors and
     quaternions are worked on floats: numpy costs more per call than their arithmetic."""

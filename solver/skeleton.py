@@ -95,6 +95,7 @@ class Skeleton:
         self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
         self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
         self.plan_cache = {}
+        self._levels_of = {}
         self.unit = _length_unit(self)
         self._normalized = None
 
@@ -149,11 +150,16 @@ class Skeleton:
         Blender's rule: pose = parent_pose @ (parent_rest^-1 @ rest) @ T(location) @ R(rotation)
         @ S(scale); `scales` (N,) are the bones' Y scales (stretch, `stretch.py`; None: 1).
         """
-        n = len(self.names)
-        world = np.empty((n, 3, 3))
-        head = np.empty((n, 3))
-        self.forward_into(rotations, locations, world, head, scales=scales)
+        world, head = self.frames(rotations, locations, scales=scales)
         return quat.from_matrix(world), head
+
+    def frames(self, rotations, locations, levels=None, scales=None):
+        """World rotation matrices (N, 3, 3) and heads (N, 3) of a pose (`forward_into` into new
+        arrays; with `levels`, only their bones' rows are set)."""
+        n = len(self.names)
+        world, head = np.empty((n, 3, 3)), np.empty((n, 3))
+        self.forward_into(rotations, locations, world, head, levels, scales)
+        return world, head
 
     def forward_into(self, rotations, locations, world, head, levels=None, scales=None):
         """World rotation matrices (N, 3, 3) and heads (N, 3) into preallocated arrays.
@@ -184,12 +190,20 @@ class Skeleton:
             head[idx] = head[parent] + (parent_world @ offset[idx][..., None])[..., 0]
 
     def kinematic_levels(self, bones):
-        """Depth levels of `bones` and all their ancestors, for `forward_into(levels=...)`."""
-        keep = np.zeros(len(self.names), dtype=bool)
-        for b in bones:
-            keep[self.ancestors(b)] = True
-        steps = [(idx[keep[idx]], self.parents[idx[keep[idx]]]) for idx in self.levels[1:]]
-        return self.levels[0][keep[self.levels[0]]], [(i, p) for i, p in steps if len(i)]
+        """Depth levels of `bones` and all their ancestors, for `forward_into(levels=...)`; kept
+        per set of bones (the controls ask for the same limbs every solve; not to be modified)."""
+        key = tuple(sorted({int(b) for b in bones}))
+        found = self._levels_of.get(key)
+        if found is None:
+            keep = np.zeros(len(self.names), dtype=bool)
+            for b in key:
+                keep[self.ancestors(b)] = True
+            steps = [(idx[keep[idx]], self.parents[idx[keep[idx]]]) for idx in self.levels[1:]]
+            found = self._levels_of[key] = (
+                self.levels[0][keep[self.levels[0]]],
+                [(i, p) for i, p in steps if len(i)],
+            )
+        return found
 
     def parent_frames(self, bones, world):
         """World rotation matrix of each bone's rest frame under its posed parent: the constraint frame."""

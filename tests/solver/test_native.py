@@ -390,3 +390,18 @@ def test_forward_kinematics_in_c_match_numpy_on_all_bones_and_on_a_chain(seed, m
         np.testing.assert_array_equal(np.isnan(heads_c), np.isnan(heads_np))
         np.testing.assert_allclose(world_c, world_np, rtol=0, atol=1e-12)
         np.testing.assert_allclose(heads_c, heads_np, rtol=0, atol=1e-12)
+
+
+def test_a_pose_frames_on_a_chain_are_the_whole_pose_frames_on_that_chain():
+    """`Skeleton.frames` with one bone's kinematic levels sets that bone's chain of ancestors as
+    the whole pass does (the controls read a limb's chain so)."""
+    skeleton, _, rotations, _, rng = random_problem(7, 30, 1)
+    locations = rng.normal(scale=0.05, size=(len(skeleton), 3))
+    world, heads = skeleton.frames(rotations, locations)
+    deepest = max(range(len(skeleton)), key=lambda bone: len(skeleton.ancestors(bone)))
+    chain = np.array(skeleton.ancestors(deepest)[::-1])
+    assert len(chain) > 4
+    chain_world, chain_heads = skeleton.frames(rotations, locations, skeleton.kinematic_levels([deepest]))
+    np.testing.assert_allclose(chain_world[chain], world[chain], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(chain_heads[chain], heads[chain], rtol=0, atol=1e-12)
+    assert skeleton.kinematic_levels([deepest]) is skeleton.kinematic_levels([deepest])
