@@ -156,21 +156,18 @@ def forward_into(skeleton, rotations, locations, world, head, levels):
     missing or `world`/`head` are not arrays C can write in place (numpy does it then)."""
     if _LIBRARY is None or not all(a.flags.c_contiguous and a.dtype == np.float64 for a in (world, head)):
         return False
-    parents, local_rest, local_offset, orders = _skeleton_arrays(skeleton)
-    order = orders.get(id(levels))
+    arrays = _skeleton_arrays(skeleton)
+    order = arrays.orders.get(id(levels))
     if order is None or order[0] is not levels:
-        if len(orders) > _KEPT_ORDERS:
-            orders.clear()
-        bones = np.concatenate([levels[0]] + [idx for idx, _ in levels[1]])
-        order = orders[id(levels)] = (levels, _ints(bones))
-    order = order[1]
+        if len(arrays.orders) > _KEPT_ORDERS:
+            arrays.orders.clear()
+        bones = _ints(np.concatenate([levels[0]] + [idx for idx, _ in levels[1]]))
+        order = arrays.orders[id(levels)] = (levels, bones, len(bones), bones.ctypes.data)
     rotations, locations = _floats(rotations), _floats(locations)
     _LIBRARY.ewbik_forward(
-        len(order),
-        order.ctypes.data,
-        parents.ctypes.data,
-        local_rest.ctypes.data,
-        local_offset.ctypes.data,
+        order[2],
+        order[3],
+        *arrays.addresses,
         rotations.ctypes.data,
         locations.ctypes.data,
         world.ctypes.data,
@@ -179,22 +176,31 @@ def forward_into(skeleton, rotations, locations, world, head, levels):
     return True
 
 
-_skeletons: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> its arrays as C takes them
+class _SkeletonArrays:
+    """A skeleton's constant arrays as C takes them (parents, local rest matrices, local offsets)
+    with their addresses, and the kinematic orders asked for: {id of levels: (levels, bones
+    parents first, their count, address)}. Packed once: a skeleton does not change after it is
+    built, and the levels of a plan or a limb are kept with it."""
+
+    def __init__(self, skeleton):
+        self.arrays = (
+            _ints(skeleton.parents),
+            _floats(skeleton.local_rest_matrix),
+            _floats(skeleton.local_offset),
+        )
+        self.addresses = tuple(array.ctypes.data for array in self.arrays)
+        everything = _ints(np.concatenate(skeleton.levels))
+        self.orders = {id(None): (None, everything, len(everything), everything.ctypes.data)}
+
+
+_skeletons: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> _SkeletonArrays
 _KEPT_ORDERS = 64  # kinematic orders kept per skeleton before they are packed afresh
 
 
 def _skeleton_arrays(skeleton):
-    """(parents, local rest matrices, local offsets, {id of levels: (levels, their bones parents
-    first)}) of a skeleton, packed once (a skeleton does not change after it is built; the
-    levels of a plan are kept with its plan, so their order is packed once too)."""
     found = _skeletons.get(skeleton)
     if found is None:
-        found = _skeletons[skeleton] = (
-            _ints(skeleton.parents),
-            _floats(skeleton.local_rest_matrix),
-            _floats(skeleton.local_offset),
-            {id(None): (None, _ints(np.concatenate(skeleton.levels)))},
-        )
+        found = _skeletons[skeleton] = _SkeletonArrays(skeleton)
     return found
 
 
