@@ -8,7 +8,8 @@ red ring):
 - `metarig_pole_knee.png`: hips dropped into a crouch, the left foot's pole out to the side and
   forward; the left knee turns out toward it (the pole a blue ball).
 - `metarig_aim_head.png`: the head an AIM pin at an empty up, ahead and to the left (a blue
-  ball); hands and feet held.
+  ball), its gaze (the aimed -Z axis from the head bone's head, as long as the way to the ball) drawn
+  as a blue line; hands and feet held.
 - `metarig_reach_balance_off.png`, `metarig_reach_balance_on.png`: the right hand dragged
   forward and down below the hips, the feet planted, Balance off and on, seen from the side; the
   support polygon of the feet drawn on the floor (blue) and the centre of mass's ground
@@ -101,7 +102,21 @@ def aim_head(obj):
     bpy.context.view_layer.update()
     dragged({looked_at: Vector((0.6, 0.0, 0.5))})
     ball(looked_at.matrix_world.translation, 0.04, BLUE)
-    return targets, "head an AIM pin: it looks at the blue ball", [looked_at.matrix_world.translation]
+    head_matrix = obj.matrix_world @ obj.pose.bones["spine.006"].matrix
+    gaze = -head_matrix.to_3x3().normalized().col[2]
+    start = head_matrix.translation
+    line(start, start + (looked_at.matrix_world.translation - start).length * gaze, BLUE)
+    return targets, "head an AIM pin: its gaze (blue line) on the ball", [looked_at.matrix_world.translation]
+
+
+def line(start, end, colour):
+    """A thin rod from `start` to `end`."""
+    way = end - start
+    bpy.ops.mesh.primitive_cylinder_add(radius=0.006, depth=way.length, location=(start + end) / 2)
+    rod = bpy.context.object
+    rod.rotation_mode = "QUATERNION"
+    rod.rotation_quaternion = way.to_track_quat("Z", "Y")
+    rod.color = colour
 
 
 def reach(obj, balance):
@@ -132,7 +147,7 @@ def reach(obj, balance):
 
 CASES = {
     "pole_knee": (pole_knee, "front"),
-    "aim_head": (aim_head, "front"),
+    "aim_head": (aim_head, "side"),
     "reach_balance_off": (lambda obj: reach(obj, False), "side"),
     "reach_balance_on": (lambda obj: reach(obj, True), "side"),
 }
