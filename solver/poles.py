@@ -54,13 +54,13 @@ def poled_bones(skeleton, pins, frozen):
 
 @dataclasses.dataclass(frozen=True)
 class _Limb:
-    """A poled limb's bones, the chain from its root bone down to the pinned bone (root first),
-    and its own bend direction in its lower bone's frame (`own_bend`)."""
+    """A poled limb's bones, the forward-kinematics levels down to its pinned bone, and its own
+    bend direction in its lower bone's frame (`own_bend`)."""
 
     upper: int
     lower: int
     end: int
-    chain: np.ndarray
+    levels: tuple
     own: np.ndarray
 
 
@@ -81,8 +81,7 @@ def _poled_limbs(skeleton, pins, frozen):
             if limb is not None:
                 upper, lower, end = limb
                 own = own_bend(rest[upper], rest[lower], rest[end], skeleton.rest[lower, :3, :3])
-                chain = np.array(skeleton.ancestors(end)[::-1], dtype=int)
-                limbs[k] = _Limb(upper, lower, end, chain, own)
+                limbs[k] = _Limb(upper, lower, end, skeleton.kinematic_levels([end]), own)
         if len(known) > _CACHED:
             known.clear()
         known[key] = limbs
@@ -108,24 +107,23 @@ def _limb(skeleton, pinned, k, frozen):
 def _swivel(skeleton, rotations, locations, limb, pole, limits):
     """Turn the limb's upper bone about the line from its head to the end's head so the limb's
     bend direction points at `pole`, the end's frame kept (in place)."""
-    world, heads = (
-        frames[limb.chain]
-        for frames in skeleton.frames(rotations, locations, skeleton.kinematic_levels([limb.end]))
-    )
-    root, middle, end = heads[-3], heads[-2], heads[-1]
-    bend = bend_direction(root, middle, end, world[-2] @ limb.own)
+    world, heads = skeleton.frames(rotations, locations, limb.levels)
+    root, middle, end = heads[[limb.upper, limb.lower, limb.end]].tolist()
+    bend = _bend_floats(root, middle, end, (world[limb.lower] @ limb.own).tolist())
     if bend is None:
         return
-    axis = end - root
-    axis /= math.sqrt(axis @ axis)
-    toward_pole = _across(pole - root, axis)
+    axis = _minus(end, root)
+    length = math.sqrt(_dot(axis, axis))
+    axis = [a / length for a in axis]
+    toward_pole = _across_floats(_minus(pole.tolist(), root), axis)
     if toward_pole is None:
         return
-    angle = math.atan2(axis @ _cross(bend, toward_pole), bend @ toward_pole)
+    angle = math.atan2(_dot(axis, _cross(bend, toward_pole)), _dot(bend, toward_pole))
+    axis = np.array(axis)
     upper_frame = skeleton.local_rest_matrix[limb.upper]
-    if len(limb.chain) > 3:
-        upper_frame = world[-4] @ upper_frame
-    frames = upper_frame, world[-2] @ skeleton.local_rest_matrix[limb.end]
+    if skeleton.parents[limb.upper] >= 0:
+        upper_frame = world[skeleton.parents[limb.upper]] @ upper_frame
+    frames = upper_frame, world[limb.lower] @ skeleton.local_rest_matrix[limb.end]
     turned = _turned(rotations, frames, limb, axis, angle)
     if limits is not None:
         turned = _within_limits(rotations, turned, limb, limits, frames, axis, angle)
@@ -138,7 +136,12 @@ def bend_direction(root, middle, end, own):
     own bend direction in armature space, `own_bend` turned by the lower bone) as the limb
     straightens below `FULL_BEND`; None where neither says (a limb folded onto its root).
     Computed on floats: a handful of 3-vectors cost numpy more than the arithmetic."""
-    root, middle, end, own = (np.asarray(v, dtype=float).tolist() for v in (root, middle, end, own))
+    bend = _bend_floats(*(np.asarray(v, dtype=float).tolist() for v in (root, middle, end, own)))
+    return None if bend is None else np.array(bend)
+
+
+def _bend_floats(root, middle, end, own):
+    """`bend_direction` on lists of floats, returning a list (or None)."""
     axis, first, second = _minus(end, root), _minus(middle, root), _minus(end, middle)
     length, first_length, second_length = (math.sqrt(_dot(v, v)) for v in (axis, first, second))
     if length < _TINY * (first_length + second_length):
@@ -149,11 +152,10 @@ def bend_direction(root, middle, end, own):
     real = _across_floats(first, axis)
     own = _across_floats(own, axis) if straightness else None
     if own is None:
-        return None if real is None else np.array(real)
+        return real
     real = real if real is not None else (0.0, 0.0, 0.0)
     blended = [straightness * o + (1.0 - straightness) * r for o, r in zip(own, real)]
-    across = _across_floats(blended, axis)
-    return None if across is None else np.array(across)
+    return _across_floats(blended, axis)
 
 
 def _minus(a, b):
@@ -165,7 +167,7 @@ def _dot(a, b):
 
 
 def _across_floats(vector, axis):
-    """`_across` on lists of floats."""
+    """`vector`'s part across `axis` (unit), normalized, on lists of floats; None where it has none."""
     along = _dot(vector, axis)
     across = [v - along * a for v, a in zip(vector, axis)]
     length = math.sqrt(_dot(across, across))
@@ -185,17 +187,9 @@ def own_bend(rest_root, rest_middle, rest_end, lower_rest):
     return lower_rest.T @ (across / np.linalg.norm(across))
 
 
-def _across(vector, axis):
-    """`vector`'s part across `axis` (unit), normalized; None where it has none."""
-    across = vector - (vector @ axis) * axis
-    length = math.sqrt(across @ across)
-    scale = max(math.sqrt(vector @ vector), 1e-300)
-    return None if length < _TINY * scale else across / length
-
-
 def _cross(a, b):
-    """The cross product of two 3-vectors (np.cross costs more than the swivel's other steps)."""
-    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+    """The cross product of two 3-vectors as a list (np.cross costs more than the swivel's other steps)."""
+    return [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
 
 
 def _turned(rotations, frames, limb, axis, angle):
