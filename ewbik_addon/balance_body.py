@@ -30,10 +30,21 @@ def rig_body(obj, rig):
 def chains_body(obj, rig, start):
     """The Body of the pinned chains a solve hands the solver: the other bones' masses carried
     by their nearest ancestor on a chain, where the start pose (rotations, locations; pose.bones
-    order) holds them."""
+    order) holds them. Kept on the rig while the chains, the start and the ground are the same
+    (a drag solves every update from the same pose underneath)."""
+    body = rig_body(obj, rig)
+    made_from = (rig.chains.skeleton, start[0].tobytes(), start[1].tobytes(), body.up.tobytes())
+    if rig.chains_body is not None and _same(rig.chains_body[0], made_from):
+        return rig.chains_body[1]
     rotations, locations = np.empty((len(rig.skeleton), 4)), np.empty((len(rig.skeleton), 3))
     rotations[rig.to_solver], locations[rig.to_solver] = start
-    return rig_body(obj, rig).within(rig.skeleton, rig.chains.skeleton, rotations, locations)
+    chains = body.within(rig.skeleton, rig.chains.skeleton, rotations, locations)
+    rig.chains_body = (made_from, chains)
+    return chains
+
+
+def _same(kept, made_from):
+    return kept[0] is made_from[0] and kept[1:] == made_from[1:]
 
 
 def balance_shape(obj, rig):

@@ -80,6 +80,7 @@ class Rig:
     last_settings: tuple = None  # (full, SolverSettings) of the last solve_armature
     chains: PinnedChains = None  # what a solve_armature hands to the solver
     body: Body | None = None  # segment masses and feet for balance (`balance_body.rig_body`)
+    chains_body: tuple = None  # (what it was made from, the Body of `chains`) (`balance_body.chains_body`)
 
 
 _rigs = {}  # object session uid -> Rig

@@ -111,3 +111,34 @@ def test_the_overlay_draws_the_centre_of_mass_and_the_polygon_only_when_on(metar
     assert {"support", "centre_of_mass"} <= set(geometry)
     corners = geometry["support"][:, 0]
     assert np.allclose(corners[:, 2], corners[0, 2])  # on the ground
+
+
+def test_the_body_a_solve_weighs_follows_the_pose_underneath(metarig):
+    """The chains' body is kept between updates of a drag, and made again when the pose
+    underneath changes: the free left arm raised by hand moves its mass, so the chains' body's
+    centre of mass moves with it."""
+    pin(metarig, *PINNED)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    metarig.ewbik.balance = True
+    update()
+    settle()
+    rig = addon_module("ewbik_addon.rig_cache").rig_for(metarig, False)
+    balance_body = addon_module("ewbik_addon.balance_body")
+    underneath = addon_module("ewbik_addon.pose_underneath")
+
+    def chains_centre():
+        body = balance_body.chains_body(metarig, rig, underneath.start_pose(rig))
+        skeleton = rig.chains.skeleton
+        rotations = np.tile([1.0, 0.0, 0.0, 0.0], (len(skeleton), 1))
+        return addon_module("solver.balance").pose_centre_of_mass(
+            skeleton, body, rotations, np.zeros((len(skeleton), 3))
+        )
+
+    before = chains_centre()
+    assert chains_centre() is not None and np.array_equal(chains_centre(), before)
+    arm = metarig.pose.bones["upper_arm.L"]
+    arm.rotation_mode = "QUATERNION"
+    arm.rotation_quaternion = (0.7071, 0.0, 0.0, 0.7071)
+    update()
+    settle()
+    assert np.linalg.norm(chains_centre() - before) > 0.005
