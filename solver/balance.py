@@ -196,31 +196,57 @@ def pose_centre_of_mass(skeleton, body, rotations, locations):
 @dataclasses.dataclass(frozen=True)
 class Support:
     """The support polygon: `corners` (M, 3) on the ground (armature space, at the height of the
-    lowest contact), counter-clockwise seen from above; `axes` (2, 3) the ground's directions."""
+    lowest contact), counter-clockwise seen from above; `axes` (2, 3) the ground's directions.
+    Its corners on the ground (`flat`) and edges are worked out once: balance asks for depths
+    and shifts several times a solve."""
 
     corners: np.ndarray
     axes: np.ndarray
     up: np.ndarray
 
+    def __post_init__(self):
+        flat = self.corners @ self.axes.T
+        edges = np.roll(flat, -1, axis=0) - flat
+        object.__setattr__(self, "_flat", flat)
+        object.__setattr__(self, "_edges", edges)
+        object.__setattr__(self, "_lengths", np.linalg.norm(edges, axis=1))
+
     def depth(self, point):
         """How far `point`'s ground projection lies inside the polygon (negative: outside by
         that much; a polygon of one or two corners has no inside)."""
-        flat, p = self.corners @ self.axes.T, self.axes @ point
-        return _depth(flat, p)
+        return self._depth(self.axes @ point)
 
     def shift(self, point, margin):
         """(3,) the horizontal move that takes `point`'s ground projection to the nearest point
         at least `margin` inside the polygon (toward its middle where it is narrower); zero when
         it is there already."""
-        flat, p = self.corners @ self.axes.T, self.axes @ point
-        if _depth(flat, p) >= margin:
+        p = self.axes @ point
+        depth = self._depth(p)
+        if depth >= margin:
             return np.zeros(3)
-        middle = flat.mean(0)
-        near = p if _depth(flat, p) >= 0 else _nearest_on_boundary(flat, p)
+        middle = self._flat.mean(0)
+        near = p if depth >= 0 else self._nearest_on_boundary(p)
         inward = middle - near
         length = np.linalg.norm(inward)
         goal = near + inward * (min(margin, length) / length) if length > 0 else middle
         return (goal - p) @ self.axes
+
+    def _depth(self, p):
+        """Signed distance of the ground point `p` (2,) inside the polygon (fewer than 3 corners:
+        minus the distance to them)."""
+        flat, edges = self._flat, self._edges
+        if len(flat) >= 3:
+            inside = (edges[:, 0] * (p[1] - flat[:, 1]) - edges[:, 1] * (p[0] - flat[:, 0])) / self._lengths
+            if inside.min() >= 0:
+                return float(inside.min())
+        return -float(np.linalg.norm(self._nearest_on_boundary(p) - p))
+
+    def _nearest_on_boundary(self, p):
+        """The point of the polygon's edges (or its one corner) nearest to the ground point `p`."""
+        flat, edges = self._flat, self._edges
+        along = np.einsum("ij,ij->i", p - flat, edges) / np.maximum(self._lengths**2, 1e-300)
+        near = flat + edges * np.clip(along, 0.0, 1.0)[:, None]
+        return near[np.argmin(np.linalg.norm(near - p, axis=1))]
 
 
 def support_of(pins, body, unit):
@@ -284,28 +310,6 @@ def _hull(points):
 
 def _cross(o, a, b):
     return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-
-def _depth(corners, p):
-    """Signed distance of 2D point `p` inside a counter-clockwise polygon (-inf-like outside
-    measures for fewer than 3 corners: minus the distance to them)."""
-    if len(corners) < 3:
-        return -float(np.linalg.norm(_nearest_on_boundary(corners, p) - p))
-    edges = np.roll(corners, -1, axis=0) - corners
-    lengths = np.linalg.norm(edges, axis=1)
-    inside = (edges[:, 0] * (p[1] - corners[:, 1]) - edges[:, 1] * (p[0] - corners[:, 0])) / lengths
-    if inside.min() >= 0:
-        return float(inside.min())
-    return -float(np.linalg.norm(_nearest_on_boundary(corners, p) - p))
-
-
-def _nearest_on_boundary(corners, p):
-    """The point of the polygon's edges (or its one corner) nearest to 2D point `p`."""
-    starts = corners
-    edges = np.roll(corners, -1, axis=0) - corners
-    along = np.einsum("ij,ij->i", p - starts, edges) / np.maximum(np.einsum("ij,ij->i", edges, edges), 1e-300)
-    near = starts + edges * np.clip(along, 0.0, 1.0)[:, None]
-    return near[np.argmin(np.linalg.norm(near - p, axis=1))]
 
 
 def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
