@@ -23,6 +23,8 @@ import weakref
 
 import numpy as np
 
+from . import floats
+
 
 FULL_BEND = math.radians(10.0)  # bend from which only the limb's real bend says where it points
 _LIMIT_HALVINGS = 12  # halvings of the swivel when it would break a limit
@@ -112,13 +114,13 @@ def _swivel(skeleton, rotations, locations, limb, pole, limits):
     bend = _bend_floats(root, middle, end, (world[limb.lower] @ limb.own).tolist())
     if bend is None:
         return
-    axis = _minus(end, root)
-    length = math.sqrt(_dot(axis, axis))
+    axis = floats.minus(end, root)
+    length = math.sqrt(floats.dot(axis, axis))
     axis = [a / length for a in axis]
-    toward_pole = _across_floats(_minus(pole.tolist(), root), axis)
+    toward_pole = floats.across(floats.minus(pole.tolist(), root), axis, _TINY)
     if toward_pole is None:
         return
-    angle = math.atan2(_dot(axis, _cross(bend, toward_pole)), _dot(bend, toward_pole))
+    angle = math.atan2(floats.dot(axis, floats.cross(bend, toward_pole)), floats.dot(bend, toward_pole))
     axis = np.array(axis)
     upper_frame = skeleton.local_rest_matrix[limb.upper]
     if skeleton.parents[limb.upper] >= 0:
@@ -142,37 +144,20 @@ def bend_direction(root, middle, end, own):
 
 def _bend_floats(root, middle, end, own):
     """`bend_direction` on lists of floats, returning a list (or None)."""
-    axis, first, second = _minus(end, root), _minus(middle, root), _minus(end, middle)
-    length, first_length, second_length = (math.sqrt(_dot(v, v)) for v in (axis, first, second))
+    axis, first, second = floats.minus(end, root), floats.minus(middle, root), floats.minus(end, middle)
+    length, first_length, second_length = (math.sqrt(floats.dot(v, v)) for v in (axis, first, second))
     if length < _TINY * (first_length + second_length):
         return None
     axis = [a / length for a in axis]
-    cosine = _dot(first, second) / max(first_length * second_length, 1e-300)
+    cosine = floats.dot(first, second) / max(first_length * second_length, 1e-300)
     straightness = max(0.0, 1.0 - math.acos(min(1.0, max(-1.0, cosine))) / FULL_BEND)
-    real = _across_floats(first, axis)
-    own = _across_floats(own, axis) if straightness else None
+    real = floats.across(first, axis, _TINY)
+    own = floats.across(own, axis, _TINY) if straightness else None
     if own is None:
         return real
     real = real if real is not None else (0.0, 0.0, 0.0)
     blended = [straightness * o + (1.0 - straightness) * r for o, r in zip(own, real)]
-    return _across_floats(blended, axis)
-
-
-def _minus(a, b):
-    return [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
-
-
-def _dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-def _across_floats(vector, axis):
-    """`vector`'s part across `axis` (unit), normalized, on lists of floats; None where it has none."""
-    along = _dot(vector, axis)
-    across = [v - along * a for v, a in zip(vector, axis)]
-    length = math.sqrt(_dot(across, across))
-    scale = max(math.sqrt(_dot(vector, vector)), 1e-300)
-    return None if length < _TINY * scale else [a / length for a in across]
+    return floats.across(blended, axis, _TINY)
 
 
 def own_bend(rest_root, rest_middle, rest_end, lower_rest):
@@ -187,11 +172,6 @@ def own_bend(rest_root, rest_middle, rest_end, lower_rest):
     return lower_rest.T @ (across / np.linalg.norm(across))
 
 
-def _cross(a, b):
-    """The cross product of two 3-vectors as a list (np.cross costs more than the swivel's other steps)."""
-    return [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
-
-
 def _turned(rotations, frames, limb, axis, angle):
     """Local rotations (2, 4) of the upper and the end bone once the upper bone has turned by
     `angle` about `axis` in armature space and the end bone has kept its armature frame;
@@ -201,18 +181,7 @@ def _turned(rotations, frames, limb, axis, angle):
     upper_frame, end_frame = frames
     turns = ((sine * axis) @ upper_frame).tolist(), ((-sine * axis) @ end_frame).tolist()
     local = rotations[[limb.upper, limb.end]].tolist()
-    return np.array([_product(cosine, *turn, *rotation) for turn, rotation in zip(turns, local)])
-
-
-def _product(aw, ax, ay, az, bw, bx, by, bz):
-    """The unit quaternion (w >= 0, as `quat.normalize`) of the Hamilton product a * b of two
-    quaternions given by their components (floats: two 4-vectors cost numpy more than this)."""
-    w = aw * bw - ax * bx - ay * by - az * bz
-    x = aw * bx + ax * bw + ay * bz - az * by
-    y = aw * by - ax * bz + ay * bw + az * bx
-    z = aw * bz + ax * by - ay * bx + az * bw
-    scale = (1.0 if w >= 0.0 else -1.0) / math.sqrt(w * w + x * x + y * y + z * z)
-    return w * scale, x * scale, y * scale, z * scale
+    return np.array([floats.product(cosine, *turn, *rotation) for turn, rotation in zip(turns, local)])
 
 
 def _within_limits(rotations, turned, limb, limits, frames, axis, angle):

@@ -26,7 +26,8 @@ import weakref
 
 import numpy as np
 
-from .poles import _product, bend_direction, own_bend
+from . import floats
+from .poles import bend_direction, own_bend
 
 _STRAIGHT_AT_REST = 1e-4  # share of its length below which a limb's rest pose is straight
 _LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {pins' bones: soft limbs}
@@ -85,8 +86,8 @@ def _soften(skeleton, pins, limbs, result, soft):
         upper, lower, end, length, own = limbs[k]
         target = pins[k].target_position.tolist()
         root = heads[upper].tolist()
-        way = _minus(target, root)
-        distance = math.sqrt(_dot(way, way))
+        way = floats.minus(target, root)
+        distance = math.sqrt(floats.dot(way, way))
         softened = soft_distance(distance, length, soft)
         if not softened < distance:
             continue
@@ -96,8 +97,8 @@ def _soften(skeleton, pins, limbs, result, soft):
         point = [r + w * softened / distance for r, w in zip(root, way)]
         reached = _bend_limb(skeleton, world, heads, rotations, (upper, lower, end), own, point)
         if reached is not None:
-            miss = _minus(reached, target)
-            result.position_errors[k] = math.sqrt(_dot(miss, miss))
+            miss = floats.minus(reached, target)
+            result.position_errors[k] = math.sqrt(floats.dot(miss, miss))
     if rotations is not None:
         result.rotations = rotations
 
@@ -112,57 +113,39 @@ def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
     quaternions are worked on floats: numpy costs more per call than their arithmetic."""
     upper, lower, end = limb
     root, middle, tip = heads[upper].tolist(), heads[lower].tolist(), heads[end].tolist()
-    way = _minus(list(point), root)
-    distance = math.sqrt(_dot(way, way))
+    way = floats.minus(list(point), root)
+    distance = math.sqrt(floats.dot(way, way))
     bend = bend_direction(root, middle, tip, world[lower] @ own)
     if bend is None or not distance > 0.0:
         return None
     along = [w / distance for w in way]
     bend = bend.tolist()
-    bend = _minus(bend, [_dot(bend, along) * a for a in along])
-    bend_length = math.sqrt(_dot(bend, bend))
+    bend = floats.minus(bend, [floats.dot(bend, along) * a for a in along])
+    bend_length = math.sqrt(floats.dot(bend, bend))
     if not bend_length > 1e-9:
         return None
-    first, second = _minus(middle, root), _minus(tip, middle)
-    upper_length, lower_length = math.sqrt(_dot(first, first)), math.sqrt(_dot(second, second))
+    first, second = floats.minus(middle, root), floats.minus(tip, middle)
+    upper_length, lower_length = math.sqrt(floats.dot(first, first)), math.sqrt(floats.dot(second, second))
     reach = min(max(distance, abs(upper_length - lower_length)), upper_length + lower_length)
     cosine = (upper_length**2 + reach**2 - lower_length**2) / (2.0 * upper_length * reach)
     cosine = min(1.0, max(-1.0, cosine))
     sine = math.sqrt(1.0 - cosine * cosine)
     joint = [r + upper_length * (cosine * a + sine * b / bend_length) for r, a, b in zip(root, along, bend)]
     reached = [r + reach * a for r, a in zip(root, along)]
-    turn_upper = _arc(first, _minus(joint, root))  # armature space
-    turn_lower = _arc(second, _minus(reached, joint))  # the lower bone's, in all
+    turn_upper = floats.arc(first, floats.minus(joint, root))  # armature space
+    turn_lower = floats.arc(second, floats.minus(reached, joint))  # the lower bone's, in all
     parent = skeleton.parents[upper]
     frames = skeleton.local_rest_matrix[[upper, lower, end]]
     frames[0] = frames[0] if parent < 0 else world[parent] @ frames[0]
     frames[1:] = world[[upper, lower]] @ frames[1:]
     w, x, y, z = turn_upper
-    between = _product(w, -x, -y, -z, *turn_lower)  # the lower bone's turn under its parent's
+    between = floats.product(w, -x, -y, -z, *turn_lower)  # the lower bone's turn under its parent's
     turns = np.array([turn_upper[1:], between[1:], [-v for v in turn_lower[1:]]])
     locally = np.einsum("li,lij->lj", turns, frames).tolist()
     local = rotations[[upper, lower, end]].tolist()
     for bone, w, axis, rotation in zip(limb, (turn_upper[0], between[0], turn_lower[0]), locally, local):
-        rotations[bone] = _product(w, *axis, *rotation)
+        rotations[bone] = floats.product(w, *axis, *rotation)
     return reached
-
-
-def _minus(a, b):
-    return [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
-
-
-def _dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-def _arc(u, v):
-    """The smallest rotation (w, x, y, z) taking direction `u` to direction `v` (neither zero
-    nor opposite: the limb's bones turn by a few degrees)."""
-    nu, nv = math.sqrt(_dot(u, u)), math.sqrt(_dot(v, v))
-    u, v = [a / nu for a in u], [a / nv for a in v]
-    q = (1.0 + _dot(u, v), u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0])
-    n = math.sqrt(sum(c * c for c in q))
-    return tuple(c / n for c in q)
 
 
 def soft_distance(distance, length, soft):
