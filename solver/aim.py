@@ -94,25 +94,17 @@ def _turned_to_aims(result, skeleton, pins, aiming, bones, tolerance):
     angles = np.zeros(len(pins))
     for k in np.flatnonzero(aiming):
         bone = int(bones[k])
-        chain = np.array(skeleton.ancestors(bone)[::-1], dtype=int)
-        world, heads = (
-            frames[chain]
-            for frames in skeleton.frames(rotations, result.locations, skeleton.kinematic_levels([bone]))
-        )
+        world, heads = skeleton.frames(rotations, result.locations, skeleton.kinematic_levels([bone]))
         column, sign = _AXIS[pins[k].aim]
-        axis = sign * world[-1][:, column]
-        way = pins[k].target_position - heads[-1]
+        axis = sign * world[bone][:, column]
+        way = pins[k].target_position - heads[bone]
         if np.linalg.norm(way) > _SAME_POINT * skeleton.unit:
             turn = quat.shortest_arc(axis, way)
-            frame = (
-                skeleton.local_rest_matrix[bone]
-                if len(chain) < 2
-                else world[-2] @ skeleton.local_rest_matrix[bone]
-            )
+            frame = skeleton.parent_frames(np.array([bone]), world)[0]
             local = np.concatenate([turn[:1], turn[1:] @ frame])
             rotations[bone] = quat.normalize(quat.multiply(local, rotations[bone]))
             angles[k] = aim_angle(
-                quat.to_matrix(turn) @ world[-1], heads[-1], pins[k].target_position, pins[k].aim
+                quat.to_matrix(turn) @ world[bone], heads[bone], pins[k].target_position, pins[k].aim
             )
         moved[bone] = True
     result.rotations, result.moved = rotations, moved

@@ -122,10 +122,7 @@ def _swivel(skeleton, rotations, locations, limb, pole, limits):
         return
     angle = math.atan2(floats.dot(axis, floats.cross(bend, toward_pole)), floats.dot(bend, toward_pole))
     axis = np.array(axis)
-    upper_frame = skeleton.local_rest_matrix[limb.upper]
-    if skeleton.parents[limb.upper] >= 0:
-        upper_frame = world[skeleton.parents[limb.upper]] @ upper_frame
-    frames = upper_frame, world[limb.lower] @ skeleton.local_rest_matrix[limb.end]
+    frames = skeleton.parent_frames(np.array([limb.upper, limb.end]), world)
     turned = _turned(rotations, frames, limb, axis, angle)
     if limits is not None:
         turned = _within_limits(rotations, turned, limb, limits, frames, axis, angle)

@@ -134,10 +134,7 @@ def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
     reached = [r + reach * a for r, a in zip(root, along)]
     turn_upper = floats.arc(first, floats.minus(joint, root))  # armature space
     turn_lower = floats.arc(second, floats.minus(reached, joint))  # the lower bone's, in all
-    parent = skeleton.parents[upper]
-    frames = skeleton.local_rest_matrix[[upper, lower, end]]
-    frames[0] = frames[0] if parent < 0 else world[parent] @ frames[0]
-    frames[1:] = world[[upper, lower]] @ frames[1:]
+    frames = skeleton.parent_frames(np.array(limb), world)
     w, x, y, z = turn_upper
     between = floats.product(w, -x, -y, -z, *turn_lower)  # the lower bone's turn under its parent's
     turns = np.array([turn_upper[1:], between[1:], [-v for v in turn_lower[1:]]])

@@ -29,14 +29,13 @@ def stretch_to_pins(skeleton, pins, result, stretch, tolerance):
         chain = _stretchable(skeleton, skeleton.index[pin.bone], stretch)
         if pin.aim is None and result.position_errors[k] > tolerance and len(chain):
             if world is None:
-                world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
-                skeleton.forward_into(result.rotations, result.locations, world, heads)
+                world, heads = skeleton.frames(result.rotations, result.locations)
             factor = _factor(chain, skeleton.index[pin.bone], pin.target_position, world, heads)
             if factor > 1.0:
                 result.scales[chain] = min(factor, stretch[chain].min())
                 stretched.append(k)
     if stretched:
-        skeleton.forward_into(result.rotations, result.locations, world, heads, scales=result.scales)
+        heads = skeleton.frames(result.rotations, result.locations, scales=result.scales)[1]
         for k in stretched:
             bone = skeleton.index[pins[k].bone]
             result.position_errors[k] = np.linalg.norm(heads[bone] - pins[k].target_position)
