@@ -506,6 +506,7 @@ class JointLimits:
         self._pack = _Packed([self.kusudamas[i] for i in order], n_bones, rows=order)
         self.limited = self._pack.swing_on | self._pack.twist_on
         self._widened: dict[float, JointLimits] = {}
+        self._centres = None
 
     def widened(self, angle):
         """These limits grown by `angle` radians (every cone's radius and both ends of every twist
@@ -551,11 +552,14 @@ class JointLimits:
 
         The swing points at the centre of the allowed region and the twist sits in the middle of
         its range: the pose farthest from every boundary, from which the solver restarts when a
-        warm start has wedged a bone against its limits.
+        warm start has wedged a bone against its limits. Computed once (read-only).
         """
-        pack = self._pack
-        swing = quat.shortest_arc(np.tile(_Y, (self.n_bones, 1)), pack.centre)
-        return np.where(pack.twist_on[:, None], pack.twist_frame, swing)
+        if self._centres is None:
+            pack = self._pack
+            swing = quat.shortest_arc(np.tile(_Y, (self.n_bones, 1)), pack.centre)
+            self._centres = np.where(pack.twist_on[:, None], pack.twist_frame, swing)
+            self._centres.flags.writeable = False
+        return self._centres
 
     @staticmethod
     def _comfort(g, rotations, iteration):

@@ -111,7 +111,20 @@ class _Plan:
     levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
     trees: list  # pin indices grouped by the solved bones they share (`polish.pin_trees`)
     polish: object  # one PolishPlan per tree of pins, or None where the sweeps minimise something else
+    lineage: "_Lineage"
     native_template: object = None  # the plan packed for the compiled loop, made on first use
+
+
+@dataclass
+class _Lineage:
+    """Who carries whom among a plan's solved bones (`bones` (S,)): `moves` (P, S) pin p lies on
+    or below solved bone s; `carries` (S, S) solved bone i is solved bone j or above it. Kept
+    with the plan, so a restart finds the bones below those that missed without walking the
+    skeleton."""
+
+    bones: np.ndarray
+    moves: np.ndarray
+    carries: np.ndarray
 
 
 def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
@@ -145,6 +158,7 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
         skeleton.kinematic_levels(pin_bones),
         trees,
         polish_plan(solved, below, seen, translating_bones, trees),
+        _lineage(skeleton, len(pin_bones), below, solved),
     )
     if len(skeleton.plan_cache) > 32:
         skeleton.plan_cache.clear()
@@ -191,6 +205,19 @@ def _batch(bones, seen, below, parents, translate_root):
         pins.extend(below[b])
     translating = (parents[bones] < 0) & bool(translate_root)
     return _Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating)
+
+
+def _lineage(skeleton, n_pins, below, solved):
+    bones = np.flatnonzero(solved)
+    column = np.full(len(skeleton), -1)
+    column[bones] = np.arange(len(bones))
+    moves = np.zeros((n_pins, len(bones)), dtype=bool)
+    carries = np.zeros((len(bones), len(bones)), dtype=bool)
+    for j, bone in enumerate(bones.tolist()):
+        moves[below[bone], j] = True
+        above = column[skeleton.ancestors(bone)]
+        carries[above[above >= 0], j] = True
+    return _Lineage(bones, moves, carries)
 
 
 def _limbs(skeleton, pin_bones, below, solved):
@@ -729,25 +756,26 @@ class _Attempt:
         pose was fitted to where it was (a limb's reached pin below a missed one's chain), so
         it starts afresh as well; limbs hanging off elsewhere keep their pose.
         """
-        skeleton = self.state.skeleton
-        movable = self.plan.solved & ~self.frozen & self.limits.limited
-        moves_missed = np.zeros(len(skeleton), dtype=bool)
-        for bone in np.asarray(self.state.pin_bones)[missed]:
-            moves_missed[skeleton.ancestors(int(bone))] = True
-        carried = moves_missed & movable
-        for bones, parents in skeleton.level_parents:
-            carried[bones] |= carried[parents]
-        return carried & movable
+        return self._missed_bones_each(missed[None])[0]
+
+    def _missed_bones_each(self, groups):
+        """`_missed_bones` of each row of `groups` (K, P) bool at once: (K, N) bool."""
+        lineage = self.plan.lineage
+        movable = (~self.frozen & self.limits.limited)[lineage.bones]
+        seeds = _any_product(groups, lineage.moves) & movable
+        carried = np.zeros((len(groups), len(self.state.skeleton)), dtype=bool)
+        carried[:, lineage.bones] = _any_product(seeds, lineage.carries) & movable
+        return carried
 
     def _serving_only(self, pins):
         """The bones that move some pin of `pins` (P,) bool and no other pin: a limb whose pin
-        is reached, hanging below a chain that missed another, keeps its pose in a restart."""
-        skeleton = self.state.skeleton
-        serves = np.zeros(len(skeleton), dtype=bool)
-        others = np.zeros(len(skeleton), dtype=bool)
-        for bone, chosen in zip(np.asarray(self.state.pin_bones).tolist(), pins.tolist()):
-            (serves if chosen else others)[skeleton.ancestors(bone)] = True
-        return serves & ~others
+        is reached, hanging below a chain that missed another, keeps its pose in a restart
+        (solved bones only: the others never move)."""
+        lineage = self.plan.lineage
+        serves, others = _any_product(np.stack((pins, ~pins)), lineage.moves)
+        only = np.zeros(len(self.state.skeleton), dtype=bool)
+        only[lineage.bones] = serves & ~others
+        return only
 
     def _turn_toward_centres(self, state, bones, share=1.0):
         """Turn `bones` of `state` the (1 - stiffness) part of the way to their limits' centres
@@ -779,12 +807,10 @@ class _Attempt:
             return
         state.forward()
         misses = state.pin_errors()[0]
-        shares = np.zeros(len(resting))
-        for p in np.flatnonzero(misses > 0.0):
-            one = np.zeros(len(misses), dtype=bool)
-            one[p] = True
-            moving = self._missed_bones(one)
-            shares[moving] = np.maximum(shares[moving], min(1.0, misses[p] / _FAR_FROM_REST))
+        missing = np.flatnonzero(misses > 0.0)
+        moving = self._missed_bones_each(np.eye(len(misses), dtype=bool)[missing])
+        share = np.minimum(1.0, misses[missing] / _FAR_FROM_REST)
+        shares = np.max(moving * share[:, None], axis=0, initial=0.0)
         bones = np.flatnonzero((shares > 0.0) & resting)
         if len(bones):
             self._turn_toward_centres(state, bones, shares[bones])
@@ -824,6 +850,11 @@ class _Attempt:
             return second
         self.iterations = second.iterations
         return self
+
+
+def _any_product(a, b):
+    """Boolean matrix product: (a @ b)[i, j] is whether a[i, k] and b[k, j] for some k."""
+    return a.astype(np.uint8) @ b.astype(np.uint8) > 0
 
 
 def _use_native(settings):
