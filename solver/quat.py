@@ -136,6 +136,19 @@ def from_axis_angle(axis, angle):
     return np.concatenate((np.cos(half), np.sin(half) * axis), axis=-1)
 
 
+def part_way(a, b, share):
+    """The unit rotations `share` of the way from `a` to `b` (..., 4) along the shortest arc
+    (spherical interpolation; `share` (...,) broadcasts, 0 gives `a`, 1 gives `b`)."""
+    turn = multiply(b, conjugate(a))
+    turn = turn * np.where(turn[..., :1] < 0.0, -1.0, 1.0)
+    sine = np.sqrt((turn[..., 1:] ** 2).sum(-1, keepdims=True))
+    half = np.arctan2(sine, turn[..., :1]) * np.asarray(share, dtype=float)[..., None]
+    step = np.concatenate(
+        (np.cos(half), turn[..., 1:] * (np.sin(half) / np.where(sine > _EPS, sine, 1.0))), -1
+    )
+    return normalize(multiply(step, a))
+
+
 def angle(q):
     """Rotation angle in [0, pi] of unit quaternions."""
     q = np.asarray(q, dtype=float)

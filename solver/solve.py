@@ -61,6 +61,7 @@ _CONTINUATION_STEP = 0.2  # share of the rig's size a target moves per stage of 
 _CONTINUATION_STAGES = 8  # at most this many stages before the solve itself
 _YIELD_HALVINGS = 4  # halvings of the angle by which limits yield to pins, from a half turn
 _STAGE_ITERATIONS = 30  # iterations of a stage of the carried start (they reach in 7 to 20)
+_STAGE_TOLERANCE = 1e-3  # share of the rig's size within which a stage's pins count as reached
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
@@ -413,7 +414,7 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
         (rotations_at, positions_at),
         stages,
         plan.trees,
-        _stage_settings(settings),
+        _stage_settings(settings, skeleton.unit),
         limits,
         stiffness,
         started,
@@ -475,9 +476,15 @@ def _turn_stage_to_poles(attempt, pins):
 
 
 @functools.lru_cache(maxsize=32)
-def _stage_settings(settings):
-    """A stage's settings: the solve's, with at most `_STAGE_ITERATIONS` iterations."""
-    return dataclasses.replace(settings, iterations=min(settings.iterations, _STAGE_ITERATIONS))
+def _stage_settings(settings, unit):
+    """A stage's settings: the solve's, with at most `_STAGE_ITERATIONS` iterations, done when its
+    pins are within `_STAGE_TOLERANCE` of the rig's size (`unit`): a stage only carries the pose
+    on toward the targets, the solve itself meets them."""
+    return dataclasses.replace(
+        settings,
+        iterations=min(settings.iterations, _STAGE_ITERATIONS),
+        tolerance=max(settings.tolerance, _STAGE_TOLERANCE * unit),
+    )
 
 
 def _stage_targets(pins, start_rotations, start_heads, travel, step, stages):
@@ -486,12 +493,9 @@ def _stage_targets(pins, start_rotations, start_heads, travel, step, stages):
     `travel` (P,) away, per stage up to their `stages` (P,); positions in a straight line, turns
     along the shortest arc."""
     targets = np.array([pin.target_rotation for pin in pins])
-    flip = np.einsum("ij,ij->i", targets, start_rotations) < 0.0
-    targets[flip] *= -1.0
-    turn = _log(quat.multiply(targets, quat.conjugate(start_rotations)))
     counts = np.arange(1, stages.max(initial=0) + 1)
     shares = np.minimum(1.0, counts[:, None] * step / np.maximum(travel, 1e-300))
-    rotations = quat.normalize(quat.multiply(_exp(turn * shares[..., None]), start_rotations))
+    rotations = quat.part_way(start_rotations, targets, shares)
     positions = start_heads + shares[..., None] * (
         np.array([pin.target_position for pin in pins]) - start_heads
     )
@@ -781,10 +785,10 @@ class _Attempt:
         """Turn `bones` of `state` the (1 - stiffness) part of the way to their limits' centres
         (their dampening over the full one), so stiff bones (clavicles) stay nearly put; `share`
         (scalar, or one per bone of `bones`) scales that part."""
-        current = state.rotations[bones]
-        willingness = self.max_step[bones, None] / self.settings.dampening * np.reshape(share, (-1, 1))
-        turn = _log(quat.multiply(self.limits.centres()[bones], quat.conjugate(current))) * willingness
-        state.rotations[bones] = quat.normalize(quat.multiply(_exp(turn), current))
+        willingness = self.max_step[bones] / self.settings.dampening * share
+        state.rotations[bones] = quat.part_way(
+            state.rotations[bones], self.limits.centres()[bones], willingness
+        )
 
     def centre_resting_bones(self):
         """When the start is the rest pose, start the bones that move a missed pin on their way
@@ -806,7 +810,7 @@ class _Attempt:
         if not (resting & self.plan.solved & ~self.frozen & self.limits.limited).any():
             return
         state.forward()
-        misses = state.pin_errors()[0]
+        misses = np.sqrt(state.squared_distances())
         missing = np.flatnonzero(misses > 0.0)
         moving = self._missed_bones_each(np.eye(len(misses), dtype=bool)[missing])
         share = np.minimum(1.0, misses[missing] / _FAR_FROM_REST)
@@ -1097,10 +1101,13 @@ class _State:
         self.effector_pos[:] = self.world_head[self.pin_bones]
         self.effector_axes[:] = np.swapaxes(self.world[self.pin_bones], -1, -2)
 
+    def squared_distances(self):
+        """(P,) each pin's squared distance from its target."""
+        return ((self.effector_pos - self.target_pos) ** 2).sum(-1)
+
     def squared_errors(self):
         """(squared position error (P,), squared axis chord of each axis (P, 3)) per pin."""
-        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
-        return pos2, ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        return self.squared_distances(), ((self.effector_axes - self.target_axes) ** 2).sum(-1)
 
     def pin_costs(self, squared=None):
         """Each pin's seven-point misfit: (1 + 2 sum(w_axis)) |dp|^2 + 2 sum(w_axis |d axis|^2).

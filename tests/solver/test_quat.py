@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from scipy.spatial.transform import Rotation
+from scipy.spatial.transform import Rotation, Slerp
 
 from solver import quat
 from tests.solver.conftest import random_unit_quaternions, same_rotation, scipy_rotation, wxyz
@@ -24,6 +24,20 @@ def test_multiply_matches_scipy_composition(seed):
     assert same_rotation(product, expected)
     v = rng.normal(size=(50, 3))
     np.testing.assert_allclose(quat.rotate(product, v), quat.rotate(a, quat.rotate(b, v)), atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+def test_part_way_is_scipys_slerp_along_the_shortest_arc(seed):
+    rng = np.random.default_rng(seed)
+    a, b = random_unit_quaternions(rng, 40), random_unit_quaternions(rng, 40)
+    shares = rng.uniform(0.0, 1.0, size=(3, 40))
+    got = quat.part_way(a, b, shares)
+    assert got.shape == (3, 40, 4) and (got[..., 0] >= 0.0).all()
+    for k in range(40):
+        slerp = Slerp([0.0, 1.0], scipy_rotation(np.stack((a[k], b[k]))))
+        assert same_rotation(got[:, k], wxyz(slerp(shares[:, k])))
+    assert same_rotation(quat.part_way(a, b, 0.0), a) and same_rotation(quat.part_way(a, b, 1.0), b)
+    assert same_rotation(quat.part_way(a, a, 0.5), a)
 
 
 def test_multiply_is_hamilton_with_known_products():
