@@ -36,7 +36,8 @@ class CheckedPins:
     keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
     kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
     poles: tuple = ()  # per pin: its pole object or None
-    pole_positions: np.ndarray = None  # (P, 3) armature space as the pins hold them, NaN: none
+    pole_positions: np.ndarray = None  # (P, 3) armature space as the pins hold them, NaN: none; None:
+    # no pin has a pole object and the pins hold no pole (nothing to read)
 
 
 def read_pins(obj, rig, depsgraph=None):
@@ -60,6 +61,8 @@ def read_pins(obj, rig, depsgraph=None):
 def _read_poles(obj, checked, depsgraph):
     """Give each pin its pole's armature-space position (None without a pole), only where it
     changed since the last read: a pole is read like a target, on every solve."""
+    if checked.pole_positions is None:
+        return
     positions = _pole_positions(obj, checked, depsgraph)
     kept = checked.pole_positions
     same = (positions == kept) | (np.isnan(positions) & np.isnan(kept))
@@ -72,7 +75,7 @@ def _read_poles(obj, checked, depsgraph):
                 f"pin '{checked.bones[i]}': pole '{checked.poles[i].name}' contains NaN or infinity, "
                 f"or lies farther than {MAX_COORDINATE:g} armature units"
             ) from None
-    checked.pole_positions = positions
+    checked.pole_positions = positions if any(pole is not None for pole in checked.poles) else None
 
 
 def _pole_positions(obj, checked, depsgraph):
@@ -312,9 +315,9 @@ def pin_distances(obj, result):
     under a non-uniform one a miss's length depends on its direction, so each is measured between
     the pinned bone's solved head and its target (rotation-only and aim pins keep the solver's own)."""
     scale = armature_scale(obj)
-    axes = np.abs(np.array(obj.matrix_world.to_scale()))
+    axes = [abs(s) for s in obj.matrix_world.to_scale()]
     rig = cached_rig(obj)
-    if axes.max() - axes.min() <= 1e-6 * axes.max() or rig is None or rig.checked_pins is None:
+    if max(axes) - min(axes) <= 1e-6 * max(axes) or rig is None or rig.checked_pins is None:
         return result.position_errors * scale
     chains = rig.chains
     _, heads = chains.skeleton.forward(result.rotations[chains.rows], result.locations[chains.rows])

@@ -236,7 +236,7 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     quaternion = buffers.quaternion.copy()
     plain = np.flatnonzero(moved & locks.free_quaternion)
     turned = rotations[plain]
-    turned[np.einsum("ij,ij->i", turned, quaternion[plain]) < 0.0] *= -1.0
+    turned *= np.where(np.einsum("ij,ij->i", turned, quaternion[plain]) < 0.0, -1.0, 1.0)[:, None]
     quaternion[plain] = turned
     one_by_one = np.flatnonzero(moved & ~locks.free_quaternion)
     pose_bones = obj.pose.bones
@@ -291,7 +291,9 @@ def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):
     if mode not in (_QUATERNION, _AXIS_ANGLE):
         old = mathutils.Euler(buffers.euler[i].tolist(), _MODE_NAME[mode])
         angles = new.to_euler(old.order, old)
-        euler[i] = [old[k] if locked[k] else angles[k] for k in range(3)]
+        if locks.any_rotation[i]:
+            angles = [old[k] if flag else angles[k] for k, flag in enumerate(locked.tolist())]
+        euler[i] = angles
         return tuple(mathutils.Euler(euler[i].tolist(), old.order).to_quaternion())
     if mode == _QUATERNION:
         old_components = buffers.quaternion[i].tolist()

@@ -9,6 +9,7 @@ changes. Names shown in the UI speak an animator's words; the RNA identifiers ar
 public interface and stay as docs/INTERFACE.md names them.
 """
 
+import array
 import contextlib
 import dataclasses
 import math
@@ -26,7 +27,7 @@ from bpy.props import (
 )
 from mathutils import Vector
 
-from . import active, body_angles
+from . import active, body_angles, stored_settings
 
 from ..solver import SolverSettings, presets
 from ..solver.pins import AIM_AXES
@@ -93,16 +94,37 @@ REST_DIRECTION = (0.0, 1.0, 0.0)
 _SOLVER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SolverSettings)}
 
 
-def _direction_changed(self, context):
-    """Refuse an axis without a direction ((0, 0, 0)): a cone needs one, so the last good axis is
-    put back; good axes are remembered in `last_direction`."""
-    direction = tuple(self.direction)
-    if not (math.isfinite(sum(direction)) and math.fsum(c * c for c in direction) > 1e-18):
-        self.direction = self.last_direction
-        return
-    if tuple(self.last_direction) != direction:
-        self.last_direction = direction
-    _changed(self, context)
+def _has_direction(direction):
+    """Whether a cone axis has a direction: finite and not (0, 0, 0)."""
+    return math.isfinite(sum(direction)) and math.fsum(c * c for c in direction) > 1e-18
+
+
+def _kept_direction(cone, direction, stored, _is_set):
+    """Blender 5's `set_transform`: an axis without a direction is refused, the stored one stays."""
+    return direction if _has_direction(direction) else stored
+
+
+def _direction(cone):
+    """Blender 4's getter: the stored axis (where Blender 4 keeps the property itself)."""
+    stored = cone.get("direction")
+    return REST_DIRECTION if stored is None else tuple(stored)
+
+
+def _set_direction(cone, direction):
+    """Blender 4's setter: an axis without a direction is refused, the stored one stays; stored
+    as float32, as Blender stores the property."""
+    stored = array.array("f", direction)
+    if _has_direction(stored):
+        cone["direction"] = stored
+
+
+def _direction_property(**options):
+    """The cone axis, refusing (0, 0, 0) without storing a last good axis per cone: Blender copies
+    every stored value of every pose bone at each evaluation of the pose. Blender 5 transforms the
+    value it stores; Blender 4 only has a getter and setter, which store it where it would."""
+    if bpy.app.version >= (5, 0, 0):
+        return FloatVectorProperty(set_transform=_kept_direction, **options)
+    return FloatVectorProperty(get=_direction, set=_set_direction, **options)
 
 
 def _twist_min_changed(self, context):
@@ -122,7 +144,7 @@ def _twist_max_changed(self, context):
 class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     """One cone of a Kusudama, in the bone's rest frame (+Y is the rest direction)."""
 
-    direction: FloatVectorProperty(
+    direction: _direction_property(
         name="Direction",
         description="Axis of the cone in the bone's rest frame (normalized when solving; (0, 0, 0) is "
         "refused)",
@@ -130,14 +152,7 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
         subtype="DIRECTION",
         default=REST_DIRECTION,
         options=set(),
-        update=_direction_changed,
-    )
-    last_direction: FloatVectorProperty(
-        name="Last Good Direction",
-        description="The cone's last axis with a direction, put back when (0, 0, 0) is typed",
-        size=3,
-        default=REST_DIRECTION,
-        options={"HIDDEN"},
+        update=_changed,
     )
     radius: FloatProperty(
         name="Radius",
@@ -554,14 +569,24 @@ STORED_SETTINGS = tuple(
 CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)
 
 
+@bpy.app.handlers.persistent
+def drop_retired_settings(_file_path):
+    """load_post: a file saved by an earlier version may store settings none reads."""
+    stored_settings.drop_retired_settings(bpy.data.objects)
+
+
 def register():
     for cls in CLASSES:
         bpy.utils.register_class(cls)
     bpy.types.Object.ewbik = PointerProperty(type=EWBIK_PG_armature)
     bpy.types.PoseBone.ewbik = PointerProperty(type=EWBIK_PG_bone)
+    if drop_retired_settings not in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.append(drop_retired_settings)
 
 
 def unregister():
+    while drop_retired_settings in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(drop_retired_settings)
     del bpy.types.PoseBone.ewbik
     del bpy.types.Object.ewbik
     for cls in reversed(CLASSES):

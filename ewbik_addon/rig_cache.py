@@ -21,7 +21,7 @@ from .messages import deleted_targets
 from .pose_io import PoseBuffers, read_locks
 from .pose_underneath import forget as forget_pose
 from .production_checks import placed_controls, posed_bones, with_mechanism
-from .stored_settings import stored_bone_settings
+from .stored_settings import stored_bone_settings, stored_object
 
 if TYPE_CHECKING:  # pin_reading imports this module
     from .pin_reading import CheckedPins
@@ -264,9 +264,10 @@ def _read_bone_settings(obj):
             stiffness.append(defaults["stiffness"].default)
             stretch.append(defaults["stretch"].default)
             continue
-        if props.target is not None:
-            pins.append((pose_bone.name, props.target))
-            poles.append(props.pole)
+        target = stored_object(props, "target")
+        if target is not None:
+            pins.append((pose_bone.name, target))
+            poles.append(stored_object(props, "pole"))
         stiffness.append(props.stiffness)
         stretch.append(props.stretch)
         if has_limits(props):

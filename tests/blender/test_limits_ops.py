@@ -335,3 +335,53 @@ def test_preset_report_counts_limits_by_body_part_without_listing_roots_or_face_
     for noise in ("spine,", "face", "lip", "brow", "jaw", "nose", "cheek", "ear", "eye", "teeth", "tongue"):
         assert noise not in listed, noise
     assert "other bones left free" in report
+
+
+def stored(struct):
+    """The stored bpy.props values of `struct` (Blender 5 keeps them apart from custom properties)."""
+    return struct.bl_system_properties_get() if hasattr(struct, "bl_system_properties_get") else struct
+
+
+LIMITED_BONE_SETTINGS = {"cones", "use_twist_limit", "twist_min", "twist_max", "stiffness"}
+
+
+def test_limited_bones_store_only_their_limits(metarig):
+    """Blender copies every stored value of every pose bone at each evaluation of the pose: a
+    preset and a live solve store no last good axis per cone, no default active cone or comfort,
+    and no empty target or pole on bones that are not pinned."""
+    make_active(metarig)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    target = pin(metarig, "hand.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    target.location.z += 0.02
+    bpy.context.view_layer.update()
+    bone_target = addon_module("ewbik_addon.stored_settings").bone_target
+    limited = [bone for bone in metarig.pose.bones if is_limited(bone) and bone_target(bone) is None]
+    assert len(limited) > 20
+    for pose_bone in limited:
+        settings = stored(pose_bone)["ewbik"]
+        assert set(settings.keys()) <= LIMITED_BONE_SETTINGS, pose_bone.name
+        for cone in settings.get("cones", ()):
+            assert set(cone.keys()) <= {"direction", "radius"}, pose_bone.name
+
+
+def test_a_file_saved_with_last_good_directions_loads_its_limits_without_them(metarig, tmp_path):
+    """Earlier versions stored each cone's last good axis; a file they saved keeps its limits and
+    drops what none reads."""
+    make_active(metarig)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    before, name = {}, metarig.name
+    for pose_bone in metarig.pose.bones:
+        for k, cone in enumerate(pose_bone.ewbik.cones if is_limited(pose_bone) else ()):
+            stored(cone)["last_direction"] = tuple(cone.direction)
+            before[pose_bone.name, k] = (tuple(cone.direction), cone.radius)
+    path = str(tmp_path / "older.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    rig = bpy.data.objects[name]
+    after = {}
+    for pose_bone in rig.pose.bones:
+        for k, cone in enumerate(pose_bone.ewbik.cones if is_limited(pose_bone) else ()):
+            assert "last_direction" not in stored(cone)
+            after[pose_bone.name, k] = (tuple(cone.direction), cone.radius)
+    assert after == before
