@@ -189,9 +189,12 @@ def centre_of_mass(masses, heads, tails):
 
 def pose_centre_of_mass(skeleton, body, rotations, locations):
     """The centre of mass of `skeleton` in a local pose."""
-    world, heads = skeleton.frames(rotations, locations)
-    points = heads + np.einsum("nij,nj->ni", world, body.centres_in(skeleton))
-    return body.masses @ points / body.masses.sum()
+    return _centre_of_mass(body, body.centres_in(skeleton), *skeleton.frames(rotations, locations))
+
+
+def _centre_of_mass(body, centres, world, heads):
+    """The centre of mass of bones whose frames are `world` (N, 3, 3) and `heads` (N, 3)."""
+    return body.masses @ (heads + np.einsum("nij,nj->ni", world, centres)) / body.masses.sum()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,10 +296,11 @@ def _axes_about(up):
 
 
 def _hull(points):
-    """The convex hull of (K, 2) points, counter-clockwise (Andrew's monotone chain)."""
-    points = np.unique(np.round(points, 12), axis=0)
+    """The convex hull of (K, 2) points, counter-clockwise (Andrew's monotone chain; on Python
+    floats: a foot has a handful of points)."""
+    points = sorted(set(map(tuple, np.round(points, 12).tolist())))
     if len(points) < 3:
-        return points
+        return np.array(points).reshape(-1, 2)
 
     def half(ordered):
         chain = []
@@ -320,38 +324,37 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     in the caller's time budget; the skeleton's root must translate (`translate_root`). When the
     centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
     each round solves again with one more pin: a position-only pin on the root's head at the
-    plain solve's height, moved along the ground by the shifts asked so far (each scaled by how
-    far the centre of mass followed the root in the round before), at a priority below every
-    user pin, so the hips go back and the spine leans while the user's pins are met as in any
-    solve (where they cannot all be met, the root's pin gives way first). A round starts from
-    the pose of the round before, which lies near its answer, so it solves from there without the
-    carried start and in at most `ROUND_ITERATIONS` (`round_settings`). A round whose user pins miss by
-    more than the plain solve's (or `tolerance`), as one the time budget or the iteration cap
-    cut, is never kept: it ends the rounds and the result is marked unconverged, so a live
-    solve is refined. The rounds are a fixed sequence of solves of the inputs, so the answer
-    stays a function of the targets, the settings and the start pose.
+    plain solve's height, moved along the ground by the shifts asked so far, each scaled by how
+    far the centre of mass follows the root (the first by `following_share`, the next by what
+    the round before measured), at a priority below every user pin, so the hips go back and the
+    spine leans while the user's pins are met. A round starts from the pose of the round before,
+    next to its answer, so it solves under `round_settings`: no carried start, at most
+    `ROUND_ITERATIONS`. A round whose user pins miss by more than the plain solve's (or the
+    tolerance), the hips' target out of their reach or the time budget cut short, is never kept:
+    it ends the rounds and the result is marked unconverged. The rounds are a fixed sequence of
+    solves of the inputs, so the answer stays a function of the targets, the settings and the
+    start pose.
     """
     if len(body.masses) != len(skeleton):
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
-    tolerance = settings.tolerance
     plain = solving(settings)(pins, rotations, locations)
     support = support_of(pins, body, skeleton.unit)
     roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
     root = roots.pop() if len(roots) == 1 else None
     if support is None or root is None or any(skeleton.index[pin.bone] == root for pin in pins):
         return plain
-    heads = skeleton.frames(plain.rotations, plain.locations)[1]
-    com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
+    world, heads = skeleton.frames(plain.rotations, plain.locations)
+    com = _centre_of_mass(body, body.centres_in(skeleton), world, heads)
+    shift = support.shift(com, MARGIN * skeleton.unit)
+    if not np.linalg.norm(shift) > settings.tolerance:
+        return plain
     solve_round = solving(round_settings(settings))
     lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
-    allowed = np.maximum(plain.position_errors, tolerance)
+    allowed = np.maximum(plain.position_errors, settings.tolerance)
     gain = float(np.clip(following_share(skeleton, pins, body, root), *_GAIN_RANGE))
     offset, iterations, moved = np.zeros(3), plain.iterations, plain.moved.copy()
     best, kept, cut = (-support.depth(com), plain), plain, False
     for _ in range(BALANCE_ROUNDS):
-        shift = support.shift(com, MARGIN * skeleton.unit)
-        if not np.linalg.norm(shift) > tolerance:
-            break
         step = shift / gain
         offset = offset + step
         target = np.eye(4)
@@ -367,6 +370,9 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
         gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
         com = new_com
         best = min(best, (-support.depth(com), result), key=lambda pair: pair[0])
+        shift = support.shift(com, MARGIN * skeleton.unit)
+        if not np.linalg.norm(shift) > settings.tolerance:
+            break
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
@@ -410,9 +416,13 @@ def following_share(skeleton, pins, body, root):
 @functools.lru_cache(maxsize=16)
 def round_settings(settings):
     """A round's settings: the solve's without the carried start (`stage_targets`: the round
-    starts from the round before, next to its answer), at most `ROUND_ITERATIONS` iterations."""
+    starts from the round before, next to its answer), in at most `ROUND_ITERATIONS`, and with
+    no pin giving way (`pins_give_way`): a round whose pins cannot all be met is dropped anyway."""
     return dataclasses.replace(
-        settings, stage_targets=False, iterations=min(settings.iterations, ROUND_ITERATIONS)
+        settings,
+        stage_targets=False,
+        pins_give_way=False,
+        iterations=min(settings.iterations, ROUND_ITERATIONS),
     )
 
 
