@@ -55,7 +55,6 @@ _SEGMENT_OF_ROLE = {
 }  # every other role (wrist, palm, fingers, thumbs) is part of the hand
 _CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clavicles) included
 BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
-ROUND_ITERATIONS = 30  # a round's iteration cap (from the round before they meet the pins in 3 to 20)
 MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
@@ -328,10 +327,10 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     far the centre of mass follows the root (the first by `following_share`, the next by what
     the round before measured), at a priority below every user pin, so the hips go back and the
     spine leans while the user's pins are met. A round starts from the pose of the round before,
-    next to its answer, so it solves under `round_settings`: no carried start, at most
-    `ROUND_ITERATIONS`. A round whose user pins miss by more than the plain solve's (or the
-    tolerance), the hips' target out of their reach or the time budget cut short, is never kept:
-    it ends the rounds and the result is marked unconverged. The rounds are a fixed sequence of
+    next to its answer, so it solves under `round_settings` (no carried start). A round whose
+    user pins miss by more than the plain solve's (or the tolerance), the hips' target out of
+    their reach or the time budget cut short, is never kept: the next round tries half its step;
+    when the last round is such, the result is marked unconverged. The rounds are a fixed sequence of
     solves of the inputs, so the answer stays a function of the targets, the settings and the
     start pose.
     """
@@ -354,18 +353,18 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     gain = float(np.clip(following_share(skeleton, pins, body, root), *_GAIN_RANGE))
     offset, iterations, moved = np.zeros(3), plain.iterations, plain.moved.copy()
     best, kept, cut = (-support.depth(com), plain), plain, False
+    step = shift / gain
     for _ in range(BALANCE_ROUNDS):
-        step = shift / gain
-        offset = offset + step
         target = np.eye(4)
-        target[:3, 3] = heads[root] + offset
+        target[:3, 3] = heads[root] + offset + step
         hips = _hips_pin(skeleton.names[root], lowest).moved_to(target, quat.IDENTITY, target[:3, 3])
         result = _without_last_pin(solve_round([*pins, hips], kept.rotations, kept.locations))
         iterations, moved = iterations + result.iterations, moved | result.moved
-        if (result.position_errors > allowed).any():
-            cut = True
-            break
-        kept = result
+        cut = bool((result.position_errors > allowed).any())
+        if cut:
+            step = step * 0.5
+            continue
+        kept, offset = result, offset + step
         new_com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
         gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
         com = new_com
@@ -373,6 +372,7 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
         shift = support.shift(com, MARGIN * skeleton.unit)
         if not np.linalg.norm(shift) > settings.tolerance:
             break
+        step = shift / gain
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
@@ -416,14 +416,9 @@ def following_share(skeleton, pins, body, root):
 @functools.lru_cache(maxsize=16)
 def round_settings(settings):
     """A round's settings: the solve's without the carried start (`stage_targets`: the round
-    starts from the round before, next to its answer), in at most `ROUND_ITERATIONS`, and with
-    no pin giving way (`pins_give_way`): a round whose pins cannot all be met is dropped anyway."""
-    return dataclasses.replace(
-        settings,
-        stage_targets=False,
-        pins_give_way=False,
-        iterations=min(settings.iterations, ROUND_ITERATIONS),
-    )
+    starts from the round before, next to its answer) and with no pin giving way
+    (`pins_give_way`): a round whose pins cannot all be met is dropped anyway."""
+    return dataclasses.replace(settings, stage_targets=False, pins_give_way=False)
 
 
 @functools.lru_cache(maxsize=16)
