@@ -329,8 +329,8 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     spine leans while the user's pins are met. A round starts from the pose of the round before,
     next to its answer, so it solves under `round_settings` (no carried start). A round whose
     user pins miss by more than the plain solve's (or the tolerance), the hips' target out of
-    their reach or the time budget cut short, is never kept: the next round tries half its step;
-    when the last round is such, the result is marked unconverged. The rounds are a fixed sequence of
+    their reach or the time budget cut short, is never kept: the next round tries half its step,
+    and when that one misses too the rounds end and the result is marked unconverged. The rounds are a fixed sequence of
     solves of the inputs, so the answer stays a function of the targets, the settings and the
     start pose.
     """
@@ -360,10 +360,12 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
         hips = _hips_pin(skeleton.names[root], lowest).moved_to(target, quat.IDENTITY, target[:3, 3])
         result = _without_last_pin(solve_round([*pins, hips], kept.rotations, kept.locations))
         iterations, moved = iterations + result.iterations, moved | result.moved
-        cut = bool((result.position_errors > allowed).any())
-        if cut:
-            step = step * 0.5
+        if (result.position_errors > allowed).any():
+            if cut:  # halved once in vain
+                break
+            cut, step = True, step * 0.5
             continue
+        cut = False
         kept, offset = result, offset + step
         new_com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
         gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
