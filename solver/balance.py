@@ -188,9 +188,12 @@ def centre_of_mass(masses, heads, tails):
 
 def pose_centre_of_mass(skeleton, body, rotations, locations):
     """The centre of mass of `skeleton` in a local pose."""
-    world, heads = skeleton.frames(rotations, locations)
-    points = heads + np.einsum("nij,nj->ni", world, body.centres_in(skeleton))
-    return body.masses @ points / body.masses.sum()
+    return _centre_of_mass(body, body.centres_in(skeleton), *skeleton.frames(rotations, locations))
+
+
+def _centre_of_mass(body, centres, world, heads):
+    """The centre of mass of bones whose frames are `world` (N, 3, 3) and `heads` (N, 3)."""
+    return body.masses @ (heads + np.einsum("nij,nj->ni", world, centres)) / body.masses.sum()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,10 +295,11 @@ def _axes_about(up):
 
 
 def _hull(points):
-    """The convex hull of (K, 2) points, counter-clockwise (Andrew's monotone chain)."""
-    points = np.unique(np.round(points, 12), axis=0)
+    """The convex hull of (K, 2) points, counter-clockwise (Andrew's monotone chain; on Python
+    floats: a foot has a handful of points)."""
+    points = sorted(set(map(tuple, np.round(points, 12).tolist())))
     if len(points) < 3:
-        return points
+        return np.array(points).reshape(-1, 2)
 
     def half(ordered):
         chain = []
@@ -312,59 +316,111 @@ def _cross(o, a, b):
     return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
 
 
-def balanced(solve_pins, skeleton, pins, rotations, locations, body, tolerance):
+def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     """The SolveResult of `pins` with the centre of mass kept over the support polygon.
 
-    `solve_pins(pins, rotations, locations)` solves checked arguments (aim pins included) in the
-    caller's time budget; the skeleton's root must translate (`translate_root`). When the
+    `solving(settings)(pins, rotations, locations)` solves checked arguments (aim pins included)
+    in the caller's time budget; the skeleton's root must translate (`translate_root`). When the
     centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
     each round solves again with one more pin: a position-only pin on the root's head at the
-    plain solve's height, moved along the ground by the shifts asked so far (each scaled by how
-    far the centre of mass followed the root in the round before), at a priority below every
-    user pin, so the hips go back and the spine leans while the user's pins are met as in any
-    solve (where they cannot all be met, the root's pin gives way first). A round starts from
-    the pose of the round before, which lies near its answer. A round whose user pins miss by
-    more than the plain solve's (or `tolerance`), as one the time budget or the iteration cap
-    cut, is never kept: it ends the rounds and the result is marked unconverged, so a live
-    solve is refined. The rounds are a fixed sequence of solves of the inputs, so the answer
-    stays a function of the targets, the settings and the start pose.
+    plain solve's height, moved along the ground by the shifts asked so far, each scaled by how
+    far the centre of mass follows the root (the first by `following_share`, the next by what
+    the round before measured), at a priority below every user pin, so the hips go back and the
+    spine leans while the user's pins are met. A round starts from the pose of the round before,
+    next to its answer, so it solves under `round_settings` (no carried start). A round whose
+    user pins miss by more than the plain solve's (or the tolerance), the hips' target out of
+    their reach or the time budget cut short, is never kept: the next round tries half its step,
+    and when that one misses too the rounds end and the result is marked unconverged. The rounds are a fixed sequence of
+    solves of the inputs, so the answer stays a function of the targets, the settings and the
+    start pose.
     """
     if len(body.masses) != len(skeleton):
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
-    plain = solve_pins(pins, rotations, locations)
+    plain = solving(settings)(pins, rotations, locations)
     support = support_of(pins, body, skeleton.unit)
     roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
     root = roots.pop() if len(roots) == 1 else None
     if support is None or root is None or any(skeleton.index[pin.bone] == root for pin in pins):
         return plain
-    heads = skeleton.frames(plain.rotations, plain.locations)[1]
-    com = pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations)
+    world, heads = skeleton.frames(plain.rotations, plain.locations)
+    com = _centre_of_mass(body, body.centres_in(skeleton), world, heads)
+    shift = support.shift(com, MARGIN * skeleton.unit)
+    if not np.linalg.norm(shift) > settings.tolerance:
+        return plain
+    solve_round = solving(round_settings(settings))
     lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
-    allowed = np.maximum(plain.position_errors, tolerance)
-    offset, gain, iterations, moved = np.zeros(3), 1.0, plain.iterations, plain.moved.copy()
+    allowed = np.maximum(plain.position_errors, settings.tolerance)
+    gain = float(np.clip(following_share(skeleton, pins, body, root), *_GAIN_RANGE))
+    offset, iterations, moved = np.zeros(3), plain.iterations, plain.moved.copy()
     best, kept, cut = (-support.depth(com), plain), plain, False
+    step = shift / gain
     for _ in range(BALANCE_ROUNDS):
-        shift = support.shift(com, MARGIN * skeleton.unit)
-        if not np.linalg.norm(shift) > tolerance:
-            break
-        step = shift / gain
-        offset = offset + step
         target = np.eye(4)
-        target[:3, 3] = heads[root] + offset
+        target[:3, 3] = heads[root] + offset + step
         hips = _hips_pin(skeleton.names[root], lowest).moved_to(target, quat.IDENTITY, target[:3, 3])
-        result = _without_last_pin(solve_pins([*pins, hips], kept.rotations, kept.locations))
+        result = _without_last_pin(solve_round([*pins, hips], kept.rotations, kept.locations))
         iterations, moved = iterations + result.iterations, moved | result.moved
         if (result.position_errors > allowed).any():
-            cut = True
-            break
-        kept = result
+            if cut:  # halved once in vain
+                break
+            cut, step = True, step * 0.5
+            continue
+        cut = False
+        kept, offset = result, offset + step
         new_com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
         gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
         com = new_com
         best = min(best, (-support.depth(com), result), key=lambda pair: pair[0])
+        shift = support.shift(com, MARGIN * skeleton.unit)
+        if not np.linalg.norm(shift) > settings.tolerance:
+            break
+        step = shift / gain
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
+
+
+def following_share(skeleton, pins, body, root):
+    """How far the centre of mass follows the root's head while the pins hold their bones, per
+    unit of the root's shift: the first round's guess (later rounds measure it). Each pinned
+    chain bends evenly: a mass at arc length s from the root's head, whose nearest pinned bone
+    below lies at arc length L, moves (1 - s/L) of the shift; a pinned bone's mass stays; a bone
+    with no pin below moves as the point it hangs from. A body bends more near its root than
+    evenly, so the guess is low and the first round goes a little past the margin rather than
+    short of it (a second round)."""
+    parents = skeleton.parents
+    pinned = np.zeros(len(skeleton), dtype=bool)
+    pinned[[skeleton.index[pin.bone] for pin in pins]] = True
+    steps = np.linalg.norm(skeleton.rest_head - skeleton.rest_head[parents], axis=1)
+    arc = np.zeros(len(skeleton))
+    for i in np.flatnonzero(parents >= 0):  # parents first
+        arc[i] = arc[parents[i]] + steps[i]
+    nearest = np.where(pinned, arc, np.inf)
+    for i in np.flatnonzero(parents >= 0)[::-1]:
+        nearest[parents[i]] = min(nearest[parents[i]], nearest[i])
+    middle = arc + body.centres_in(skeleton)[:, 1]
+    share = np.zeros(len(skeleton))
+    for i in range(len(skeleton)):
+        parent = parents[i]
+        if pinned[i] or (parent < 0 and i != root):
+            continue
+        if np.isfinite(nearest[i]):
+            share[i] = 1.0 - middle[i] / nearest[i]
+        elif parent < 0:
+            share[i] = 1.0
+        elif np.isfinite(nearest[parent]) and not pinned[parent]:
+            share[i] = 1.0 - arc[i] / nearest[parent]
+        else:
+            share[i] = share[parent]
+    return float(body.masses @ np.clip(share, 0.0, 1.0) / body.masses.sum())
+
+
+@functools.lru_cache(maxsize=16)
+def round_settings(settings):
+    """A round's settings: the solve's without the carried start (`stage_targets`: the round
+    starts from the round before, next to its answer) and with no pin giving way
+    (`pins_give_way`): a round whose pins cannot all be met is dropped anyway."""
+    return dataclasses.replace(settings, stage_targets=False, pins_give_way=False)
 
 
 @functools.lru_cache(maxsize=16)

@@ -259,31 +259,44 @@ def solve(
     )
     stretch = None if stretch is None else _checked_stretch(skeleton, stretch)
 
-    def solve_pins(pins, rotations, locations):
-        """The solve of these pins from this pose, in this call's time budget."""
-        roots = skeleton.root_of[[skeleton.index[pin.bone] for pin in pins]]
-        if len(set(roots.tolist())) > 1:
-            return _solved_apart(
-                skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started
-            )
-        return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+    def solving(settings):
+        """The solve of pins from a pose under `settings`, in this call's time budget: balance's
+        rounds solve under settings of their own (`balance.round_settings`)."""
 
-    def solve_aims(pins, rotations, locations):
-        """The solve of these pins, aim pins turned or re-aimed (`aim.solve_aimed`)."""
-        if any(pin.aim is not None for pin in pins):
-            return solve_aimed(
-                solve_pins, skeleton, pins, rotations, locations, settings.tolerance, stiffness >= 1.0, limits
-            )
-        return solve_pins(pins, rotations, locations)
+        def solve_pins(pins, rotations, locations):
+            """The solve of these pins from this pose."""
+            roots = skeleton.root_of[[skeleton.index[pin.bone] for pin in pins]]
+            if len(set(roots.tolist())) > 1:
+                return _solved_apart(
+                    skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started
+                )
+            return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
 
-    def solve_soft(pins, rotations, locations):
-        """The solve of these pins, targets near full reach softened."""
-        return solve_softened(solve_aims, skeleton, pins, rotations, locations, settings)
+        def solve_aims(pins, rotations, locations):
+            """The solve of these pins, aim pins turned or re-aimed (`aim.solve_aimed`)."""
+            if any(pin.aim is not None for pin in pins):
+                return solve_aimed(
+                    solve_pins,
+                    skeleton,
+                    pins,
+                    rotations,
+                    locations,
+                    settings.tolerance,
+                    stiffness >= 1.0,
+                    limits,
+                )
+            return solve_pins(pins, rotations, locations)
+
+        def solve_soft(pins, rotations, locations):
+            """The solve of these pins, targets near full reach softened."""
+            return solve_softened(solve_aims, skeleton, pins, rotations, locations, settings)
+
+        return solve_soft
 
     if settings.balance and settings.translate_root and body is not None:
-        result = balanced(solve_soft, skeleton, pins, rotations, locations, body, settings.tolerance)
+        result = balanced(solving, skeleton, pins, rotations, locations, body, settings)
     else:
-        result = solve_soft(pins, rotations, locations)
+        result = solving(settings)(pins, rotations, locations)
     result = stretch_to_pins(skeleton, pins, result, stretch, settings.tolerance)
     result.ms = (time.perf_counter() - started) * 1e3
     return result

@@ -14,7 +14,9 @@ from solver.balance import (
     SEGMENT_MASS,
     Body,
     body_of,
+    MARGIN,
     bone_masses,
+    following_share,
     pose_centre_of_mass,
     support_of,
 )
@@ -108,6 +110,33 @@ def test_a_part_of_the_body_carries_the_rest_where_the_pose_holds_it():
     carried = body.within(skeleton, part, rotations, locations)
     whole = pose_centre_of_mass(skeleton, body, rotations, locations)
     assert pose_centre_of_mass(part, carried, rotations[chain], locations[chain]) == pytest.approx(whole)
+
+
+def test_the_rounds_take_the_centre_of_mass_the_margin_inside():
+    """The first round's guess of how far the centre of mass follows the hips is low, so the
+    rounds end past the margin, not short of the polygon's edge."""
+    skeleton, limits = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    rest = np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3))
+    pins = sweep_frame(skeleton, 1.0)
+    settings = SolverSettings(translate_root=True, balance=True)
+    result = solve(skeleton, pins, *rest, settings, limits, body=body)
+    com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
+    assert support_of(pins, body, skeleton.unit).depth(com) >= MARGIN * skeleton.unit
+
+
+def test_the_share_that_follows_the_root_falls_along_a_pinned_chain():
+    """A straight chain of three bones of one metre pinned at its third bone's head (2 m from
+    the root's): the root's middle follows 3/4 of its shift, the second bone's 1/4, the pinned
+    bone none; a free bone on the root's tail follows as the root's tail does (1/2)."""
+    rest = [np.eye(4) for _ in range(4)]
+    for bone, height in enumerate((0.0, 1.0, 2.0, 1.0)):
+        rest[bone][2, 3] = height
+        rest[bone][:3, :3] = [[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]]  # +Y up
+    skeleton = Skeleton(["root", "mid", "end", "free"], [None, "root", "mid", "root"], rest, [1.0] * 4)
+    body = Body(np.ones(4), {})
+    share = following_share(skeleton, [Pin("end", rest[2])], body, 0)
+    assert share == pytest.approx((0.75 + 0.25 + 0.0 + 0.5) / 4)
 
 
 def test_segment_masses_follow_the_table_and_sum_to_one():
