@@ -469,7 +469,6 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
         attempt.run()
         beyond = active[~attempt._within_reach()] if not attempt.converged else []
         if not len(beyond):
-            _turn_stage_to_poles(attempt, [pins[p] for p in active])
             stage += 1
             continue
         attempt.state.rotations[:], attempt.state.locations[:] = saved
@@ -477,15 +476,6 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
             if np.isin(members, beyond).any():
                 stages[members] = stage
     return (rotations, locations) if attempt is None else attempt.pose(locations)
-
-
-def _turn_stage_to_poles(attempt, pins):
-    """A stage's pose with its limbs turned toward their poles, so the next stage and the solve
-    start from a limb bending the pole's way and the answer follows the pole smoothly."""
-    state = attempt.state
-    state.rotations[:] = turn_to_poles(
-        state.skeleton, pins, state.rotations, state.locations, attempt.limits, attempt.frozen, state.unit
-    )
 
 
 @functools.lru_cache(maxsize=32)
