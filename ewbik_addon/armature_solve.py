@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from ..solver import Pin, SolverSettings, solve
+from ..solver import Pin, SolverSettings, quat, solve
 from .balance_body import chains_body
 from .armature_checks import RigError, armature_scale, check_writable
 from .pin_reading import read_pins
@@ -271,16 +271,7 @@ def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotatio
     if weight >= 1.0:
         return solved_rotations, solved_locations, moved
     base_rotations, base_locations = rig.underneath
-    dots = np.einsum("ij,ij->i", base_rotations, solved_rotations)
-    solved_near = np.where(dots[:, None] < 0.0, -solved_rotations, solved_rotations)
-    angle = np.arccos(np.clip(np.abs(dots), 0.0, 1.0))
-    sine = np.sin(angle)
-    small = sine < 1e-9
-    safe = np.where(small, 1.0, sine)
-    w_base = np.where(small, 1.0 - weight, np.sin((1.0 - weight) * angle) / safe)
-    w_solved = np.where(small, weight, np.sin(weight * angle) / safe)
-    blended = w_base[:, None] * base_rotations + w_solved[:, None] * solved_near
-    blended /= np.linalg.norm(blended, axis=1, keepdims=True)
+    blended = quat.part_way(base_rotations, solved_rotations, weight)
     blended_locations = base_locations + weight * (solved_locations - base_locations)
     unchanged = (1.0 - np.abs(np.einsum("ij,ij->i", blended, rotations)) <= 1e-12) & np.all(
         np.abs(blended_locations - locations) <= 1e-7, axis=1
