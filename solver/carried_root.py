@@ -80,7 +80,7 @@ def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
         torso = _torso_pins(skeleton, root, chosen)
         if torso is not None:
             turn, place = _torso_place(chosen, weights, torso, turn, world, heads, bones, root)
-        turn = quat.from_axis_angle(turn[1:] if turn[0] >= 0.0 else -turn[1:], share * quat.angle(turn))
+        turn = quat.part_way(quat.IDENTITY, turn, share)
         if torso is None:
             moved_head = pivot + quat.rotate(turn, heads[root] - pivot) + share * shift
         else:
