@@ -69,9 +69,10 @@ static inline int outside_triangle(const double planes[9], const double p[3], do
 }
 
 /* The nearest allowed direction of unit p into `out` (_Packed.closest for one bone);
- * returns 1, leaving `out` alone, when p is already inside. Each region's distance is
- * max(sign * (angle to centre - radius), 0); a region that is off or whose triangle
- * excludes p does not count, and the first of equal minima wins (numpy argmin). */
+ * returns 1, leaving `out` alone, when p is already inside (the first region within
+ * `inside_tolerance` ends the search). Each region's distance is sign * (angle to centre -
+ * radius); a region that is off or whose triangle excludes p does not count, and the first of
+ * equal minima wins (numpy argmin). */
 static int closest(const ewbik_limits *l, int bone, const double p[3], double out[3])
 {
     int best = 0;
@@ -84,13 +85,11 @@ static int closest(const ewbik_limits *l, int bone, const double p[3], double ou
         double cp[3], d = dot3(c, p);
         cross3(p, c, cp);
         double dist = l->sign[i] * (atan2(sqrt(dot3(cp, cp)), d) - l->radii[i]);
-        if (dist < 0.0)
-            dist = 0.0;
+        if (dist <= l->inside_tolerance)
+            return 1; /* inside: no later region can change that */
         if (dist < best_dist)
             best = r, best_dist = dist, best_dot = d;
     }
-    if (best_dist <= l->inside_tolerance)
-        return 1;
     int i = bone * l->n_regions + best;
     const double *c = l->centres + 3 * i;
     double off[3], radius = l->radii[i];
