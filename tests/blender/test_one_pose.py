@@ -173,7 +173,8 @@ def glowing_cube_on(obj, bone):
     cube.parent, cube.parent_type, cube.parent_bone = obj, "BONE", bone
     cube.matrix_world = obj.matrix_world @ obj.pose.bones[bone].matrix
     material = bpy.data.materials.new("glow")
-    material.use_nodes = True
+    if bpy.app.version < (5, 0, 0):  # from 5.0 every material has its node tree
+        material.use_nodes = True
     nodes = material.node_tree.nodes
     nodes.clear()
     emission = nodes.new("ShaderNodeEmission")
