@@ -164,7 +164,7 @@ def run(out_dir, size):
         points = pose_gallery._points(obj, targets) + extra
         if view == "front":
             pose_gallery.aim_camera(
-                bpy.context.scene.camera, points, (forward + 0.5 * left + 0.3 * moves.UP).normalized()
+                bpy.context.scene.camera, points, (forward - 0.2 * left + 0.6 * moves.UP).normalized()
             )
         else:
             pose_gallery.aim_camera(
