@@ -259,40 +259,7 @@ def solve(
     )
     stretch = None if stretch is None else _checked_stretch(skeleton, stretch)
 
-    def solving(settings):
-        """The solve of pins from a pose under `settings`, in this call's time budget: balance's
-        rounds solve under settings of their own (`balance.round_settings`)."""
-
-        def solve_pins(pins, rotations, locations):
-            """The solve of these pins from this pose."""
-            roots = skeleton.root_of[[skeleton.index[pin.bone] for pin in pins]]
-            if len(set(roots.tolist())) > 1:
-                return _solved_apart(
-                    skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started
-                )
-            return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
-
-        def solve_aims(pins, rotations, locations):
-            """The solve of these pins, aim pins turned or re-aimed (`aim.solve_aimed`)."""
-            if any(pin.aim is not None for pin in pins):
-                return solve_aimed(
-                    solve_pins,
-                    skeleton,
-                    pins,
-                    rotations,
-                    locations,
-                    settings.tolerance,
-                    stiffness >= 1.0,
-                    limits,
-                )
-            return solve_pins(pins, rotations, locations)
-
-        def solve_soft(pins, rotations, locations):
-            """The solve of these pins, targets near full reach softened."""
-            return solve_softened(solve_aims, skeleton, pins, rotations, locations, settings)
-
-        return solve_soft
-
+    solving = _Solving(skeleton, limits, stiffness, started)
     if settings.balance and settings.translate_root and body is not None:
         result = balanced(solving, skeleton, pins, rotations, locations, body, settings)
     else:
@@ -300,6 +267,45 @@ def solve(
     result = stretch_to_pins(skeleton, pins, result, stretch, settings.tolerance)
     result.ms = (time.perf_counter() - started) * 1e3
     return result
+
+
+@dataclass(frozen=True)
+class _Solving:
+    """`solving(settings)(pins, rotations, locations)`: the solve of checked pins from a pose under
+    these settings, within one call's time budget: targets near full reach softened
+    (`reach.solve_softened`) over aim pins turned or re-aimed (`aim.solve_aimed`) over the pins'
+    solve, the tree of each root apart. Balance's rounds solve under settings of their own
+    (`balance.round_settings`)."""
+
+    skeleton: object
+    limits: object
+    stiffness: np.ndarray
+    started: float
+
+    def __call__(self, settings):
+        return functools.partial(self._soft, settings)
+
+    def _soft(self, settings, pins, rotations, locations):
+        aims = functools.partial(self._aims, settings)
+        return solve_softened(aims, self.skeleton, pins, rotations, locations, settings)
+
+    def _aims(self, settings, pins, rotations, locations):
+        if not any(pin.aim is not None for pin in pins):
+            return self._pins(settings, pins, rotations, locations)
+        pins_alone = functools.partial(self._pins, settings)
+        frozen = self.stiffness >= 1.0
+        return solve_aimed(
+            pins_alone, self.skeleton, pins, rotations, locations, settings.tolerance, frozen, self.limits
+        )
+
+    def _pins(self, settings, pins, rotations, locations):
+        skeleton, limits, stiffness, started = self.skeleton, self.limits, self.stiffness, self.started
+        roots = skeleton.root_of[[skeleton.index[pin.bone] for pin in pins]]
+        if len(set(roots.tolist())) > 1:
+            return _solved_apart(
+                skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started
+            )
+        return _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
 
 
 def _solved_apart(skeleton, pins, roots, rotations, locations, settings, limits, stiffness, started):
