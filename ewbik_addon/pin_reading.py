@@ -36,8 +36,8 @@ class CheckedPins:
     keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
     kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
     poles: tuple = ()  # per pin: its pole object or None
-    pole_positions: np.ndarray = None  # (P, 3) armature space as the pins hold them, NaN: none; None:
-    # no pin has a pole object and the pins hold no pole (nothing to read)
+    # (P, 3) armature space as the pins hold them, NaN: none; None: no pin has a pole (nothing to read)
+    pole_positions: np.ndarray = None
 
 
 def read_pins(obj, rig, depsgraph=None):
