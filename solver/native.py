@@ -157,12 +157,7 @@ def forward_into(skeleton, rotations, locations, world, head, levels):
     if _LIBRARY is None or not all(a.flags.c_contiguous and a.dtype == np.float64 for a in (world, head)):
         return False
     arrays = _skeleton_arrays(skeleton)
-    order = arrays.orders.get(id(levels))
-    if order is None or order[0] is not levels:
-        if len(arrays.orders) > _KEPT_ORDERS:
-            arrays.orders.clear()
-        bones = _ints(np.concatenate([levels[0]] + [idx for idx, _ in levels[1]]))
-        order = arrays.orders[id(levels)] = (levels, bones, len(bones), bones.ctypes.data)
+    order = arrays.order(levels)
     rotations, locations = _floats(rotations), _floats(locations)
     _LIBRARY.ewbik_forward(
         order[2],
@@ -190,11 +185,25 @@ class _SkeletonArrays:
         )
         self.addresses = tuple(array.ctypes.data for array in self.arrays)
         everything = _ints(np.concatenate(skeleton.levels))
-        self.orders = {id(None): (None, everything, len(everything), everything.ctypes.data)}
+        self.everything = (None, everything, len(everything), everything.ctypes.data)
+        self.orders = {}
+
+    def order(self, levels):
+        """(levels, bones parents first, their count, address) of `levels` (None: every bone),
+        packed on first use; the oldest is dropped past `_KEPT_ORDERS`."""
+        if levels is None:
+            return self.everything
+        found = self.orders.get(id(levels))
+        if found is None or found[0] is not levels:
+            if len(self.orders) >= _KEPT_ORDERS:
+                del self.orders[next(iter(self.orders))]
+            bones = _ints(np.concatenate([levels[0]] + [idx for idx, _ in levels[1]]))
+            found = self.orders[id(levels)] = (levels, bones, len(bones), bones.ctypes.data)
+        return found
 
 
 _skeletons: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> _SkeletonArrays
-_KEPT_ORDERS = 64  # kinematic orders kept per skeleton before they are packed afresh
+_KEPT_ORDERS = 256  # kinematic orders kept per skeleton, the oldest dropped first
 
 
 def _skeleton_arrays(skeleton):

@@ -65,6 +65,7 @@ _STAGE_TOLERANCE = 1e-3  # share of the rig's size within which a stage's pins c
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
+_PLANS_KEPT = 256  # plans kept per skeleton, the oldest dropped first (a crowd of 20 rigs asks for ~120)
 
 
 @dataclass
@@ -161,8 +162,8 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
         polish_plan(solved, below, seen, translating_bones, trees),
         _lineage(skeleton, len(pin_bones), below, solved),
     )
-    if len(skeleton.plan_cache) > 32:
-        skeleton.plan_cache.clear()
+    if len(skeleton.plan_cache) >= _PLANS_KEPT:
+        del skeleton.plan_cache[next(iter(skeleton.plan_cache))]
     skeleton.plan_cache[key] = plan
     return plan
 

@@ -267,3 +267,21 @@ def test_stacked_arrays_report_the_first_bad_bone_parents_first():
     rest[0] = frame(np.diag([1.0, 1.0, -1.0]), (0, 3, 0))  # b3, solved after b1
     rest[2] = frame(np.diag([1.0, 1.0, -1.0]), (0, 1, 0))  # b1
     expect_error("bones[2].rest", names, parents, *as_arrays(rest, lengths))
+
+
+def test_the_whole_skeletons_pass_survives_many_partial_ones():
+    """Forward passes over many subsets of bones (a crowd's limbs) are packed and dropped oldest
+    first; the pass over every bone stays as it was."""
+    rng = np.random.default_rng(3)
+    names, parents, rest, lengths = random_tree(rng, 40)
+    skeleton = Skeleton(names, parents, rest, lengths)
+    rotations, locations = random_unit_quaternions(rng, 40), rng.normal(size=(40, 3)) * 0.1
+    world, head = np.empty((40, 3, 3)), np.empty((40, 3))
+    skeleton.forward_into(rotations, locations, world, head)
+    expected = world.copy(), head.copy()
+    for bone in range(300):
+        roots, steps = skeleton.kinematic_levels([bone % 40, (bone * 7) % 40])
+        skeleton.forward_into(rotations, locations, world, head, (roots.copy(), list(steps)))
+    skeleton.forward_into(rotations, locations, world, head)
+    np.testing.assert_allclose(world, expected[0], atol=1e-12)
+    np.testing.assert_allclose(head, expected[1], atol=1e-12)

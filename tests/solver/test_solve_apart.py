@@ -50,3 +50,23 @@ def test_each_armature_of_a_crowd_gets_the_pose_it_gets_alone():
         assert np.array_equal(result.beyond_reach[members], own.beyond_reach)
     assert result.yielded[3:6].any() and not result.yielded[:3].any()
     assert not result.converged
+
+
+def test_a_crowd_of_forty_plans_each_armature_once_and_keeps_the_plans():
+    """Every armature of a crowd asks for plans of its own (the carried start, the stages, the
+    solve); a crowd of forty drags on with the plans its first solve made instead of making them
+    again (each costs a walk over every bone of the crowd)."""
+    together = crowd(40)
+    stiffness = np.tile(STIFFNESS, 40)
+
+    def drag(shift):
+        targets = {bone: np.add(point, (shift, 0.0, 0.0)) for bone, point in REACHED.items()}
+        crowd_pins = [pin for k in range(40) for pin in pins(targets, f"{k}/")]
+        return solve(together, crowd_pins, *rest(together), SETTINGS, stiffness=stiffness)
+
+    plans = together.normalized().plan_cache
+    drag(0.0)
+    made = {key: id(plan) for key, plan in plans.items()}
+    assert len(made) >= 40
+    drag(0.01)
+    assert {key: id(plan) for key, plan in plans.items()} == made
