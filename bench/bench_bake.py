@@ -3,7 +3,8 @@
 A 5-pin humanoid (the Rigify human metarig, hands, feet and head pinned with `ewbik.pin`) gets
 procedurally animated targets over a few hundred frames. On that rig, in the same process:
 
-- EWBIK bake: `bpy.ops.ewbik.bake` over the range (solve each frame warm-started, key rotations),
+- EWBIK bake: `bpy.ops.ewbik.bake` over the range (each frame solved from its pose underneath, as
+  live solving solves it; key rotations),
   with the armature's default time budget, as live solving runs, and again without a budget
   (every frame solved to convergence or the iteration cap);
 - EWBIK live: the same frames played with live solving on, no keys (what a baked frame is
