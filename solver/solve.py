@@ -113,8 +113,8 @@ class _Plan:
     levels: tuple  # forward-kinematics levels of the pinned bones and their ancestors
     trees: list  # pin indices grouped by the solved bones they share (`polish.pin_trees`)
     polish: object  # one PolishPlan per tree of pins, or None where the sweeps minimise something else
-    lineage: "_Lineage"
     native_template: object = None  # the plan packed for the compiled loop, made on first use
+    lineage: "_Lineage | None" = None  # made on first use (`_lineage`): only restarts under limits ask
 
 
 @dataclass
@@ -122,7 +122,7 @@ class _Lineage:
     """Who carries whom among a plan's solved bones (`bones` (S,)): `moves` (P, S) pin p lies on
     or below solved bone s; `carries` (S, S) solved bone i is solved bone j or above it. Kept
     with the plan, so a restart finds the bones below those that missed without walking the
-    skeleton."""
+    skeleton again."""
 
     bones: np.ndarray
     moves: np.ndarray
@@ -160,7 +160,6 @@ def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
         skeleton.kinematic_levels(pin_bones),
         trees,
         polish_plan(solved, below, seen, translating_bones, trees),
-        _lineage(skeleton, len(pin_bones), below, solved),
     )
     if len(skeleton.plan_cache) >= _PLANS_KEPT:
         del skeleton.plan_cache[next(iter(skeleton.plan_cache))]
@@ -209,17 +208,22 @@ def _batch(bones, seen, below, parents, translate_root):
     return _Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating)
 
 
-def _lineage(skeleton, n_pins, below, solved):
-    bones = np.flatnonzero(solved)
-    column = np.full(len(skeleton), -1)
-    column[bones] = np.arange(len(bones))
-    moves = np.zeros((n_pins, len(bones)), dtype=bool)
-    carries = np.zeros((len(bones), len(bones)), dtype=bool)
-    for j, bone in enumerate(bones.tolist()):
-        moves[below[bone], j] = True
-        above = column[skeleton.ancestors(bone)]
-        carries[above[above >= 0], j] = True
-    return _Lineage(bones, moves, carries)
+def _lineage(plan, skeleton, pin_bones):
+    """The plan's `_Lineage`, made on first use and kept with it."""
+    if plan.lineage is None:
+        bones = np.flatnonzero(plan.solved)
+        column = np.full(len(skeleton), -1)
+        column[bones] = np.arange(len(bones))
+        moves = np.zeros((len(pin_bones), len(bones)), dtype=bool)
+        carries = np.zeros((len(bones), len(bones)), dtype=bool)
+        for p, bone in enumerate(np.asarray(pin_bones).tolist()):
+            above = column[skeleton.ancestors(bone)]
+            moves[p, above[above >= 0]] = True
+        for j, bone in enumerate(bones.tolist()):
+            above = column[skeleton.ancestors(bone)]
+            carries[above[above >= 0], j] = True
+        plan.lineage = _Lineage(bones, moves, carries)
+    return plan.lineage
 
 
 def _limbs(skeleton, pin_bones, below, solved):
@@ -774,7 +778,7 @@ class _Attempt:
 
     def _missed_bones_each(self, groups):
         """`_missed_bones` of each row of `groups` (K, P) bool at once: (K, N) bool."""
-        lineage = self.plan.lineage
+        lineage = _lineage(self.plan, self.state.skeleton, self.state.pin_bones)
         movable = (~self.frozen & self.limits.limited)[lineage.bones]
         seeds = _any_product(groups, lineage.moves) & movable
         carried = np.zeros((len(groups), len(self.state.skeleton)), dtype=bool)
@@ -785,7 +789,7 @@ class _Attempt:
         """The bones that move some pin of `pins` (P,) bool and no other pin: a limb whose pin
         is reached, hanging below a chain that missed another, keeps its pose in a restart
         (solved bones only: the others never move)."""
-        lineage = self.plan.lineage
+        lineage = _lineage(self.plan, self.state.skeleton, self.state.pin_bones)
         serves, others = _any_product(np.stack((pins, ~pins)), lineage.moves)
         only = np.zeros(len(self.state.skeleton), dtype=bool)
         only[lineage.bones] = serves & ~others
