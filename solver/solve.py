@@ -780,9 +780,9 @@ class _Attempt:
         """`_missed_bones` of each row of `groups` (K, P) bool at once: (K, N) bool."""
         lineage = _lineage(self.plan, self.state.skeleton, self.state.pin_bones)
         movable = (~self.frozen & self.limits.limited)[lineage.bones]
-        seeds = _any_product(groups, lineage.moves) & movable
+        seeds = (groups @ lineage.moves) & movable
         carried = np.zeros((len(groups), len(self.state.skeleton)), dtype=bool)
-        carried[:, lineage.bones] = _any_product(seeds, lineage.carries) & movable
+        carried[:, lineage.bones] = (seeds @ lineage.carries) & movable
         return carried
 
     def _serving_only(self, pins):
@@ -790,7 +790,7 @@ class _Attempt:
         is reached, hanging below a chain that missed another, keeps its pose in a restart
         (solved bones only: the others never move)."""
         lineage = _lineage(self.plan, self.state.skeleton, self.state.pin_bones)
-        serves, others = _any_product(np.stack((pins, ~pins)), lineage.moves)
+        serves, others = np.stack((pins, ~pins)) @ lineage.moves
         only = np.zeros(len(self.state.skeleton), dtype=bool)
         only[lineage.bones] = serves & ~others
         return only
@@ -868,11 +868,6 @@ class _Attempt:
             return second
         self.iterations = second.iterations
         return self
-
-
-def _any_product(a, b):
-    """Boolean matrix product: (a @ b)[i, j] is whether a[i, k] and b[k, j] for some k."""
-    return a.astype(np.uint8) @ b.astype(np.uint8) > 0
 
 
 def _use_native(settings):

@@ -248,3 +248,20 @@ def test_only_a_reachable_miss_is_worth_a_restart(scale, attempts, monkeypatch):
         stiffness=np.array([1.0, 0.0, 0.0, 0.0]),
     )
     assert len(runs) == attempts
+
+
+def test_a_restart_reaches_every_limited_bone_of_a_chain_of_three_hundred():
+    """A missed pin at the tip of a long limited chain sends every bone above it toward its limits'
+    centres (`_missed_bones`): counting a bone's ancestors that moved the pin must not wrap around
+    (a bone with 256 of them counted none in eight bits)."""
+    skeleton = chain_skeleton(300)
+    cone = Kusudama([LimitCone(Y, math.radians(30.0))])
+    limits = JointLimits({i: cone for i in range(300)}, 300)
+    target = np.eye(4)
+    target[:3, 3] = (50.0, 250.0, 0.0)
+    pins = [Pin("b299", target, orientation_weights=(0.0, 0.0, 0.0))]
+    rotations, locations = np.tile([1.0, 0.0, 0.0, 0.0], (300, 1)), np.zeros((300, 3))
+    attempt = solve_module._attempt_for(
+        skeleton, pins, rotations, locations, SolverSettings(), limits, np.zeros(300), 0.0
+    )
+    assert attempt._missed_bones(np.array([True])).all()
