@@ -111,8 +111,7 @@ class Body:
         if rotations is None:
             rotations = np.tile(quat.IDENTITY, (len(whole), 1))
             locations = np.zeros((len(whole), 3))
-        world, heads = whole.forward(rotations, locations)
-        axes = quat.to_matrix(world)
+        axes, heads = whole.frames(rotations, locations)
         points = heads + np.einsum("nij,nj->ni", axes, self.centres_in(whole))
         masses, moments = np.zeros(len(part)), np.zeros((len(part), 3))
         for i, mass in enumerate(self.masses):
@@ -330,9 +329,9 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     next to its answer, so it solves under `round_settings` (no carried start). A round whose
     user pins miss by more than the plain solve's (or the tolerance), the hips' target out of
     their reach or the time budget cut short, is never kept: the next round tries half its step,
-    and when that one misses too the rounds end and the result is marked unconverged. The rounds are a fixed sequence of
-    solves of the inputs, so the answer stays a function of the targets, the settings and the
-    start pose.
+    and when that one misses too the rounds end and the result is marked unconverged. The rounds
+    are a fixed sequence of solves of the inputs, so the answer stays a function of the targets,
+    the settings and the start pose.
     """
     if len(body.masses) != len(skeleton):
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")

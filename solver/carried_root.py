@@ -153,10 +153,9 @@ def _torso_place(pins, weights, torso, turn, world, heads, bones, root):
     place = target + _arc_turned(carried_feet, bisector, head_turn @ (heads[root] - heads[head]))
     carried_trunk = _unit(quat.rotate(turn, heads[head] - heads[root]))
     trunk = _unit(target - place)
-    dot = float(carried_trunk @ trunk)
-    if dot > -0.999:
-        arc = np.concatenate(([1.0 + dot], _cross(carried_trunk, trunk)))
-        turn = quat.normalize(quat.multiply(arc / np.linalg.norm(arc), turn))
+    if float(carried_trunk @ trunk) > -0.999:
+        arc = floats.arc(carried_trunk.tolist(), trunk.tolist())
+        turn = quat.normalize(quat.multiply(np.array(arc), turn))
     return turn, place
 
 

@@ -165,9 +165,10 @@ class Skeleton:
         """World rotation matrices (N, 3, 3) and heads (N, 3) into preallocated arrays.
 
         Matrices make each depth level two batched matmuls; where the compiled library is built
-        (and no bone is scaled) it does the same bone by bone (`native.forward_into`): a
-        level's numpy calls cost more than a small rig's whole pass in C. `levels` (from `kinematic_levels`) restricts the pass to a subset
-        of bones closed under ancestors; the others are left untouched. `scales` (N,) (None: 1)
+        (and no bone is scaled) it does the same bone by bone (`native.forward_into`): a level's
+        numpy calls cost more than a small rig's whole pass in C. `levels` (from
+        `kinematic_levels`) restricts the pass to a subset of bones closed under ancestors; the
+        others are left untouched. `scales` (N,) (None: 1)
         stretch each bone along its Y: a child's offset along its parent's Y scales with the
         parent's scale (the bases stay rotations: the solver's scale is only a bone's length).
         """

@@ -613,8 +613,7 @@ def _beyond_reach(skeleton, pins, result, settings, limits, stiffness, started):
 def _pinned_frames(skeleton, bones, pose, levels=None):
     """World rotation matrices (P, 3, 3) and heads (P, 3) of the pinned `bones` in `pose`
     (rotations, locations); `levels` (`plan.levels`) keeps the pass to them and their ancestors."""
-    world, heads = np.empty((len(skeleton), 3, 3)), np.empty((len(skeleton), 3))
-    skeleton.forward_into(*pose, world, heads, levels)
+    world, heads = skeleton.frames(*pose, levels)
     return world[bones], heads[bones]
 
 
