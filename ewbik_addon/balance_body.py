@@ -51,9 +51,7 @@ def balance_shape(obj, rig):
     """(centre of mass (3,), support polygon corners (M, 3) or None), world space, of the pose
     Blender shows: what the overlay draws when balance is on."""
     body = rig_body(obj, rig)
-    bones = [obj.pose.bones[name] for name in rig.skeleton.names]
-    heads = np.array([bone.head for bone in bones])
-    tails = np.array([bone.tail for bone in bones])
+    heads, tails = (_pose_points(obj, rig, name) for name in ("head", "tail"))
     world = np.array(obj.matrix_world)
     com = centre_of_mass(body.masses, heads, tails)
     points = []
@@ -63,3 +61,12 @@ def balance_shape(obj, rig):
     support = support_from(points, body.up, rig.skeleton.unit)
     corners = None if support is None else support.corners @ world[:3, :3].T + world[:3, 3]
     return com @ world[:3, :3].T + world[:3, 3], corners
+
+
+def _pose_points(obj, rig, name):
+    """(N, 3) the posed bones' `name` point ("head" or "tail"), armature space, in solver order."""
+    flat = np.empty(3 * len(obj.pose.bones), np.float32)
+    obj.pose.bones.foreach_get(name, flat)
+    points = np.empty((len(rig.skeleton), 3))
+    points[rig.to_solver] = flat.reshape(-1, 3)
+    return points
