@@ -58,6 +58,7 @@ BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
 MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
+FOOT_WIDTH = 0.5  # the foot's breadth at the heel and the ball, a share of the foot bone, an estimate
 _GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
 
 
@@ -132,9 +133,9 @@ class Body:
 
 def body_of(skeleton, roles, up=(0.0, 0.0, 1.0)):
     """The Body of `skeleton` whose bones have `roles` ({bone name: role}, `presets.bone_roles`):
-    masses from `SEGMENT_MASS`, feet the foot bones with contact points at the heads and tails
-    of them and the toe bones under them (at rest)."""
-    return Body(bone_masses(skeleton, roles), _feet(skeleton, roles), np.asarray(up, dtype=float))
+    masses from `SEGMENT_MASS`, feet the foot bones with contact points at their heads, heels and
+    tails and the tails of the toe bones under them (at rest; `up` says which way is across)."""
+    return Body(bone_masses(skeleton, roles), _feet(skeleton, roles, up), np.asarray(up, dtype=float))
 
 
 def bone_masses(skeleton, roles):
@@ -163,18 +164,25 @@ def _segment(role):
     return segment, "" if segment in _CENTRAL else side
 
 
-def _feet(skeleton, roles):
+def _feet(skeleton, roles, up):
     """{foot bone: (K, 3) contact points in its frame}: its head (the ankle), the heel behind it
-    (`HEEL`), its tail and the tails of the toe bones below it, at rest."""
+    (`HEEL`) and its tail, these two `FOOT_WIDTH` wide across the foot (a foot has a breadth: the
+    polygon of one planted foot has an inside), and the tails of the toe bones below it, at rest."""
     feet = {}
+    tails = skeleton.rest_head + skeleton.rest[:, :3, 1] * skeleton.lengths[:, None]
     for i, bone in enumerate(skeleton.names):
         if roles.get(bone, "").partition(".")[0] != "foot":
             continue
         toes = [t for t in range(len(skeleton)) if skeleton.parents[t] == i]
         toes = [t for t in toes if roles.get(skeleton.names[t], "").startswith("toes")]
-        tails = skeleton.rest_head + skeleton.rest[:, :3, 1] * skeleton.lengths[:, None]
-        heel = skeleton.rest_head[i] - HEEL * (tails[i] - skeleton.rest_head[i])
-        points = np.vstack([skeleton.rest_head[i], heel, tails[i], tails[toes]])
+        along = tails[i] - skeleton.rest_head[i]
+        heel = skeleton.rest_head[i] - HEEL * along
+        across = np.cross(along, up)
+        if not np.linalg.norm(across) > 0:  # a foot bone along the up axis: across its own X
+            across = skeleton.rest[i, :3, 0]
+        across = across * (0.5 * FOOT_WIDTH * np.linalg.norm(along) / np.linalg.norm(across))
+        points = np.vstack([skeleton.rest_head[i], heel + across, heel - across, tails[i] + across])
+        points = np.vstack([points, tails[i] - across, tails[toes]])
         feet[bone] = (points - skeleton.rest_head[i]) @ skeleton.rest[i, :3, :3]
     return feet
 

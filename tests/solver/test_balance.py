@@ -168,6 +168,7 @@ def test_the_support_polygon_is_the_hull_of_the_planted_feet():
     ]
     one_foot = support_of(lifted, body, skeleton.unit)
     assert np.all(one_foot.corners[:, 0] < 0.0)  # only the right foot (at -X) carries the body
+    assert one_foot.depth(one_foot.corners.mean(0)) > 0.0  # a foot has a breadth: one has an inside
 
 
 def test_a_bad_body_is_refused_naming_the_field():
