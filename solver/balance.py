@@ -3,11 +3,10 @@
 A standing person whose hand reaches forward pushes the hips back, so the centre of mass stays
 over the feet. The loops only meet pins, so balance is a fixed point above them, like aim pins
 (`aim.py`): solve; when the centre of mass's ground projection lies outside the support polygon
-(the convex hull of the planted feet's contact points), pin the translating root's head at a
-point shifted horizontally toward the polygon, at the lowest priority and with free axes, and
-solve again from the same start pose, a few rounds. Every round is a deterministic solve of the
-inputs, so the answer stays a function of the targets, the settings and the start pose; the
-user's pins stay exact (the root pin gives way first where they cannot all be met).
+(the convex hull of the planted feet's contact points), hold the translating root's head at a
+point shifted horizontally toward the polygon and solve again, a few rounds. Every round is a
+deterministic solve of the inputs, so the answer stays a function of the targets, the settings
+and the start pose; the user's pins stay exact (a round that misses them is dropped).
 
 Segment masses are fractions of the body's mass by body role, from Winter's table of
 Dempster's cadaver data (docs/balance.md); bones with no role take the segment of their nearest
@@ -16,11 +15,11 @@ ancestor with one, and a segment's mass is shared by its bones by length.
 
 import dataclasses
 import functools
+import math
 
 import numpy as np
 
 from . import quat
-from .pins import MAX_PRIORITY, Pin
 from .validation import SceneError, vector
 
 # Share of the body's mass per segment (Winter 2009, Table 4.1, after Dempster 1955).
@@ -55,11 +54,14 @@ _SEGMENT_OF_ROLE = {
 }  # every other role (wrist, palm, fingers, thumbs) is part of the hand
 _CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clavicles) included
 BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
-MARGIN = 0.02  # the centre of mass is brought this far (x the rig's size) inside the polygon
+ROUND_ITERATIONS = 12  # a round's iterations at most (a round that needs more has its root out of reach)
+MARGIN = 0.02  # the rounds aim the centre of mass this far (x the rig's size) inside the polygon
+SETTLED = 0.01  # a round that leaves it this far (x the rig's size) inside ends the rounds
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
 FOOT_WIDTH = 0.5  # the foot's breadth at the heel and the ball, a share of the foot bone, an estimate
 _GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
+_ROOT_TURNS = 0.7  # the share of `following_share` the centre of mass follows while the root turns too
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +97,7 @@ class Body:
         object.__setattr__(self, "masses", masses)
         object.__setattr__(self, "up", up / np.linalg.norm(up))
         object.__setattr__(self, "feet", feet)
+        object.__setattr__(self, "_support", None)  # (feet pins' targets, unit, Support): `support_of`
 
     def centres_in(self, skeleton):
         """(N, 3) each bone's mass centre in its frame (the middle where `centres` is None)."""
@@ -207,8 +210,8 @@ def _centre_of_mass(body, centres, world, heads):
 class Support:
     """The support polygon: `corners` (M, 3) on the ground (armature space, at the height of the
     lowest contact), counter-clockwise seen from above; `axes` (2, 3) the ground's directions.
-    Its corners on the ground (`flat`) and edges are worked out once: balance asks for depths
-    and shifts several times a solve."""
+    Its corners on the ground (`flat`), edges and inward normals are worked out once: balance asks
+    for depths and shifts several times a solve."""
 
     corners: np.ndarray
     axes: np.ndarray
@@ -216,58 +219,64 @@ class Support:
 
     def __post_init__(self):
         flat = self.corners @ self.axes.T
-        edges = np.roll(flat, -1, axis=0) - flat
+        edges = np.concatenate((flat[1:], flat[:1])) - flat
+        lengths = np.sqrt(np.einsum("ij,ij->i", edges, edges))
+        normals = np.stack([-edges[:, 1], edges[:, 0]], axis=1) / np.maximum(lengths, 1e-300)[:, None]
         object.__setattr__(self, "_flat", flat)
+        object.__setattr__(self, "_middle", flat.mean(0))
         object.__setattr__(self, "_edges", edges)
-        object.__setattr__(self, "_lengths", np.linalg.norm(edges, axis=1))
+        object.__setattr__(self, "_spans", np.maximum(lengths**2, 1e-300))
+        object.__setattr__(self, "_normals", normals)
+        object.__setattr__(self, "_offsets", np.einsum("ij,ij->i", normals, flat))
 
     def depth(self, point):
         """How far `point`'s ground projection lies inside the polygon (negative: outside by
         that much; a polygon of one or two corners has no inside)."""
-        return self._depth(self.axes @ point)
+        return self._placed(self.axes @ point)[0]
 
-    def shift(self, point, margin):
-        """(3,) the horizontal move that takes `point`'s ground projection to the nearest point
-        at least `margin` inside the polygon (toward its middle where it is narrower); zero when
-        it is there already."""
+    def depth_and_shift(self, point, margin):
+        """(`depth` of `point`, (3,) the horizontal move that takes its ground projection to the
+        nearest point at least `margin` inside the polygon (toward its middle where it is
+        narrower); zero when it is there already)."""
         p = self.axes @ point
-        depth = self._depth(p)
+        depth, near = self._placed(p)
         if depth >= margin:
-            return np.zeros(3)
-        middle = self._flat.mean(0)
-        near = p if depth >= 0 else self._nearest_on_boundary(p)
-        inward = middle - near
-        length = np.linalg.norm(inward)
-        goal = near + inward * (min(margin, length) / length) if length > 0 else middle
-        return (goal - p) @ self.axes
+            return depth, np.zeros(3)
+        inward = self._middle - near
+        length = math.hypot(*inward)
+        goal = near + inward * (min(margin, length) / length) if length > 0 else self._middle
+        return depth, (goal - p) @ self.axes
 
-    def _depth(self, p):
-        """Signed distance of the ground point `p` (2,) inside the polygon (fewer than 3 corners:
-        minus the distance to them)."""
+    def _placed(self, p):
+        """(signed distance of the ground point `p` (2,) inside the polygon (fewer than 3 corners:
+        minus the distance to them), the nearest point of the polygon to it (`p` when inside))."""
+        if len(self._flat) >= 3:
+            inside = float((self._normals @ p - self._offsets).min())
+            if inside >= 0:
+                return inside, p
         flat, edges = self._flat, self._edges
-        if len(flat) >= 3:
-            inside = (edges[:, 0] * (p[1] - flat[:, 1]) - edges[:, 1] * (p[0] - flat[:, 0])) / self._lengths
-            if inside.min() >= 0:
-                return float(inside.min())
-        return -float(np.linalg.norm(self._nearest_on_boundary(p) - p))
-
-    def _nearest_on_boundary(self, p):
-        """The point of the polygon's edges (or its one corner) nearest to the ground point `p`."""
-        flat, edges = self._flat, self._edges
-        along = np.einsum("ij,ij->i", p - flat, edges) / np.maximum(self._lengths**2, 1e-300)
-        near = flat + edges * np.clip(along, 0.0, 1.0)[:, None]
-        return near[np.argmin(np.linalg.norm(near - p, axis=1))]
+        along = np.minimum(np.maximum(((p - flat) * edges).sum(1) / self._spans, 0.0), 1.0)
+        near = flat + edges * along[:, None]
+        gaps = ((near - p) ** 2).sum(1)
+        nearest = int(gaps.argmin())
+        return -math.sqrt(gaps[nearest]), near[nearest]
 
 
 def support_of(pins, body, unit):
     """The Support of the pinned feet whose lowest contact lies within `PLANTED` x `unit` of the
     lowest pinned foot's, their contact points placed by the pins' targets (pins are met
-    exactly, so the polygon is a function of the targets); None when no foot is pinned."""
+    exactly, so the polygon is a function of the targets); None when no foot is pinned. The
+    body keeps the last one: a drag moves a hand over feet that stay planted."""
     feet = [pin for pin in pins if pin.bone in body.feet and pin.aim is None]
+    made_from = (unit, *((pin.bone, pin.target.tobytes()) for pin in feet))
+    if body._support is not None and body._support[0] == made_from:
+        return body._support[1]
     points = [
         body.feet[pin.bone] @ quat.to_matrix(pin.target_rotation).T + pin.target_position for pin in feet
     ]
-    return support_from(points, body.up, unit)
+    support = support_from(points, body.up, unit)
+    object.__setattr__(body, "_support", (made_from, support))
+    return support
 
 
 def support_from(points, up, unit):
@@ -327,59 +336,57 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     """The SolveResult of `pins` with the centre of mass kept over the support polygon.
 
     `solving(settings)(pins, rotations, locations)` solves checked arguments (aim pins included)
-    in the caller's time budget; the skeleton's root must translate (`translate_root`). When the
+    in the caller's time budget, `solving.stiffness` (N,) the bones' stiffness (a frozen root
+    stays put: no rounds); the skeleton's root must translate (`translate_root`). When the
     centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
-    each round solves again with one more pin: a position-only pin on the root's head at the
-    plain solve's height, moved along the ground by the shifts asked so far, each scaled by how
-    far the centre of mass follows the root (the first by `following_share`, the next by what
-    the round before measured), at a priority below every user pin, so the hips go back and the
-    spine leans while the user's pins are met. A round starts from the pose of the round before,
-    next to its answer, so it solves under `round_settings` (no carried start). A round whose
-    user pins miss by more than the plain solve's (or the tolerance), the hips' target out of
-    their reach or the time budget cut short, is never kept: the next round tries half its step,
-    and when that one misses too the rounds end and the result is marked unconverged. The rounds
-    are a fixed sequence of solves of the inputs, so the answer stays a function of the targets,
-    the settings and the start pose.
+    each round solves again with the root's head held (`round_settings`: the root does not
+    translate) at the plain solve's height, moved along the ground by the shifts asked so far,
+    each scaled by how far the centre of mass follows the root (the first by `following_share`
+    less what the root's own turn takes, `_ROOT_TURNS`; the next by what the round before
+    measured), so the hips go back and the spine leans while the user's pins are met. A round
+    starts from the pose of the round before with its root moved, next to its answer. The rounds
+    end once the centre of mass is `SETTLED` inside. A round whose user pins miss by more than
+    the plain solve's (or the tolerance), the root's place out of their reach or the time budget
+    cut short, is never kept: the next round tries half its step, and when that one misses too
+    the rounds end and the result is marked unconverged. The rounds are a fixed sequence of
+    solves of the inputs, so the answer stays a function of the targets, the settings and the
+    start pose.
     """
     if len(body.masses) != len(skeleton):
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
     plain = solving(settings)(pins, rotations, locations)
     support = support_of(pins, body, skeleton.unit)
-    roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
-    root = roots.pop() if len(roots) == 1 else None
-    if support is None or root is None or any(skeleton.index[pin.bone] == root for pin in pins):
+    root = _free_root(skeleton, pins)
+    if support is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
-    world, heads = skeleton.frames(plain.rotations, plain.locations)
-    com = _centre_of_mass(body, body.centres_in(skeleton), world, heads)
-    shift = support.shift(com, MARGIN * skeleton.unit)
+    centres, unit = body.centres_in(skeleton), skeleton.unit
+    com = _centre_of_mass(body, centres, *skeleton.frames(plain.rotations, plain.locations))
+    depth, shift = support.depth_and_shift(com, MARGIN * unit)
     if not np.linalg.norm(shift) > settings.tolerance:
         return plain
     solve_round = solving(round_settings(settings))
-    lowest = max(min(pin.priority for pin in pins) - 1.0, -MAX_PRIORITY)
     allowed = np.maximum(plain.position_errors, settings.tolerance)
-    gain = float(np.clip(following_share(skeleton, pins, body, root), *_GAIN_RANGE))
-    offset, iterations, moved = np.zeros(3), plain.iterations, plain.moved.copy()
-    best, kept, cut = (-support.depth(com), plain), plain, False
-    step = shift / gain
+    to_local = skeleton.rest[root, :3, :3]
+    iterations, moved = plain.iterations, plain.moved.copy()
+    best, kept, cut = (depth, plain), plain, False
+    step = shift / _gain(_ROOT_TURNS * following_share(skeleton, pins, body, root))
     for _ in range(BALANCE_ROUNDS):
-        target = np.eye(4)
-        target[:3, 3] = heads[root] + offset + step
-        hips = _hips_pin(skeleton.names[root], lowest).moved_to(target, quat.IDENTITY, target[:3, 3])
-        result = _without_last_pin(solve_round([*pins, hips], kept.rotations, kept.locations))
+        start = kept.locations.copy()
+        start[root] += step @ to_local
+        result = solve_round(pins, kept.rotations, start)
         iterations, moved = iterations + result.iterations, moved | result.moved
         if (result.position_errors > allowed).any():
             if cut:  # halved once in vain
                 break
             cut, step = True, step * 0.5
             continue
-        cut = False
-        kept, offset = result, offset + step
-        new_com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
-        gain = float(np.clip((new_com - com) @ step / (step @ step), *_GAIN_RANGE))
+        cut, kept = False, result
+        new_com = _centre_of_mass(body, centres, *skeleton.frames(result.rotations, result.locations))
+        gain = _gain((new_com - com) @ step / (step @ step))
         com = new_com
-        best = min(best, (-support.depth(com), result), key=lambda pair: pair[0])
-        shift = support.shift(com, MARGIN * skeleton.unit)
-        if not np.linalg.norm(shift) > settings.tolerance:
+        depth, shift = support.depth_and_shift(com, MARGIN * unit)
+        best = (depth, result) if depth > best[0] else best
+        if depth >= SETTLED * unit or not np.linalg.norm(shift) > settings.tolerance:
             break
         step = shift / gain
     result = best[1]
@@ -387,17 +394,41 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     return result
 
 
+def _free_root(skeleton, pins):
+    """The one root all `pins` hang from, when no pin holds it; else None (balance has no root
+    to move)."""
+    roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
+    root = roots.pop() if len(roots) == 1 else None
+    if root is None or any(skeleton.index[pin.bone] == root for pin in pins):
+        return None
+    return root
+
+
+def _gain(share):
+    """A share the centre of mass follows the root by, kept within `_GAIN_RANGE`."""
+    return min(max(float(share), _GAIN_RANGE[0]), _GAIN_RANGE[1])
+
+
 def following_share(skeleton, pins, body, root):
     """How far the centre of mass follows the root's head while the pins hold their bones, per
     unit of the root's shift: the first round's guess (later rounds measure it). Each pinned
     chain bends evenly: a mass at arc length s from the root's head, whose nearest pinned bone
     below lies at arc length L, moves (1 - s/L) of the shift; a pinned bone's mass stays; a bone
-    with no pin below moves as the point it hangs from. A body bends more near its root than
-    evenly, so the guess is low and the first round goes a little past the margin rather than
-    short of it (a second round)."""
+    with no pin below moves as the point it hangs from. The root turns as well, which takes part
+    of the shift: `balanced` expects `_ROOT_TURNS` of this share."""
+    pinned = tuple(sorted({skeleton.index[pin.bone] for pin in pins}))
+    middles = body.centres_in(skeleton)[:, 1]
+    return _following_share(skeleton, pinned, body.masses.tobytes(), middles.tobytes(), root)
+
+
+@functools.lru_cache(maxsize=16)
+def _following_share(skeleton, pinned_bones, masses, middles, root):
+    """`following_share` of the bones `pinned_bones` (indices), `masses` and the mass centres'
+    distances along their bones `middles` as bytes, kept: a drag asks again every update."""
+    masses, middles = np.frombuffer(masses), np.frombuffer(middles)
     parents = skeleton.parents
     pinned = np.zeros(len(skeleton), dtype=bool)
-    pinned[[skeleton.index[pin.bone] for pin in pins]] = True
+    pinned[list(pinned_bones)] = True
     steps = np.linalg.norm(skeleton.rest_head - skeleton.rest_head[parents], axis=1)
     arc = np.zeros(len(skeleton))
     for i in np.flatnonzero(parents >= 0):  # parents first
@@ -405,7 +436,7 @@ def following_share(skeleton, pins, body, root):
     nearest = np.where(pinned, arc, np.inf)
     for i in np.flatnonzero(parents >= 0)[::-1]:
         nearest[parents[i]] = min(nearest[parents[i]], nearest[i])
-    middle = arc + body.centres_in(skeleton)[:, 1]
+    middle = arc + middles
     share = np.zeros(len(skeleton))
     for i in range(len(skeleton)):
         parent = parents[i]
@@ -419,25 +450,20 @@ def following_share(skeleton, pins, body, root):
             share[i] = 1.0 - arc[i] / nearest[parent]
         else:
             share[i] = share[parent]
-    return float(body.masses @ np.clip(share, 0.0, 1.0) / body.masses.sum())
+    return float(masses @ np.clip(share, 0.0, 1.0) / masses.sum())
 
 
 @functools.lru_cache(maxsize=16)
 def round_settings(settings):
-    """A round's settings: the solve's without the carried start (`stage_targets`: the round
-    starts from the round before, next to its answer) and with no pin giving way
-    (`pins_give_way`): a round whose pins cannot all be met is dropped anyway."""
-    return dataclasses.replace(settings, stage_targets=False, pins_give_way=False)
-
-
-@functools.lru_cache(maxsize=16)
-def _hips_pin(bone, priority):
-    """Balance's pin on the root's head (validated once; each round moves its target)."""
-    return Pin(bone, np.eye(4), orientation_weights=(0.0, 0.0, 0.0), priority=priority)
-
-
-def _without_last_pin(result):
-    """`result` with the per-pin measures of its last pin (balance's own) left out."""
-    for field in ("position_errors", "orientation_errors_deg", "yielded", "beyond_reach"):
-        setattr(result, field, getattr(result, field)[:-1])
-    return result
+    """A round's settings: the root holds its head where the round puts it (`translate_root`
+    off), the round starts from the round before, next to its answer (no carried start,
+    `stage_targets`), no pin gives way (`pins_give_way`: a round whose pins cannot all be met is
+    dropped anyway) and at most `ROUND_ITERATIONS` iterations (a round near its answer meets the
+    pins in a few; one that has not by then is dropped as out of reach)."""
+    return dataclasses.replace(
+        settings,
+        translate_root=False,
+        stage_targets=False,
+        pins_give_way=False,
+        iterations=min(settings.iterations, ROUND_ITERATIONS),
+    )

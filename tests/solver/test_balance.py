@@ -12,9 +12,9 @@ import pytest
 from solver import SceneError, quat
 from solver.balance import (
     SEGMENT_MASS,
+    SETTLED,
     Body,
     body_of,
-    MARGIN,
     bone_masses,
     following_share,
     pose_centre_of_mass,
@@ -112,9 +112,9 @@ def test_a_part_of_the_body_carries_the_rest_where_the_pose_holds_it():
     assert pose_centre_of_mass(part, carried, rotations[chain], locations[chain]) == pytest.approx(whole)
 
 
-def test_the_rounds_take_the_centre_of_mass_the_margin_inside():
-    """The first round's guess of how far the centre of mass follows the hips is low, so the
-    rounds end past the margin, not short of the polygon's edge."""
+def test_the_rounds_take_the_centre_of_mass_well_inside():
+    """The rounds end with the centre of mass at least SETTLED inside the polygon, not on its
+    edge."""
     skeleton, limits = standing_character()
     body = body_of(skeleton, bone_roles(skeleton.names))
     rest = np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3))
@@ -122,7 +122,7 @@ def test_the_rounds_take_the_centre_of_mass_the_margin_inside():
     settings = SolverSettings(translate_root=True, balance=True)
     result = solve(skeleton, pins, *rest, settings, limits, body=body)
     com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
-    assert support_of(pins, body, skeleton.unit).depth(com) >= MARGIN * skeleton.unit
+    assert support_of(pins, body, skeleton.unit).depth(com) >= SETTLED * skeleton.unit
 
 
 def test_the_share_that_follows_the_root_falls_along_a_pinned_chain():
@@ -176,3 +176,27 @@ def test_a_bad_body_is_refused_naming_the_field():
         Body(np.array([-1.0, 2.0]), {})
     with pytest.raises(SceneError, match="body.up"):
         Body(np.ones(2), {}, np.zeros(3))
+
+
+def test_a_frozen_root_stays_put():
+    """A root of stiffness 1 does not move, so balance leaves the plain answer."""
+    skeleton, limits = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    rest = np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3))
+    stiffness = np.zeros(len(skeleton))
+    stiffness[skeleton.index["mixamorig:Hips"]] = 1.0
+    pins = sweep_frame(skeleton, 1.0)
+    plain, on = (
+        solve(
+            skeleton,
+            pins,
+            *rest,
+            SolverSettings(translate_root=True, balance=b),
+            limits,
+            stiffness,
+            body=body,
+        )
+        for b in (False, True)
+    )
+    assert np.array_equal(plain.locations, on.locations)
+    assert np.array_equal(plain.rotations, on.rotations)
