@@ -257,7 +257,8 @@ def _feedback_bone(obj, target):
     seen = set()
     while node is not None and node.name not in seen:
         seen.add(node.name)
-        if node.parent == obj and node.parent_type == "BONE" and node.parent_bone in obj.pose.bones:
+        parent = node.parent
+        if parent == obj and node.parent_type == "BONE" and node.parent_bone in obj.pose.bones:
             return node.parent_bone
         for constraint in node.constraints:
             subtarget = getattr(constraint, "subtarget", "")
@@ -270,7 +271,7 @@ def _feedback_bone(obj, target):
         driven_by = _driver_bone(obj, node)
         if driven_by is not None:
             return driven_by
-        node = node.parent
+        node = parent
     return None
 
 
