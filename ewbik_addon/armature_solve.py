@@ -71,11 +71,10 @@ def _solve_holding_partial_locks(obj, rig, pins, settings, stiffness, start, bef
     """
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, start, before)
     locks = before[2]
-    partly_locked = locks.any_rotation & ~locks.fully_locked
-    if not np.any(result.moved & partly_locked):
+    if not np.any(result.moved & locks.partly_locked):
         return result
     turned = np.abs(np.einsum("ij,ij->i", result.rotations, solved)) < 1.0 - 1e-12
-    held = result.moved & partly_locked & turned
+    held = result.moved & locks.partly_locked & turned
     if not np.any(held):
         return result
     if settings.time_budget_ms is not None:

@@ -108,6 +108,7 @@ class _Locks:
     location: np.ndarray  # (N, 3)
     any_rotation: np.ndarray
     fully_locked: np.ndarray
+    partly_locked: np.ndarray  # some rotation channel locked, not X, Y and Z: a solve cannot see these
     free_quaternion: np.ndarray  # quaternion bones without rotation locks: written in one go
 
 
@@ -122,15 +123,16 @@ def read_locks(pose_bones, buffers):
     euler = (buffers.modes != _QUATERNION) & (buffers.modes != _AXIS_ANGLE)
     four_d = buffers.lock_4d & ~euler
     any_rotation = buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w)
+    # Locking X, Y and Z freezes the bone, whatever W (4D) says.
+    fully_locked = buffers.lock_rotation.all(axis=1)
     buffers.locks = _Locks(
         rotation=buffers.lock_rotation,
         w=buffers.lock_w,
         four_d=four_d,
         location=buffers.lock_location,
         any_rotation=any_rotation,
-        fully_locked=buffers.lock_rotation.all(
-            axis=1
-        ),  # locking X, Y and Z freezes the bone, whatever W (4D) says
+        fully_locked=fully_locked,
+        partly_locked=any_rotation & ~fully_locked,
         free_quaternion=(buffers.modes == _QUATERNION) & ~any_rotation,
     )
     return buffers.locks
