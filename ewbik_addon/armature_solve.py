@@ -71,11 +71,10 @@ def _solve_holding_partial_locks(obj, rig, pins, settings, stiffness, start, bef
     """
     result, solved = _solve_and_write(obj, rig, pins, settings, stiffness, start, before)
     locks = before[2]
-    partly_locked = locks.any_rotation & ~locks.fully_locked
-    if not np.any(result.moved & partly_locked):
+    if not np.any(result.moved & locks.partly_locked):
         return result
     turned = np.abs(np.einsum("ij,ij->i", result.rotations, solved)) < 1.0 - 1e-12
-    held = result.moved & partly_locked & turned
+    held = result.moved & locks.partly_locked & turned
     if not np.any(held):
         return result
     if settings.time_budget_ms is not None:
@@ -193,7 +192,7 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
             settings,
             rig.chains.limits,
             stiffness,
-            rig.chains.stretch if (rig.chains.stretch > 1.0).any() else None,
+            rig.chains.stretch if len(rig.chains.stretchable) else None,
             chains_body(obj, rig, start) if settings.balance else None,
         )
     except ValueError as error:
@@ -212,14 +211,13 @@ def _write_stretch(obj, rig, scales):
     order: each bone's length factor) times as long, blended by the influence: its own factor
     over its parent's, since a child inherits its parent's scale along the (straight) chain.
     A stretchable bone's Y scale is the solver's; others are never written."""
-    chains, weight = rig.chains, influence(obj)
-    stretchable = np.flatnonzero(chains.stretch > 1.0)
-    if not len(stretchable):
+    chains = rig.chains
+    if not len(chains.stretchable):
         return
-    shown = 1.0 + weight * (scales - 1.0)
+    shown = 1.0 + influence(obj) * (scales - 1.0)
     parents = chains.skeleton.parents
     pose_bones = obj.pose.bones
-    for k in stretchable.tolist():
+    for k in chains.stretchable.tolist():
         parent = parents[k]
         local = shown[k] / (shown[parent] if parent >= 0 and chains.stretch[parent] > 1.0 else 1.0)
         scale = pose_bones[int(chains.rows[k])].scale

@@ -69,7 +69,7 @@ def _needs_own_solve(obj, rig, locks):
     """Partly locked bones (a second solve holds them), rotation-only pins (placed by a solve of
     their own), an influence below 1 (a start and a blend of their own) and bones the rig itself
     poses or places (constraints, drivers, IK controls) are solved alone."""
-    if not obj.ewbik.influence >= 1.0 or np.any(rig.driven & locks.any_rotation & ~locks.fully_locked):
+    if not obj.ewbik.influence >= 1.0 or np.any(rig.driven & locks.partly_locked):
         return True
     if np.any(rig.held) or np.any(rig.placed) or np.any(rig.fixed_mask):
         return True

@@ -257,7 +257,8 @@ def _feedback_bone(obj, target):
     seen = set()
     while node is not None and node.name not in seen:
         seen.add(node.name)
-        if node.parent == obj and node.parent_type == "BONE" and node.parent_bone in obj.pose.bones:
+        parent = node.parent
+        if parent == obj and node.parent_type == "BONE" and node.parent_bone in obj.pose.bones:
             return node.parent_bone
         for constraint in node.constraints:
             subtarget = getattr(constraint, "subtarget", "")
@@ -270,7 +271,7 @@ def _feedback_bone(obj, target):
         driven_by = _driver_bone(obj, node)
         if driven_by is not None:
             return driven_by
-        node = node.parent
+        node = parent
     return None
 
 
@@ -361,26 +362,29 @@ def pins_summary(obj, result):
     of reach with the other pins held'. An aim pin misses by an angle: 'head 3° off its aim'."""
     rig = cached_rig(obj)
     checked = rig.checked_pins if rig is not None else None
-    errors = pin_distances(obj, result)
+    errors = pin_distances(obj, result).tolist()
     bones = checked.bones if checked is not None and len(checked.bones) == len(errors) else None
-    aims = np.array([kind == "AIM" for kind in checked.kinds]) if bones else np.zeros(len(errors), bool)
+    aims = [kind == "AIM" for kind in checked.kinds] if bones else [False] * len(errors)
     if bones is None:
         bones = [f"pin {k + 1}" for k in range(len(errors))]
     tolerance = obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12
-    angles = np.radians(result.orientation_errors_deg)
-    aimed_within = tolerance / _rig_size(obj, rig) if aims.any() else np.inf
-    short = np.where(aims, angles > aimed_within, errors > tolerance)
-    parts = [count(int((~short).sum()), "pin") + " reached"] if not short.all() else []
-    for k in np.flatnonzero(short):
+    angles = np.radians(result.orientation_errors_deg).tolist()
+    aimed_within = tolerance / _rig_size(obj, rig) if any(aims) else math.inf
+    short = [
+        angle > aimed_within if aim else error > tolerance for aim, angle, error in zip(aims, angles, errors)
+    ]
+    reached = short.count(False)
+    parts = [count(reached, "pin") + " reached"] if reached else []
+    for k in [k for k, missed in enumerate(short) if missed]:
         miss = (
             f"{bones[k]} {degrees(angles[k])} off its aim"
             if aims[k]
-            else f"{bones[k]} {distance(bpy.context.scene, float(errors[k]))} short"
+            else f"{bones[k]} {distance(bpy.context.scene, errors[k])} short"
         )
         parts.append(f"{miss}, {_why_short(result, k)}")
     parts.extend(
-        f"{obj.pose.bones[int(i)].name} {math.degrees(result.limits_exceeded[i]):.0f}° beyond its limits"
-        for i in np.flatnonzero(result.limits_exceeded > BEYOND_TOLERANCE)
+        f"{obj.pose.bones[i].name} {math.degrees(result.limits_exceeded[i]):.0f}° beyond its limits"
+        for i in np.flatnonzero(result.limits_exceeded > BEYOND_TOLERANCE).tolist()
     )
     return "; ".join(parts)
 

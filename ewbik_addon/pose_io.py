@@ -108,6 +108,7 @@ class _Locks:
     location: np.ndarray  # (N, 3)
     any_rotation: np.ndarray
     fully_locked: np.ndarray
+    partly_locked: np.ndarray  # some rotation channel locked, not X, Y and Z: a solve cannot see these
     free_quaternion: np.ndarray  # quaternion bones without rotation locks: written in one go
 
 
@@ -122,15 +123,16 @@ def read_locks(pose_bones, buffers):
     euler = (buffers.modes != _QUATERNION) & (buffers.modes != _AXIS_ANGLE)
     four_d = buffers.lock_4d & ~euler
     any_rotation = buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w)
+    # Locking X, Y and Z freezes the bone, whatever W (4D) says.
+    fully_locked = buffers.lock_rotation.all(axis=1)
     buffers.locks = _Locks(
         rotation=buffers.lock_rotation,
         w=buffers.lock_w,
         four_d=four_d,
         location=buffers.lock_location,
         any_rotation=any_rotation,
-        fully_locked=buffers.lock_rotation.all(
-            axis=1
-        ),  # locking X, Y and Z freezes the bone, whatever W (4D) says
+        fully_locked=fully_locked,
+        partly_locked=any_rotation & ~fully_locked,
         free_quaternion=(buffers.modes == _QUATERNION) & ~any_rotation,
     )
     return buffers.locks
@@ -236,16 +238,20 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     quaternion = buffers.quaternion.copy()
     plain = np.flatnonzero(moved & locks.free_quaternion)
     turned = rotations[plain]
-    turned *= np.where(np.einsum("ij,ij->i", turned, quaternion[plain]) < 0.0, -1.0, 1.0)[:, None]
+    flip = (turned * quaternion[plain]).sum(axis=1) < 0.0
+    turned[flip] *= -1.0
     quaternion[plain] = turned
     one_by_one = np.flatnonzero(moved & ~locks.free_quaternion)
     pose_bones = obj.pose.bones
     if len(one_by_one):
         _write_one_by_one(pose_bones, buffers, locks, one_by_one, rotations, quaternion, written)
     buffers.quaternion = quaternion
+    relocated = False
     if translate_root:
         move = moved[:, None] & ~locks.location
-        buffers.location = np.where(move, locations, buffers.location).astype(np.float32)
+        location = np.where(move, locations, buffers.location).astype(np.float32)
+        relocated = not np.array_equal(location, buffers.location)
+        buffers.location = location
     if buffers.pose is not None:
         rows = np.flatnonzero(moved)
         rotations_read, locations_read = _channel_pose(buffers, rows, fetched=False)
@@ -255,7 +261,7 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     if buffers.held:
         return written
     pose_bones.foreach_set("rotation_quaternion", quaternion.reshape(-1))
-    if translate_root:
+    if relocated:  # a root moved: the buffers hold every other location as Blender does
         pose_bones.foreach_set("location", buffers.location.reshape(-1))
     obj.update_tag(refresh=_POSE_REFRESH)
     return written
@@ -292,9 +298,11 @@ def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):
         old = mathutils.Euler(buffers.euler[i].tolist(), _MODE_NAME[mode])
         angles = new.to_euler(old.order, old)
         if locks.any_rotation[i]:
-            angles = [old[k] if flag else angles[k] for k, flag in enumerate(locked.tolist())]
+            angles = mathutils.Euler(
+                [old[k] if flag else angles[k] for k, flag in enumerate(locked.tolist())], old.order
+            )
         euler[i] = angles
-        return tuple(mathutils.Euler(euler[i].tolist(), old.order).to_quaternion())
+        return tuple(angles.to_quaternion())
     if mode == _QUATERNION:
         old_components = buffers.quaternion[i].tolist()
         if new.dot(mathutils.Quaternion(old_components)) < 0.0:

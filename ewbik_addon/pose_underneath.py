@@ -53,9 +53,7 @@ def remember(obj, rig, rotations, locations):
     rig.written = (rotations, locations)
     under_rotations, under_locations = rig.underneath
     solved = np.flatnonzero(_differs(rotations, locations, under_rotations, under_locations))
-    record = np.concatenate(
-        [under_rotations[solved], under_locations[solved], rotations[solved], locations[solved]], axis=1
-    )
+    record = np.concatenate([under_rotations, under_locations, rotations, locations], axis=1)[solved]
     names = [rig.names[i] for i in solved.tolist()]
     stored = obj.ewbik.get(PROPERTY)
     if stored is not None and list(stored.get("bones", ())) == names:

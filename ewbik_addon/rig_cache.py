@@ -38,6 +38,7 @@ class PinnedChains:
     skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
     stiffness: np.ndarray = None  # `skeleton` order
     stretch: np.ndarray = None  # `skeleton` order, each bone's maximum stretch
+    stretchable: np.ndarray = None  # `skeleton` indices of the bones that may stretch (stretch > 1)
     limits: JointLimits = None
     limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
 
@@ -356,9 +357,14 @@ def _chains_with_settings(rig):
         every = rig.limits.kusudamas
         kusudamas = {k: every[i] for k, i in enumerate(in_rig.tolist()) if i in every}
         limits = JointLimits(kusudamas, len(in_rig)) if kusudamas else None
-    stretch = None if rig.stretch is None else rig.stretch[in_rig]
+    stretch = rig.stretch[in_rig]
     return dataclasses.replace(
-        chains, stiffness=rig.stiffness[in_rig], stretch=stretch, limits=limits, limits_of=rig.limits
+        chains,
+        stiffness=rig.stiffness[in_rig],
+        stretch=stretch,
+        stretchable=np.flatnonzero(stretch > 1.0),
+        limits=limits,
+        limits_of=rig.limits,
     )
 
 
