@@ -95,6 +95,7 @@ class Skeleton:
         self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
         self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
         self.plan_cache = {}
+        self.start_frames = {}  # the solver's last start frames (`solve._start_frames`)
         self._levels_of = {}
         self.unit = _length_unit(self)
         self._normalized = None
@@ -115,7 +116,7 @@ class Skeleton:
             scaled.rest_head = self.rest_head / self.unit
             scaled.lengths = self.lengths / self.unit
             scaled.local_offset = scaled._local_offsets()
-            scaled.plan_cache = {}
+            scaled.plan_cache, scaled.start_frames = {}, {}
             scaled.unit = 1.0
             self._normalized = scaled
         return self._normalized

@@ -65,6 +65,7 @@ _STAGE_TOLERANCE = 1e-3  # share of the rig's size within which a stage's pins c
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
+_START_FRAMES_KEPT = 4  # start poses whose pinned frames a skeleton keeps (`_start_frames`)
 _PLANS_KEPT = 256  # plans kept per skeleton, the oldest dropped first (a crowd of 20 rigs asks for ~120)
 
 
@@ -353,7 +354,7 @@ def _solved(skeleton, pins, rotations, locations, settings, limits, stiffness, s
         rotations, locations, placed = _carried_start(
             skeleton, pins, rotations, locations, settings, stiffness
         )
-        rotations = _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started)
+        rotations = _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness)
         rotations, locations = _continued_start(
             skeleton, pins, rotations, locations, _kept_root(settings, placed), limits, stiffness, started
         )
@@ -422,20 +423,19 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
         stiffness >= 1.0,
         settings.translate_root,
     )
-    world, heads = _pinned_frames(skeleton, bones, (rotations, locations), plan.levels)
+    start_rotations, heads = _start_frames(skeleton, bones, rotations, locations, plan.levels)
     travel = _travel(pins, heads)
     step = _CONTINUATION_STEP * skeleton.unit
     if travel.max(initial=0.0) <= step:
         return rotations, locations
     stages = np.zeros(len(pins), dtype=int)
     for members in plan.trees:
-        stages[members] = min(_CONTINUATION_STAGES, int(np.ceil(travel[members].max() / step)) - 1)
-    rotations_at, positions_at = _stage_targets(pins, quat.from_matrix(world), heads, travel, step, stages)
+        stages[members] = min(_CONTINUATION_STAGES, math.ceil(travel[members].max() / step) - 1)
     return _carried(
         skeleton,
         pins,
         (rotations, locations),
-        (rotations_at, positions_at),
+        _stage_targets(pins, start_rotations, heads, travel, step, stages),
         stages,
         plan.trees,
         _stage_settings(settings, skeleton.unit),
@@ -446,8 +446,9 @@ def _continued_start(skeleton, pins, rotations, locations, settings, limits, sti
 
 
 def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits, stiffness, started):
-    """The start carried through the stages' targets (`targets_at`: rotations and positions per
-    stage and pin; pin p takes `stages[p]` of them), each stage run on the state the last left.
+    """The start carried through the stages' targets (`targets_at`: `_stage_targets`' positions
+    and axes per stage and pin; pin p takes `stages[p]` of them), each stage run on the state the
+    last left.
 
     A tree of pins with a stage's target beyond the reach of the bones that move it
     (`_Attempt._within_reach`) leaves the carry where its last stage left it: that stage is
@@ -458,7 +459,7 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
     rotations, locations = start
     stages = stages.copy()
     attempt, active, stage = None, [], 0
-    while stage < len(targets_at[1]) and _time_left(settings, started):
+    while stage < len(targets_at[0]) and _time_left(settings, started):
         if len(active) != np.count_nonzero(stages > stage):
             if attempt is not None:
                 rotations, locations = attempt.pose(locations)
@@ -476,7 +477,7 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
                 started,
             )
         saved = attempt.state.rotations.copy(), attempt.state.locations.copy()
-        attempt.state.aim(targets_at[1][stage, active], targets_at[0][stage, active])
+        attempt.state.aim(targets_at[0][stage, active], targets_at[1][stage, active])
         attempt.run()
         beyond = active[~attempt._within_reach()] if not attempt.converged else []
         if not len(beyond):
@@ -502,18 +503,32 @@ def _stage_settings(settings, unit):
 
 
 def _stage_targets(pins, start_rotations, start_heads, travel, step, stages):
-    """(rotations (S, P, 4), positions (S, P, 3)) of the pins' targets at each stage: `step`
-    further along the way from the start pose's frames (P, 4) and heads (P, 3) to their own,
-    `travel` (P,) away, per stage up to their `stages` (P,); positions in a straight line, turns
-    along the shortest arc."""
+    """(positions (S, P, 3), target axes (S, P, 3, 3): `_State.aim`'s) of the pins' targets at
+    each stage: `step` further along the way from the start pose's frames (P, 4) and heads
+    (P, 3) to their own, `travel` (P,) away, per stage up to their `stages` (P,); positions in a
+    straight line, turns along the shortest arc."""
     targets = np.array([pin.target_rotation for pin in pins])
     counts = np.arange(1, stages.max(initial=0) + 1)
     shares = np.minimum(1.0, counts[:, None] * step / np.maximum(travel, 1e-300))
-    rotations = quat.part_way(start_rotations, targets, shares)
     positions = start_heads + shares[..., None] * (
         np.array([pin.target_position for pin in pins]) - start_heads
     )
-    return rotations, positions
+    return positions, _target_axes(quat.part_way(start_rotations, targets, shares))
+
+
+def _start_frames(skeleton, bones, rotations, locations, levels):
+    """(world rotations (P, 4), heads (P, 3)) of the pinned `bones` in the start pose; the last
+    few answers are kept on the skeleton, since a drag or a bake solves again and again from
+    the same pose underneath."""
+    key = (bones.tobytes(), rotations.tobytes(), locations.tobytes())
+    kept = skeleton.start_frames.pop(key, None)
+    if kept is None:
+        world, heads = _pinned_frames(skeleton, bones, (rotations, locations), levels)
+        kept = (quat.from_matrix(world), heads)
+        if len(skeleton.start_frames) >= _START_FRAMES_KEPT:
+            del skeleton.start_frames[next(iter(skeleton.start_frames))]
+    skeleton.start_frames[key] = kept  # the least recently used goes first
+    return kept
 
 
 def _limits_yield(skeleton, pins, result, settings, limits, stiffness, started):
@@ -647,20 +662,69 @@ def _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffne
     plan = plan_solve(work, pin_bones, [p.falloff for p in pins], frozen, settings.translate_root)
     if unit != 1.0:
         settings = _in_rig_units(settings, unit)
-    max_step = (1.0 - stiffness) * settings.dampening
     deadline = None if settings.time_budget_ms is None else start + settings.time_budget_ms * 1e-3
     state = _State(work, pins, pin_bones, rotations.copy(), locations / unit, plan.levels, unit)
-    return _Attempt(state, plan, settings, limits, max_step, frozen, start, deadline)
+    return _Attempt(state, plan, settings, limits, stiffness, start, deadline)
 
 
-def _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
-    """The start pose with its resting limited bones turned toward their limits' centres as far
-    as the pins they move miss (`_Attempt.centre_resting_bones`)."""
+def _centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness):
+    """The start pose with the bones that move a missed pin started on their way to their
+    limits' centres when they rest: as far as that pin misses, up to all the way when it misses
+    by `_FAR_FROM_REST` of the rig's size.
+
+    The rest pose tells nothing about a pose far from it that the targets ask for (a pose the
+    user made by hand on some of those bones is kept, and so are the others), and the rest pose
+    sits on the edge of many limits (a straight knee on its hinge), where the sweeps stall and
+    then need a restart. Solves from rest then fall into two families, those the first attempt
+    finished and those the restart did, and neighbouring frames jump between them. Started from
+    the middle of their ranges (the restart's start), they all take the same road. The share
+    grows with the miss, so the start, and with it the solved pose, changes smoothly as a target
+    moves away from where the rest pose puts it: a target dragged a little from the rest pose is
+    reached from nearly the rest pose.
+    """
     if limits is None:
         return rotations
-    attempt = _attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start)
-    attempt.centre_resting_bones()
-    return attempt.state.rotations
+    frozen = stiffness >= 1.0
+    bones = np.array([skeleton.index[pin.bone] for pin in pins], dtype=int)
+    work = skeleton.normalized()
+    plan = plan_solve(work, bones.tolist(), [p.falloff for p in pins], frozen, settings.translate_root)
+    resting = np.linalg.norm(rotations[:, 1:], axis=-1) <= _REST_SINE
+    movable = ~frozen & limits.limited
+    if not (resting & plan.solved & movable).any():
+        return rotations
+    misses = (
+        _travel(pins, _start_frames(skeleton, bones, rotations, locations, plan.levels)[1]) / skeleton.unit
+    )
+    missing = np.flatnonzero(misses > 0.0)
+    moving = _missed_bones_each(plan, work, bones, movable, np.eye(len(misses), dtype=bool)[missing])
+    share = np.minimum(1.0, misses[missing] / _FAR_FROM_REST)
+    shares = np.max(moving * share[:, None], axis=0, initial=0.0)
+    turned = np.flatnonzero((shares > 0.0) & resting)
+    if not len(turned):
+        return rotations
+    rotations = rotations.copy()
+    rotations[turned] = _toward_centres(
+        rotations[turned], limits.centres()[turned], stiffness[turned], shares[turned]
+    )
+    return rotations
+
+
+def _missed_bones_each(plan, skeleton, pin_bones, movable, groups):
+    """(K, N) bool: for each row of `groups` (K, P) bool, the `movable` (N,) solved bones that move
+    a pin of that row, and those below them (`_Attempt._missed_bones`)."""
+    lineage = _lineage(plan, skeleton, pin_bones)
+    movable = movable[lineage.bones]
+    seeds = (groups @ lineage.moves) & movable
+    carried = np.zeros((len(groups), len(skeleton)), dtype=bool)
+    carried[:, lineage.bones] = (seeds @ lineage.carries) & movable
+    return carried
+
+
+def _toward_centres(rotations, centres, stiffness, share=1.0):
+    """`rotations` (K, 4) turned the (1 - stiffness) part of the way to their limits' `centres`
+    (K, 4) (their dampening over the full one), so stiff bones (clavicles) stay nearly put;
+    `share` (scalar or (K,)) scales that part."""
+    return quat.part_way(rotations, centres, (1.0 - stiffness) * share)
 
 
 def _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
@@ -693,9 +757,11 @@ def _in_rig_units(settings, unit):
 class _Attempt:
     """One run of the iteration loop (C or numpy) from a start pose, and how it ended."""
 
-    def __init__(self, state, plan, settings, limits, max_step, frozen, start, deadline):
+    def __init__(self, state, plan, settings, limits, stiffness, start, deadline):
         self.state, self.plan, self.settings, self.limits = state, plan, settings, limits
-        self.max_step, self.frozen, self.start, self.deadline = max_step, frozen, start, deadline
+        self.stiffness, self.start, self.deadline = stiffness, start, deadline
+        self.max_step = (1.0 - stiffness) * settings.dampening
+        self.frozen = stiffness >= 1.0
         self.iterations = 0
 
     def run(self):
@@ -777,12 +843,8 @@ class _Attempt:
 
     def _missed_bones_each(self, groups):
         """`_missed_bones` of each row of `groups` (K, P) bool at once: (K, N) bool."""
-        lineage = _lineage(self.plan, self.state.skeleton, self.state.pin_bones)
-        movable = (~self.frozen & self.limits.limited)[lineage.bones]
-        seeds = (groups @ lineage.moves) & movable
-        carried = np.zeros((len(groups), len(self.state.skeleton)), dtype=bool)
-        carried[:, lineage.bones] = (seeds @ lineage.carries) & movable
-        return carried
+        movable = ~self.frozen & self.limits.limited
+        return _missed_bones_each(self.plan, self.state.skeleton, self.state.pin_bones, movable, groups)
 
     def _serving_only(self, pins):
         """The bones that move some pin of `pins` (P,) bool and no other pin: a limb whose pin
@@ -793,44 +855,6 @@ class _Attempt:
         only = np.zeros(len(self.state.skeleton), dtype=bool)
         only[lineage.bones] = serves & ~others
         return only
-
-    def _turn_toward_centres(self, state, bones, share=1.0):
-        """Turn `bones` of `state` the (1 - stiffness) part of the way to their limits' centres
-        (their dampening over the full one), so stiff bones (clavicles) stay nearly put; `share`
-        (scalar, or one per bone of `bones`) scales that part."""
-        willingness = self.max_step[bones] / self.settings.dampening * share
-        state.rotations[bones] = quat.part_way(
-            state.rotations[bones], self.limits.centres()[bones], willingness
-        )
-
-    def centre_resting_bones(self):
-        """When the start is the rest pose, start the bones that move a missed pin on their way
-        to their limits' centres: as far as that pin misses, up to all the way when it misses by
-        `_FAR_FROM_REST` of the rig's size.
-
-        The rest pose tells nothing about a pose far from it that the targets ask for (a pose
-        the user made by hand on some of those bones is kept, and so are the others), and the
-        rest pose sits on the edge of many limits (a straight knee on its hinge), where the
-        sweeps stall and then need a restart. Solves from rest then fall into two families,
-        those the first attempt finished and those the restart did, and neighbouring frames
-        jump between them. Started from the middle of their ranges (the restart's start), they
-        all take the same road. The share grows with the miss, so the start, and with it the
-        solved pose, changes smoothly as a target moves away from where the rest pose puts it:
-        a target dragged a little from the rest pose is reached from nearly the rest pose.
-        """
-        state = self.state
-        resting = np.linalg.norm(state.rotations[:, 1:], axis=-1) <= _REST_SINE
-        if not (resting & self.plan.solved & ~self.frozen & self.limits.limited).any():
-            return
-        state.forward()
-        misses = np.sqrt(state.squared_distances())
-        missing = np.flatnonzero(misses > 0.0)
-        moving = self._missed_bones_each(np.eye(len(misses), dtype=bool)[missing])
-        share = np.minimum(1.0, misses[missing] / _FAR_FROM_REST)
-        shares = np.max(moving * share[:, None], axis=0, initial=0.0)
-        bones = np.flatnonzero((shares > 0.0) & resting)
-        if len(bones):
-            self._turn_toward_centres(state, bones, shares[bones])
 
     def better_restart(self):
         """This attempt, or a second one from the limits' centres if that fits the pins much better.
@@ -851,14 +875,16 @@ class _Attempt:
         if not limited.any():
             return self
         restart = _State.like(self.state)
-        self._turn_toward_centres(restart, limited)
+        bones = np.flatnonzero(limited)
+        restart.rotations[bones] = _toward_centres(
+            restart.rotations[bones], self.limits.centres()[bones], self.stiffness[bones]
+        )
         second = _Attempt(
             restart,
             self.plan,
             self.settings,
             self.limits,
-            self.max_step,
-            self.frozen,
+            self.stiffness,
             self.start,
             self.deadline,
         ).run()
@@ -1079,14 +1105,14 @@ class _State:
         self.capped = False  # whether a bone step of the current sweep was cut to its dampening
         self.aim(
             np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3),
-            np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4),
+            _target_axes(np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4)),
         )
 
-    def aim(self, positions, rotations):
-        """Aim the pins at targets (P, 3) and unit quaternions (P, 4) in the rig's units: their
-        own, or a carried start's stage, which runs on the state as the last stage left it."""
+    def aim(self, positions, axes):
+        """Aim the pins at targets (P, 3) in the rig's units with `axes` (P, 3, 3) (`_target_axes`):
+        their own, or a carried start's stage, which runs on the state as the last stage left it."""
         self.target_pos = positions / self.unit
-        self.target_axes = np.swapaxes(quat.to_matrix(rotations), -1, -2)
+        self.target_axes = axes
 
     @classmethod
     def like(cls, state):
@@ -1160,6 +1186,12 @@ class _State:
         count = weighted.sum(-1)
         ang = np.where(count >= 2, full, np.where(count == 1, single, 0.0))
         return np.sqrt(pos2), ang
+
+
+def _target_axes(rotations):
+    """(..., 3, 3) the axes of frames turned by unit quaternions (..., 4), one axis per row: how
+    a pin's target orientation is compared with its bone's axes."""
+    return np.ascontiguousarray(np.swapaxes(quat.to_matrix(rotations), -1, -2))
 
 
 @dataclass
