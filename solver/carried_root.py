@@ -50,8 +50,6 @@ from .qcp import rotation_from_covariance
 
 FULL_CARRY = 0.3  # how far most of a root's pins miss, in rig units, from which it takes their whole motion
 NO_CARRY = 1e-4  # ... and below which it takes none (targets made at the bones, in float32, miss by 1e-7)
-# skeleton -> (levels, start pose, world, heads) of the last start measured (`_start_frames`)
-_kept_frames: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # skeleton -> {(root, pinned bones): head and feet among them (`_torso_layout`)}
 _kept_torso: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 FOOT_ROLES = ("foot.L", "foot.R", "toes.L", "toes.R")
@@ -66,7 +64,8 @@ def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
     """
     if not roots:
         return rotations, locations
-    world, heads = _start_frames(skeleton, rotations, locations, levels)
+    pinned = tuple(sorted(skeleton.index[pin.bone] for pin in pins))
+    world, heads = _start_frames(skeleton, pinned, rotations, locations, levels)
     rotations, locations = rotations.copy(), locations.copy()
     for root, seen, factor in roots:
         chosen = [pins[p] for p in seen]
@@ -178,19 +177,18 @@ def _cross(a, b):
     return np.array(floats.cross(a.tolist(), b.tolist()))
 
 
-def _start_frames(skeleton, rotations, locations, levels):
-    """World frames (N, 3, 3) and heads (N, 3) of the start's pinned chains (`levels`), not to be
-    modified. The last ones are kept per skeleton: a live drag solves every update from the same
-    pose underneath, and measuring it again cost more than the rest of the carry."""
-    pose = (rotations.tobytes(), locations.tobytes())
-    kept = _kept_frames.get(skeleton)
-    if kept is not None and kept[0] is levels and kept[1] == pose:
-        return kept[2], kept[3]
-    n = len(skeleton)
-    world, heads = np.empty((n, 3, 3)), np.empty((n, 3))
-    skeleton.forward_into(rotations, locations, world, heads, levels)
-    _kept_frames[skeleton] = (levels, pose, world, heads)
-    return world, heads
+def _start_frames(skeleton, bones, rotations, locations, levels):
+    """World frames (N, 3, 3) and heads (N, 3) of the start's pinned chains (`levels`, those of
+    the pinned `bones`), not to be modified; kept (`Skeleton.kept`): measuring the pose
+    underneath again cost more than the rest of the carry."""
+
+    def frames():
+        n = len(skeleton)
+        world, heads = np.empty((n, 3, 3)), np.empty((n, 3))
+        skeleton.forward_into(rotations, locations, world, heads, levels)
+        return world, heads
+
+    return skeleton.kept(("chain frames", bones, rotations.tobytes(), locations.tobytes()), frames)
 
 
 def _miss(pins, weights, effectors):

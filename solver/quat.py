@@ -139,14 +139,22 @@ def from_axis_angle(axis, angle):
 def part_way(a, b, share):
     """The unit rotations `share` of the way from `a` to `b` (..., 4) along the shortest arc
     (spherical interpolation; `share` (...,) broadcasts, 0 gives `a`, 1 gives `b`)."""
+    return along(a, arc(a, b), share)
+
+
+def arc(a, b):
+    """(half angles (..., 1), axes (..., 3)) of the shortest turn from `a` to `b` (..., 4): what
+    `along` needs, worked out once for rotations interpolated again and again."""
     turn = multiply(b, conjugate(a))
     turn = turn * np.where(turn[..., :1] < 0.0, -1.0, 1.0)
     sine = np.sqrt((turn[..., 1:] ** 2).sum(-1, keepdims=True))
-    half = np.arctan2(sine, turn[..., :1]) * np.asarray(share, dtype=float)[..., None]
-    step = np.concatenate(
-        (np.cos(half), turn[..., 1:] * (np.sin(half) / np.where(sine > _EPS, sine, 1.0))), -1
-    )
-    return normalize(multiply(step, a))
+    return np.arctan2(sine, turn[..., :1]), turn[..., 1:] / np.where(sine > _EPS, sine, 1.0)
+
+
+def along(a, turn, share):
+    """The unit rotations `share` (...,) of the way along `turn` (`arc`'s) from `a` (..., 4)."""
+    half = turn[0] * np.asarray(share, dtype=float)[..., None]
+    return normalize(multiply(np.concatenate((np.cos(half), turn[1] * np.sin(half)), -1), a))
 
 
 def angle(q):

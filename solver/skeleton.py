@@ -14,6 +14,9 @@ from .validation import MAX_COORDINATE, MIN_LENGTH, SceneError, is_real, matrix,
 _ORTHONORMAL_TOL = 1e-3
 
 
+_KEPT_ANSWERS = 8  # answers a skeleton keeps (`Skeleton.kept`)
+
+
 def rigid_frame(value, field):
     """(rotation quaternion, translation) of a 4x4 matrix; scale is removed.
 
@@ -95,7 +98,7 @@ class Skeleton:
         self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
         self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
         self.plan_cache = {}
-        self.start_frames = {}  # the solver's last start frames (`solve._start_frames`)
+        self._kept = {}  # `kept`
         self._levels_of = {}
         self.unit = _length_unit(self)
         self._normalized = None
@@ -116,10 +119,22 @@ class Skeleton:
             scaled.rest_head = self.rest_head / self.unit
             scaled.lengths = self.lengths / self.unit
             scaled.local_offset = scaled._local_offsets()
-            scaled.plan_cache, scaled.start_frames = {}, {}
+            scaled.plan_cache, scaled._kept = {}, {}
             scaled.unit = 1.0
             self._normalized = scaled
         return self._normalized
+
+    def kept(self, key, make):
+        """`make()`, kept under `key` with the last few answers (the least recently used dropped
+        first): a drag or a bake solves again and again from the same pose underneath, and what
+        the solver works out of that pose alone need not be worked out again."""
+        found = self._kept.pop(key, None)
+        if found is None:
+            found = make()
+            if len(self._kept) >= _KEPT_ANSWERS:
+                del self._kept[next(iter(self._kept))]
+        self._kept[key] = found
+        return found
 
     def _local_offsets(self):
         """Each rest head in its parent's rest frame (armature space for roots)."""

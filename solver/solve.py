@@ -65,7 +65,6 @@ _STAGE_TOLERANCE = 1e-3  # share of the rig's size within which a stage's pins c
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a start at the limits' centres
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
-_START_FRAMES_KEPT = 4  # start poses whose pinned frames a skeleton keeps (`_start_frames`)
 _PLANS_KEPT = 256  # plans kept per skeleton, the oldest dropped first (a crowd of 20 rigs asks for ~120)
 
 
@@ -517,18 +516,14 @@ def _stage_targets(pins, start_rotations, start_heads, travel, step, stages):
 
 
 def _start_frames(skeleton, bones, rotations, locations, levels):
-    """(world rotations (P, 4), heads (P, 3)) of the pinned `bones` in the start pose; the last
-    few answers are kept on the skeleton, since a drag or a bake solves again and again from
-    the same pose underneath."""
-    key = (bones.tobytes(), rotations.tobytes(), locations.tobytes())
-    kept = skeleton.start_frames.pop(key, None)
-    if kept is None:
+    """(world rotations (P, 4), heads (P, 3)) of the pinned `bones` in the start pose (kept:
+    `Skeleton.kept`)."""
+
+    def frames():
         world, heads = _pinned_frames(skeleton, bones, (rotations, locations), levels)
-        kept = (quat.from_matrix(world), heads)
-        if len(skeleton.start_frames) >= _START_FRAMES_KEPT:
-            del skeleton.start_frames[next(iter(skeleton.start_frames))]
-    skeleton.start_frames[key] = kept  # the least recently used goes first
-    return kept
+        return quat.from_matrix(world), heads
+
+    return skeleton.kept(("pinned frames", bones.tobytes(), rotations.tobytes(), locations.tobytes()), frames)
 
 
 def _limits_yield(skeleton, pins, result, settings, limits, stiffness, started):
@@ -684,29 +679,59 @@ def _centred_start(skeleton, pins, rotations, locations, settings, limits, stiff
     """
     if limits is None:
         return rotations
-    frozen = stiffness >= 1.0
     bones = np.array([skeleton.index[pin.bone] for pin in pins], dtype=int)
-    work = skeleton.normalized()
-    plan = plan_solve(work, bones.tolist(), [p.falloff for p in pins], frozen, settings.translate_root)
-    resting = np.linalg.norm(rotations[:, 1:], axis=-1) <= _REST_SINE
-    movable = ~frozen & limits.limited
-    if not (resting & plan.solved & movable).any():
-        return rotations
-    misses = (
-        _travel(pins, _start_frames(skeleton, bones, rotations, locations, plan.levels)[1]) / skeleton.unit
+    centring = skeleton.kept(
+        (
+            "centring",
+            bones.tobytes(),
+            rotations.tobytes(),
+            stiffness.tobytes(),
+            limits,
+            settings.translate_root,
+        ),
+        lambda: _Centring.of(skeleton, pins, bones, rotations, settings.translate_root, limits, stiffness),
     )
-    missing = np.flatnonzero(misses > 0.0)
-    moving = _missed_bones_each(plan, work, bones, movable, np.eye(len(misses), dtype=bool)[missing])
-    share = np.minimum(1.0, misses[missing] / _FAR_FROM_REST)
-    shares = np.max(moving * share[:, None], axis=0, initial=0.0)
-    turned = np.flatnonzero((shares > 0.0) & resting)
-    if not len(turned):
+    if not len(centring.bones):
         return rotations
+    heads = _start_frames(skeleton, bones, rotations, locations, centring.levels)[1]
+    share = np.minimum(1.0, _travel(pins, heads) / (_FAR_FROM_REST * skeleton.unit))
+    shares = np.max(centring.moving * share[:, None], axis=0)
+    turned = shares > 0.0
     rotations = rotations.copy()
-    rotations[turned] = _toward_centres(
-        rotations[turned], limits.centres()[turned], stiffness[turned], shares[turned]
+    rotations[centring.bones[turned]] = quat.along(
+        rotations[centring.bones[turned]],
+        (centring.turn[0][turned], centring.turn[1][turned]),
+        centring.willingness[turned] * shares[turned],
     )
     return rotations
+
+
+@dataclass(frozen=True)
+class _Centring:
+    """What `_centred_start` needs of a start pose that the targets do not change: the resting
+    limited `bones` (K,) some pin moves, `moving` (P, K) which of them each pin's miss turns
+    (with the bones below), the `turn` (`quat.arc`) from each one's rest to its limits' centre,
+    how `willingness` (K,) it takes it (1 - stiffness: stiff bones such as clavicles stay nearly
+    put) and the forward-kinematics `levels` of the pinned bones."""
+
+    bones: np.ndarray
+    moving: np.ndarray
+    turn: tuple
+    willingness: np.ndarray
+    levels: tuple
+
+    @classmethod
+    def of(cls, skeleton, pins, bones, rotations, translate_root, limits, stiffness):
+        frozen = stiffness >= 1.0
+        work = skeleton.normalized()
+        plan = plan_solve(work, bones.tolist(), [p.falloff for p in pins], frozen, translate_root)
+        resting = np.linalg.norm(rotations[:, 1:], axis=-1) <= _REST_SINE
+        moving = _missed_bones_each(
+            plan, work, bones, ~frozen & limits.limited, np.eye(len(pins), dtype=bool)
+        )
+        centred = np.flatnonzero(moving.any(axis=0) & resting)
+        turn = quat.arc(rotations[centred], limits.centres()[centred])
+        return cls(centred, moving[:, centred], turn, 1.0 - stiffness[centred], plan.levels)
 
 
 def _missed_bones_each(plan, skeleton, pin_bones, movable, groups):
@@ -718,13 +743,6 @@ def _missed_bones_each(plan, skeleton, pin_bones, movable, groups):
     carried = np.zeros((len(groups), len(skeleton)), dtype=bool)
     carried[:, lineage.bones] = (seeds @ lineage.carries) & movable
     return carried
-
-
-def _toward_centres(rotations, centres, stiffness, share=1.0):
-    """`rotations` (K, 4) turned the (1 - stiffness) part of the way to their limits' `centres`
-    (K, 4) (their dampening over the full one), so stiff bones (clavicles) stay nearly put;
-    `share` (scalar or (K,)) scales that part."""
-    return quat.part_way(rotations, centres, (1.0 - stiffness) * share)
 
 
 def _solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
@@ -876,8 +894,8 @@ class _Attempt:
             return self
         restart = _State.like(self.state)
         bones = np.flatnonzero(limited)
-        restart.rotations[bones] = _toward_centres(
-            restart.rotations[bones], self.limits.centres()[bones], self.stiffness[bones]
+        restart.rotations[bones] = quat.part_way(
+            restart.rotations[bones], self.limits.centres()[bones], 1.0 - self.stiffness[bones]
         )
         second = _Attempt(
             restart,
