@@ -37,7 +37,7 @@ def test_a_stiffness_edit_keeps_the_joint_limits(live_metarig):
 
 def test_a_comfort_edit_reaches_the_solver(live_metarig):
     metarig, targets, rig = live_metarig
-    edit_and_update(targets, lambda: setattr(metarig.pose.bones["forearm.L"].ewbik, "comfort", 0.5))
+    edit_and_update(targets, lambda: setattr(metarig.pose.bones["forearm.L"].bone.ewbik, "comfort", 0.5))
     assert kusudama(rig, "forearm.L").comfort == pytest.approx(0.5)
     assert rig.limit_dicts["forearm.L"]["comfort"] == pytest.approx(0.5)
     assert kusudama(rig, "forearm.R").comfort == 0.0
@@ -46,7 +46,7 @@ def test_a_comfort_edit_reaches_the_solver(live_metarig):
 def test_a_cone_edit_rebuilds_only_the_edited_bone(live_metarig):
     metarig, targets, rig = live_metarig
     before = dict(rig.limits.kusudamas)
-    cone = metarig.pose.bones["upper_arm.L"].ewbik.cones[0]
+    cone = metarig.pose.bones["upper_arm.L"].bone.ewbik.cones[0]
     edit_and_update(targets, lambda: setattr(cone, "radius", 0.3))
     assert kusudama(rig, "upper_arm.L").cones[0].radius == pytest.approx(0.3)
     assert rig.limit_dicts["upper_arm.L"]["cones"][0]["radius"] == pytest.approx(0.3)

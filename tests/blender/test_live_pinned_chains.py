@@ -149,7 +149,7 @@ def test_the_sidebar_overlay_and_checks_store_no_settings_on_bones_that_have_non
     without storing: a session with the sidebar open keeps live updates as cheap as the drag."""
     metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     metarig.ewbik.auto_limits = False
-    metarig.pose.bones["forearm.L"].ewbik.use_twist_limit = True
+    metarig.pose.bones["forearm.L"].bone.ewbik.use_twist_limit = True
     pin(metarig, "hand.L", "foot.R")
     metarig.ewbik.limits_scope = "ALL"
     pin_list = bpy.types.EWBIK_UL_pins
