@@ -489,7 +489,7 @@ def first_updates(limits, bones):
     times.append(timed_update(rig, targets))
     rig.pose.bones["spine.001"].ewbik.stiffness = 0.25
     times.append(timed_update(rig, targets))
-    cones = rig.pose.bones["upper_arm.L"].ewbik.cones
+    cones = rig.pose.bones["upper_arm.L"].bone.ewbik.cones
     if len(cones):
         cones[0].radius *= 0.9
         times.append(timed_update(rig, targets))

@@ -135,7 +135,7 @@ def measure(obj, count):
     offscreen = gpu.types.GPUOffScreen(WIDTH, HEIGHT)
     arm = obj.pose.bones["upper_arm.L"]
     arm.rotation_mode = "QUATERNION"
-    cone = obj.pose.bones["forearm.L"].ewbik.cones[0]
+    cone = obj.pose.bones["forearm.L"].bone.ewbik.cones[0]
     rows = {}
     try:
         overlay._regions.clear()

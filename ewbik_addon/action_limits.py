@@ -3,7 +3,7 @@
 The animation is evaluated frame by frame (so NLA, drivers and constraints on the channels count
 as the viewport shows them) with live solving paused, every pose bone's local rotation is read
 with foreach_get whatever its rotation mode, `solver.fit_limits` fits the limits, and they are
-stored on `PoseBone.ewbik`. Nothing is written before the fit succeeded, and the current frame is
+stored on `Bone.ewbik`. Nothing is written before the fit succeeded, and the current frame is
 always restored (the operator puts the pose channels back too, so unkeyed edits survive).
 """
 
@@ -62,7 +62,8 @@ def fit_action_limits(scene, obj, frame_start, frame_end, *, coverage, max_cones
         fitted = limits.get(pose_bone.name)
         if fitted is None or (bone_names is not None and pose_bone.name not in bone_names):
             continue
-        set_limits(pose_bone.ewbik, {**fitted, "comfort": pose_bone.ewbik.comfort})
+        settings = pose_bone.bone.ewbik
+        set_limits(settings, {**fitted, "comfort": settings.comfort})
         limited.append(pose_bone.name)
     obj.update_tag()
     return limited

@@ -14,6 +14,8 @@ import math
 
 from mathutils import Matrix, Vector
 
+from .stored_settings import stored_bone_limits
+
 FRONT = Vector((0.0, -1.0, 0.0))
 UP = Vector((0.0, 0.0, 1.0))
 LEFT = Vector((1.0, 0.0, 0.0))  # a character facing Blender's front view has its left side at +X
@@ -51,9 +53,10 @@ def direction_from(bone, flex, abduct):
 
 
 def cone_bone(cone):
-    """The Bone owning a `PoseBone.ewbik.cones` item (RNA gives such nested items no path back)."""
+    """The Bone owning a `Bone.ewbik.cones` item (RNA gives such nested items no path back)."""
     address = cone.as_pointer()
-    for pose_bone in cone.id_data.pose.bones:
-        if any(item.as_pointer() == address for item in pose_bone.ewbik.cones):
-            return pose_bone.bone
+    for bone in cone.id_data.bones:
+        limits = stored_bone_limits(bone)
+        if limits is not None and any(item.as_pointer() == address for item in limits.cones):
+            return bone
     raise ValueError("cone belongs to no bone of its armature")

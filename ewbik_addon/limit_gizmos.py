@@ -18,6 +18,7 @@ from mathutils import Matrix, Vector
 from . import body_angles
 from .active import active_limit_bone
 from .limit_settings import has_limits, kusudama_of, limits_dict, set_limits
+from .stored_settings import stored_bone_limits
 from .overlay import COLORS, TWIST_ARC_SCALE, limit_frame, twist_directions
 
 SNAP_STEP = math.radians(5.0)
@@ -77,7 +78,7 @@ def handle_points(obj, pose_bone):
     """[(kind, cone index, world position)] of the handles of one bone's limits."""
     frame = limit_frame(obj, pose_bone)
     length = pose_bone.length
-    kusudama = kusudama_of(pose_bone.ewbik)
+    kusudama = kusudama_of(pose_bone.bone.ewbik)
     handles = []
     for index, cone in enumerate(kusudama.cones):
         axis = Vector(cone.direction)
@@ -112,7 +113,7 @@ class LimitEdit:
 
     @property
     def settings(self):
-        return self.pose_bone.ewbik
+        return self.pose_bone.bone.ewbik
 
     def drag_ray(self, origin, vector, snap=False):
         """Follow the mouse's view ray: the handle goes where the ray meets its sphere or dial."""
@@ -275,7 +276,11 @@ class EWBIK_GT_limit_handle(bpy.types.Gizmo):
 def editable_bone(context):
     """The active bone whose handles are shown, or None (limits hidden, not in pose mode, no limits)."""
     pose_bone = active_limit_bone(context)
-    if pose_bone is None or not pose_bone.id_data.ewbik.show_limits or not has_limits(pose_bone.ewbik):
+    if (
+        pose_bone is None
+        or not pose_bone.id_data.ewbik.show_limits
+        or not has_limits(stored_bone_limits(pose_bone.bone))
+    ):
         return None
     return pose_bone
 

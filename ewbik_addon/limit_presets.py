@@ -12,7 +12,7 @@ from .limit_settings import scene_bones, set_limits
 from .properties import batched_updates
 from .messages import count
 from .production_checks import fixed_bones
-from .stored_settings import stored_bone_settings
+from .stored_settings import stored_bone_limits
 
 
 def current_pose(obj):
@@ -71,7 +71,7 @@ def fitted_preset(obj, preset, frame, overrides=None):
 
 def has_limits(obj):
     """True when any bone of the armature has a cone or a twist limit."""
-    return any(limit_settings.has_limits(stored_bone_settings(pose_bone)) for pose_bone in obj.pose.bones)
+    return any(limit_settings.has_limits(stored_bone_limits(bone)) for bone in obj.data.bones)
 
 
 def set_humanoid_limits_if_none(obj, frame):
@@ -94,14 +94,15 @@ def set_humanoid_limits_if_none(obj, frame):
 
 
 def store_preset(obj, pose_bones, fitted):
-    """Write a preset's limits, and the stiffness it gives some roles, onto these pose bones.
+    """Write a preset's limits onto these pose bones' bones, and the stiffness it gives some roles
+    onto the pose bones.
 
     A stiffness the user set (non-zero) is kept: the preset only fills in bones left at 0. The
     armature is tagged for the live solve once, not once per setting written.
     """
     with batched_updates(obj):
         for pose_bone in pose_bones:
-            set_limits(pose_bone.ewbik, fitted.limits[pose_bone.name])
+            set_limits(pose_bone.bone.ewbik, fitted.limits[pose_bone.name])
             if pose_bone.name in fitted.stiffness and pose_bone.ewbik.stiffness == 0.0:
                 pose_bone.ewbik.stiffness = fitted.stiffness[pose_bone.name]
 

@@ -1,5 +1,5 @@
-"""Joint limits between scene-document dicts and `PoseBone.ewbik` (presets, import, fitting, the
-overlay and its handles, mirror and copy)."""
+"""Joint limits between scene-document dicts and `Bone.ewbik`, the limits stored on the armature's
+bones (presets, import, fitting, the overlay and its handles, mirror and copy)."""
 
 from functools import lru_cache
 
@@ -33,26 +33,20 @@ def scene_bones(obj):
 
 
 def set_limits(settings, limits):
-    """Store one bone's scene-document limits dict (cones, optional twist and comfort); {} clears them.
-
-    The active cone and the comfort are written only when they change: a value written is stored
-    even when it is the default, and Blender copies every stored value of every pose bone each
-    time it evaluates the pose (`use_twist_limit` is always written: its update asks for a solve)."""
+    """Store one bone's scene-document limits dict (cones, optional twist and comfort) in its
+    `Bone.ewbik`; {} clears them. The first cone becomes the active one."""
     settings.cones.clear()
     for cone in limits.get("cones", ()):
         item = settings.cones.add()
         item.direction = cone["direction"]
         item.radius = cone["radius"]
-    if settings.active_cone_index != 0:
-        settings.active_cone_index = 0
+    settings.active_cone_index = 0
     twist = limits.get("twist")
     settings.use_twist_limit = twist is not None
     if twist is not None:
         settings.twist_min = twist["min"]
         settings.twist_max = twist["max"]
-    comfort = limits.get("comfort", 0.0)
-    if settings.comfort != comfort:
-        settings.comfort = comfort
+    settings.comfort = limits.get("comfort", 0.0)
 
 
 def limits_dict(settings):

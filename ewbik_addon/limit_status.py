@@ -16,7 +16,7 @@ import numpy as np
 from ..solver import quat
 from ..solver.kusudama import JointLimits
 from .limit_settings import has_limits, kusudama_from_key, limits_key
-from .stored_settings import stored_bone_settings
+from .stored_settings import stored_bone_limits
 
 AT_LIMIT_MARGIN = math.radians(1.0)
 BEYOND_TOLERANCE = 1e-3
@@ -93,7 +93,7 @@ def limit_status(obj):
     limited = [
         (i, pose_bone)
         for i, pose_bone in enumerate(obj.pose.bones)
-        if finite[i] and has_limits(stored_bone_settings(pose_bone))
+        if finite[i] and has_limits(stored_bone_limits(pose_bone.bone))
     ]
     status = _measure(obj, limited, basis)
     _cache[obj.name_full] = (key, status)
@@ -109,7 +109,7 @@ def _measure(obj, limited, basis):
     if not limited:
         return LimitStatus((), ())
     indices = np.array([i for i, _pose_bone in limited])
-    limits = _joint_limits(tuple(limits_key(pose_bone.ewbik) for _i, pose_bone in limited))
+    limits = _joint_limits(tuple(limits_key(pose_bone.bone.ewbik) for _i, pose_bone in limited))
     rotations = quat.from_matrix(basis[indices, :3, :3])
     beyond = limits.violation(rotations) > BEYOND_TOLERANCE
     near = np.zeros(len(limited), dtype=bool)

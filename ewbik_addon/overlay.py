@@ -28,7 +28,7 @@ from .limit_settings import has_limits, kusudama_of, limits_key
 from .limit_status import limit_status
 from .balance_body import balance_shape
 from .rig_cache import rig_for
-from .stored_settings import stored_bone_settings
+from .stored_settings import stored_bone_limits
 
 SEGMENTS = 64
 TWIST_ARC_SCALE = 0.3
@@ -133,7 +133,7 @@ def shown_bones(obj):
     return [
         pose_bone
         for pose_bone in obj.pose.bones
-        if has_limits(stored_bone_settings(pose_bone))
+        if has_limits(stored_bone_limits(pose_bone.bone))
         and not pose_bone.bone.hide
         and (
             scope == "ALL"
@@ -152,8 +152,9 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
     def world(directions):
         return (directions.reshape(-1, 3) @ scaled.T + head).reshape(directions.shape)
 
-    parts = {kind: world(shape) for kind, shape in local_shapes(pose_bone.ewbik, subdivisions).items()}
-    cones = pose_bone.ewbik.cones
+    settings = pose_bone.bone.ewbik
+    parts = {kind: world(shape) for kind, shape in local_shapes(settings, subdivisions).items()}
+    cones = settings.cones
     if 0 <= active_cone < len(cones) and Vector(cones[active_cone].direction).length > 0.0:
         cone = cones[active_cone]
         parts["active_cone"] = _polyline(world(circle_directions(cone.direction, cone.radius)))
@@ -165,6 +166,12 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
         current = head + x_axis * TWIST_ARC_SCALE * pose_bone.length * obj.matrix_world.median_scale
         parts["twist"] = np.concatenate([parts["twist"], [[head, current]]])
     return parts
+
+
+def active_cone_index(bone):
+    """The bone's active limit cone (-1 for no bone or no limits), read without storing limits."""
+    limits = stored_bone_limits(bone) if bone is not None else None
+    return limits.active_cone_index if limits is not None else -1
 
 
 def overlay_geometry(obj):
@@ -199,9 +206,7 @@ def limits_geometry(obj):
     merged = {}
     subdivisions = FINE if len(shown) <= FINE_UP_TO else COARSE
     for pose_bone in shown:
-        active_cone = (
-            pose_bone.ewbik.active_cone_index if active is not None and pose_bone.name == active.name else -1
-        )
+        active_cone = active_cone_index(pose_bone.bone) if pose_bone.bone == active else -1
         for kind, part in bone_geometry(
             obj, pose_bone, pose_bone.name in beyond, active_cone, subdivisions
         ).items():
@@ -222,7 +227,6 @@ def geometry_key(obj):
     """
     settings = obj.ewbik
     active = obj.data.bones.active
-    active_bone = obj.pose.bones.get(active.name) if active is not None else None
     return (
         obj.as_pointer(),
         status_module.changes(),
@@ -230,8 +234,8 @@ def geometry_key(obj):
         settings.show_limits,
         settings.balance,
         settings.limits_scope,
-        active_bone.name if active_bone is not None else None,
-        active_bone.ewbik.active_cone_index if active_bone is not None else -1,
+        active.name if active is not None else None,
+        active_cone_index(active),
         tuple(map(tuple, obj.matrix_world)),
         tuple(map(is_selected, obj.pose.bones)) if settings.limits_scope == "SELECTED" else (),
     )

@@ -1,17 +1,21 @@
-"""Settings stored in the .blend: per armature (`Object.ewbik`) and per pose bone (`PoseBone.ewbik`).
+"""Settings stored in the .blend: per armature object (`Object.ewbik`), per pose bone (`PoseBone.ewbik`:
+the pin) and per bone of the armature data (`Bone.ewbik`: the joint limits).
 
-Names follow the public interface (docs/INTERFACE.md). Every change marks the armature
-dirty so the live handler re-solves; values are plain RNA properties, so they are
-saved and undoable. Pin kind, planted, weight, orientation weights, falloff and the
-armature's influence are animatable (the solver reads them on every solve); stiffness
-and limits are not, because the live handler reads them only when the armature itself
-changes. Names shown in the UI speak an animator's words; the RNA identifiers are the
+Joint limits belong to the skeleton, as a bone's rest does: every object sharing the armature
+shares them, and Blender's evaluation of a posed object never copies them (it copies every value
+stored on every pose bone on each live update). Names follow the public interface
+(docs/INTERFACE.md). Every change marks the armature object or data dirty so the live handler
+re-solves; values are plain RNA properties, so they are saved and undoable. Pin kind, planted,
+weight, orientation weights, falloff and the armature's influence are animatable (the solver
+reads them on every solve); stiffness and limits are not, because the live handler reads them
+only when the armature itself changes. Names shown in the UI speak an animator's words; the RNA identifiers are the
 public interface and stay as docs/INTERFACE.md names them.
 """
 
 import array
 import contextlib
 import dataclasses
+import functools
 import math
 
 import bpy
@@ -27,7 +31,7 @@ from bpy.props import (
 )
 from mathutils import Vector
 
-from . import active, body_angles, stored_settings
+from . import active, body_angles, messages, stored_settings
 
 from ..solver import SolverSettings, presets
 from ..solver.pins import AIM_AXES
@@ -119,9 +123,9 @@ def _set_direction(cone, direction):
 
 
 def _direction_property(**options):
-    """The cone axis, refusing (0, 0, 0) without storing a last good axis per cone: Blender copies
-    every stored value of every pose bone at each evaluation of the pose. Blender 5 transforms the
-    value it stores; Blender 4 only has a getter and setter, which store it where it would."""
+    """The cone axis, refusing (0, 0, 0) without storing a last good axis per cone (a value beside
+    every cone that nothing else reads). Blender 5 transforms the value it stores; Blender 4 only
+    has a getter and setter, which store it where it would."""
     if bpy.app.version >= (5, 0, 0):
         return FloatVectorProperty(set_transform=_kept_direction, **options)
     return FloatVectorProperty(get=_direction, set=_set_direction, **options)
@@ -221,7 +225,7 @@ AIM_AXIS_ITEMS = tuple((axis, axis, f"The bone's {axis} axis points at the targe
 
 
 class EWBIK_PG_bone(bpy.types.PropertyGroup):
-    """Pin target and joint limits of one pose bone."""
+    """Pin of one pose bone, and how freely the solver turns and stretches the bone."""
 
     target: PointerProperty(
         name="Target",
@@ -319,6 +323,11 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
         options=set(),
         update=_changed,
     )
+
+
+class EWBIK_PG_bone_limits(bpy.types.PropertyGroup):
+    """Joint limits of one bone of the armature data: the kusudama cones, twist range and comfort."""
+
     cones: CollectionProperty(
         type=EWBIK_PG_limit_cone,
         name="Cones",
@@ -566,13 +575,29 @@ STORED_SETTINGS = tuple(
     if field.name in EWBIK_PG_armature.__annotations__
 )
 
-CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_role_row, EWBIK_PG_armature)
+CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_bone_limits, EWBIK_PG_role_row, EWBIK_PG_armature)
 
 
 @bpy.app.handlers.persistent
-def drop_retired_settings(_file_path):
-    """load_post: a file saved by an earlier version may store settings none reads."""
-    stored_settings.drop_retired_settings(bpy.data.objects)
+def move_limits_to_bones(_file_path):
+    """load_post: a file saved by an earlier version stores joint limits on the pose bones; they
+    are moved to the armature's bones, and those that cannot be are reported (and kept)."""
+    problems = []
+    for obj in bpy.data.objects:
+        if obj.type == "ARMATURE" and obj.pose is not None:
+            try:
+                with batched_updates(obj.data):
+                    problems += stored_settings.move_limits_to_bones(obj)
+            except Exception as error:  # a handler must never raise: report, the pose bones keep them
+                problems.append(f"{obj.name}: {error}")
+    if problems:
+        bpy.app.timers.register(functools.partial(_report_unmoved, problems), first_interval=0.0)
+
+
+def _report_unmoved(problems):
+    """Timer body (a load handler cannot report): the limits a loaded file keeps on pose bones."""
+    for problem in problems:
+        messages.report_problem(f"Joint limits left on the pose bone, unused: {problem}")
 
 
 def register():
@@ -580,13 +605,15 @@ def register():
         bpy.utils.register_class(cls)
     bpy.types.Object.ewbik = PointerProperty(type=EWBIK_PG_armature)
     bpy.types.PoseBone.ewbik = PointerProperty(type=EWBIK_PG_bone)
-    if drop_retired_settings not in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.append(drop_retired_settings)
+    bpy.types.Bone.ewbik = PointerProperty(type=EWBIK_PG_bone_limits)
+    if move_limits_to_bones not in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.append(move_limits_to_bones)
 
 
 def unregister():
-    while drop_retired_settings in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.remove(drop_retired_settings)
+    while move_limits_to_bones in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(move_limits_to_bones)
+    del bpy.types.Bone.ewbik
     del bpy.types.PoseBone.ewbik
     del bpy.types.Object.ewbik
     for cls in reversed(CLASSES):

@@ -21,7 +21,7 @@ from .messages import deleted_targets
 from .pose_io import PoseBuffers, read_locks
 from .pose_underneath import forget as forget_pose
 from .production_checks import placed_controls, posed_bones, with_mechanism
-from .stored_settings import stored_bone_settings, stored_object
+from .stored_settings import stored_bone_limits, stored_bone_settings, stored_object
 
 if TYPE_CHECKING:  # pin_reading imports this module
     from .pin_reading import CheckedPins
@@ -253,13 +253,17 @@ def _read_bone_settings(obj):
     """(pins as (bone, target), each pin's pole object or None, stiffness and stretch per bone,
     (bone, limits_key, comfort) per limited bone).
 
-    Blender's foreach_get cannot reach into the `ewbik` property group, so each bone is read
-    through its properties once (`stored_bone_settings`: bones that store none hold the
-    defaults), and limits only as a key: their dicts are made from it.
+    Blender's foreach_get cannot reach into the `ewbik` property groups, so each pose bone and
+    bone is read through its properties once (`stored_bone_settings`, `stored_bone_limits`:
+    bones that store none hold the defaults), and limits only as a key: their dicts are made
+    from it.
     """
     pins, poles, stiffness, stretch, limit_keys = [], [], [], [], []
     defaults = bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties
     for pose_bone in obj.pose.bones:
+        limits = stored_bone_limits(pose_bone.bone)
+        if has_limits(limits):
+            limit_keys.append((pose_bone.name, limits_key(limits), limits.comfort))
         props = stored_bone_settings(pose_bone)
         if props is None:
             stiffness.append(defaults["stiffness"].default)
@@ -271,8 +275,6 @@ def _read_bone_settings(obj):
             poles.append(stored_object(props, "pole"))
         stiffness.append(props.stiffness)
         stretch.append(props.stretch)
-        if has_limits(props):
-            limit_keys.append((pose_bone.name, limits_key(props), props.comfort))
     return pins, poles, stiffness, stretch, tuple(limit_keys)
 
 
@@ -315,7 +317,7 @@ def _set_joint_limits(obj, rig, limit_keys):
         found = _bone_limits_made.get(entry)
         if found is None:
             bone = entry[0]
-            found = _bone_limits_made[entry] = _bone_limits(bone, limits_dict(obj.pose.bones[bone].ewbik))
+            found = _bone_limits_made[entry] = _bone_limits(bone, limits_dict(obj.data.bones[bone].ewbik))
         made.append(found)
     rig.limit_dicts = {entry[0]: limit for entry, (limit, _) in zip(limit_keys, made)}
     kusudamas = {rig.skeleton.index[entry[0]]: kusudama for entry, (_, kusudama) in zip(limit_keys, made)}

@@ -25,6 +25,7 @@ from .armature_checks import RigError, armature_scale, check_writable
 from .limit_settings import set_limits
 from .properties import STORED_SETTINGS, batched_updates
 from .rotation_channels import rotation_channel
+from .stored_settings import bone_target, stored_bone_limits
 from .targets import new_pole, new_target
 
 MAX_NAME_BYTES = 63  # Blender truncates longer bone names
@@ -247,10 +248,12 @@ def _apply_plan(context, obj, document):
                 f"{_label(owner)}{name} {_shown(value)} was clamped to {_shown(getattr(owner, name))}"
             )
     for pose_bone in obj.pose.bones:
-        if pose_bone.name not in pinned:
+        if pose_bone.name not in pinned and bone_target(pose_bone) is not None:
             pose_bone.ewbik.target = None
-        set_limits(pose_bone.ewbik, limits.get(pose_bone.name) or {})
-        notes += _clamped_limits(pose_bone, limits.get(pose_bone.name) or {})
+        wanted = limits.get(pose_bone.name) or {}
+        if wanted or stored_bone_limits(pose_bone.bone) is not None:
+            set_limits(pose_bone.bone.ewbik, wanted)
+            notes += _clamped_limits(pose_bone.bone, wanted)
     for pose_bone, matrix, existing in pins:
         movable = existing is not None and existing.type != "ARMATURE"  # never move a rig a pin follows
         target = existing if movable else new_target(context, obj, pose_bone)
@@ -286,19 +289,19 @@ def _clamped(stored, wanted):
     return stored.shape == wanted.shape and not np.allclose(stored, wanted, rtol=1e-6, atol=1e-9)
 
 
-def _clamped_limits(pose_bone, limits):
-    settings = pose_bone.ewbik
+def _clamped_limits(bone, limits):
+    settings = bone.ewbik
     wanted = [cone["radius"] for cone in limits.get("cones", ())]
     stored = [cone.radius for cone in settings.cones]
     notes = [
-        f"bone '{pose_bone.name}': cone {i + 1} radius {math.degrees(w):.1f} deg was clamped to "
+        f"bone '{bone.name}': cone {i + 1} radius {math.degrees(w):.1f} deg was clamped to "
         f"{math.degrees(s):.1f} deg"
         for i, (w, s) in enumerate(zip(wanted, stored))
         if _clamped(s, w)
     ]
     twist = limits.get("twist")
     if twist is not None and _clamped((settings.twist_min, settings.twist_max), (twist["min"], twist["max"])):
-        notes.append(f"bone '{pose_bone.name}': twist limits were clamped to Blender's range")
+        notes.append(f"bone '{bone.name}': twist limits were clamped to Blender's range")
     return notes
 
 

@@ -42,10 +42,11 @@ class EWBIK_OT_mirror_limits(bpy.types.Operator):
             (source, target) for source, target in pairs if target.name not in sources or source == active
         ]
         new_limits = [
-            mirrored_limits(source.bone, target.bone, limits_dict(source.ewbik)) for source, target in pairs
+            mirrored_limits(source.bone, target.bone, limits_dict(source.bone.ewbik))
+            for source, target in pairs
         ]
         for (_source, target), limits in zip(pairs, new_limits):
-            set_limits(target.ewbik, limits)
+            set_limits(target.bone.ewbik, limits)
         message = f"Limits mirrored to {count(len(pairs), 'bone')}"
         if alone:
             message += f"; no other side for: {_names(alone)}"
@@ -70,9 +71,9 @@ class EWBIK_OT_copy_limits(bpy.types.Operator):
         if not targets:
             self.report({"WARNING"}, "Select the bones to copy to, then make the source bone active")
             return {"CANCELLED"}
-        limits = limits_dict(active.ewbik)
+        limits = limits_dict(active.bone.ewbik)
         for pose_bone in targets:
-            set_limits(pose_bone.ewbik, limits)
+            set_limits(pose_bone.bone.ewbik, limits)
         self.report({"INFO"}, f"Limits of {active.name} copied to {count(len(targets), 'bone')}")
         return {"FINISHED"}
 

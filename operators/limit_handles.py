@@ -48,7 +48,7 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
         return self.execute(context)
 
     def execute(self, context):
-        settings = active_limit_bone(context).ewbik
+        settings = active_limit_bone(context).bone.ewbik
         if self.remove:
             index = remove_cone_at(settings, self.direction)
             if index is None:

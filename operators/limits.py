@@ -2,7 +2,7 @@
 
 The preset data and the bone-name -> role mapping live in the solver (`solver.presets`);
 these operators only hand it the armature's bones and store what comes back in
-`PoseBone.ewbik`, so a preset gives the same limits in Blender and in the CLI.
+`Bone.ewbik`, so a preset gives the same limits in Blender and in the CLI.
 """
 
 import bpy
@@ -45,7 +45,12 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
     @classmethod
     def poll(cls, context):
         obj = context.active_object
-        return obj is not None and obj.type == "ARMATURE"
+        if obj is None or obj.type != "ARMATURE":
+            return False
+        if obj.mode == "EDIT":  # the bones are rebuilt from the edit bones on leaving Edit Mode
+            cls.poll_message_set("Switch the armature to Pose or Object Mode")
+            return False
+        return True
 
     def execute(self, context):
         obj = context.active_object
@@ -84,7 +89,7 @@ class EWBIK_OT_cone_add(bpy.types.Operator):
 
     def execute(self, context):
         pose_bone = active_limit_bone(context)
-        settings = pose_bone.ewbik
+        settings = pose_bone.bone.ewbik
         cones = settings.cones
         insert_at = min(settings.active_cone_index + 1, len(cones))
         cone = cones.add()
@@ -104,10 +109,13 @@ class EWBIK_OT_cone_remove(bpy.types.Operator):
     @classmethod
     def poll(cls, context):
         pose_bone = active_limit_bone(context)
-        return pose_bone is not None and 0 <= pose_bone.ewbik.active_cone_index < len(pose_bone.ewbik.cones)
+        if pose_bone is None:
+            return False
+        settings = pose_bone.bone.ewbik
+        return 0 <= settings.active_cone_index < len(settings.cones)
 
     def execute(self, context):
-        settings = active_limit_bone(context).ewbik
+        settings = active_limit_bone(context).bone.ewbik
         settings.cones.remove(settings.active_cone_index)
         settings.active_cone_index = max(0, min(settings.active_cone_index, len(settings.cones) - 1))
         return {"FINISHED"}
@@ -125,10 +133,10 @@ class EWBIK_OT_cone_move(bpy.types.Operator):
     @classmethod
     def poll(cls, context):
         pose_bone = active_limit_bone(context)
-        return pose_bone is not None and len(pose_bone.ewbik.cones) > 1
+        return pose_bone is not None and len(pose_bone.bone.ewbik.cones) > 1
 
     def execute(self, context):
-        settings = active_limit_bone(context).ewbik
+        settings = active_limit_bone(context).bone.ewbik
         index = settings.active_cone_index
         target = index - 1 if self.direction == "UP" else index + 1
         if not (0 <= index < len(settings.cones) and 0 <= target < len(settings.cones)):
@@ -156,7 +164,7 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
             self.report({"WARNING"}, "No bones selected")
             return {"CANCELLED"}
         for pose_bone in chosen:
-            set_limits(pose_bone.ewbik, {})
+            set_limits(pose_bone.bone.ewbik, {})
         self.report({"INFO"}, f"Limits cleared on {count(len(chosen), 'bone')}")
         return {"FINISHED"}
 

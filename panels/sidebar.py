@@ -277,7 +277,7 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
 
     def draw(self, context):
         pose_bone = active_limit_bone(context)
-        settings = pose_bone.ewbik
+        settings = pose_bone.bone.ewbik
         layout = self.layout
 
         row = layout.row(align=True)
@@ -305,8 +305,8 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
             col.prop(cone, "radius")
             col.prop(cone, "direction")
         col = layout.column()
-        col.prop(settings, "stiffness", slider=True)
-        col.prop(settings, "stretch")
+        col.prop(pose_bone.ewbik, "stiffness", slider=True)
+        col.prop(pose_bone.ewbik, "stretch")
         col.prop(settings, "comfort", slider=True)
         draw_limit_sharing(layout, pose_bone.id_data)
 
@@ -323,10 +323,10 @@ class EWBIK_PT_limits_twist(SidebarPanel, bpy.types.Panel):
         return active_limit_bone(context) is not None
 
     def draw_header(self, context):
-        self.layout.prop(active_limit_bone(context).ewbik, "use_twist_limit", text="")
+        self.layout.prop(active_limit_bone(context).bone.ewbik, "use_twist_limit", text="")
 
     def draw(self, context):
-        settings = active_limit_bone(context).ewbik
+        settings = active_limit_bone(context).bone.ewbik
         layout = self.layout
         layout.use_property_split = True
         layout.use_property_decorate = False

@@ -146,7 +146,7 @@ def picture(name, bone_name, toward, turns, label, out_dir, size, drag=False):
     if drag:
         gizmos = addon("ewbik_addon.limit_gizmos")
         edit = gizmos.LimitEdit(obj, bone_name, "radius", 0)
-        cone = obj.pose.bones[bone_name].ewbik.cones[0]
+        cone = obj.pose.bones[bone_name].bone.ewbik.cones[0]
         rim = Quaternion(Vector(cone.direction).orthogonal(), cone.radius + math.radians(23.0)) @ Vector(
             cone.direction
         )

@@ -118,7 +118,7 @@ def test_nan_setting_is_refused(metarig):
 
 def test_limit_cone_without_direction_is_reported_until_fixed(metarig):
     target = pinned(metarig, "hand.L")["hand.L"]
-    cone = metarig.pose.bones["forearm.L"].ewbik.cones.add()
+    cone = metarig.pose.bones["forearm.L"].bone.ewbik.cones.add()
     # As an older file may hold it: the panel refuses a zero direction.
     stored = cone.bl_system_properties_get() if hasattr(cone, "bl_system_properties_get") else cone
     stored["direction"] = (0.0, 0.0, 0.0)

@@ -88,7 +88,7 @@ def test_pins_sit_on_the_bones_sized_in_metres_and_the_preset_limits_the_limbs(c
         assert (target.matrix_world.translation - world_head(character, name)).length < 1e-5, name
         assert 0.005 < target.empty_display_size < 0.3, name  # metres, not centimetres
         assert max(abs(s) for s in target.matrix_world.to_scale()) == pytest.approx(1.0)
-    limited = {name for name, pose_bone in character.pose.bones.items() if len(pose_bone.ewbik.cones)}
+    limited = {name for name, pose_bone in character.pose.bones.items() if len(pose_bone.bone.ewbik.cones)}
     assert {"mixamorig:LeftForeArm", "mixamorig:RightLeg", "mixamorig:LeftUpLeg", "mixamorig:Neck"} <= limited
     assert not [name for name in limited if name.endswith("_End")]
 
@@ -151,10 +151,12 @@ def test_a_bone_mapped_by_hand_gets_its_role_and_the_mapping_is_saved(character,
     rows["Bone.007"].role = "forearm.L"
     rows["mixamorig:Neck"].role = "NONE"
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=False) == {"FINISHED"}
-    assert len(character.pose.bones["Bone.007"].ewbik.cones)
-    assert not len(character.pose.bones["mixamorig:Neck"].ewbik.cones)
-    mirrored = [cone.radius for cone in character.pose.bones["mixamorig:RightForeArm"].ewbik.cones]
-    assert [cone.radius for cone in character.pose.bones["Bone.007"].ewbik.cones] == pytest.approx(mirrored)
+    assert len(character.pose.bones["Bone.007"].bone.ewbik.cones)
+    assert not len(character.pose.bones["mixamorig:Neck"].bone.ewbik.cones)
+    mirrored = [cone.radius for cone in character.pose.bones["mixamorig:RightForeArm"].bone.ewbik.cones]
+    assert [cone.radius for cone in character.pose.bones["Bone.007"].bone.ewbik.cones] == pytest.approx(
+        mirrored
+    )
     path = tmp_path / "mapped.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
     bpy.ops.wm.open_mainfile(filepath=str(path))

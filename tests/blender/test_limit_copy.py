@@ -20,7 +20,7 @@ TWIST = (math.radians(-25.0), math.radians(60.0))
 
 
 def violations(pose_bone, rotations):
-    kusudama = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.ewbik)
+    kusudama = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.bone.ewbik)
     joint_limits = addon_module("solver.kusudama").JointLimits
     return np.array([joint_limits({0: kusudama}, 1).violation(np.array([tuple(q)]))[0] for q in rotations])
 
@@ -55,7 +55,7 @@ def test_mirrored_limits_allow_exactly_the_mirrored_rotations(metarig_factory, r
     set_cones(source, *LIMITS, twist=TWIST)
     select_pose_bones(rig, [left])
     assert bpy.ops.ewbik.mirror_limits() == {"FINISHED"}
-    assert len(target.ewbik.cones) == 2 and target.ewbik.use_twist_limit
+    assert len(target.bone.ewbik.cones) == 2 and target.bone.ewbik.use_twist_limit
     rotations = random_rotations(400, seed=11)
     before = violations(source, rotations)
     after = violations(target, [mirrored(source.bone, target.bone, q) for q in rotations])
@@ -70,8 +70,8 @@ def test_mirror_reports_bones_without_another_side(metarig):
     set_cones(metarig.pose.bones["forearm.R"], ((0, 1, 0), 0.5))
     select_pose_bones(metarig, ["spine", "forearm.R"])
     assert bpy.ops.ewbik.mirror_limits() == {"FINISHED"}
-    assert metarig.pose.bones["forearm.L"].ewbik.cones[0].radius == pytest.approx(0.5)
-    assert len(metarig.pose.bones["spine"].ewbik.cones) == 1
+    assert metarig.pose.bones["forearm.L"].bone.ewbik.cones[0].radius == pytest.approx(0.5)
+    assert len(metarig.pose.bones["spine"].bone.ewbik.cones) == 1
     select_pose_bones(metarig, ["spine"])
     assert bpy.ops.ewbik.mirror_limits() == {"CANCELLED"}
 
@@ -103,13 +103,13 @@ def test_mirror_names(name, other):
 def test_copy_gives_the_selected_bones_the_active_bones_limits(metarig_factory, rig_kind, source, targets):
     rig = metarig_factory(rig_kind)
     set_cones(rig.pose.bones[source], *LIMITS, twist=TWIST)
-    rig.pose.bones[source].ewbik.comfort = 0.3
+    rig.pose.bones[source].bone.ewbik.comfort = 0.3
     select_pose_bones(rig, targets + [source])
     assert bpy.ops.ewbik.copy_limits() == {"FINISHED"}
     limits_dict = addon_module("ewbik_addon.limit_settings").limits_dict
-    expected = limits_dict(rig.pose.bones[source].ewbik)
+    expected = limits_dict(rig.pose.bones[source].bone.ewbik)
     for name in targets:
-        assert limits_dict(rig.pose.bones[name].ewbik) == expected
+        assert limits_dict(rig.pose.bones[name].bone.ewbik) == expected
     select_pose_bones(rig, [source])
     assert bpy.ops.ewbik.copy_limits() == {"CANCELLED"}
 

@@ -67,7 +67,7 @@ def test_handles_sit_on_the_cone_centres_rims_and_the_twist_dial(gizmos, rig):
         ("twist_max", -1),
     ]
     local = {(kind, index): frame.inverted() @ point for kind, index, point in handles}
-    for index, cone in enumerate(pose_bone.ewbik.cones):
+    for index, cone in enumerate(pose_bone.bone.ewbik.cones):
         axis = Vector(cone.direction).normalized()
         assert (local["centre", index] - axis * length).length < 1e-5
         assert local["radius", index].length == pytest.approx(length, rel=1e-5)
@@ -75,7 +75,7 @@ def test_handles_sit_on_the_cone_centres_rims_and_the_twist_dial(gizmos, rig):
     for kind, twist in (("twist_min", -20.0), ("twist_max", 40.0)):
         pose_rotation(pose_bone, Quaternion(Y, math.radians(twist)))
         x_axis = (rig.matrix_world @ pose_bone.matrix).to_3x3().col[0]
-        centre = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.ewbik).centre
+        centre = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.bone.ewbik).centre
         swung = (
             frame.to_3x3() @ Y.rotation_difference(Vector(centre)).to_matrix() @ frame.to_3x3().inverted()
         ) @ x_axis
@@ -84,21 +84,23 @@ def test_handles_sit_on_the_cone_centres_rims_and_the_twist_dial(gizmos, rig):
 
 def test_dragging_a_centre_follows_the_ray_and_cancel_restores(gizmos, rig):
     pose_bone = rig.pose.bones[BONE]
-    before = [(tuple(c.direction), c.radius) for c in pose_bone.ewbik.cones]
+    before = [(tuple(c.direction), c.radius) for c in pose_bone.bone.ewbik.cones]
     frame = rest_under_parent(rig, pose_bone)
     edit = gizmos.LimitEdit(rig, BONE, "centre", 1)
-    assert pose_bone.ewbik.active_cone_index == 1
+    assert pose_bone.bone.ewbik.active_cone_index == 1
     wanted = Vector((0.6, 0.7, -0.2)).normalized()
     edit.drag_ray(*ray_at(frame, wanted * pose_bone.length))
-    assert tuple(pose_bone.ewbik.cones[1].direction) == pytest.approx(tuple(wanted), abs=1e-5)
+    assert tuple(pose_bone.bone.ewbik.cones[1].direction) == pytest.approx(tuple(wanted), abs=1e-5)
     assert "Cone 2 centre" in edit.header() and "flex" in edit.header()
     edit.drag_ray(*ray_at(frame, wanted * pose_bone.length * 0.5))
-    assert tuple(pose_bone.ewbik.cones[1].direction) != pytest.approx(tuple(wanted), abs=1e-3)
-    pose_bone.ewbik.active_cone_index = 0
+    assert tuple(pose_bone.bone.ewbik.cones[1].direction) != pytest.approx(tuple(wanted), abs=1e-3)
+    pose_bone.bone.ewbik.active_cone_index = 0
     edit.cancel()
-    assert [(tuple(c.direction), c.radius) for c in pose_bone.ewbik.cones] == before
-    assert pose_bone.ewbik.active_cone_index == 0
-    assert pose_bone.ewbik.use_twist_limit and pose_bone.ewbik.twist_max == pytest.approx(math.radians(40.0))
+    assert [(tuple(c.direction), c.radius) for c in pose_bone.bone.ewbik.cones] == before
+    assert pose_bone.bone.ewbik.active_cone_index == 0
+    assert pose_bone.bone.ewbik.use_twist_limit and pose_bone.bone.ewbik.twist_max == pytest.approx(
+        math.radians(40.0)
+    )
 
 
 def test_ctrl_snaps_the_centre_to_5_degree_flex_and_abduct(gizmos, rig):
@@ -106,29 +108,31 @@ def test_ctrl_snaps_the_centre_to_5_degree_flex_and_abduct(gizmos, rig):
     pose_bone = rig.pose.bones[BONE]
     edit = gizmos.LimitEdit(rig, BONE, "centre", 0)
     edit.set_direction(Vector((0.31, 0.8, 0.17)), snap=True)
-    flex, abduct = body_angles.flex_abduct(pose_bone.bone, pose_bone.ewbik.cones[0].direction)
+    flex, abduct = body_angles.flex_abduct(pose_bone.bone, pose_bone.bone.ewbik.cones[0].direction)
     for angle in (flex, abduct):
         steps = math.degrees(angle) / 5.0
         assert steps == pytest.approx(round(steps), abs=1e-3)
-    assert Vector(pose_bone.ewbik.cones[0].direction).angle(Vector((0.31, 0.8, 0.17))) < math.radians(5.0)
+    assert Vector(pose_bone.bone.ewbik.cones[0].direction).angle(Vector((0.31, 0.8, 0.17))) < math.radians(
+        5.0
+    )
 
 
 def test_dragging_the_rim_sets_the_radius(gizmos, rig):
     pose_bone = rig.pose.bones[BONE]
     frame = rest_under_parent(rig, pose_bone)
-    axis = Vector(pose_bone.ewbik.cones[0].direction)
+    axis = Vector(pose_bone.bone.ewbik.cones[0].direction)
     rim = Quaternion(axis.orthogonal(), math.radians(52.3)) @ axis
     edit = gizmos.LimitEdit(rig, BONE, "radius", 0)
     edit.drag_ray(*ray_at(frame, rim * pose_bone.length))
-    assert math.degrees(pose_bone.ewbik.cones[0].radius) == pytest.approx(52.3, abs=1e-3)
+    assert math.degrees(pose_bone.bone.ewbik.cones[0].radius) == pytest.approx(52.3, abs=1e-3)
     edit.drag_ray(*ray_at(frame, rim * pose_bone.length), snap=True)
-    assert math.degrees(pose_bone.ewbik.cones[0].radius) == pytest.approx(50.0, abs=1e-4)
+    assert math.degrees(pose_bone.bone.ewbik.cones[0].radius) == pytest.approx(50.0, abs=1e-4)
     assert edit.header().startswith("Cone 1 radius: 50.0")
 
 
 def test_dragging_the_twist_dial_sets_the_range_end_where_the_x_axis_would_point(gizmos, rig):
     pose_bone = rig.pose.bones[BONE]
-    centre = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.ewbik).centre
+    centre = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.bone.ewbik).centre
     frame = rest_under_parent(rig, pose_bone)
     swing = Y.rotation_difference(Vector(centre))
     edit = gizmos.LimitEdit(rig, BONE, "twist_max", -1)
@@ -138,13 +142,13 @@ def test_dragging_the_twist_dial_sets_the_range_end_where_the_x_axis_would_point
         on_dial = x_axis * 0.3 * pose_bone.length
         origin = frame @ (on_dial + Vector(centre) * 2.0)
         edit.drag_ray(origin, frame @ on_dial - origin)
-        assert math.degrees(pose_bone.ewbik.twist_max) == pytest.approx(max(degrees, -20.0), abs=1e-3)
+        assert math.degrees(pose_bone.bone.ewbik.twist_max) == pytest.approx(max(degrees, -20.0), abs=1e-3)
     edit.set_twist(math.radians(33.0), snap=True)
-    assert math.degrees(pose_bone.ewbik.twist_max) == pytest.approx(35.0, abs=1e-4)
+    assert math.degrees(pose_bone.bone.ewbik.twist_max) == pytest.approx(35.0, abs=1e-4)
     assert edit.header().startswith("Twist max: 35.0")
     low = gizmos.LimitEdit(rig, BONE, "twist_min", -1)
     low.set_twist(math.radians(80.0))
-    assert pose_bone.ewbik.twist_min == pytest.approx(pose_bone.ewbik.twist_max)
+    assert pose_bone.bone.ewbik.twist_min == pytest.approx(pose_bone.bone.ewbik.twist_max)
 
 
 def test_a_finished_drag_is_one_undo_step(gizmos, rig):
@@ -154,19 +158,19 @@ def test_a_finished_drag_is_one_undo_step(gizmos, rig):
     for degrees in (35.0, 40.0, 45.0):
         edit.set_direction(Quaternion(Vector((1.0, 0.0, 0.0)), math.radians(degrees)) @ Y)
     edit.commit()
-    assert math.degrees(rig.pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(45.0, abs=1e-3)
+    assert math.degrees(rig.pose.bones[BONE].bone.ewbik.cones[0].radius) == pytest.approx(45.0, abs=1e-3)
     bpy.ops.ed.undo()
-    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(
+    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].bone.ewbik.cones[0].radius) == pytest.approx(
         30.0, abs=1e-3
     )
     bpy.ops.ed.redo()
-    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].ewbik.cones[0].radius) == pytest.approx(
+    assert math.degrees(bpy.data.objects[name].pose.bones[BONE].bone.ewbik.cones[0].radius) == pytest.approx(
         45.0, abs=1e-3
     )
 
 
 def test_cone_at_cursor_adds_where_the_chain_is_shortest_and_removes_the_nearest(rig):
-    settings = rig.pose.bones[BONE].ewbik
+    settings = rig.pose.bones[BONE].bone.ewbik
     between = (Vector((0.0, 1.0, 0.0)) + Vector((0.0, 0.5, 1.0)).normalized()).normalized()
     assert bpy.ops.ewbik.cone_at_cursor(direction=between) == {"FINISHED"}
     assert len(settings.cones) == 3 and settings.active_cone_index == 1
@@ -184,7 +188,7 @@ def new_cone_at_rest(obj, bone):
     bpy.ops.object.mode_set(mode="POSE")
     select_pose_bones(obj, [bone])
     assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
-    return obj.pose.bones[bone].ewbik.cones[-1]
+    return obj.pose.bones[bone].bone.ewbik.cones[-1]
 
 
 def in_armature(obj, bone, direction):
@@ -241,7 +245,7 @@ class FakeArea:
 def test_gizmo_handlers_drag_show_the_value_and_cancel_or_keep(gizmos, rig, monkeypatch, cancel):
     pose_bone = rig.pose.bones[BONE]
     frame = rest_under_parent(rig, pose_bone)
-    axis = Vector(pose_bone.ewbik.cones[0].direction)
+    axis = Vector(pose_bone.bone.ewbik.cones[0].direction)
     rim = Quaternion(axis.orthogonal(), math.radians(47.0)) @ axis
     monkeypatch.setattr(gizmos, "view_ray", lambda context, event: ray_at(frame, rim * pose_bone.length))
     area = FakeArea()
@@ -254,10 +258,12 @@ def test_gizmo_handlers_drag_show_the_value_and_cancel_or_keep(gizmos, rig, monk
     assert cls.modal(handle, context, type("Event", (), {"ctrl": True})(), set()) == {"RUNNING_MODAL"}
     assert area.header.startswith("Cone 1 radius: 45.0")
     cls.modal(handle, context, type("Event", (), {"ctrl": False})(), set())
-    assert math.degrees(pose_bone.ewbik.cones[0].radius) == pytest.approx(47.0, abs=1e-3)
+    assert math.degrees(pose_bone.bone.ewbik.cones[0].radius) == pytest.approx(47.0, abs=1e-3)
     cls.exit(handle, context, cancel)
     assert area.header is None and handle.edit is None
-    assert math.degrees(pose_bone.ewbik.cones[0].radius) == pytest.approx(30.0 if cancel else 47.0, abs=1e-3)
+    assert math.degrees(pose_bone.bone.ewbik.cones[0].radius) == pytest.approx(
+        30.0 if cancel else 47.0, abs=1e-3
+    )
 
 
 def test_limits_panel_shows_body_angles_sharing_viewport_options_and_bones_at_limits(rig):
@@ -315,10 +321,10 @@ def test_gizmo_group_keeps_one_gizmo_per_handle_on_its_point(gizmos, rig):
     bpy.ops.ewbik.cone_at_cursor(direction=(1.0, 0.2, 0.0))
     gizmos.EWBIK_GGT_limit_handles.draw_prepare(group, context)
     assert len(group.gizmos) == len(handles) + 2 and group.gizmos[: len(first)] == first
-    pose_bone.ewbik.use_twist_limit = False
+    pose_bone.bone.ewbik.use_twist_limit = False
     gizmos.EWBIK_GGT_limit_handles.draw_prepare(group, context)
     assert [g.kind for g in group.gizmos].count("centre") == 3 and len(group.gizmos) == 6
-    pose_bone.ewbik.cones.clear()
+    pose_bone.bone.ewbik.cones.clear()
     assert not gizmos.EWBIK_GGT_limit_handles.poll(context)
 
 

@@ -30,7 +30,7 @@ def stored_limits(obj):
     """{bone name: scene-document limits} of the pose bones that have any."""
     limits = {}
     for pose_bone in obj.pose.bones:
-        settings = pose_bone.ewbik
+        settings = pose_bone.bone.ewbik
         if not settings.cones and not settings.use_twist_limit:
             continue
         limits[pose_bone.name] = {
@@ -127,13 +127,13 @@ def test_the_margin_widens_the_fitted_limits(mocap_rig):
 
 def test_keeps_comfort_and_only_changes_selected_bones(mocap_rig):
     use_range()
-    mocap_rig.pose.bones["LeftKnee"].ewbik.comfort = 0.25
+    mocap_rig.pose.bones["LeftKnee"].bone.ewbik.comfort = 0.25
     make_active(mocap_rig)
     bpy.ops.object.mode_set(mode="POSE")
     select_pose_bones(mocap_rig, ["LeftKnee", "LeftElbow"])
     assert bpy.ops.ewbik.limits_from_action(only_selected=True) == {"FINISHED"}
     assert set(stored_limits(mocap_rig)) == {"LeftKnee", "LeftElbow"}
-    assert mocap_rig.pose.bones["LeftKnee"].ewbik.comfort == pytest.approx(0.25)
+    assert mocap_rig.pose.bones["LeftKnee"].bone.ewbik.comfort == pytest.approx(0.25)
 
 
 def test_a_solve_with_fitted_limits_still_reaches_and_respects_them(mocap_rig):
@@ -162,11 +162,11 @@ def test_a_solve_with_fitted_limits_still_reaches_and_respects_them(mocap_rig):
 def test_bad_range_reports_an_error_and_changes_nothing(mocap_rig, options, message):
     use_range(current=5)
     knee = mocap_rig.pose.bones["LeftKnee"]
-    knee.ewbik.cones.add().radius = 0.5
+    knee.bone.ewbik.cones.add().radius = 0.5
     with pytest.raises(RuntimeError, match=message):
         bpy.ops.ewbik.limits_from_action(**options)
     assert set(stored_limits(mocap_rig)) == {"LeftKnee"}
-    assert len(knee.ewbik.cones) == 1 and knee.ewbik.cones[0].radius == pytest.approx(0.5)
+    assert len(knee.bone.ewbik.cones) == 1 and knee.bone.ewbik.cones[0].radius == pytest.approx(0.5)
     assert bpy.context.scene.frame_current == 5
 
 

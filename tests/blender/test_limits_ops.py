@@ -21,7 +21,7 @@ def pose_mode(obj, *selected):
 
 def stored_kusudama(pose_bone):
     """The solver's Kusudama for what the operators stored on this pose bone."""
-    settings = pose_bone.ewbik
+    settings = pose_bone.bone.ewbik
     limits = {"cones": [{"direction": list(c.direction), "radius": c.radius} for c in settings.cones]}
     if settings.use_twist_limit:
         limits["twist"] = {"min": settings.twist_min, "max": settings.twist_max}
@@ -29,7 +29,7 @@ def stored_kusudama(pose_bone):
 
 
 def is_limited(pose_bone):
-    return len(pose_bone.ewbik.cones) > 0 or pose_bone.ewbik.use_twist_limit
+    return len(pose_bone.bone.ewbik.cones) > 0 or pose_bone.bone.ewbik.use_twist_limit
 
 
 def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, capfd):
@@ -117,12 +117,12 @@ def test_preset_replaces_existing_limits(metarig):
     expected = addon_module("solver.presets").preset_limits(
         addon_module("ewbik_addon.limit_settings").scene_bones(metarig), "humanoid"
     )["forearm.L"]
-    cones = metarig.pose.bones["forearm.L"].ewbik.cones
+    cones = metarig.pose.bones["forearm.L"].bone.ewbik.cones
     assert len(cones) == len(expected["cones"])
     for cone, wanted in zip(cones, expected["cones"]):
         assert tuple(cone.direction) == pytest.approx(wanted["direction"], abs=1e-6)
         assert cone.radius == pytest.approx(wanted["radius"], abs=1e-6)
-    settings = metarig.pose.bones["forearm.L"].ewbik
+    settings = metarig.pose.bones["forearm.L"].bone.ewbik
     assert settings.use_twist_limit == ("twist" in expected)
     if "twist" in expected:
         assert (settings.twist_min, settings.twist_max) == pytest.approx(
@@ -146,7 +146,7 @@ def test_preset_needs_an_armature():
 def test_cone_add_follows_the_posed_direction_and_inserts_after_the_active_cone(metarig):
     pose_mode(metarig, "forearm.L")
     pose_bone = metarig.pose.bones["forearm.L"]
-    settings = pose_bone.ewbik
+    settings = pose_bone.bone.ewbik
     assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
     assert len(settings.cones) == 1 and settings.active_cone_index == 0
     assert tuple(settings.cones[0].direction) == pytest.approx((0.0, 1.0, 0.0), abs=1e-6)
@@ -176,7 +176,7 @@ def test_the_cone_list_never_shows_minus_zero(metarig):
         pose_mode(metarig, name)
         assert bpy.ops.ewbik.cone_add() == {"FINISHED"}
         log = []
-        cone = metarig.pose.bones[name].ewbik.cones[0]
+        cone = metarig.pose.bones[name].bone.ewbik.cones[0]
         bpy.types.EWBIK_UL_cones.draw_item(
             None, bpy.context, RecordingLayout(log), None, cone, 0, None, "", 0
         )
@@ -186,7 +186,7 @@ def test_the_cone_list_never_shows_minus_zero(metarig):
 
 def test_cone_remove_and_move(metarig):
     pose_mode(metarig, "forearm.L")
-    settings = metarig.pose.bones["forearm.L"].ewbik
+    settings = metarig.pose.bones["forearm.L"].bone.ewbik
     for radius in (0.1, 0.2, 0.3):
         bpy.ops.ewbik.cone_add()
         settings.cones[settings.active_cone_index].radius = radius
@@ -229,10 +229,10 @@ def test_reset_limits_clears_only_the_selected_bones(metarig):
     make_active(metarig)
     bpy.ops.ewbik.apply_limit_preset(preset="humanoid")
     pose_mode(metarig, "forearm.L", "shin.R")
-    metarig.pose.bones["forearm.L"].ewbik.comfort = 0.5
+    metarig.pose.bones["forearm.L"].bone.ewbik.comfort = 0.5
     assert bpy.ops.ewbik.reset_limits() == {"FINISHED"}
     for name in ("forearm.L", "shin.R"):
-        settings = metarig.pose.bones[name].ewbik
+        settings = metarig.pose.bones[name].bone.ewbik
         assert len(settings.cones) == 0 and not settings.use_twist_limit and settings.comfort == 0.0
     assert is_limited(metarig.pose.bones["forearm.R"])
     assert is_limited(metarig.pose.bones["shin.L"])
@@ -288,7 +288,7 @@ def test_preset_report_names_the_rest_pose(metarig, capfd):
 
 
 def test_typing_twist_min_above_max_moves_max_along(metarig):
-    settings = metarig.pose.bones["forearm.L"].ewbik
+    settings = metarig.pose.bones["forearm.L"].bone.ewbik
     settings.use_twist_limit = True
     settings.twist_min, settings.twist_max = math.radians(-30.0), math.radians(20.0)
     settings.twist_min = math.radians(50.0)
@@ -299,7 +299,7 @@ def test_typing_twist_min_above_max_moves_max_along(metarig):
 
 
 def test_a_zero_cone_direction_is_refused(metarig):
-    cone = metarig.pose.bones["forearm.L"].ewbik.cones.add()
+    cone = metarig.pose.bones["forearm.L"].bone.ewbik.cones.add()
     cone.direction = (0.0, 0.6, 0.8)
     cone.direction = (0.0, 0.0, 0.0)
     assert tuple(cone.direction) == pytest.approx((0.0, 0.6, 0.8))
@@ -312,7 +312,7 @@ def test_limits_typed_in_the_panel_never_stop_the_rig(metarig):
     metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     make_active(metarig)
     target = pin(metarig, "hand.L")["hand.L"]
-    settings = metarig.pose.bones["forearm.L"].ewbik
+    settings = metarig.pose.bones["forearm.L"].bone.ewbik
     settings.use_twist_limit = True
     settings.twist_min = math.radians(170.0)
     settings.cones.add().direction = (0.0, 0.0, 0.0)
@@ -335,53 +335,3 @@ def test_preset_report_counts_limits_by_body_part_without_listing_roots_or_face_
     for noise in ("spine,", "face", "lip", "brow", "jaw", "nose", "cheek", "ear", "eye", "teeth", "tongue"):
         assert noise not in listed, noise
     assert "other bones left free" in report
-
-
-def stored(struct):
-    """The stored bpy.props values of `struct` (Blender 5 keeps them apart from custom properties)."""
-    return struct.bl_system_properties_get() if hasattr(struct, "bl_system_properties_get") else struct
-
-
-LIMITED_BONE_SETTINGS = {"cones", "use_twist_limit", "twist_min", "twist_max", "stiffness"}
-
-
-def test_limited_bones_store_only_their_limits(metarig):
-    """Blender copies every stored value of every pose bone at each evaluation of the pose: a
-    preset and a live solve store no last good axis per cone, no default active cone or comfort,
-    and no empty target or pole on bones that are not pinned."""
-    make_active(metarig)
-    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
-    target = pin(metarig, "hand.L")["hand.L"]
-    bpy.ops.object.mode_set(mode="OBJECT")
-    target.location.z += 0.02
-    bpy.context.view_layer.update()
-    bone_target = addon_module("ewbik_addon.stored_settings").bone_target
-    limited = [bone for bone in metarig.pose.bones if is_limited(bone) and bone_target(bone) is None]
-    assert len(limited) > 20
-    for pose_bone in limited:
-        settings = stored(pose_bone)["ewbik"]
-        assert set(settings.keys()) <= LIMITED_BONE_SETTINGS, pose_bone.name
-        for cone in settings.get("cones", ()):
-            assert set(cone.keys()) <= {"direction", "radius"}, pose_bone.name
-
-
-def test_a_file_saved_with_last_good_directions_loads_its_limits_without_them(metarig, tmp_path):
-    """Earlier versions stored each cone's last good axis; a file they saved keeps its limits and
-    drops what none reads."""
-    make_active(metarig)
-    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
-    before, name = {}, metarig.name
-    for pose_bone in metarig.pose.bones:
-        for k, cone in enumerate(pose_bone.ewbik.cones if is_limited(pose_bone) else ()):
-            stored(cone)["last_direction"] = tuple(cone.direction)
-            before[pose_bone.name, k] = (tuple(cone.direction), cone.radius)
-    path = str(tmp_path / "older.blend")
-    bpy.ops.wm.save_as_mainfile(filepath=path)
-    bpy.ops.wm.open_mainfile(filepath=path)
-    rig = bpy.data.objects[name]
-    after = {}
-    for pose_bone in rig.pose.bones:
-        for k, cone in enumerate(pose_bone.ewbik.cones if is_limited(pose_bone) else ()):
-            assert "last_direction" not in stored(cone)
-            after[pose_bone.name, k] = (tuple(cone.direction), cone.radius)
-    assert after == before

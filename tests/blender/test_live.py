@@ -330,9 +330,8 @@ def test_settings_and_pins_survive_save_and_reload(metarig, tmp_path):
     metarig.ewbik.iterations = 42
     metarig.ewbik.time_budget_ms = 0.0
     target_name = pin(metarig, "hand.L", "foot.L")["hand.L"].name
-    bone = metarig.pose.bones["forearm.L"].ewbik
-    bone.stiffness = 0.25
-    cone = bone.cones.add()
+    metarig.pose.bones["forearm.L"].ewbik.stiffness = 0.25
+    cone = metarig.data.bones["forearm.L"].ewbik.cones.add()
     cone.radius = 1.2
     bpy.ops.object.mode_set(mode="OBJECT")
     path = str(tmp_path / "pinned.blend")
@@ -342,7 +341,7 @@ def test_settings_and_pins_survive_save_and_reload(metarig, tmp_path):
     rig = bpy.data.objects["metarig"]
     assert rig.ewbik.iterations == 42
     assert rig.pose.bones["forearm.L"].ewbik.stiffness == pytest.approx(0.25)
-    assert rig.pose.bones["forearm.L"].ewbik.cones[0].radius == pytest.approx(1.2)
+    assert rig.pose.bones["forearm.L"].bone.ewbik.cones[0].radius == pytest.approx(1.2)
     moved = rig.pose.bones["hand.L"].ewbik.target
     assert moved.name == target_name
     moved.location.z += 0.05

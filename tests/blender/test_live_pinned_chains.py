@@ -119,11 +119,9 @@ def test_a_pin_added_on_another_chain_is_solved_at_once(metarig, monkeypatch):
     assert metarig.pose.bones["forearm.R"].matrix_basis != forearm
 
 
-def stores_settings(pose_bone):
-    """Whether the bone holds a `PoseBone.ewbik` group (5.x keeps bpy.props groups apart)."""
-    store = (
-        pose_bone.bl_system_properties_get() if hasattr(pose_bone, "bl_system_properties_get") else pose_bone
-    )
+def stores_settings(bone):
+    """Whether the pose bone or bone holds an `ewbik` group (5.x keeps bpy.props groups apart)."""
+    store = bone.bl_system_properties_get() if hasattr(bone, "bl_system_properties_get") else bone
     return store is not None and "ewbik" in store
 
 
@@ -149,7 +147,7 @@ def test_the_sidebar_overlay_and_checks_store_no_settings_on_bones_that_have_non
     without storing: a session with the sidebar open keeps live updates as cheap as the drag."""
     metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     metarig.ewbik.auto_limits = False
-    metarig.pose.bones["forearm.L"].ewbik.use_twist_limit = True
+    metarig.pose.bones["forearm.L"].bone.ewbik.use_twist_limit = True
     pin(metarig, "hand.L", "foot.R")
     metarig.ewbik.limits_scope = "ALL"
     pin_list = bpy.types.EWBIK_UL_pins
@@ -168,4 +166,5 @@ def test_the_sidebar_overlay_and_checks_store_no_settings_on_bones_that_have_non
     bake_armatures = addon_module("ewbik_addon.bake_engine").armatures_to_bake(bpy.context)
     assert bake_armatures == [metarig]
     holding = {pose_bone.name for pose_bone in metarig.pose.bones if stores_settings(pose_bone)}
-    assert holding == {"forearm.L", "hand.L", "foot.R"}
+    assert holding == {"hand.L", "foot.R"}
+    assert {bone.name for bone in metarig.data.bones if stores_settings(bone)} == {"forearm.L"}

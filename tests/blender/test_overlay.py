@@ -167,11 +167,14 @@ def stored(settings):
 def test_an_inverted_twist_range_or_a_cone_without_axis_from_an_old_file_is_left_out(overlay, posed_rig):
     pose_bone = posed_rig.pose.bones["forearm.L"]
     set_cones(pose_bone, ((0.0, 1.0, 0.0), 0.5), ((1.0, 0.0, 0.0), 0.3), twist=(-0.5, 0.5))
-    stored(pose_bone.ewbik)["twist_min"], stored(pose_bone.ewbik)["twist_max"] = 0.5, -0.5
-    stored(pose_bone.ewbik.cones[1])["direction"] = (0.0, 0.0, 0.0)
-    assert (pose_bone.ewbik.twist_min, tuple(pose_bone.ewbik.cones[1].direction)) == (0.5, (0.0, 0.0, 0.0))
+    stored(pose_bone.bone.ewbik)["twist_min"], stored(pose_bone.bone.ewbik)["twist_max"] = 0.5, -0.5
+    stored(pose_bone.bone.ewbik.cones[1])["direction"] = (0.0, 0.0, 0.0)
+    assert (pose_bone.bone.ewbik.twist_min, tuple(pose_bone.bone.ewbik.cones[1].direction)) == (
+        0.5,
+        (0.0, 0.0, 0.0),
+    )
     select_pose_bones(posed_rig, ["forearm.L"])
-    pose_bone.ewbik.active_cone_index = 1
+    pose_bone.bone.ewbik.active_cone_index = 1
     geometry = overlay.overlay_geometry(posed_rig)
     assert "twist" not in geometry and "active_cone" not in geometry
     assert len(geometry["allowed"]) > 0 and len(geometry["outline"]) > 0
@@ -183,7 +186,7 @@ def test_cached_geometry_key_changes_only_with_limits_or_pose(overlay, posed_rig
     select_pose_bones(posed_rig, ["forearm.L"])
     key = overlay.geometry_key(posed_rig)
     assert overlay.geometry_key(posed_rig) == key
-    pose_bone.ewbik.cones[1].radius += 0.01
+    pose_bone.bone.ewbik.cones[1].radius += 0.01
     bpy.context.view_layer.update()
     changed = overlay.geometry_key(posed_rig)
     assert changed != key
@@ -310,7 +313,7 @@ def test_filled_pixels_match_the_solver_membership(overlay, kusudama, request, r
     pixels = render_overlay(overlay, view, projection, size, (grey, grey, grey))
 
     limits = solver_kusudama(kusudama, SHOULDER)
-    active_cone = limits.cones[pose_bone.ewbik.active_cone_index]
+    active_cone = limits.cones[pose_bone.bone.ewbik.active_cone_index]
     lattice = fibonacci_directions(3000)
     eye = head + eye_direction * length * 4.0
     margin = math.radians(4.0)

@@ -191,7 +191,7 @@ def test_solve_without_pins_reports(metarig):
 
 
 def is_limited(pose_bone):
-    return len(pose_bone.ewbik.cones) > 0 or pose_bone.ewbik.use_twist_limit
+    return len(pose_bone.bone.ewbik.cones) > 0 or pose_bone.bone.ewbik.use_twist_limit
 
 
 def knee_ahead_of_leg_line(obj, side):
@@ -232,10 +232,10 @@ def test_no_auto_limits_when_turned_off(metarig, capfd):
 
 
 def test_no_auto_limits_on_a_rig_that_has_limits(metarig):
-    metarig.pose.bones["forearm.L"].ewbik.use_twist_limit = True
+    metarig.pose.bones["forearm.L"].bone.ewbik.use_twist_limit = True
     pin(metarig, "hand.L", "foot.L")
     assert [pose_bone.name for pose_bone in metarig.pose.bones if is_limited(pose_bone)] == ["forearm.L"]
-    assert len(metarig.pose.bones["forearm.L"].ewbik.cones) == 0
+    assert len(metarig.pose.bones["forearm.L"].bone.ewbik.cones) == 0
 
 
 def test_no_auto_limits_without_humanoid_limbs():

@@ -21,24 +21,29 @@ PUBLIC_IDENTIFIERS = {  # docs/INTERFACE.md names these; the UI may rename them,
         "orientation_weights",
         "falloff",
         "stiffness",
-        "cones",
-        "use_twist_limit",
-        "twist_min",
-        "twist_max",
     ),
+    "limits": ("cones", "use_twist_limit", "twist_min", "twist_max", "comfort"),
     "cone": ("direction", "radius"),
 }
 
 
 def ewbik_groups():
-    """{"armature" | "bone" | "cone": RNA struct}, found from Object.ewbik and PoseBone.ewbik."""
+    """{"armature" | "bone" | "limits" | "cone": RNA struct}, found from Object.ewbik, PoseBone.ewbik
+    and Bone.ewbik."""
     armature = bpy.types.Object.bl_rna.properties["ewbik"].fixed_type
     bone = bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type
-    return {"armature": armature, "bone": bone, "cone": bone.properties["cones"].fixed_type}
+    limits = bpy.types.Bone.bl_rna.properties["ewbik"].fixed_type
+    return {
+        "armature": armature,
+        "bone": bone,
+        "limits": limits,
+        "cone": limits.properties["cones"].fixed_type,
+    }
 
 
 def ewbik_properties():
-    """(group, RNA property) of every property reachable from Object.ewbik and PoseBone.ewbik."""
+    """(group, RNA property) of every property reachable from Object.ewbik, PoseBone.ewbik and
+    Bone.ewbik."""
     return [
         (group, prop)
         for group, struct in ewbik_groups().items()
@@ -80,9 +85,9 @@ def test_settings_read_in_an_animators_words(group, identifier, name):
 
 def test_angles_and_lengths_show_their_units():
     groups = ewbik_groups()
-    armature, bone, cone = (groups[name].properties for name in ("armature", "bone", "cone"))
+    armature, limits, cone = (groups[name].properties for name in ("armature", "limits", "cone"))
     assert armature["tolerance"].subtype == "DISTANCE" and armature["tolerance"].unit == "LENGTH"
-    for prop in (armature["dampening"], bone["twist_min"], bone["twist_max"], cone["radius"]):
+    for prop in (armature["dampening"], limits["twist_min"], limits["twist_max"], cone["radius"]):
         assert prop.subtype == "ANGLE" and prop.unit == "ROTATION"
     assert armature["influence"].subtype == "FACTOR"
 

@@ -135,7 +135,7 @@ def test_pinning_a_deform_bone_directly_names_the_control(rig):
 
 def test_humanoid_preset_limits_the_controls_not_the_mechanism(rig):
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=False) == {"FINISHED"}
-    limited = {name for name, pose_bone in rig.pose.bones.items() if len(pose_bone.ewbik.cones)}
+    limited = {name for name, pose_bone in rig.pose.bones.items() if len(pose_bone.bone.ewbik.cones)}
     assert {
         "upper_arm_fk.L",
         "forearm_fk.L",

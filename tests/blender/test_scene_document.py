@@ -17,7 +17,7 @@ def prepared_rig(metarig):
     metarig.pose.bones["forearm.L"].rotation_mode = "XYZ"
     metarig.pose.bones["forearm.L"].rotation_euler = (0.4, 0.0, 0.2)
     metarig.pose.bones["upper_arm.R"].lock_rotation = (True, True, True)
-    limits = metarig.pose.bones["shin.L"].ewbik
+    limits = metarig.data.bones["shin.L"].ewbik
     cone = limits.cones.add()
     cone.direction = (0.0, 2.0, 0.0)  # not unit: the document carries it normalized
     cone.radius = 0.8

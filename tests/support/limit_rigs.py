@@ -30,7 +30,7 @@ def build_mixamo_rig():
 
 
 def set_cones(pose_bone, *cones, twist=None):
-    settings = pose_bone.ewbik
+    settings = pose_bone.bone.ewbik
     settings.cones.clear()
     for direction, radius in cones:
         cone = settings.cones.add()

@@ -1,0 +1,171 @@
+"""Where joint limits are stored: on the armature data's bones (`Bone.ewbik`), which Blender's
+evaluation of the posed object never copies; kept through Edit Mode; moved there from the pose
+bones of files saved by earlier versions."""
+
+import array
+import math
+
+import bpy
+import pytest
+
+from tests.support.blender_helpers import addon_module, make_active, pin
+
+LIMIT_NAMES = {"cones", "active_cone_index", "use_twist_limit", "twist_min", "twist_max", "comfort"}
+
+
+def stored(struct, create=False):
+    """The stored bpy.props values of `struct` (Blender 5 keeps them apart from custom properties)."""
+    if hasattr(struct, "bl_system_properties_get"):
+        return struct.bl_system_properties_get(do_create=create)
+    return struct
+
+
+def bone_limits(obj):
+    """{bone name: scene-document limits} of the bones that store any."""
+    limit_settings = addon_module("ewbik_addon.limit_settings")
+    stored_bone_limits = addon_module("ewbik_addon.stored_settings").stored_bone_limits
+    return {
+        bone.name: limit_settings.limits_dict(stored_bone_limits(bone))
+        for bone in obj.data.bones
+        if limit_settings.has_limits(stored_bone_limits(bone))
+    }
+
+
+def with_preset(obj):
+    make_active(obj)
+    assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
+    limits = bone_limits(obj)
+    assert len(limits) > 20
+    return limits
+
+
+def test_limits_live_on_the_bones_and_the_pose_bones_store_none(metarig):
+    """A preset, a pin and a live solve leave the limited (unpinned) pose bones nothing but a
+    stiffness, and the cones store no last good axis."""
+    with_preset(metarig)
+    target = pin(metarig, "hand.L")["hand.L"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    target.location.z += 0.02
+    bpy.context.view_layer.update()
+    bone_target = addon_module("ewbik_addon.stored_settings").bone_target
+    for name in bone_limits(metarig):
+        pose_bone = metarig.pose.bones[name]
+        pose_store = stored(pose_bone)
+        if bone_target(pose_bone) is None and pose_store is not None and "ewbik" in pose_store:
+            assert set(pose_store["ewbik"].keys()) <= {"stiffness"}, name
+        for cone in stored(pose_bone.bone)["ewbik"].get("cones", ()):
+            assert set(cone.keys()) <= {"direction", "radius"}, name
+
+
+def test_objects_sharing_an_armature_share_its_limits(metarig):
+    limits = with_preset(metarig)
+    twin = metarig.copy()  # shares metarig.data
+    bpy.context.scene.collection.objects.link(twin)
+    assert bone_limits(twin) == limits
+
+
+def test_edit_mode_keeps_the_limits(metarig):
+    """Blender rebuilds the bones from the edit bones on leaving Edit Mode, their stored values
+    copied along."""
+    limits = with_preset(metarig)
+    metarig.data.bones["forearm.L"].ewbik.active_cone_index = 1
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="EDIT")
+    metarig.data.edit_bones["forearm.L"].tail.z += 0.01
+    bpy.ops.object.mode_set(mode="POSE")
+    assert bone_limits(metarig) == limits
+    assert metarig.data.bones["forearm.L"].ewbik.active_cone_index == 1
+
+
+def test_the_preset_is_refused_in_edit_mode(metarig):
+    make_active(metarig)
+    bpy.ops.object.mode_set(mode="EDIT")
+    assert not bpy.ops.ewbik.apply_limit_preset.poll()
+
+
+def write_as_earlier_versions(obj):
+    """Store each bone's limits raw on its pose bone, as versions before `Bone.ewbik` did (float32
+    axes and radii, each cone's last good axis beside it), and remove them from the bone."""
+    for bone in obj.data.bones:
+        bone_store = stored(bone)
+        if bone_store is None or "ewbik" not in bone_store:
+            continue
+        settings = bone.ewbik
+        old = {
+            "cones": [
+                {
+                    "direction": array.array("f", cone.direction),
+                    "radius": cone.radius,
+                    "last_direction": array.array("f", cone.direction),
+                }
+                for cone in settings.cones
+            ],
+            "use_twist_limit": settings.use_twist_limit,
+            "twist_min": settings.twist_min,
+            "twist_max": settings.twist_max,
+        }
+        if settings.comfort:
+            old["comfort"] = settings.comfort
+        if settings.active_cone_index:
+            old["active_cone_index"] = settings.active_cone_index
+        pose_store = stored(obj.pose.bones[bone.name], create=True)
+        group = pose_store.get("ewbik")
+        if group is None:
+            pose_store["ewbik"] = old
+        else:
+            group.update(old)
+        del bone_store["ewbik"]
+
+
+def test_a_file_with_limits_on_the_pose_bones_loads_them_onto_the_bones(metarig, tmp_path):
+    with_preset(metarig)
+    metarig.data.bones["forearm.L"].ewbik.comfort = 0.25
+    metarig.data.bones["forearm.L"].ewbik.active_cone_index = 1
+    limits = bone_limits(metarig)
+    stiffness = {b.name: b.ewbik.stiffness for b in metarig.pose.bones if b.ewbik.stiffness}
+    assert stiffness
+    write_as_earlier_versions(metarig)
+    assert bone_limits(metarig) == {}
+    name, path = metarig.name, str(tmp_path / "earlier.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    rig = bpy.data.objects[name]
+    assert bone_limits(rig) == limits
+    assert rig.data.bones["forearm.L"].ewbik.active_cone_index == 1
+    for pose_bone in rig.pose.bones:
+        pose_store = stored(pose_bone)
+        kept = set(pose_store["ewbik"].keys()) if pose_store is not None and "ewbik" in pose_store else set()
+        assert kept == ({"stiffness"} if pose_bone.name in stiffness else set()), pose_bone.name
+        assert pose_bone.ewbik.stiffness == pytest.approx(stiffness.get(pose_bone.name, 0.0))
+
+
+def test_limits_that_cannot_be_moved_stay_on_the_pose_bone_and_are_reported(metarig):
+    with_preset(metarig)
+    write_as_earlier_versions(metarig)
+    old = stored(metarig.pose.bones["forearm.L"])["ewbik"]
+    old["cones"][0]["direction"] = "not an axis"
+    problems = addon_module("ewbik_addon.stored_settings").move_limits_to_bones(metarig)
+    assert len(problems) == 1 and "forearm.L" in problems[0] and "not an axis" in problems[0]
+    assert "cones" in stored(metarig.pose.bones["forearm.L"])["ewbik"]
+    bone_store = stored(metarig.data.bones["forearm.L"])
+    assert bone_store is None or "ewbik" not in bone_store
+    assert "forearm.R" in bone_limits(metarig)
+
+
+def test_a_shared_armature_keeps_the_first_limits_and_reports_other_ones(metarig):
+    with_preset(metarig)
+    twin = metarig.copy()
+    bpy.context.scene.collection.objects.link(twin)
+    write_as_earlier_versions(metarig)
+    stored_settings = addon_module("ewbik_addon.stored_settings")
+    old = stored(metarig.pose.bones["forearm.L"])["ewbik"]
+    twin_old = stored(twin.pose.bones["forearm.L"], create=True)
+    twin_old["ewbik"] = {
+        "cones": [{"direction": array.array("f", (0.0, 1.0, 0.0)), "radius": math.radians(10)}]
+    }
+    assert "cones" in old
+    assert stored_settings.move_limits_to_bones(metarig) == []
+    problems = stored_settings.move_limits_to_bones(twin)
+    assert len(problems) == 1 and "forearm.L" in problems[0]
+    assert "cones" in stored(twin.pose.bones["forearm.L"])["ewbik"]
+    assert math.degrees(metarig.data.bones["forearm.L"].ewbik.cones[0].radius) != pytest.approx(10.0)
