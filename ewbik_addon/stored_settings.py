@@ -71,26 +71,37 @@ def move_limits_to_bones(obj):
     """Move the joint limits that earlier versions stored on the armature's pose bones to its bones
     (`Bone.ewbik`), and delete them from the pose bones.
 
-    An armature whose object or data is linked is left as its library holds it. A bone whose
-    limits cannot be moved keeps them on its pose bone (unused until moved); returns what went
-    wrong, one message per such bone.
+    An armature whose object or data is linked is left as its library holds it (one message says
+    which file to save again). A bone whose limits cannot be moved keeps them on its pose bone
+    (unused until moved); returns what went wrong, one message per such bone.
     """
-    if obj.type != "ARMATURE" or obj.pose is None or obj.library is not None or obj.data.library is not None:
+    if obj.type != "ARMATURE" or obj.pose is None:
         return []
+    stored = [(pose_bone, _old_limits(pose_bone)) for pose_bone in obj.pose.bones]
+    stored = [(pose_bone, old) for pose_bone, old in stored if old is not None]
+    library = obj.library or obj.data.library
+    if stored and library is not None:
+        return [
+            f"{obj.name}: linked from '{library.filepath}', which stores them as earlier versions did; "
+            "open and save that file with this version to use them"
+        ]
     problems = []
-    for pose_bone in obj.pose.bones:
-        store = _stored(pose_bone)
-        old = store.get("ewbik") if store is not None else None
-        if old is None or not any(name in old for name in _limit_names()):
-            continue
+    for pose_bone, old in stored:
         try:
             _move_limits(old, pose_bone.bone)
         except LimitsNotMoved as error:
             problems.append(f"{obj.name}: {error}")
             continue
         if not old.keys():
-            del store["ewbik"]
+            del _stored(pose_bone)["ewbik"]
     return problems
+
+
+def _old_limits(pose_bone):
+    """The pose bone's raw `ewbik` group when it holds joint limits (an earlier version's), else None."""
+    store = _stored(pose_bone)
+    old = store.get("ewbik") if store is not None else None
+    return old if old is not None and any(name in old for name in _limit_names()) else None
 
 
 def _limit_names():

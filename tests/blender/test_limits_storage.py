@@ -169,3 +169,18 @@ def test_a_shared_armature_keeps_the_first_limits_and_reports_other_ones(metarig
     assert len(problems) == 1 and "forearm.L" in problems[0]
     assert "cones" in stored(twin.pose.bones["forearm.L"])["ewbik"]
     assert math.degrees(metarig.data.bones["forearm.L"].ewbik.cones[0].radius) != pytest.approx(10.0)
+
+
+def test_a_linked_armature_with_earlier_limits_is_left_and_names_its_library(metarig, tmp_path):
+    with_preset(metarig)
+    write_as_earlier_versions(metarig)
+    name, library = metarig.name, str(tmp_path / "library.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=library)
+    bpy.ops.wm.read_homefile(use_empty=True)
+    with bpy.data.libraries.load(library, link=True) as (source, linked):
+        linked.objects = [name]
+    rig = linked.objects[0]
+    bpy.context.scene.collection.objects.link(rig)
+    problems = addon_module("ewbik_addon.stored_settings").move_limits_to_bones(rig)
+    assert len(problems) == 1 and "library.blend" in problems[0] and name in problems[0]
+    assert "cones" in stored(rig.pose.bones["forearm.L"])["ewbik"]
