@@ -7,6 +7,8 @@ procedurally animated targets over a few hundred frames. On that rig, in the sam
   live solving solves it; key rotations),
   with the armature's default time budget, as live solving runs, and again without a budget
   (every frame solved to convergence or the iteration cap);
+- EWBIK bake with Move Root off: the hips stay where the pose underneath has them, as Blender's
+  IK keeps them (its chains end at the root);
 - EWBIK live: the same frames played with live solving on, no keys (what a baked frame is
   measured against: a baked frame should cost no more than a live solve of that frame);
 - frame change only: the same frames with nothing solving, the depsgraph's share of both;
@@ -105,12 +107,13 @@ def markdown(results):
     lines = [
         "| Blender | frames | EWBIK bake fps | Blender `nla.bake` + IK fps | speed ratio (wall / CPU) | "
         "CPU ms per frame: EWBIK bake / live solve / frame change only | EWBIK error mean / max mm | "
-        "Blender IK error mean / max mm | EWBIK without time budget: fps, error mean / max mm |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Blender IK error mean / max mm | EWBIK without time budget: fps, error mean / max mm | "
+        "EWBIK with Move Root off: fps, error mean / max mm |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         ewbik, blender, live, bare = r["ewbik_bake"], r["blender_bake"], r["ewbik_live"], r["frame_change"]
-        converged = r["ewbik_converged"]
+        converged, root_kept = r["ewbik_converged"], r["ewbik_root_kept"]
         cpu_ratio = blender["cpu_ms_per_frame"] / ewbik["cpu_ms_per_frame"]
         lines.append(
             f"| {r['blender']} | {r['frames']} | {ewbik['fps']:.1f} | {blender['fps']:.1f} | "
@@ -118,7 +121,8 @@ def markdown(results):
             f"{ewbik['cpu_ms_per_frame']:.2f} / {live['cpu_ms_per_frame']:.2f} / {bare['cpu_ms_per_frame']:.2f} | "
             f"{ewbik['error_mean_mm']:.2f} / {ewbik['error_max_mm']:.2f} | "
             f"{blender['error_mean_mm']:.2f} / {blender['error_max_mm']:.2f} | "
-            f"{converged['fps']:.1f}, {converged['error_mean_mm']:.2f} / {converged['error_max_mm']:.2f} |"
+            f"{converged['fps']:.1f}, {converged['error_mean_mm']:.2f} / {converged['error_max_mm']:.2f} | "
+            f"{root_kept['fps']:.1f}, {root_kept['error_mean_mm']:.2f} / {root_kept['error_max_mm']:.2f} |"
         )
     return "\n".join(lines)
 
@@ -175,12 +179,14 @@ def _measure(bpy, rig, targets, chains, frames, repeats):
     scene = bpy.context.scene
     default_budget = rig.ewbik.time_budget_ms
 
-    def ewbik_bake(time_budget_ms):
+    def ewbik_bake(time_budget_ms, translate_root=True):
         _reset(bpy, rig)
         rig.ewbik.live = True
         rig.ewbik.time_budget_ms = time_budget_ms
+        rig.ewbik.translate_root = translate_root
         seconds = _timed(lambda: bpy.ops.ewbik.bake(frame_start=1, frame_end=frames))
         rig.ewbik.time_budget_ms = default_budget
+        rig.ewbik.translate_root = True
         return seconds, _errors(bpy, rig, targets, frames)
 
     def playback(live):
@@ -188,9 +194,17 @@ def _measure(bpy, rig, targets, chains, frames, repeats):
         rig.ewbik.live = live
         return _timed(lambda: [scene.frame_set(frame) for frame in range(1, frames + 1)])
 
-    runs = {"ewbik_bake": [], "blender_bake": [], "ewbik_live": [], "frame_change": [], "ewbik_converged": []}
+    runs = {
+        "ewbik_bake": [],
+        "blender_bake": [],
+        "ewbik_live": [],
+        "frame_change": [],
+        "ewbik_converged": [],
+        "ewbik_root_kept": [],
+    }
     for _ in range(repeats):
         runs["ewbik_bake"].append(ewbik_bake(default_budget))
+        runs["ewbik_root_kept"].append(ewbik_bake(default_budget, translate_root=False))
         runs["blender_bake"].append(_blender_bake(bpy, rig, targets, chains, frames))
         runs["ewbik_converged"].append(ewbik_bake(0.0))
         runs["ewbik_live"].append((playback(True), None))
