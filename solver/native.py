@@ -37,7 +37,7 @@ from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
 from .qcp import ADJUGATE_TRUST, PREFER_SMALL
 
-ABI_VERSION = 7  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 8  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double

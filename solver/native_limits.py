@@ -25,6 +25,8 @@ _FIELDS = (
     "twist_half",
     "comfort",
     "centre",
+    "inside_cos",
+    "twist_tan",
 )
 _FLAGS = {"limited", "on", "swing_on", "twist_on"}
 _CONSTANTS = ("inside_tolerance", "plane_tolerance", "comfort_rate", "comfort_decay")
@@ -45,9 +47,10 @@ def native_limits(limits):
     found = getattr(limits, "_native", None)
     if found is None:
         pack = limits._pack
+        values = {"limited": limits.limited, **_sure_inside(pack)}
         arrays = [
             np.array(
-                limits.limited if name == "limited" else getattr(pack, name),
+                values[name] if name in values else getattr(pack, name),
                 dtype=np.uint8 if name in _FLAGS else np.float64,
                 order="C",
             )
@@ -63,3 +66,27 @@ def native_limits(limits):
         found.arrays = arrays
         limits._native = found
     return found
+
+
+_SURE = 1e-12  # how far inside a bound the quick tests below ask a rotation to be
+
+
+def _sure_inside(pack):
+    """{"inside_cos": (n, R), "twist_tan": (n,)}: bounds that let C tell without an arc tangent
+    that a rotation is inside its limits, as the angle tests (`_Packed.closest`, the twist
+    offset) would decide, a hair on the safe side of them; near a boundary C measures the angle.
+
+    A cone (sign +1) holds a unit direction whose cosine to its centre is at least
+    cos(radius + INSIDE_TOLERANCE); a tangent cone (sign -1) one whose cosine is at most
+    cos(radius - INSIDE_TOLERANCE); a twist lies within half its range when the tangent of half
+    the twist, |y| / |w|, is at most tan(half / 2).
+    """
+    bound = pack.radii + pack.sign * kusudama.INSIDE_TOLERANCE
+    cosine = np.cos(np.clip(bound, 0.0, np.pi))
+    inside_cos = np.where(pack.sign > 0, np.where(bound >= np.pi, -2.0, cosine + _SURE), cosine - _SURE)
+    inside_cos = np.where(pack.sign < 0, np.where(bound <= 0.0, 2.0, inside_cos), inside_cos)
+    half = 0.5 * np.asarray(pack.twist_half, dtype=float)
+    twist_tan = np.where(
+        half < 0.5 * np.pi, np.tan(np.minimum(half, 0.5 * np.pi - 1e-9)) * (1.0 - _SURE), np.inf
+    )
+    return {"inside_cos": inside_cos, "twist_tan": twist_tan}

@@ -1627,7 +1627,8 @@ int ewbik_limits_layout(long long *offsets, int capacity)
         OFFSET(ewbik_limits, radii), OFFSET(ewbik_limits, sign), OFFSET(ewbik_limits, planes),
         OFFSET(ewbik_limits, on), OFFSET(ewbik_limits, fallback), OFFSET(ewbik_limits, swing_on),
         OFFSET(ewbik_limits, twist_on), OFFSET(ewbik_limits, twist_frame), OFFSET(ewbik_limits, twist_half),
-        OFFSET(ewbik_limits, comfort), OFFSET(ewbik_limits, centre), OFFSET(ewbik_limits, inside_tolerance),
+        OFFSET(ewbik_limits, comfort), OFFSET(ewbik_limits, centre), OFFSET(ewbik_limits, inside_cos),
+        OFFSET(ewbik_limits, twist_tan), OFFSET(ewbik_limits, inside_tolerance),
         OFFSET(ewbik_limits, plane_tolerance), OFFSET(ewbik_limits, comfort_rate), OFFSET(ewbik_limits, comfort_decay),
     };
     return layout(fields, (int)(sizeof fields / sizeof fields[0]), offsets, capacity);

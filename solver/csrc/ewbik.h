@@ -87,7 +87,7 @@ int ewbik_forward(int n_order, const int *order, const int *parents, const doubl
                   double *head);
 
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 7
+#define EWBIK_ABI_VERSION 8
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */

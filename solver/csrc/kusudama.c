@@ -52,12 +52,19 @@ static inline void about_y(double q[4], double angle)
     q[0] = w, q[1] = x, q[2] = y, q[3] = z;
 }
 
-/* Twist of q about +Y relative to the twist frame f, in [-pi, pi]: from the w and y
- * components of f^-1 * q with the sign making w >= 0 (_Packed.twist_offset). */
+/* The w and y components of f^-1 * q: the twist of q about +Y relative to the twist frame f. */
+static inline void twist_parts(const double f[4], const double q[4], double *w, double *y)
+{
+    *w = f[0] * q[0] + f[1] * q[1] + f[2] * q[2] + f[3] * q[3];
+    *y = -f[2] * q[0] - f[3] * q[1] + f[0] * q[2] + f[1] * q[3];
+}
+
+/* Twist of q about +Y relative to the twist frame f, in [-pi, pi], with the sign making w >= 0
+ * (_Packed.twist_offset). */
 static inline double twist_offset(const double f[4], const double q[4])
 {
-    double w = f[0] * q[0] + f[1] * q[1] + f[2] * q[2] + f[3] * q[3];
-    double y = -f[2] * q[0] - f[3] * q[1] + f[0] * q[2] + f[1] * q[3];
+    double w, y;
+    twist_parts(f, q, &w, &y);
     return 2.0 * atan2(w < 0.0 ? -y : y, fabs(w));
 }
 
@@ -83,6 +90,8 @@ static int closest(const ewbik_limits *l, int bone, const double p[3], double ou
             continue;
         const double *c = l->centres + 3 * i;
         double cp[3], d = dot3(c, p);
+        if (l->sign[i] * (d - l->inside_cos[i]) >= 0.0)
+            return 1; /* surely inside (native_limits): the angle below would say so too */
         cross3(p, c, cp);
         double dist = l->sign[i] * (atan2(sqrt(dot3(cp, cp)), d) - l->radii[i]);
         if (dist <= l->inside_tolerance)
@@ -142,6 +151,10 @@ void ewbik_constrain(const ewbik_limits *limits, int bone, double q[4], int iter
             swing_to(q, current, wanted);
     }
     if (limits->twist_on[bone]) {
+        double w, y;
+        twist_parts(limits->twist_frame + 4 * bone, q, &w, &y);
+        if (fabs(y) <= fabs(w) * limits->twist_tan[bone])
+            return; /* surely within the range (native_limits): the offset below would say so too */
         double offset = twist_offset(limits->twist_frame + 4 * bone, q);
         double half = limits->twist_half[bone];
         double excess = offset > half ? offset - half : offset < -half ? offset + half : 0.0;

@@ -18,6 +18,8 @@ typedef struct {
     const double *twist_half;      /* (n,) */
     const double *comfort;         /* (n,) */
     const double *centre;          /* (n, 3) */
+    const double *inside_cos;      /* (n, R): a swing whose cosine to the centre passes it is inside */
+    const double *twist_tan;       /* (n,): a twist whose half-angle tangent is within it is inside */
     double inside_tolerance;       /* kusudama.INSIDE_TOLERANCE: a swing this close is inside */
     double plane_tolerance;        /* kusudama.PLANE_TOLERANCE: slack of a tangent cone's planes */
     double comfort_rate;           /* kusudama.COMFORT_RATE */

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from solver import quat
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.native_library import load_library
 from solver.native_limits import NativeLimits, native_limits
@@ -181,3 +182,35 @@ def test_opposite_direction_fallback(library, centre, rotations, radius, comfort
     for iteration in range(4):
         got = assert_matches_numpy(library, limits, bones, q, iteration)
         assert np.all(np.isfinite(got))
+
+
+@pytest.mark.parametrize("step", [-1e-6, -1e-9, -1e-11, 0.0, 1e-11, 1e-9, 1e-6])
+def test_rotations_on_a_boundary_are_decided_as_numpy_decides(library, step):
+    """C tells a rotation well inside its limits without measuring its angles (`inside_cos`,
+    `twist_tan`); on and around every boundary it must decide as the angle tests do."""
+    radius, low, high = 0.6, -0.9, 0.4
+    first = np.array([0.0, 1.0, 0.0])
+    second = np.array([math.sin(1.0), math.cos(1.0), 0.0])
+    kusudama = Kusudama([LimitCone(first, radius), LimitCone(second, radius)], TwistLimit(low, high))
+    limits = JointLimits({0: kusudama}, 1)
+    swing_angles = [radius + step, radius - step]  # about a cone's centre, and into the gap's tangent cone
+    rotations = []
+    for centre in (first, second):
+        for angle in swing_angles:
+            for side in (np.array([0.0, 0.0, 1.0]), np.array([-1.0, 0.0, 0.0]), np.array([1.0, 0.0, 0.0])):
+                axis = np.cross(centre, side)
+                if np.linalg.norm(axis) < 1e-9:
+                    continue
+                axis /= np.linalg.norm(axis)
+                direction = math.cos(angle) * centre + math.sin(angle) * np.cross(axis, centre)
+                swing = quat.shortest_arc(first, direction)
+                rotations += [
+                    quat.multiply(swing, about_y(t)) for t in (low - step, high + step, 0.5 * (low + high))
+                ]
+    rotations, bones = np.array(rotations), np.zeros(len(rotations), dtype=int)
+    got = native_constrain(library, limits, bones, rotations)
+    assert np.max(np.abs(got - limits.constrain(bones, rotations))) <= 1e-14
+
+
+def about_y(angle):
+    return np.array([math.cos(0.5 * angle), 0.0, math.sin(0.5 * angle), 0.0])
