@@ -7,6 +7,7 @@ stay those of the armature it pins, so the status, Solve and the pin's weight st
 
 import bpy
 
+from .armature_checks import limits_lock
 from .stored_settings import bone_target
 from .targets import TARGET_MARK
 
@@ -39,8 +40,10 @@ def pin_of_target(target):
 
 
 def active_target_pin(context):
-    """The pose bone pinned to the active object, when that object is a pin target, else None."""
-    obj = context.active_object
+    """The pose bone pinned to the active object, when that object is a pin target, else None.
+    A context without an active object (Blender reads the pin list's row while it saves a file
+    with a library override) has none."""
+    obj = getattr(context, "active_object", None)
     if obj is None or obj.type == "ARMATURE":
         return None
     return pin_of_target(obj)
@@ -73,6 +76,17 @@ def editable_posing_armature(cls, context):
         cls.poll_message_set("The armature is linked or read-only")
         return False
     return True
+
+
+def limits_editable(cls, obj):
+    """Operator poll of everything that changes joint limits: `obj`'s limits may be changed
+    (`armature_checks.limits_lock`); otherwise say why."""
+    if obj is None:
+        return False
+    reason = limits_lock(obj)
+    if reason is not None:
+        cls.poll_message_set(reason)
+    return reason is None
 
 
 def armature_to_step_through(cls, context, hint):

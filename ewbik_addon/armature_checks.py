@@ -25,6 +25,25 @@ def check_armature(obj):
         raise RigError(f"'{obj.name}' has no bones")
 
 
+def limits_lock(obj):
+    """Why the joint limits of the armature `obj` cannot be changed, or None. They live on its
+    armature's bones (`Bone.ewbik`): an armature linked from a library (an object override keeps
+    it linked) holds what the library holds, so an edit would show until the file is saved and
+    be gone when it is opened again."""
+    data = obj.data
+    if data.is_editable:
+        return None
+    where = (
+        f"linked from '{data.library.filepath}'"
+        if data.library is not None
+        else "a read-only library override"
+    )
+    return (
+        f"'{obj.name}' takes its joint limits from armature '{data.name}', {where}: "
+        "change them there, or make the armature an editable library override"
+    )
+
+
 def check_writable(obj):
     """RigError unless the armature's pose may be written: local or an editable override, not in Edit Mode."""
     check_armature(obj)

@@ -17,6 +17,7 @@ from mathutils import Matrix, Vector
 
 from . import body_angles
 from .active import active_limit_bone
+from .armature_checks import limits_lock
 from .limit_settings import has_limits, kusudama_of, limits_dict, set_limits
 from .stored_settings import stored_bone_limits
 from .overlay import COLORS, TWIST_ARC_SCALE, limit_frame, twist_directions
@@ -274,12 +275,14 @@ class EWBIK_GT_limit_handle(bpy.types.Gizmo):
 
 
 def editable_bone(context):
-    """The active bone whose handles are shown, or None (limits hidden, not in pose mode, no limits)."""
+    """The active bone whose handles are shown, or None (limits hidden, not in pose mode, no limits,
+    or limits that cannot be changed: `limits_lock`)."""
     pose_bone = active_limit_bone(context)
     if (
         pose_bone is None
         or not pose_bone.id_data.ewbik.show_limits
         or not has_limits(stored_bone_limits(pose_bone.bone))
+        or limits_lock(pose_bone.id_data) is not None
     ):
         return None
     return pose_bone

@@ -8,6 +8,7 @@ import dataclasses
 
 from ..solver import presets
 from . import limit_settings, production_rigs
+from .armature_checks import limits_lock
 from .limit_settings import scene_bones, set_limits
 from .properties import batched_updates
 from .messages import count
@@ -82,6 +83,9 @@ def set_humanoid_limits_if_none(obj, frame):
     """
     if not obj.ewbik.auto_limits or has_limits(obj):
         return ""
+    locked = limits_lock(obj)
+    if locked is not None:
+        return f"; no humanoid limits set: {locked}"
     overrides = preset_overrides(obj)
     if not presets.has_humanoid_limbs(obj.data.bones.keys(), overrides):
         return ""

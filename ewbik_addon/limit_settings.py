@@ -64,6 +64,36 @@ def limits_dict(settings):
     return limits
 
 
+def same_limits(first, second):
+    """Whether two scene-document limits dicts ({} or None: no limits) store the same limits: cone
+    directions compared as unit vectors, every value as Blender keeps it (float32)."""
+    return _as_stored(first or {}) == _as_stored(second or {})
+
+
+def _as_stored(limits):
+    def stored(values):
+        return tuple(np.asarray(values, dtype=np.float32).tolist())
+
+    cones = tuple(
+        stored(
+            [
+                *(
+                    np.asarray(c["direction"], dtype=float)
+                    / max(np.linalg.norm(c["direction"]), MIN_DIRECTION)
+                ),
+                c["radius"],
+            ]
+        )
+        for c in limits.get("cones", ())
+    )
+    twist = limits.get("twist")
+    return (
+        cones,
+        None if twist is None else stored([twist["min"], twist["max"]]),
+        stored([limits.get("comfort", 0.0)]),
+    )
+
+
 def has_limits(settings):
     """Whether bone settings (or None: a bone that stores none) hold a cone or a twist limit."""
     return settings is not None and bool(len(settings.cones) or settings.use_twist_limit)

@@ -21,8 +21,8 @@ from mathutils import Matrix, Quaternion, Vector
 from ..solver import SolverSettings
 from ..solver.scene import SETTINGS_FIELDS, parse_scene
 from ..solver.validation import SceneError
-from .armature_checks import RigError, armature_scale, check_writable
-from .limit_settings import set_limits
+from .armature_checks import RigError, armature_scale, check_writable, limits_lock
+from .limit_settings import has_limits, limits_dict, same_limits, set_limits
 from .properties import STORED_SETTINGS, batched_updates
 from .rotation_channels import rotation_channel
 from .stored_settings import bone_target, stored_bone_limits
@@ -230,8 +230,22 @@ def apply_document(context, obj, document):
     Returns notes for the user: values Blender clamped to its properties' ranges and settings
     the rig cannot keep.
     """
+    if _limits_change(obj, document):
+        reason = limits_lock(obj)
+        if reason is not None:
+            raise RigError(f"The document's joint limits cannot be set: {reason}")
     with batched_updates(obj):
         return _apply_plan(context, obj, document)
+
+
+def _limits_change(obj, document):
+    """Whether the document gives some bone of `obj` other joint limits than it has."""
+    wanted = {bone["name"]: bone.get("limits") for bone in document["bones"]}
+    for bone in obj.data.bones:
+        stored = stored_bone_limits(bone)
+        if not same_limits(wanted.get(bone.name), limits_dict(stored) if has_limits(stored) else None):
+            return True
+    return False
 
 
 def _apply_plan(context, obj, document):

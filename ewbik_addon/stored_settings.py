@@ -11,7 +11,7 @@ same way, so a scan stores nothing on bones without limits.
 
 import bpy
 
-from .limit_settings import has_limits, limits_dict, set_limits
+from .limit_settings import has_limits, limits_dict, same_limits, set_limits
 
 
 class LimitsNotMoved(ValueError):
@@ -120,7 +120,7 @@ def _move_limits(old, bone):
     limits, active_cone = _raw_limits(old, bone.name)
     had = stored_bone_limits(bone)
     before = limits_dict(had) if has_limits(had) else None
-    if before is not None and before != limits:
+    if before is not None and not same_limits(before, limits):
         raise LimitsNotMoved(
             f"bone '{bone.name}': cones, twist or comfort differ from those the bone already has"
         )

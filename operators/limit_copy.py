@@ -2,7 +2,7 @@
 
 import bpy
 
-from ..ewbik_addon.active import active_limit_bone, posed_armature, selected_pose_bones
+from ..ewbik_addon.active import active_limit_bone, limits_editable, posed_armature, selected_pose_bones
 from ..ewbik_addon.limit_mirror import mirror_pairs, mirrored_limits
 from ..ewbik_addon.limit_settings import limits_dict, set_limits
 from ..ewbik_addon.messages import count
@@ -25,7 +25,7 @@ class EWBIK_OT_mirror_limits(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return posed_armature(context) is not None
+        return limits_editable(cls, posed_armature(context))
 
     def execute(self, context):
         obj = posed_armature(context)
@@ -63,7 +63,8 @@ class EWBIK_OT_copy_limits(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return active_limit_bone(context) is not None
+        pose_bone = active_limit_bone(context)
+        return pose_bone is not None and limits_editable(cls, pose_bone.id_data)
 
     def execute(self, context):
         active = active_limit_bone(context)

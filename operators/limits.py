@@ -9,7 +9,13 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty
 from mathutils import Vector
 
-from ..ewbik_addon.active import active_limit_bone, is_selected, posed_armature, selected_pose_bones
+from ..ewbik_addon.active import (
+    active_limit_bone,
+    is_selected,
+    limits_editable,
+    posed_armature,
+    selected_pose_bones,
+)
 from ..ewbik_addon.limit_presets import fitted_preset, preset_report, store_preset
 from ..ewbik_addon.limit_settings import set_limits
 from ..ewbik_addon.messages import count
@@ -50,7 +56,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
         if obj.mode == "EDIT":  # the bones are rebuilt from the edit bones on leaving Edit Mode
             cls.poll_message_set("Switch the armature to Pose or Object Mode")
             return False
-        return True
+        return limits_editable(cls, obj)
 
     def execute(self, context):
         obj = context.active_object
@@ -85,7 +91,8 @@ class EWBIK_OT_cone_add(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return active_limit_bone(context) is not None
+        pose_bone = active_limit_bone(context)
+        return pose_bone is not None and limits_editable(cls, pose_bone.id_data)
 
     def execute(self, context):
         pose_bone = active_limit_bone(context)
@@ -109,7 +116,7 @@ class EWBIK_OT_cone_remove(bpy.types.Operator):
     @classmethod
     def poll(cls, context):
         pose_bone = active_limit_bone(context)
-        if pose_bone is None:
+        if pose_bone is None or not limits_editable(cls, pose_bone.id_data):
             return False
         settings = pose_bone.bone.ewbik
         return 0 <= settings.active_cone_index < len(settings.cones)
@@ -133,7 +140,9 @@ class EWBIK_OT_cone_move(bpy.types.Operator):
     @classmethod
     def poll(cls, context):
         pose_bone = active_limit_bone(context)
-        return pose_bone is not None and len(pose_bone.bone.ewbik.cones) > 1
+        if pose_bone is None or not limits_editable(cls, pose_bone.id_data):
+            return False
+        return len(pose_bone.bone.ewbik.cones) > 1
 
     def execute(self, context):
         settings = active_limit_bone(context).bone.ewbik
@@ -155,7 +164,7 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return posed_armature(context) is not None
+        return limits_editable(cls, posed_armature(context))
 
     def execute(self, context):
         obj = posed_armature(context)

@@ -4,7 +4,7 @@ import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..ewbik_addon.action_limits import fit_action_limits
-from ..ewbik_addon.active import armature_to_step_through, is_selected
+from ..ewbik_addon.active import armature_to_step_through, is_selected, limits_editable
 from ..ewbik_addon.armature_checks import RigError
 from ..ewbik_addon.pose_channels import action_range, frame_range, read_pose_channels, write_pose_channels
 from ..solver.fit_limits import DEFAULT_MARGIN, DEFAULT_MAX_CONES
@@ -53,7 +53,9 @@ class EWBIK_OT_limits_from_action(
 
     @classmethod
     def poll(cls, context):
-        return armature_to_step_through(cls, context, "Select an animated armature")
+        return armature_to_step_through(cls, context, "Select an animated armature") and limits_editable(
+            cls, context.object
+        )
 
     def execute(self, context):
         obj = context.object

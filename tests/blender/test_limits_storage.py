@@ -184,3 +184,87 @@ def test_a_linked_armature_with_earlier_limits_is_left_and_names_its_library(met
     problems = addon_module("ewbik_addon.stored_settings").move_limits_to_bones(rig)
     assert len(problems) == 1 and "library.blend" in problems[0] and name in problems[0]
     assert "cones" in stored(rig.pose.bones["forearm.L"])["ewbik"]
+
+
+def overridden(rig, path):
+    """`rig` saved as the library `path`, linked into a fresh file and given an object override:
+    its armature data stays linked, and with it the limits; forearm.L active in Pose Mode."""
+    name = rig.name
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.read_homefile(use_empty=True)
+    with bpy.data.libraries.load(path, link=True) as (_source, linked):
+        linked.objects = [name]
+    bpy.context.scene.collection.objects.link(linked.objects[0])
+    rig = linked.objects[0].override_create(remap_local_usages=True)
+    assert rig.data.library is not None
+    make_active(rig)
+    bpy.ops.object.mode_set(mode="POSE")
+    rig.data.bones.active = rig.data.bones["forearm.L"]
+    return rig
+
+
+@pytest.fixture
+def overridden_rig(metarig, tmp_path):
+    """The metarig with humanoid limits, linked with an object override (`overridden`)."""
+    with_preset(metarig)
+    return overridden(metarig, str(tmp_path / "library.blend"))
+
+
+LIMIT_EDITS = [
+    ("apply_limit_preset", {"preset": "humanoid"}),
+    ("cone_add", {}),
+    ("cone_remove", {}),
+    ("cone_move", {"direction": "DOWN"}),
+    ("reset_limits", {}),
+    ("mirror_limits", {}),
+    ("copy_limits", {}),
+    ("limits_from_action", {}),
+]
+
+
+@pytest.mark.parametrize("operator, options", LIMIT_EDITS)
+def test_limits_of_a_linked_armature_are_not_changed_in_vain(overridden_rig, operator, options):
+    """An edit of limits on linked armature data would show until the file is saved, then be
+    gone: every operator that changes limits says where they come from instead."""
+    before = bone_limits(overridden_rig)
+    assert len(before) > 20
+    with pytest.raises(RuntimeError, match="library.blend"):
+        getattr(bpy.ops.ewbik, operator)(**options)
+    assert bone_limits(overridden_rig) == before
+
+
+def test_a_linked_armature_shows_no_limit_handles(overridden_rig):
+    assert addon_module("ewbik_addon.limit_gizmos").editable_bone(bpy.context) is None
+
+
+def test_pinning_a_linked_armature_without_limits_sets_none_and_says_why(metarig, tmp_path):
+    metarig.ewbik.auto_limits = True
+    rig = overridden(metarig, str(tmp_path / "library.blend"))
+    said = addon_module("ewbik_addon.limit_presets").set_humanoid_limits_if_none(rig, 1)
+    assert said.startswith("; no humanoid limits set:") and "library.blend" in said
+    assert bone_limits(rig) == {}
+
+
+def test_a_scene_document_with_other_limits_is_refused_on_a_linked_armature(overridden_rig, tmp_path):
+    scene_export = addon_module("ewbik_addon.scene_export")
+    scene_import = addon_module("ewbik_addon.scene_import")
+    RigError = addon_module("ewbik_addon.armature_checks").RigError
+    document = scene_export.scene_document(overridden_rig)
+    same = scene_import.apply_document(bpy.context, overridden_rig, document)
+    assert isinstance(same, list)
+    for bone in document["bones"]:
+        if bone["name"] == "forearm.L":
+            bone["limits"] = {}
+    before = bone_limits(overridden_rig)
+    with pytest.raises(RigError, match="library.blend"):
+        scene_import.apply_document(bpy.context, overridden_rig, document)
+    assert bone_limits(overridden_rig) == before
+
+
+def test_saving_an_overridden_rig_reads_its_pin_list_without_an_error(overridden_rig, tmp_path, capfd):
+    """Saving a file with a library override reads every overridable property, the pin list's
+    row too, in a context that has no active object."""
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot.blend"))
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "shot.blend"))
+    assert "Error" not in capfd.readouterr().err
