@@ -61,6 +61,7 @@ PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) t
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
 FOOT_WIDTH = 0.5  # the foot's breadth at the heel and the ball, a share of the foot bone, an estimate
 _GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
+_REACH_SHARE = 0.98  # a round takes the root at most this share of the way to a pin's reach
 _ROOT_TURNS = 0.7  # the share of `following_share` the centre of mass follows while the root turns too
 
 
@@ -360,7 +361,8 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     if support is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
     centres, unit = body.centres_in(skeleton), skeleton.unit
-    com = _centre_of_mass(body, centres, *skeleton.frames(plain.rotations, plain.locations))
+    world, heads = skeleton.frames(plain.rotations, plain.locations)
+    com = _centre_of_mass(body, centres, world, heads)
     depth, shift = support.depth_and_shift(com, MARGIN * unit)
     if not np.linalg.norm(shift) > settings.tolerance:
         return plain
@@ -370,7 +372,11 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     iterations, moved = plain.iterations, plain.moved.copy()
     best, kept, cut = (depth, plain), plain, False
     step = shift / _gain(_ROOT_TURNS * following_share(skeleton, pins, body, root))
+    reach = _Reach.of(skeleton, pins, root)
     for _ in range(BALANCE_ROUNDS):
+        step = reach.within(heads[root], step)
+        if not np.linalg.norm(step) > settings.tolerance:
+            break
         start = kept.locations.copy()
         start[root] += step @ to_local
         result = solve_round(pins, kept.rotations, start)
@@ -381,7 +387,8 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
             cut, step = True, step * 0.5
             continue
         cut, kept = False, result
-        new_com = _centre_of_mass(body, centres, *skeleton.frames(result.rotations, result.locations))
+        world, heads = skeleton.frames(result.rotations, result.locations)
+        new_com = _centre_of_mass(body, centres, world, heads)
         gain = _gain((new_com - com) @ step / (step @ step))
         com = new_com
         depth, shift = support.depth_and_shift(com, MARGIN * unit)
@@ -392,6 +399,48 @@ def balanced(solving, skeleton, pins, rotations, locations, body, settings):
     result = best[1]
     result.iterations, result.moved, result.converged = iterations, moved, result.converged and not cut
     return result
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reach:
+    """How far each pin's bone can get from the root's head (`lengths` (P,): the heads along the
+    chain between them, end to end) and its target (`targets` (P, 3)): a round that puts the root
+    beyond a pin's reach cannot meet that pin, and is dropped."""
+
+    lengths: np.ndarray
+    targets: np.ndarray
+
+    @classmethod
+    def of(cls, skeleton, pins, root):
+        bones = tuple(skeleton.index[pin.bone] for pin in pins)
+        targets = np.array([pin.target_position for pin in pins]).reshape(-1, 3)
+        return cls(_chain_lengths(skeleton, bones, root), targets)
+
+    def within(self, head, step):
+        """`step` (3,) shortened so the root's `head` (3,) moved by it stays within every pin's
+        reach that it is within now (a pin out of reach before stays so whatever the step)."""
+        away = head - self.targets
+        room = self.lengths**2 - (away * away).sum(-1)
+        along, size = away @ step, step @ step
+        if not size > 0.0:
+            return step
+        # |away + t step|^2 <= length^2 for t up to the larger root of the quadratic
+        t = (-along + np.sqrt(np.maximum(along * along + size * room, 0.0))) / size
+        reachable = t[room >= 0.0]
+        share = min(1.0, float(reachable.min(initial=np.inf)) * _REACH_SHARE)
+        return step * max(share, 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _chain_lengths(skeleton, bones, root):
+    """(P,) the length of the chain of heads from the root's head to each of `bones`'."""
+    steps = np.linalg.norm(skeleton.rest_head - skeleton.rest_head[skeleton.parents], axis=1)
+    lengths = np.zeros(len(bones))
+    for p, bone in enumerate(bones):
+        while bone != root and bone >= 0:
+            lengths[p] += steps[bone]
+            bone = int(skeleton.parents[bone])
+    return lengths
 
 
 def _free_root(skeleton, pins):

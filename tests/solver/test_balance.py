@@ -20,6 +20,7 @@ from solver.balance import (
     pose_centre_of_mass,
     support_of,
 )
+from solver.balance import _Reach as Reach
 from solver.pins import Pin
 from solver.presets import bone_roles
 from solver.settings import SolverSettings
@@ -200,3 +201,21 @@ def test_a_frozen_root_stays_put():
     )
     assert np.array_equal(plain.locations, on.locations)
     assert np.array_equal(plain.rotations, on.rotations)
+
+
+def test_a_round_never_takes_the_root_beyond_a_pins_reach():
+    """The shift is shortened so every pin the root could reach it still reaches (a round that
+    misses a pin is dropped, and halving it costs a further solve); a pin already out of reach
+    does not hold the root back."""
+    reach = Reach(np.array([1.0, 1.0, 0.5]), np.array([[0.0, 0.0, -0.9], [0.5, 0.0, 0.0], [3.0, 0.0, 0.0]]))
+    head = np.zeros(3)
+    for step in (np.array([0.0, 0.6, 0.0]), np.array([-0.8, 0.0, 0.0]), np.array([0.0, 0.01, 0.0])):
+        kept = reach.within(head, step)
+        assert np.allclose(np.cross(kept, step), 0.0) and kept @ step >= 0.0
+        assert np.linalg.norm(kept) <= np.linalg.norm(step) + 1e-15
+        distances = np.linalg.norm(head + kept - reach.targets, axis=1)
+        assert (distances[:2] <= reach.lengths[:2]).all()
+    small = np.array([0.0, 0.01, 0.0])
+    np.testing.assert_array_equal(reach.within(head, small), small)  # well within: untouched
+    far = reach.within(head, np.array([0.0, 0.6, 0.0]))
+    assert 0.4 < np.linalg.norm(far) < 0.44  # the first pin's reach: sqrt(1 - 0.81) = 0.436
