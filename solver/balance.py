@@ -412,9 +412,9 @@ class _Reach:
 
     @classmethod
     def of(cls, skeleton, pins, root):
-        bones = tuple(skeleton.index[pin.bone] for pin in pins)
+        bones = [skeleton.index[pin.bone] for pin in pins]
         targets = np.array([pin.target_position for pin in pins]).reshape(-1, 3)
-        return cls(_chain_lengths(skeleton, bones, root), targets)
+        return cls(_arcs(skeleton)[bones] - _arcs(skeleton)[root], targets)
 
     def within(self, head, step):
         """`step` (3,) shortened so the root's `head` (3,) moved by it stays within every pin's
@@ -432,15 +432,15 @@ class _Reach:
 
 
 @functools.lru_cache(maxsize=16)
-def _chain_lengths(skeleton, bones, root):
-    """(P,) the length of the chain of heads from the root's head to each of `bones`'."""
-    steps = np.linalg.norm(skeleton.rest_head - skeleton.rest_head[skeleton.parents], axis=1)
-    lengths = np.zeros(len(bones))
-    for p, bone in enumerate(bones):
-        while bone != root and bone >= 0:
-            lengths[p] += steps[bone]
-            bone = int(skeleton.parents[bone])
-    return lengths
+def _arcs(skeleton):
+    """(N,) each bone's arc length: the chain of heads from its root's head to its own, end to end."""
+    parents = skeleton.parents
+    steps = np.linalg.norm(skeleton.rest_head - skeleton.rest_head[parents], axis=1)
+    arc = np.zeros(len(skeleton))
+    for i in np.flatnonzero(parents >= 0):  # parents first
+        arc[i] = arc[parents[i]] + steps[i]
+    arc.flags.writeable = False
+    return arc
 
 
 def _free_root(skeleton, pins):
@@ -478,10 +478,7 @@ def _following_share(skeleton, pinned_bones, masses, middles, root):
     parents = skeleton.parents
     pinned = np.zeros(len(skeleton), dtype=bool)
     pinned[list(pinned_bones)] = True
-    steps = np.linalg.norm(skeleton.rest_head - skeleton.rest_head[parents], axis=1)
-    arc = np.zeros(len(skeleton))
-    for i in np.flatnonzero(parents >= 0):  # parents first
-        arc[i] = arc[parents[i]] + steps[i]
+    arc = _arcs(skeleton)
     nearest = np.where(pinned, arc, np.inf)
     for i in np.flatnonzero(parents >= 0)[::-1]:
         nearest[parents[i]] = min(nearest[parents[i]], nearest[i])

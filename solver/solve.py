@@ -1153,13 +1153,10 @@ class _State:
         self.effector_pos[:] = self.world_head[self.pin_bones]
         self.effector_axes[:] = np.swapaxes(self.world[self.pin_bones], -1, -2)
 
-    def squared_distances(self):
-        """(P,) each pin's squared distance from its target."""
-        return ((self.effector_pos - self.target_pos) ** 2).sum(-1)
-
     def squared_errors(self):
         """(squared position error (P,), squared axis chord of each axis (P, 3)) per pin."""
-        return self.squared_distances(), ((self.effector_axes - self.target_axes) ** 2).sum(-1)
+        pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
+        return pos2, ((self.effector_axes - self.target_axes) ** 2).sum(-1)
 
     def pin_costs(self, squared=None):
         """Each pin's seven-point misfit: (1 + 2 sum(w_axis)) |dp|^2 + 2 sum(w_axis |d axis|^2).
