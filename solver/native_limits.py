@@ -82,9 +82,9 @@ def _sure_inside(pack):
     the twist, |y| / |w|, is at most tan(half / 2).
     """
     bound = pack.radii + pack.sign * kusudama.INSIDE_TOLERANCE
-    cosine = np.cos(np.clip(bound, 0.0, np.pi))
-    inside_cos = np.where(pack.sign > 0, np.where(bound >= np.pi, -2.0, cosine + _SURE), cosine - _SURE)
-    inside_cos = np.where(pack.sign < 0, np.where(bound <= 0.0, 2.0, inside_cos), inside_cos)
+    everywhere = np.where(pack.sign > 0, bound >= np.pi, bound <= 0.0)  # every direction is inside
+    cosine = np.cos(np.clip(bound, 0.0, np.pi)) + pack.sign * _SURE
+    inside_cos = np.where(everywhere, -2.0 * pack.sign, cosine)
     half = 0.5 * np.asarray(pack.twist_half, dtype=float)
     twist_tan = np.where(
         half < 0.5 * np.pi, np.tan(np.minimum(half, 0.5 * np.pi - 1e-9)) * (1.0 - _SURE), np.inf

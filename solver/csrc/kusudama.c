@@ -59,13 +59,18 @@ static inline void twist_parts(const double f[4], const double q[4], double *w, 
     *y = -f[2] * q[0] - f[3] * q[1] + f[0] * q[2] + f[1] * q[3];
 }
 
-/* Twist of q about +Y relative to the twist frame f, in [-pi, pi], with the sign making w >= 0
- * (_Packed.twist_offset). */
+/* The twist angle of `twist_parts` w and y, in [-pi, pi], with the sign making w >= 0. */
+static inline double twist_angle(double w, double y)
+{
+    return 2.0 * atan2(w < 0.0 ? -y : y, fabs(w));
+}
+
+/* Twist of q about +Y relative to the twist frame f (_Packed.twist_offset). */
 static inline double twist_offset(const double f[4], const double q[4])
 {
     double w, y;
     twist_parts(f, q, &w, &y);
-    return 2.0 * atan2(w < 0.0 ? -y : y, fabs(w));
+    return twist_angle(w, y);
 }
 
 /* Whether p lies beyond one of a tangent cone's three triangle planes (rows of `planes`;
@@ -155,7 +160,7 @@ void ewbik_constrain(const ewbik_limits *limits, int bone, double q[4], int iter
         twist_parts(limits->twist_frame + 4 * bone, q, &w, &y);
         if (fabs(y) <= fabs(w) * limits->twist_tan[bone])
             return; /* surely within the range (native_limits): the offset below would say so too */
-        double offset = twist_offset(limits->twist_frame + 4 * bone, q);
+        double offset = twist_angle(w, y);
         double half = limits->twist_half[bone];
         double excess = offset > half ? offset - half : offset < -half ? offset + half : 0.0;
         if (excess != 0.0)
