@@ -71,26 +71,20 @@ def same_limits(first, second):
 
 
 def _as_stored(limits):
-    def stored(values):
+    """(cones, twist, comfort) of a limits dict as Blender stores them: float32, unit cone axes."""
+
+    def stored(*values):
         return tuple(np.asarray(values, dtype=np.float32).tolist())
 
-    cones = tuple(
-        stored(
-            [
-                *(
-                    np.asarray(c["direction"], dtype=float)
-                    / max(np.linalg.norm(c["direction"]), MIN_DIRECTION)
-                ),
-                c["radius"],
-            ]
-        )
-        for c in limits.get("cones", ())
-    )
+    def unit(direction):
+        direction = np.asarray(direction, dtype=float)
+        return direction / max(float(np.linalg.norm(direction)), MIN_DIRECTION)
+
     twist = limits.get("twist")
     return (
-        cones,
-        None if twist is None else stored([twist["min"], twist["max"]]),
-        stored([limits.get("comfort", 0.0)]),
+        tuple(stored(*unit(cone["direction"]), cone["radius"]) for cone in limits.get("cones", ())),
+        None if twist is None else stored(twist["min"], twist["max"]),
+        stored(limits.get("comfort", 0.0)),
     )
 
 

@@ -6,6 +6,7 @@ settings) changes. The live handler skips even that signature when only pin targ
 """
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING
 
 import bpy
@@ -38,9 +39,14 @@ class PinnedChains:
     skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
     stiffness: np.ndarray = None  # `skeleton` order
     stretch: np.ndarray = None  # `skeleton` order, each bone's maximum stretch
-    stretchable: np.ndarray = None  # `skeleton` indices of the bones that may stretch (stretch > 1)
     limits: JointLimits = None
     limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
+
+    @functools.cached_property
+    def stretchable(self):
+        """`skeleton` indices of the bones that may stretch (stretch > 1), worked out once: every
+        solve and every write asks."""
+        return np.flatnonzero(self.stretch > 1.0)
 
 
 @dataclasses.dataclass
@@ -359,12 +365,10 @@ def _chains_with_settings(rig):
         every = rig.limits.kusudamas
         kusudamas = {k: every[i] for k, i in enumerate(in_rig.tolist()) if i in every}
         limits = JointLimits(kusudamas, len(in_rig)) if kusudamas else None
-    stretch = rig.stretch[in_rig]
     return dataclasses.replace(
         chains,
         stiffness=rig.stiffness[in_rig],
-        stretch=stretch,
-        stretchable=np.flatnonzero(stretch > 1.0),
+        stretch=rig.stretch[in_rig],
         limits=limits,
         limits_of=rig.limits,
     )
