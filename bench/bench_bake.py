@@ -177,16 +177,16 @@ def _blender_with_extension():
 def _measure(bpy, rig, targets, chains, frames, repeats):
     """{run name: [((seconds, cpu seconds), per-frame errors or None)] per repeat}."""
     scene = bpy.context.scene
-    default_budget = rig.ewbik.time_budget_ms
+    default_budget, pinned_root = rig.ewbik.time_budget_ms, rig.ewbik.translate_root
 
-    def ewbik_bake(time_budget_ms, translate_root=True):
+    def ewbik_bake(time_budget_ms, translate_root=pinned_root):
         _reset(bpy, rig)
         rig.ewbik.live = True
         rig.ewbik.time_budget_ms = time_budget_ms
         rig.ewbik.translate_root = translate_root
         seconds = _timed(lambda: bpy.ops.ewbik.bake(frame_start=1, frame_end=frames))
         rig.ewbik.time_budget_ms = default_budget
-        rig.ewbik.translate_root = True
+        rig.ewbik.translate_root = pinned_root
         return seconds, _errors(bpy, rig, targets, frames)
 
     def playback(live):
