@@ -369,8 +369,8 @@ def solve_recorder(samples):
 
     Returns a function that undoes the wraps.
     """
-    armature_solve = addon_module("ewbik_addon.armature_solve")
-    live = addon_module("ewbik_addon.live")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
+    live = addon_module("ewbik_addon.solve.live")
     original = armature_solve.solve_armature
     handlers = bpy.app.handlers.depsgraph_update_post
     slot = next(i for i, handler in enumerate(handlers) if handler is live.on_depsgraph_update)
@@ -485,7 +485,7 @@ def first_updates(limits, bones):
     bpy.ops.object.mode_set(mode="OBJECT")
     targets = {bone: rig.pose.bones[bone].ewbik.target for bone in PINS}
     timed_update(rig, targets)
-    addon_module("ewbik_addon.rig_cache").clear_cache()
+    addon_module("ewbik_addon.bridge.rig_cache").clear_cache()
     times.append(timed_update(rig, targets))
     rig.pose.bones["spine.001"].ewbik.stiffness = 0.25
     times.append(timed_update(rig, targets))

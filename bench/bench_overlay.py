@@ -130,7 +130,7 @@ def redraw(overlay, obj, offscreen, view, projection):
 
 
 def measure(obj, count):
-    overlay = addon_module("ewbik_addon.overlay")
+    overlay = addon_module("ewbik_addon.viewport.overlay")
     view, projection = view_matrices(obj)
     offscreen = gpu.types.GPUOffScreen(WIDTH, HEIGHT)
     arm = obj.pose.bones["upper_arm.L"]
@@ -162,7 +162,7 @@ def measure(obj, count):
 
 
 def report(obj, rows, count):
-    overlay = addon_module("ewbik_addon.overlay")
+    overlay = addon_module("ewbik_addon.viewport.overlay")
     shown = overlay.shown_bones(obj)
     geometry = overlay.overlay_geometry(obj)
     triangles = sum(len(geometry[kind]) for kind in overlay.FILLS if kind in geometry)

@@ -216,8 +216,8 @@ class BridgeTimer:
         self.wrapped = {
             (module, name): getattr(module, name)
             for module, name in (
-                (addon_module("ewbik_addon.armature_solve"), "solve_armature"),
-                (addon_module("ewbik_addon.crowd_solve"), "solve_crowd"),
+                (addon_module("ewbik_addon.solve.armature_solve"), "solve_armature"),
+                (addon_module("ewbik_addon.solve.crowd_solve"), "solve_crowd"),
             )
         }
         self.bridge_ms = 0.0
@@ -295,7 +295,7 @@ def drag(rigs, targets, chains, solver, steps, warmup):
     view_layer = bpy.context.view_layer
     totals, bridges, solves = [], [], []
     writer = (
-        PoseWriter(rigs, addon_module("ewbik_addon.pose_io")._POSE_REFRESH)
+        PoseWriter(rigs, addon_module("ewbik_addon.bridge.pose_io")._POSE_REFRESH)
         if solver == "writes"
         else contextlib.nullcontext()
     )

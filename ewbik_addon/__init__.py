@@ -1,8 +1,28 @@
-"""Blender glue: stored settings, the armature <-> solver modules, the live handler, the overlay,
-the limit handles, menu entries and shortcuts."""
+"""Blender glue: stored settings, the armature <-> solver bridge, the live handler, the bake, the
+overlay and its limit handles, menu entries and shortcuts; one subpackage per concern."""
 
-import bpy
+import importlib
 
-register, unregister = bpy.utils.register_submodule_factory(
-    __name__, ("properties", "live", "overlay", "limit_gizmos", "menus", "keymaps")
+_REGISTERED = (  # in this order; unregistered in reverse
+    "ui.properties",
+    "com.messages",
+    "solve.live",
+    "viewport.overlay",
+    "viewport.limit_gizmos",
+    "ui.menus",
+    "ui.keymaps",
 )
+
+
+def _modules():
+    return [importlib.import_module(f"{__name__}.{name}") for name in _REGISTERED]
+
+
+def register():
+    for module in _modules():
+        module.register()
+
+
+def unregister():
+    for module in reversed(_modules()):
+        module.unregister()

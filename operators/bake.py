@@ -1,4 +1,4 @@
-"""`ewbik.bake`: solve every frame of a range and key the solved pose (`ewbik_addon.bake_engine`).
+"""`ewbik.bake`: solve every frame of a range and key the solved pose (`ewbik_addon.bake.bake_engine`).
 
 The operator only drives the bake: `execute` in one go, `invoke` + a timer-driven modal with a
 progress bar, a status line and Esc to cancel.
@@ -7,10 +7,10 @@ progress bar, a status line and Esc to cancel.
 import bpy
 from bpy.props import BoolProperty, IntProperty
 
-from ..ewbik_addon.active import armature_to_step_through
-from ..ewbik_addon.armature_checks import RigError
-from ..ewbik_addon.bake_engine import BakeOptions, CrowdBake, armatures_to_bake
-from ..ewbik_addon.pose_channels import frame_range, scene_range
+from ..ewbik_addon.bake.bake_engine import BakeOptions, CrowdBake, armatures_to_bake
+from ..ewbik_addon.com.active import armature_to_step_through
+from ..ewbik_addon.com.armature_checks import RigError
+from ..ewbik_addon.com.pose_channels import frame_range, scene_range
 
 
 class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range"), bpy.types.Operator):

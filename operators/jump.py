@@ -2,7 +2,7 @@
 
 import bpy
 
-from ..ewbik_addon.active import set_selected
+from ..ewbik_addon.com.active import set_selected
 
 
 def _pins_following(context, target, bone_name=""):

@@ -2,10 +2,10 @@
 
 import bpy
 
-from ..ewbik_addon.active import active_limit_bone, limits_editable, posed_armature, selected_pose_bones
-from ..ewbik_addon.limit_mirror import mirror_pairs, mirrored_limits
-from ..ewbik_addon.limit_settings import limits_dict, set_limits
-from ..ewbik_addon.messages import count
+from ..ewbik_addon.com.active import active_limit_bone, limits_editable, posed_armature, selected_pose_bones
+from ..ewbik_addon.com.limit_settings import limits_dict, set_limits
+from ..ewbik_addon.com.messages import count
+from ..ewbik_addon.limits.limit_mirror import mirror_pairs, mirrored_limits
 
 NAMES_SHOWN = 8
 

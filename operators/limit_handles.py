@@ -3,15 +3,15 @@
 import bpy
 from bpy.props import BoolProperty, FloatVectorProperty
 
-from ..ewbik_addon.active import active_limit_bone, limits_editable
-from ..ewbik_addon.limit_gizmos import (
+from ..ewbik_addon.com.active import active_limit_bone, limits_editable
+from ..ewbik_addon.viewport.limit_gizmos import (
     add_cone,
     editable_bone,
     remove_cone_at,
     sphere_direction,
     view_ray,
 )
-from ..ewbik_addon.overlay import limit_frame
+from ..ewbik_addon.viewport.overlay import limit_frame
 
 
 class EWBIK_OT_cone_at_cursor(bpy.types.Operator):

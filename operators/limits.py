@@ -9,16 +9,16 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty
 from mathutils import Vector
 
-from ..ewbik_addon.active import (
+from ..ewbik_addon.com.active import (
     active_limit_bone,
     is_selected,
     limits_editable,
     posed_armature,
     selected_pose_bones,
 )
-from ..ewbik_addon.limit_presets import fitted_preset, preset_report, store_preset
-from ..ewbik_addon.limit_settings import set_limits
-from ..ewbik_addon.messages import count
+from ..ewbik_addon.com.limit_settings import set_limits
+from ..ewbik_addon.com.messages import count
+from ..ewbik_addon.limits.limit_presets import fitted_preset, preset_report, store_preset
 from ..solver import presets
 
 

@@ -3,10 +3,10 @@
 import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 
-from ..ewbik_addon.action_limits import fit_action_limits
-from ..ewbik_addon.active import armature_to_step_through, is_selected, limits_editable
-from ..ewbik_addon.armature_checks import RigError
-from ..ewbik_addon.pose_channels import action_range, frame_range, read_pose_channels, write_pose_channels
+from ..ewbik_addon.bake.action_limits import fit_action_limits
+from ..ewbik_addon.com.active import armature_to_step_through, is_selected, limits_editable
+from ..ewbik_addon.com.armature_checks import RigError
+from ..ewbik_addon.com.pose_channels import action_range, frame_range, read_pose_channels, write_pose_channels
 from ..solver.fit_limits import DEFAULT_MARGIN, DEFAULT_MAX_CONES
 
 

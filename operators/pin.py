@@ -3,19 +3,9 @@
 import bpy
 from bpy.props import StringProperty
 
-from ..ewbik_addon import (
-    armature_checks,
-    limit_presets,
-    live,
-    pin_reading,
-    production_checks,
-    production_rigs,
-    standing_body,
-)
-from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
-from ..ewbik_addon.messages import count
-from ..ewbik_addon.stored_settings import pinned_bones
-from ..ewbik_addon.targets import TARGET_MARK, TargetFollowError, check_follow, is_deleted, new_target
+from ..ewbik_addon.bridge.pinning import pin_bones, unpin_bones
+from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones
+from ..ewbik_addon.com.armature_checks import RigError
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
@@ -36,35 +26,10 @@ class EWBIK_OT_pin(bpy.types.Operator):
             self.report({"ERROR"}, "Select the pose bones to pin")
             return {"CANCELLED"}
         try:
-            check_follow(obj)
-        except TargetFollowError as error:
-            self.report({"ERROR"}, f"Nothing pinned: {error}")
+            self.report({"INFO"}, pin_bones(context, obj, bones))
+        except RigError as error:
+            self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        names, remarks = production_rigs.bones_to_pin(
-            obj, [pose_bone.name for pose_bone in bones], production_checks.fixed_bones(obj)
-        )
-        with live.suspended():
-            switched = production_rigs.switch_to_fk(obj, names)
-        if switched:
-            remarks.append("limbs switched to FK (Rig > Restore IK/FK switches them back)")
-        if not names:
-            self.report({"ERROR"}, "; ".join(remarks))
-            return {"CANCELLED"}
-        bones = [obj.pose.bones[name] for name in names]
-        pinned_before = any(not is_deleted(pose_bone.ewbik.target) for pose_bone in pinned_bones(obj))
-        created = 0
-        for pose_bone in bones:
-            if pose_bone.ewbik.target is not None and not is_deleted(pose_bone.ewbik.target):
-                continue
-            pose_bone.ewbik.target = new_target(context, obj, pose_bone)
-            created += 1
-        auto_limits = limit_presets.set_humanoid_limits_if_none(obj, context.scene.frame_current)
-        standing = standing_body.stand_on_pin(context, obj, pinned_before)
-        remarks = "".join(f"; {remark}" for remark in remarks)
-        self.report(
-            {"INFO"},
-            f"Pinned {count(len(bones), 'bone')}, {count(created, 'new target')}{auto_limits}{standing}{remarks}",
-        )
         return {"FINISHED"}
 
 
@@ -91,62 +56,8 @@ class EWBIK_OT_unpin(bpy.types.Operator):
         if not bones:
             self.report({"WARNING"}, "No pinned bone selected")
             return {"CANCELLED"}
-        targets = {pose_bone.ewbik.target for pose_bone in bones}
-        for pose_bone in bones:
-            pose_bone.ewbik.target = None
-        try:
-            pin_reading.pinned_targets(
-                obj, rescan=True
-            )  # the cached pins forget these before their empties go
-        except armature_checks.RigError:
-            pass  # the live status reports what else is wrong with the rig
-        removed, kept = _remove_unused_targets(targets)
-        message = f"Unpinned {count(len(bones), 'bone')}, removed {count(removed, 'target')}"
-        if kept:
-            message += f"; kept {', '.join(kept)}"
-        self.report({"INFO"}, message)
+        self.report({"INFO"}, unpin_bones(obj, bones))
         return {"FINISHED"}
-
-
-def _why_kept(target, users):
-    """Why an empty Pin made must stay when unpinned ("" when it can go): it carries the user's
-    keys, NLA strips or drivers, constraints, has children, or something else (another pin, a
-    constraint) uses it."""
-    animation = target.animation_data
-    if animation is not None and (animation.action or animation.nla_tracks or animation.drivers):
-        return "it is animated"
-    if target.constraints:
-        return "it has constraints"
-    if target.children:
-        return "it has children"
-    if any(not isinstance(user, (bpy.types.Collection, bpy.types.Scene)) for user in users):
-        return "something else uses it"
-    return ""
-
-
-def _remove_unused_targets(targets):
-    """Delete the empties this extension created that nothing but collections (and scenes listing
-    them) uses. Returns (how many were removed, ["'name' (why)"] of ours that were kept)."""
-    ours = [target for target in targets if TARGET_MARK in target and target.library is None]
-    users = bpy.data.user_map(subset=ours)
-    removed, kept = 0, []
-    collections = set()
-    for target in ours:
-        why = _why_kept(target, users[target]) if not is_deleted(target) else ""
-        if why:
-            kept.append(f"target '{target.name}' ({why})")
-            continue
-        collections.update(target.users_collection)
-        bpy.data.objects.remove(target)
-        removed += 1
-    for collection in collections:
-        if (
-            collection.name.startswith("EWBIK Targets ")
-            and not collection.all_objects
-            and not collection.children
-        ):
-            bpy.data.collections.remove(collection)
-    return removed, kept
 
 
 class EWBIK_OT_select_pin_target(bpy.types.Operator):

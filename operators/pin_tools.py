@@ -2,8 +2,8 @@
 
 import bpy
 
-from ..ewbik_addon.active import editable_posing_armature, selected_pose_bones
-from ..ewbik_addon.pin_reading import follows_pinned_bone
+from ..ewbik_addon.bridge.pin_reading import follows_pinned_bone
+from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones
 
 
 class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):

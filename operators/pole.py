@@ -2,10 +2,10 @@
 
 import bpy
 
-from ..ewbik_addon.active import editable_posing_armature
-from ..ewbik_addon.armature_checks import RigError
-from ..ewbik_addon.stored_settings import bone_target
-from ..ewbik_addon.targets import TargetFollowError, check_follow, new_pole, pole_place
+from ..ewbik_addon.bridge.targets import TargetFollowError, check_follow, new_pole, pole_place
+from ..ewbik_addon.com.active import editable_posing_armature
+from ..ewbik_addon.com.armature_checks import RigError
+from ..ewbik_addon.com.stored_settings import bone_target
 
 
 class EWBIK_OT_add_pole(bpy.types.Operator):

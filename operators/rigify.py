@@ -3,9 +3,10 @@ mapping (bones -> body roles) that presets use where names are not recognised.""
 
 import bpy
 
-from ..ewbik_addon import live, production_rigs
-from ..ewbik_addon.active import active_armature, selected_pose_bones
-from ..ewbik_addon.stored_settings import pinned_bones
+from ..ewbik_addon.com.active import active_armature, selected_pose_bones
+from ..ewbik_addon.com.live_pause import suspended
+from ..ewbik_addon.com.stored_settings import pinned_bones
+from ..ewbik_addon.rigs import production_rigs
 
 
 def _armature(cls, context):
@@ -29,7 +30,7 @@ class EWBIK_OT_switch_to_fk(bpy.types.Operator):
     def execute(self, context):
         obj = active_armature(context)
         pinned = [pose_bone.name for pose_bone in pinned_bones(obj)]
-        with live.suspended():
+        with suspended():
             switched = production_rigs.switch_to_fk(obj, pinned)
         obj.update_tag()
         if not switched:

@@ -1,6 +1,6 @@
 """Scene documents in and out of Blender: bug reports, the CLI solver, and reproducing either.
 
-Export writes what `scene_export.scene_document` sees. Import (`ewbik_addon.scene_import`) validates the
+Export writes what `scene_export.scene_document` sees. Import (`ewbik_addon.documents.scene_import`) validates the
 whole document and plans every change before touching the file, so a bad document is reported
 and changes nothing.
 """
@@ -12,9 +12,9 @@ import bpy
 from bpy.props import BoolProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
-from ..ewbik_addon import scene_export, scene_import
-from ..ewbik_addon.active import active_armature
-from ..ewbik_addon.armature_checks import RigError
+from ..ewbik_addon.com.active import active_armature
+from ..ewbik_addon.com.armature_checks import RigError
+from ..ewbik_addon.documents import scene_export, scene_import
 
 
 class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):

@@ -7,7 +7,7 @@ offer operator options (Symmetrize in sculpt mode): the button runs with what th
 
 import bpy
 
-from ..ewbik_addon.active import active_armature
+from ..ewbik_addon.com.active import active_armature
 from .sidebar import SidebarPanel
 
 

@@ -6,17 +6,17 @@ is a stored RNA property, so it is undoable and saved with the file.
 
 import bpy
 
-from ..ewbik_addon import production_checks, production_rigs
-from ..ewbik_addon.active import (
+from ..ewbik_addon.com.active import (
     active_armature,
     active_limit_bone,
     pinning_armature,
     posed_armature,
     shown_pin,
 )
-from ..ewbik_addon.limit_status import limit_status
-from ..ewbik_addon.messages import count
-from ..ewbik_addon.stored_settings import bone_target
+from ..ewbik_addon.com.messages import count
+from ..ewbik_addon.com.stored_settings import bone_target
+from ..ewbik_addon.limits.limit_status import limit_status
+from ..ewbik_addon.rigs import production_checks, production_rigs
 from ..solver import available_presets, compiled_loop_available
 
 NUMPY_LOOP_NOTE = "Compiled solver not built for this system: solving in numpy (slower)"

@@ -123,8 +123,8 @@ def reach(obj, balance):
     targets = pinned(obj, "hand.R", "foot.L", "foot.R")
     obj.ewbik.balance = balance
     dragged({targets["hand.R"]: Vector((0.1, -0.7, -0.9))})
-    com, corners = addon("ewbik_addon.balance_body").balance_shape(
-        obj, addon("ewbik_addon.rig_cache").rig_for(obj, False)
+    com, corners = addon("ewbik_addon.rigs.balance_body").balance_shape(
+        obj, addon("ewbik_addon.bridge.rig_cache").rig_for(obj, False)
     )
     floor = min(c[2] for c in corners)
     mesh = bpy.data.meshes.new("support")

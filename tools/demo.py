@@ -102,7 +102,7 @@ def drag(targets, after_step=None):
 def settle():
     """What Blender's timer does after the mouse stops: solve once more without the time budget
     when the last solve ran out of it."""
-    live = importlib.import_module("bl_ext.user_default.ewbik.ewbik_addon.live")
+    live = importlib.import_module("bl_ext.user_default.ewbik.ewbik_addon.solve.live")
     if not live.has_unconverged():
         return 0
     live.refine_unconverged()

@@ -79,7 +79,7 @@ def pose(obj, turns):
 
 def overlay_layer(obj, camera, size):
     """(size, size, 4) float RGBA of the overlay alone, straight alpha, bottom row first."""
-    overlay = addon("ewbik_addon.overlay")
+    overlay = addon("ewbik_addon.viewport.overlay")
     view = camera.matrix_world.inverted()
     projection = camera.calc_matrix_camera(bpy.context.evaluated_depsgraph_get(), x=size, y=size)
     drawn = []
@@ -107,7 +107,7 @@ def overlay_layer(obj, camera, size):
 
 def stage(obj, bone_name, toward, label):
     """Bone shapes and a camera looking at the bone's limit sphere from `toward` (limit frame)."""
-    overlay = addon("ewbik_addon.overlay")
+    overlay = addon("ewbik_addon.viewport.overlay")
     pose_bone = obj.pose.bones[bone_name]
     frame = overlay.limit_frame(obj, pose_bone)
     head = frame.to_translation()
@@ -127,7 +127,7 @@ def stage(obj, bone_name, toward, label):
 
 def handle_markers(obj, bone_name):
     """Small spheres where the viewport's handles of the bone sit, in the handles' colours."""
-    gizmos = addon("ewbik_addon.limit_gizmos")
+    gizmos = addon("ewbik_addon.viewport.limit_gizmos")
     pose_bone = obj.pose.bones[bone_name]
     corners = [Vector(corner) * 0.05 * pose_bone.length for corner in gizmos.octahedron()]
     for kind, index, point in gizmos.handle_points(obj, pose_bone):
@@ -144,7 +144,7 @@ def picture(name, bone_name, toward, turns, label, out_dir, size, drag=False):
     obj.data.bones.active = obj.data.bones[bone_name]
     pose(obj, turns)
     if drag:
-        gizmos = addon("ewbik_addon.limit_gizmos")
+        gizmos = addon("ewbik_addon.viewport.limit_gizmos")
         edit = gizmos.LimitEdit(obj, bone_name, "radius", 0)
         cone = obj.pose.bones[bone_name].bone.ewbik.cones[0]
         rim = Quaternion(Vector(cone.direction).orthogonal(), cone.radius + math.radians(23.0)) @ Vector(

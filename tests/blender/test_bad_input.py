@@ -25,8 +25,8 @@ def pinned(metarig, *bones):
 
 
 def test_solving_a_mesh_is_refused():
-    RigError = addon_module("ewbik_addon.armature_checks").RigError
-    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
+    RigError = addon_module("ewbik_addon.com.armature_checks").RigError
+    solve_armature = addon_module("ewbik_addon.solve.armature_solve").solve_armature
     bpy.ops.mesh.primitive_cube_add()
     with pytest.raises(RigError, match="mesh object, not an armature"):
         solve_armature(bpy.context.object)
@@ -37,7 +37,7 @@ def test_deleted_target_is_reported_once_and_the_rest_keeps_working(metarig):
     before = pose_values(metarig)
     bpy.data.objects.remove(targets["hand.L"])
     update()
-    messages = addon_module("ewbik_addon.messages")
+    messages = addon_module("ewbik_addon.com.messages")
     assert metarig.ewbik.status == messages.deleted_targets(["hand.L"])
     assert_unchanged(metarig, before)
     targets["foot.L"].location += Vector((0.0, -0.05, 0.05))
@@ -188,8 +188,8 @@ def library_rig(metarig, tmp_path):
 
 
 def test_linked_rig_cannot_be_posed(library_rig):
-    RigError = addon_module("ewbik_addon.armature_checks").RigError
-    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
+    RigError = addon_module("ewbik_addon.com.armature_checks").RigError
+    solve_armature = addon_module("ewbik_addon.solve.armature_solve").solve_armature
     assert library_rig.library is not None
     before = pose_values(library_rig)
     with pytest.raises(RigError, match="linked from"):
@@ -203,8 +203,8 @@ def test_linked_rig_cannot_be_posed(library_rig):
 
 
 def test_library_override_is_posed_unless_it_is_a_system_override(library_rig):
-    RigError = addon_module("ewbik_addon.armature_checks").RigError
-    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
+    RigError = addon_module("ewbik_addon.com.armature_checks").RigError
+    solve_armature = addon_module("ewbik_addon.solve.armature_solve").solve_armature
     override = library_rig.override_create(remap_local_usages=True)
     override.pose.bones["hand.L"].ewbik.target.location.z += 0.01
     result = solve_armature(override, full=True)

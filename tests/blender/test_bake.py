@@ -25,16 +25,16 @@ MATRIX_TOLERANCE = 1e-5  # pose matrices of a 2 m rig, float32 keys
 
 @pytest.fixture
 def bake_engine():
-    return addon_module("ewbik_addon.bake_engine")
+    return addon_module("ewbik_addon.bake.bake_engine")
 
 
 def fcurve_keys():
-    return addon_module("ewbik_addon.fcurve_keys")
+    return addon_module("ewbik_addon.bake.fcurve_keys")
 
 
 @pytest.fixture
 def live_module():
-    return addon_module("ewbik_addon.live")
+    return addon_module("ewbik_addon.solve.live")
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def bake_recording(bake_engine, live_module, obj, bake_options):
     while not bake.done:
         frame = bake.frame
         bake.solve_next()
-        with live_module.suspended():
+        with addon_module("ewbik_addon.com.live_pause").suspended():
             solved[frame] = pose_matrices(obj)
     return solved, bake.finish()
 
@@ -90,7 +90,7 @@ def action_state(obj, bake_engine):
 
 def pose_state(obj, bake_engine):
     bpy.context.view_layer.update()  # let pending live solves run first: they are not the bake's doing
-    channels = addon_module("ewbik_addon.pose_channels").read_pose_channels(obj.pose.bones)
+    channels = addon_module("ewbik_addon.com.pose_channels").read_pose_channels(obj.pose.bones)
     return {name: values.tolist() for name, values in channels.items()}
 
 
@@ -199,7 +199,7 @@ def test_operator_keys_moved_bones_with_the_scene_range(rig, bake_engine):
     for name in (*HAND_CHAIN, BYSTANDER):
         pose_bone = rig.pose.bones[name]
         path = pose_bone.path_from_id(
-            addon_module("ewbik_addon.rotation_channels").rotation_channel(pose_bone.rotation_mode)
+            addon_module("ewbik_addon.com.rotation_channels").rotation_channel(pose_bone.rotation_mode)
         )
         assert (path in keyed) == (name != BYSTANDER), path
     assert not any(path.endswith(".location") for path in keyed), "the root does not translate"

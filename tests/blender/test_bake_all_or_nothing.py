@@ -11,7 +11,7 @@ from tests.support.modal_bake import RunningBake
 
 
 def fcurve_keys():
-    return addon_module("ewbik_addon.fcurve_keys")
+    return addon_module("ewbik_addon.bake.fcurve_keys")
 
 
 def keys_of(obj):
@@ -22,7 +22,7 @@ def keys_of(obj):
 
 def pose_of(obj):
     bpy.context.view_layer.update()
-    channels = addon_module("ewbik_addon.pose_channels").read_pose_channels(obj.pose.bones)
+    channels = addon_module("ewbik_addon.com.pose_channels").read_pose_channels(obj.pose.bones)
     return {name: values.copy() for name, values in channels.items()}
 
 
@@ -107,7 +107,7 @@ def test_a_write_failing_on_a_later_armature_takes_back_the_keys_of_the_earlier(
         return write(writer, *args, **kwargs)
 
     monkeypatch.setattr(fcurve_keys().KeyWriter, "write", fail_on_second)
-    engine = addon_module("ewbik_addon.bake_engine")
+    engine = addon_module("ewbik_addon.bake.bake_engine")
     bake = engine.CrowdBake(bpy.context, [rig, second], engine.BakeOptions(frame_start=1, frame_end=10))
     while not bake.done:
         bake.solve_next()
@@ -124,7 +124,7 @@ def test_an_armature_deleted_during_the_modal_bake_cancels_it(rig, deleted):
     second = with_keyed_hand_target(build_metarig(location=(2.0, 0.0, 0.0)), (-0.1, -0.2, 0.2))
     bpy.context.scene.frame_set(1)
     before = pose_of(rig)
-    engine = addon_module("ewbik_addon.bake_engine")
+    engine = addon_module("ewbik_addon.bake.bake_engine")
     options = engine.BakeOptions(frame_start=1, frame_end=10)
     running = RunningBake(engine.CrowdBake(bpy.context, [rig, second], options))
 

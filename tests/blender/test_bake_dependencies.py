@@ -94,7 +94,7 @@ def test_a_target_that_follows_an_armature_has_it_written(follow):
     follow(empty, first)
     target = first if follow is the_armature_itself else empty
 
-    read = addon_module("ewbik_addon.bake_dependencies").armatures_read([first, second], [target])
+    read = addon_module("ewbik_addon.bake.bake_dependencies").armatures_read([first, second], [target])
 
     assert read == {first}
 
@@ -105,7 +105,7 @@ def test_an_armature_parented_to_another_has_that_one_written():
     empty = bpy.data.objects.new("target", None)
     bpy.context.scene.collection.objects.link(empty)
 
-    read = addon_module("ewbik_addon.bake_dependencies").armatures_read([first, second], [empty])
+    read = addon_module("ewbik_addon.bake.bake_dependencies").armatures_read([first, second], [empty])
 
     assert read == {first}
 
@@ -118,7 +118,7 @@ def test_a_target_on_its_own_has_nothing_written():
     empty.location = (1.0, 0.0, 0.0)
     empty.keyframe_insert("location", frame=1)
 
-    read = addon_module("ewbik_addon.bake_dependencies").armatures_read([first, second], [empty])
+    read = addon_module("ewbik_addon.bake.bake_dependencies").armatures_read([first, second], [empty])
 
     assert read == set()
 
@@ -151,7 +151,7 @@ def test_a_dependency_that_cannot_be_followed_has_every_armature_written(unsure)
     bpy.context.scene.collection.objects.link(empty)
     unsure(empty)
 
-    read = addon_module("ewbik_addon.bake_dependencies").armatures_read([first, second], [empty])
+    read = addon_module("ewbik_addon.bake.bake_dependencies").armatures_read([first, second], [empty])
 
     assert read == {first, second}
 
@@ -160,7 +160,7 @@ def test_every_constraint_and_modifier_type_is_followed():
     """Each type's pointers are read without error; the ones that point at the armature have it
     written (a geometry nodes modifier has every armature written)."""
     first, second = build_metarig(), build_metarig(location=(2.0, 0.0, 0.0))
-    bake_dependencies = addon_module("ewbik_addon.bake_dependencies")
+    bake_dependencies = addon_module("ewbik_addon.bake.bake_dependencies")
     constraint_types = bpy.types.Constraint.bl_rna.properties["type"].enum_items.keys()
     for kind in constraint_types:
         empty = bpy.data.objects.new(kind, None)

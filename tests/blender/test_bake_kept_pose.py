@@ -38,7 +38,7 @@ def animated_crowd(count):
 
 
 def baked_keys(obj):
-    fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
+    fcurve_keys = addon_module("ewbik_addon.bake.fcurve_keys")
     return {
         (fcurve.data_path, fcurve.array_index): fcurve_keys.read_keys(fcurve.keyframe_points)["co"]
         for fcurve in fcurve_keys.action_fcurves(obj.animation_data)
@@ -47,8 +47,8 @@ def baked_keys(obj):
 
 def read_back_every_frame(monkeypatch):
     """The oracle: every frame's pose read from Blender before the solve and after it."""
-    bake_engine = addon_module("ewbik_addon.bake_engine")
-    pose_channels = addon_module("ewbik_addon.pose_channels")
+    bake_engine = addon_module("ewbik_addon.bake.bake_engine")
+    pose_channels = addon_module("ewbik_addon.com.pose_channels")
     monkeypatch.setattr(bake_engine, "pose_set_on_frame_change", lambda obj: True)
     monkeypatch.setattr(
         bake_engine.PoseBake,
@@ -106,7 +106,7 @@ def test_a_bake_keys_exactly_what_reading_every_frame_back_keys(monkeypatch, cou
 
 def test_a_crowd_bake_reads_the_poses_from_blender_on_its_first_frame_only(monkeypatch):
     rigs = animated_crowd(3)
-    pose_io = addon_module("ewbik_addon.pose_io")
+    pose_io = addon_module("ewbik_addon.bridge.pose_io")
     fetched = []
     real = pose_io._fetch_channels
     monkeypatch.setattr(pose_io, "_fetch_channels", lambda *args: fetched.append(1) or real(*args))
@@ -163,7 +163,7 @@ def bake_with_reads(monkeypatch, armatures_read):
     bake, the armatures held by name, the armatures' names)."""
     bpy.ops.wm.read_homefile(use_empty=True)
     rigs = crowd_with_a_target_on_a_solved_bone()
-    bake_engine = addon_module("ewbik_addon.bake_engine")
+    bake_engine = addon_module("ewbik_addon.bake.bake_engine")
     if armatures_read is not None:
         monkeypatch.setattr(bake_engine.bake_dependencies, "armatures_read", armatures_read)
     held = []
@@ -173,7 +173,7 @@ def bake_with_reads(monkeypatch, armatures_read):
     )
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
     monkeypatch.undo()
-    poses = [addon_module("ewbik_addon.pose_channels").read_pose_channels(rig.pose.bones) for rig in rigs]
+    poses = [addon_module("ewbik_addon.com.pose_channels").read_pose_channels(rig.pose.bones) for rig in rigs]
     return [baked_keys(rig) for rig in rigs], poses, held, [rig.name for rig in rigs]
 
 
@@ -199,8 +199,8 @@ def test_an_armature_a_target_follows_is_written_every_frame(monkeypatch):
 
 def test_a_held_pose_is_shown_between_modal_steps_and_written_when_the_bake_ends():
     rigs = animated_crowd(2)
-    bake_engine = addon_module("ewbik_addon.bake_engine")
-    pose_channels = addon_module("ewbik_addon.pose_channels")
+    bake_engine = addon_module("ewbik_addon.bake.bake_engine")
+    pose_channels = addon_module("ewbik_addon.com.pose_channels")
     bake = bake_engine.CrowdBake(bpy.context, rigs, bake_engine.BakeOptions(1, FRAMES))
     for _ in range(3):
         bake.solve_next()
@@ -220,16 +220,16 @@ def test_a_held_pose_is_shown_between_modal_steps_and_written_when_the_bake_ends
     assert all(one.held_buffers is not None and one.held_buffers.held for one in bake.bakes)
     bake.cancel()
     assert all(one.held_buffers is None for one in bake.bakes)
-    assert not any(addon_module("ewbik_addon.rig_cache").cached_rig(rig).buffers.held for rig in rigs)
+    assert not any(addon_module("ewbik_addon.bridge.rig_cache").cached_rig(rig).buffers.held for rig in rigs)
 
 
 def test_a_failure_while_showing_held_poses_cancels_the_bake_and_holds_nothing(monkeypatch):
     """Held buffers left held would keep every later live solve out of Blender: a failure while
     the modal bake shows its last frame puts every armature back and releases its buffers."""
     rigs = animated_crowd(2)
-    bake_engine = addon_module("ewbik_addon.bake_engine")
-    rig_cache = addon_module("ewbik_addon.rig_cache")
-    pose_channels = addon_module("ewbik_addon.pose_channels")
+    bake_engine = addon_module("ewbik_addon.bake.bake_engine")
+    rig_cache = addon_module("ewbik_addon.bridge.rig_cache")
+    pose_channels = addon_module("ewbik_addon.com.pose_channels")
     start = [pose_channels.read_pose_channels(rig.pose.bones)["rotation_quaternion"] for rig in rigs]
     bake = bake_engine.CrowdBake(bpy.context, rigs, bake_engine.BakeOptions(1, FRAMES))
     for _ in range(3):

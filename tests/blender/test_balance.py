@@ -19,7 +19,7 @@ def inside(obj):
     """How far the centre of mass's ground projection lies inside the support polygon (the
     overlay's geometry; negative: outside)."""
     balance = addon_module("solver.balance")
-    geometry = addon_module("ewbik_addon.overlay").balance_geometry(obj)
+    geometry = addon_module("ewbik_addon.viewport.overlay").balance_geometry(obj)
     com = geometry["centre_of_mass"][0].mean(0)
     corners = geometry["support"][:, 0]
     return balance.Support(corners, balance._ground_axes(np.array([0.0, 0.0, 1.0])), None).depth(com)
@@ -103,7 +103,7 @@ def test_solve_and_the_bake_honour_the_keyed_option(metarig):
 def test_the_overlay_draws_the_centre_of_mass_and_the_polygon_only_when_on(metarig):
     pin(metarig, *PINNED)
     bpy.ops.object.mode_set(mode="OBJECT")
-    overlay = addon_module("ewbik_addon.overlay")
+    overlay = addon_module("ewbik_addon.viewport.overlay")
     metarig.ewbik.show_limits = False
     assert "support" not in overlay.overlay_geometry(metarig)
     metarig.ewbik.balance = True
@@ -122,9 +122,9 @@ def test_the_body_a_solve_weighs_follows_the_pose_underneath(metarig):
     metarig.ewbik.balance = True
     update()
     settle()
-    rig = addon_module("ewbik_addon.rig_cache").rig_for(metarig, False)
-    balance_body = addon_module("ewbik_addon.balance_body")
-    underneath = addon_module("ewbik_addon.pose_underneath")
+    rig = addon_module("ewbik_addon.bridge.rig_cache").rig_for(metarig, False)
+    balance_body = addon_module("ewbik_addon.rigs.balance_body")
+    underneath = addon_module("ewbik_addon.bridge.pose_underneath")
 
     def chains_centre():
         body = balance_body.chains_body(metarig, rig, underneath.start_pose(rig))

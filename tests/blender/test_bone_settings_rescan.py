@@ -16,7 +16,7 @@ def live_metarig(metarig):
     targets = pin(metarig, "hand.L", "hand.R")
     targets["hand.L"].location.z += 0.02
     update()
-    rig = addon_module("ewbik_addon.rig_cache").cached_rig(metarig)
+    rig = addon_module("ewbik_addon.bridge.rig_cache").cached_rig(metarig)
     assert rig is not None and rig.limits is not None
     return metarig, targets, rig
 

@@ -50,7 +50,7 @@ def test_fixed_bones_are_the_posing_constraints_ik_chains_and_rotation_drivers(m
     add_constraint(metarig, "spine.001", "COPY_ROTATION", target, influence=0.0)
     add_constraint(metarig, "spine.002", "COPY_SCALE", target)
     add_constraint(metarig, "neck" if "neck" in metarig.pose.bones else "spine.004", "DAMPED_TRACK", None)
-    fixed = addon_module("ewbik_addon.production_checks").fixed_bones(metarig)
+    fixed = addon_module("ewbik_addon.rigs.production_checks").fixed_bones(metarig)
     assert set(fixed) == {"forearm.L", "shin.L", "thigh.L", "hand.R"}
     assert "'Copy Rotation'" in fixed["forearm.L"]
     assert "IK constraint of 'shin.L'" in fixed["thigh.L"]

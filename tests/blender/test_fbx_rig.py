@@ -123,7 +123,7 @@ def test_bake_keys_the_rotations_that_play_back_the_solved_feet(character):
     scene.frame_set(1)
     make_active(character)
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
+    fcurve_keys = addon_module("ewbik_addon.bake.fcurve_keys")
     keyed = {fcurve.data_path for fcurve in fcurve_keys.action_fcurves(character.animation_data)}
     assert 'pose.bones["mixamorig:LeftUpLeg"].rotation_quaternion' in keyed
     assert 'pose.bones["mixamorig:LeftLeg"].rotation_quaternion' in keyed

@@ -110,8 +110,8 @@ def test_zip_holds_the_extension_and_no_development_files(extension_zip):
     names = zipfile.ZipFile(extension_zip).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names
     for module in (
-        "ewbik_addon/armature_solve.py",
-        "ewbik_addon/live.py",
+        "ewbik_addon/solve/armature_solve.py",
+        "ewbik_addon/solve/live.py",
         "operators/pin.py",
         "solver/quat.py",
     ):
@@ -157,7 +157,7 @@ def test_installed_into_the_temporary_user_repository():
 def test_disable_removes_everything_it_added_and_enable_restores_it():
     enabled = extension_footprint()
     assert enabled["handlers"]["depsgraph_update_post"] and enabled["handlers"]["frame_change_post"]
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     bpy.app.timers.register(live.refine_unconverged, first_interval=60.0)  # as a cut-short live solve does
     with recorded_draw_handlers() as (added, removed):
         disable_extension()
@@ -202,13 +202,15 @@ def test_reenabled_extension_still_pins_and_solves(metarig):
 
 def test_a_reenabled_extension_imports_every_module_afresh():
     """Modules that kept the ones from before (Solve's pause of the live handler lived in the old
-    live module while the new one's handler solved Solve's write again) are all new."""
-    before = addon_module("ewbik_addon.live")
+    module while the new one's handler solved Solve's write again) are all new."""
+    before = addon_module("ewbik_addon.solve.live")
+    pause_before = addon_module("ewbik_addon.com.live_pause")
     disable_extension()
     enable_extension()
-    live = addon_module("ewbik_addon.live")
-    solve_operator = addon_module("operators.solve")
-    assert live is not before and solve_operator.live is live
+    live = addon_module("ewbik_addon.solve.live")
+    solve_now = addon_module("ewbik_addon.solve.solve_now")
+    assert live is not before and solve_now.suspended is not pause_before.suspended
+    assert live.is_suspended is addon_module("ewbik_addon.com.live_pause").is_suspended
     assert live.on_depsgraph_update in bpy.app.handlers.depsgraph_update_post
     assert before.on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post
 

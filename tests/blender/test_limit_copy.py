@@ -20,7 +20,7 @@ TWIST = (math.radians(-25.0), math.radians(60.0))
 
 
 def violations(pose_bone, rotations):
-    kusudama = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.bone.ewbik)
+    kusudama = addon_module("ewbik_addon.com.limit_settings").kusudama_of(pose_bone.bone.ewbik)
     joint_limits = addon_module("solver.kusudama").JointLimits
     return np.array([joint_limits({0: kusudama}, 1).violation(np.array([tuple(q)]))[0] for q in rotations])
 
@@ -90,7 +90,7 @@ def test_mirror_reports_bones_without_another_side(metarig):
     ],
 )
 def test_mirror_names(name, other):
-    assert addon_module("ewbik_addon.limit_mirror").mirror_name(name) == other
+    assert addon_module("ewbik_addon.limits.limit_mirror").mirror_name(name) == other
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_copy_gives_the_selected_bones_the_active_bones_limits(metarig_factory, 
     rig.pose.bones[source].bone.ewbik.comfort = 0.3
     select_pose_bones(rig, targets + [source])
     assert bpy.ops.ewbik.copy_limits() == {"FINISHED"}
-    limits_dict = addon_module("ewbik_addon.limit_settings").limits_dict
+    limits_dict = addon_module("ewbik_addon.com.limit_settings").limits_dict
     expected = limits_dict(rig.pose.bones[source].bone.ewbik)
     for name in targets:
         assert limits_dict(rig.pose.bones[name].bone.ewbik) == expected

@@ -25,7 +25,7 @@ BONE = "forearm.L"
 
 @pytest.fixture
 def gizmos():
-    return addon_module("ewbik_addon.limit_gizmos")
+    return addon_module("ewbik_addon.viewport.limit_gizmos")
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_handles_sit_on_the_cone_centres_rims_and_the_twist_dial(gizmos, rig):
     for kind, twist in (("twist_min", -20.0), ("twist_max", 40.0)):
         pose_rotation(pose_bone, Quaternion(Y, math.radians(twist)))
         x_axis = (rig.matrix_world @ pose_bone.matrix).to_3x3().col[0]
-        centre = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.bone.ewbik).centre
+        centre = addon_module("ewbik_addon.com.limit_settings").kusudama_of(pose_bone.bone.ewbik).centre
         swung = (
             frame.to_3x3() @ Y.rotation_difference(Vector(centre)).to_matrix() @ frame.to_3x3().inverted()
         ) @ x_axis
@@ -104,7 +104,7 @@ def test_dragging_a_centre_follows_the_ray_and_cancel_restores(gizmos, rig):
 
 
 def test_ctrl_snaps_the_centre_to_5_degree_flex_and_abduct(gizmos, rig):
-    body_angles = addon_module("ewbik_addon.body_angles")
+    body_angles = addon_module("ewbik_addon.limits.body_angles")
     pose_bone = rig.pose.bones[BONE]
     edit = gizmos.LimitEdit(rig, BONE, "centre", 0)
     edit.set_direction(Vector((0.31, 0.8, 0.17)), snap=True)
@@ -132,7 +132,7 @@ def test_dragging_the_rim_sets_the_radius(gizmos, rig):
 
 def test_dragging_the_twist_dial_sets_the_range_end_where_the_x_axis_would_point(gizmos, rig):
     pose_bone = rig.pose.bones[BONE]
-    centre = addon_module("ewbik_addon.limit_settings").kusudama_of(pose_bone.bone.ewbik).centre
+    centre = addon_module("ewbik_addon.com.limit_settings").kusudama_of(pose_bone.bone.ewbik).centre
     frame = rest_under_parent(rig, pose_bone)
     swing = Y.rotation_difference(Vector(centre))
     edit = gizmos.LimitEdit(rig, BONE, "twist_max", -1)

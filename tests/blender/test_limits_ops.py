@@ -68,7 +68,7 @@ def test_preset_holds_a_persons_clinical_ranges_on_the_metarig(metarig):
     and twists are float32, so a motion ending exactly on a boundary may cross it by 1e-6 rad."""
     make_active(metarig)
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid") == {"FINISHED"}
-    body = clinical.Body(addon_module("ewbik_addon.limit_settings").scene_bones(metarig))
+    body = clinical.Body(addon_module("ewbik_addon.com.limit_settings").scene_bones(metarig))
     swept = {body.base(name) for name in body.swept()}
     assert swept >= {
         "spine",
@@ -115,7 +115,7 @@ def test_preset_replaces_existing_limits(metarig):
         bpy.ops.ewbik.cone_add()
     assert bpy.ops.ewbik.apply_limit_preset(preset="humanoid", only_selected=True) == {"FINISHED"}
     expected = addon_module("solver.presets").preset_limits(
-        addon_module("ewbik_addon.limit_settings").scene_bones(metarig), "humanoid"
+        addon_module("ewbik_addon.com.limit_settings").scene_bones(metarig), "humanoid"
     )["forearm.L"]
     cones = metarig.pose.bones["forearm.L"].bone.ewbik.cones
     assert len(cones) == len(expected["cones"])

@@ -22,8 +22,8 @@ def stored(struct, create=False):
 
 def bone_limits(obj):
     """{bone name: scene-document limits} of the bones that store any."""
-    limit_settings = addon_module("ewbik_addon.limit_settings")
-    stored_bone_limits = addon_module("ewbik_addon.stored_settings").stored_bone_limits
+    limit_settings = addon_module("ewbik_addon.com.limit_settings")
+    stored_bone_limits = addon_module("ewbik_addon.com.stored_settings").stored_bone_limits
     return {
         bone.name: limit_settings.limits_dict(stored_bone_limits(bone))
         for bone in obj.data.bones
@@ -47,7 +47,7 @@ def test_limits_live_on_the_bones_and_the_pose_bones_store_none(metarig):
     bpy.ops.object.mode_set(mode="OBJECT")
     target.location.z += 0.02
     bpy.context.view_layer.update()
-    bone_target = addon_module("ewbik_addon.stored_settings").bone_target
+    bone_target = addon_module("ewbik_addon.com.stored_settings").bone_target
     for name in bone_limits(metarig):
         pose_bone = metarig.pose.bones[name]
         pose_store = stored(pose_bone)
@@ -144,7 +144,7 @@ def test_limits_that_cannot_be_moved_stay_on_the_pose_bone_and_are_reported(meta
     write_as_earlier_versions(metarig)
     old = stored(metarig.pose.bones["forearm.L"])["ewbik"]
     old["cones"][0]["direction"] = "not an axis"
-    problems = addon_module("ewbik_addon.stored_settings").move_limits_to_bones(metarig)
+    problems = addon_module("ewbik_addon.com.stored_settings").move_limits_to_bones(metarig)
     assert len(problems) == 1 and "forearm.L" in problems[0] and "not an axis" in problems[0]
     assert "cones" in stored(metarig.pose.bones["forearm.L"])["ewbik"]
     bone_store = stored(metarig.data.bones["forearm.L"])
@@ -157,7 +157,7 @@ def test_a_shared_armature_keeps_the_first_limits_and_reports_other_ones(metarig
     twin = metarig.copy()
     bpy.context.scene.collection.objects.link(twin)
     write_as_earlier_versions(metarig)
-    stored_settings = addon_module("ewbik_addon.stored_settings")
+    stored_settings = addon_module("ewbik_addon.com.stored_settings")
     old = stored(metarig.pose.bones["forearm.L"])["ewbik"]
     twin_old = stored(twin.pose.bones["forearm.L"], create=True)
     twin_old["ewbik"] = {
@@ -181,7 +181,7 @@ def test_a_linked_armature_with_earlier_limits_is_left_and_names_its_library(met
         linked.objects = [name]
     rig = linked.objects[0]
     bpy.context.scene.collection.objects.link(rig)
-    problems = addon_module("ewbik_addon.stored_settings").move_limits_to_bones(rig)
+    problems = addon_module("ewbik_addon.com.stored_settings").move_limits_to_bones(rig)
     assert len(problems) == 1 and "library.blend" in problems[0] and name in problems[0]
     assert "cones" in stored(rig.pose.bones["forearm.L"])["ewbik"]
 
@@ -234,21 +234,21 @@ def test_limits_of_a_linked_armature_are_not_changed_in_vain(overridden_rig, ope
 
 
 def test_a_linked_armature_shows_no_limit_handles(overridden_rig):
-    assert addon_module("ewbik_addon.limit_gizmos").editable_bone(bpy.context) is None
+    assert addon_module("ewbik_addon.viewport.limit_gizmos").editable_bone(bpy.context) is None
 
 
 def test_pinning_a_linked_armature_without_limits_sets_none_and_says_why(metarig, tmp_path):
     metarig.ewbik.auto_limits = True
     rig = overridden(metarig, str(tmp_path / "library.blend"))
-    said = addon_module("ewbik_addon.limit_presets").set_humanoid_limits_if_none(rig, 1)
+    said = addon_module("ewbik_addon.limits.limit_presets").set_humanoid_limits_if_none(rig, 1)
     assert said.startswith("; no humanoid limits set:") and "library.blend" in said
     assert bone_limits(rig) == {}
 
 
 def test_a_scene_document_with_other_limits_is_refused_on_a_linked_armature(overridden_rig, tmp_path):
-    scene_export = addon_module("ewbik_addon.scene_export")
-    scene_import = addon_module("ewbik_addon.scene_import")
-    RigError = addon_module("ewbik_addon.armature_checks").RigError
+    scene_export = addon_module("ewbik_addon.documents.scene_export")
+    scene_import = addon_module("ewbik_addon.documents.scene_import")
+    RigError = addon_module("ewbik_addon.com.armature_checks").RigError
     document = scene_export.scene_document(overridden_rig)
     same = scene_import.apply_document(bpy.context, overridden_rig, document)
     assert isinstance(same, list)

@@ -52,7 +52,7 @@ def test_a_hand_only_a_bend_past_the_elbow_limit_reaches(strict):
     target.location = TARGET
     obj.ewbik.strict_limits = strict
     assert bpy.ops.ewbik.solve() == {"FINISHED"}
-    beyond = addon_module("ewbik_addon.limit_status").limit_status(obj).beyond
+    beyond = addon_module("ewbik_addon.limits.limit_status").limit_status(obj).beyond
     if strict:
         assert hand_miss(obj, target) > 0.01
         assert beyond == () and "beyond its limits" not in obj.ewbik.status

@@ -41,7 +41,7 @@ def drag_past_the_budget(metarig):
 @pytest.fixture
 def counted_solves(monkeypatch):
     """Count the armature solves the live handler makes."""
-    armature_solve = addon_module("ewbik_addon.armature_solve")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
     calls = []
     real = armature_solve.solve_armature
 
@@ -54,7 +54,7 @@ def counted_solves(monkeypatch):
 
 
 def test_handlers_are_persistent_across_file_loads(metarig):
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     bpy.ops.wm.read_homefile(use_empty=True)
     assert live.on_depsgraph_update in bpy.app.handlers.depsgraph_update_post
     assert live.on_frame_change in bpy.app.handlers.frame_change_post
@@ -95,13 +95,13 @@ def test_moving_an_unrelated_object_does_not_solve(metarig, counted_solves):
 
 
 def test_suspended_pauses_live_solving(metarig, counted_solves):
-    live = addon_module("ewbik_addon.live")
+    live_pause = addon_module("ewbik_addon.com.live_pause")
     metarig.ewbik.time_budget_ms = 0.0
     metarig.ewbik.iterations = 200
     target = pin(metarig, "hand.L")["hand.L"]
     update()
     counted_solves.clear()
-    with live.suspended():
+    with live_pause.suspended():
         target.location.z += 0.05
         update()
         assert counted_solves == []
@@ -166,7 +166,7 @@ def solver_calls(monkeypatch):
         skeletons.append(len(skeleton.names))
         return real(skeleton, *args, **kwargs)
 
-    for name in ("ewbik_addon.armature_solve", "ewbik_addon.crowd_solve"):
+    for name in ("ewbik_addon.solve.armature_solve", "ewbik_addon.solve.crowd_solve"):
         monkeypatch.setattr(addon_module(name), "solve", recording)
     return skeletons
 
@@ -216,7 +216,7 @@ def test_a_broken_armature_in_a_crowd_reports_while_the_others_solve(crowd):
 
 
 def test_an_exception_in_the_solve_stays_inside_the_handler(metarig, monkeypatch, capfd):
-    armature_solve = addon_module("ewbik_addon.armature_solve")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
     target = pin(metarig, "hand.L")["hand.L"]
     update()
     before = pose_quaternions(metarig).copy()
@@ -249,7 +249,7 @@ def test_animated_target_is_followed_on_frame_change(metarig):
 
 def test_solves_cut_short_by_the_budget_continue_from_the_timer(metarig):
     """Timers never fire in the bpy module: call the timer's body as Blender would."""
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     drag_past_the_budget(metarig)
     first = distance_to_target(metarig, "hand.L")
     assert first > 1e-3
@@ -262,8 +262,8 @@ def test_solves_cut_short_by_the_budget_continue_from_the_timer(metarig):
 
 def test_refinements_reuse_the_cached_bone_settings(metarig, monkeypatch):
     """The timer's tag is the extension's own: it must not cost a rescan of every bone's settings."""
-    live = addon_module("ewbik_addon.live")
-    pin_reading = addon_module("ewbik_addon.pin_reading")
+    live = addon_module("ewbik_addon.solve.live")
+    pin_reading = addon_module("ewbik_addon.bridge.pin_reading")
     drag_past_the_budget(metarig)
     rescans = []
     real_pinned_targets = pin_reading.pinned_targets
@@ -283,7 +283,7 @@ def test_refinements_reuse_the_cached_bone_settings(metarig, monkeypatch):
 
 def test_loading_a_file_forgets_pending_refinements(metarig):
     """The refinement timer does not survive a file load; neither may its bookkeeping."""
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     drag_past_the_budget(metarig)
     assert live.has_unconverged()
     bpy.ops.wm.read_homefile(use_empty=True)
@@ -291,7 +291,7 @@ def test_loading_a_file_forgets_pending_refinements(metarig):
 
 
 def test_refinement_stops_for_unreachable_targets(metarig, counted_solves):
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     metarig.ewbik.time_budget_ms = 0.01
     target = pin(metarig, "hand.L", "foot.L")["hand.L"]
     bpy.ops.object.mode_set(mode="OBJECT")
@@ -353,8 +353,8 @@ def test_deleting_the_armature_while_live_is_harmless(crowd):
     """The handler swallows every exception, so what a failure would leave is checked instead: an
     error reported, the deleted rig still cached, or the other armatures no longer solving."""
     rigs, targets = crowd
-    live = addon_module("ewbik_addon.live")
-    rig_cache = addon_module("ewbik_addon.rig_cache")
+    live = addon_module("ewbik_addon.solve.live")
+    rig_cache = addon_module("ewbik_addon.bridge.rig_cache")
     deleted = rigs.pop(1)
     uid = deleted.session_uid
     orphaned = targets.pop(deleted.name)
@@ -412,7 +412,7 @@ def worst_distance(obj, bones):
 def test_a_quick_drag_with_the_default_settings_shows_what_solve_gives(metarig):
     """A quick 52 cm hand move across the body: once the timer has run (if the budget cut the
     update), the pose is the one Solve gives for the same targets, every pin on its target."""
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     targets = pin(metarig, *HANDS_FEET_HEAD)
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
@@ -446,7 +446,7 @@ def test_solve_keeps_its_pose_under_a_tight_time_budget(metarig):
 
 
 def test_a_new_live_error_is_reported_once_with_an_error_icon(metarig, capfd):
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     target = pin(metarig, "hand.L")["hand.L"]
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
@@ -467,7 +467,7 @@ def test_a_new_live_error_is_reported_once_with_an_error_icon(metarig, capfd):
 
 
 def test_deleted_armatures_leave_the_rig_cache(metarig):
-    rig_cache = addon_module("ewbik_addon.rig_cache")
+    rig_cache = addon_module("ewbik_addon.bridge.rig_cache")
     pin(metarig, "hand.L")
     update()
     uid = metarig.session_uid

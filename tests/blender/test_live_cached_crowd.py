@@ -39,7 +39,7 @@ def test_a_crowd_drag_poses_exactly_as_if_every_update_read_the_poses_from_blend
     drag(targets, DRAG)
     kept = [channels(rig) for rig in rigs]
     bpy.ops.wm.read_homefile(use_empty=True)
-    armature_solve = addon_module("ewbik_addon.armature_solve")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
     real = armature_solve.read_pose
     monkeypatch.setattr(armature_solve, "read_pose", lambda obj, rig, channels_kept=False: real(obj, rig))
     rigs, targets = pinned_crowd()
@@ -53,12 +53,12 @@ def test_a_crowd_drag_reads_no_pose_channels_from_blender(monkeypatch):
     """After the first update every armature's channels are the ones its last solve wrote."""
     rigs, targets = pinned_crowd()
     drag(targets, DRAG[:1])
-    pose_io = addon_module("ewbik_addon.pose_io")
+    pose_io = addon_module("ewbik_addon.bridge.pose_io")
     fetched = []
     real = pose_io._fetch_channels
     monkeypatch.setattr(pose_io, "_fetch_channels", lambda *args: fetched.append(1) or real(*args))
     solves = []
-    crowd_solve = addon_module("ewbik_addon.crowd_solve")
+    crowd_solve = addon_module("ewbik_addon.solve.crowd_solve")
     real_solve = crowd_solve.solve
     monkeypatch.setattr(crowd_solve, "solve", lambda *args: solves.append(1) or real_solve(*args))
     drag(targets, DRAG[1:4])

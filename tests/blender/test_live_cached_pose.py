@@ -40,7 +40,7 @@ def test_a_drag_poses_exactly_as_if_every_update_read_the_pose_from_blender(monk
     drag(targets, DRAG)
     kept = channels(rig)
     bpy.ops.wm.read_homefile(use_empty=True)
-    monkeypatch.setattr(addon_module("ewbik_addon.live"), "_armature_changed", lambda obj, changed: True)
+    monkeypatch.setattr(addon_module("ewbik_addon.solve.live"), "_armature_changed", lambda obj, changed: True)
     rig, targets = pinned_metarig()
     drag(targets, DRAG)
     for ours, fresh in zip(kept, channels(rig)):
@@ -94,7 +94,7 @@ def test_a_rotation_mode_switched_between_drags_is_written_in_the_new_mode(metar
 
 
 def test_a_setting_changed_between_drags_applies_to_the_next_solves(metarig, monkeypatch):
-    armature_solve = addon_module("ewbik_addon.armature_solve")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
     iterations = []
     real = armature_solve.solve
 

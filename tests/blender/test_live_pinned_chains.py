@@ -33,7 +33,7 @@ def limited_metarig():
 def solved_bones(monkeypatch):
     """The bone names of every skeleton the live solves hand to the solver from now on."""
     handed = []
-    armature_solve = addon_module("ewbik_addon.armature_solve")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
     real = armature_solve.solve
 
     def recording(skeleton, *args, **kwargs):
@@ -62,7 +62,7 @@ def test_a_drag_poses_exactly_as_a_solve_of_the_whole_rig(monkeypatch):
     drag(targets, DRAG)
     chained = channels(rig)
     bpy.ops.wm.read_homefile(use_empty=True)
-    rig_cache = addon_module("ewbik_addon.rig_cache")
+    rig_cache = addon_module("ewbik_addon.bridge.rig_cache")
     monkeypatch.setattr(
         rig_cache,
         "_chains_of",
@@ -156,14 +156,14 @@ def test_the_sidebar_overlay_and_checks_store_no_settings_on_bones_that_have_non
     )()
     flags, _order = pin_list.filter_items(fake, bpy.context, metarig.pose, "bones")
     assert sum(flags) == 2
-    assert [b.name for b in addon_module("ewbik_addon.overlay").shown_bones(metarig)] == ["forearm.L"]
-    addon_module("ewbik_addon.limit_status").limit_status(metarig)
-    assert addon_module("ewbik_addon.limit_presets").has_limits(metarig)
-    assert set(addon_module("ewbik_addon.production_checks").evaluated_pin_errors(metarig)) == {
+    assert [b.name for b in addon_module("ewbik_addon.viewport.overlay").shown_bones(metarig)] == ["forearm.L"]
+    addon_module("ewbik_addon.limits.limit_status").limit_status(metarig)
+    assert addon_module("ewbik_addon.limits.limit_presets").has_limits(metarig)
+    assert set(addon_module("ewbik_addon.rigs.production_checks").evaluated_pin_errors(metarig)) == {
         "hand.L",
         "foot.R",
     }
-    bake_armatures = addon_module("ewbik_addon.bake_engine").armatures_to_bake(bpy.context)
+    bake_armatures = addon_module("ewbik_addon.bake.bake_engine").armatures_to_bake(bpy.context)
     assert bake_armatures == [metarig]
     holding = {pose_bone.name for pose_bone in metarig.pose.bones if stores_settings(pose_bone)}
     assert holding == {"hand.L", "foot.R"}

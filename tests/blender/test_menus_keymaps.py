@@ -59,7 +59,7 @@ def test_the_submenu_lists_registered_operators_with_distinct_readable_names():
 
 
 def test_shortcuts_are_on_keys_pose_mode_leaves_free_and_go_away_on_disable():
-    keymaps = addon_module("ewbik_addon.keymaps")
+    keymaps = addon_module("ewbik_addon.ui.keymaps")
     bindings = default_pose_mode_bindings()
     assert ("G", False, False, False) in bindings  # the oracle sees Blender's own grab key
     shortcuts = {operator: (key, shift, ctrl, alt) for operator, key, shift, ctrl, alt in keymaps.SHORTCUTS}

@@ -10,7 +10,7 @@ from tests.support.blender_helpers import addon_module, pin, update
 
 @pytest.fixture
 def messages():
-    return addon_module("ewbik_addon.messages")
+    return addon_module("ewbik_addon.com.messages")
 
 
 def test_counts_take_the_right_plural(messages):

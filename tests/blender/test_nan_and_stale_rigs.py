@@ -41,7 +41,7 @@ def test_nan_influence_is_refused_and_the_pose_stays(metarig):
 def test_a_nan_key_on_influence_is_refused(metarig):
     target = pinned_hand(metarig)
     metarig.keyframe_insert("ewbik.influence", frame=1)
-    fcurves = addon_module("ewbik_addon.fcurve_keys").action_fcurves(metarig.animation_data)
+    fcurves = addon_module("ewbik_addon.bake.fcurve_keys").action_fcurves(metarig.animation_data)
     fcurve = next(fcurve for fcurve in fcurves if fcurve.data_path == "ewbik.influence")
     fcurve.keyframe_points[0].co.y = math.nan
     before = pose_values(metarig)
@@ -90,8 +90,8 @@ def test_a_rig_that_fails_to_rebuild_is_not_solved_from_its_old_bones(metarig, b
 
 
 def test_deleted_armatures_leave_no_cached_rig(metarig):
-    rig_cache = addon_module("ewbik_addon.rig_cache")
-    solve_armature = addon_module("ewbik_addon.armature_solve").solve_armature
+    rig_cache = addon_module("ewbik_addon.bridge.rig_cache")
+    solve_armature = addon_module("ewbik_addon.solve.armature_solve").solve_armature
     target = pinned_hand(metarig)
     metarig.ewbik.live = False
     for cycle in range(20):

@@ -39,7 +39,7 @@ SHOULDER = (
 
 @pytest.fixture
 def overlay():
-    return addon_module("ewbik_addon.overlay")
+    return addon_module("ewbik_addon.viewport.overlay")
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def triangle_area(triangles):
 
 
 def test_filled_area_is_the_share_of_directions_the_solver_allows(kusudama):
-    mesh = addon_module("ewbik_addon.kusudama_mesh")
+    mesh = addon_module("ewbik_addon.viewport.kusudama_mesh")
     limits = solver_kusudama(kusudama, SHOULDER)
     region = mesh.region_mesh(limits)
     lattice = fibonacci_directions(40000)
@@ -129,7 +129,7 @@ def test_scope_shows_the_active_bone_then_the_selected_then_all(overlay, posed_r
 
 
 def test_bones_at_and_beyond_their_limits_are_found_and_marked(overlay, kusudama, posed_rig):
-    status_of = addon_module("ewbik_addon.limit_status").limit_status
+    status_of = addon_module("ewbik_addon.limits.limit_status").limit_status
     cone = (Vector((0.0, 1.0, 0.0)), math.radians(30.0))
     for name in ("forearm.L", "shin.R", "shin.L"):
         set_cones(posed_rig.pose.bones[name], cone)
@@ -198,7 +198,7 @@ def test_disabling_removes_the_draw_handler_and_the_gizmo_group(overlay):
     def registered(cls):
         return "bl_rna" in cls.__dict__
 
-    gizmo_group = addon_module("ewbik_addon.limit_gizmos").EWBIK_GGT_limit_handles
+    gizmo_group = addon_module("ewbik_addon.viewport.limit_gizmos").EWBIK_GGT_limit_handles
     assert overlay._draw_handle is not None and registered(gizmo_group)
     disable_extension()
     try:
@@ -206,7 +206,7 @@ def test_disabling_removes_the_draw_handler_and_the_gizmo_group(overlay):
         assert not registered(gizmo_group)
     finally:
         enable_extension()
-    assert registered(addon_module("ewbik_addon.limit_gizmos").EWBIK_GGT_limit_handles)
+    assert registered(addon_module("ewbik_addon.viewport.limit_gizmos").EWBIK_GGT_limit_handles)
 
 
 GPU_PROBE = textwrap.dedent(

@@ -270,7 +270,7 @@ def delete_by_hand(obj):
 
 def test_a_deleted_target_unpins_its_bone_and_the_other_pins_keep_working(metarig):
     metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     solve_fully_on_update(metarig)
     targets = pin(metarig, "hand.L", "foot.L", "spine.006")
     delete_by_hand(targets["hand.L"])

@@ -68,7 +68,7 @@ def test_pin_kind_is_animatable(metarig):
     metarig.keyframe_insert(path, frame=1)
     settings.pin_kind = "BOTH"
     metarig.keyframe_insert(path, frame=10)
-    scene_export = addon_module("ewbik_addon.scene_export")
+    scene_export = addon_module("ewbik_addon.documents.scene_export")
     for frame, kind, axis_weights in ((1, "POSITION", [0.0] * 3), (10, "BOTH", [1.0] * 3)):
         bpy.context.scene.frame_set(frame)
         assert settings.pin_kind == kind

@@ -84,7 +84,7 @@ def test_pinning_deform_bones_pins_fk_hands_and_ik_feet_and_switches_the_arms_to
     assert sorted(switched[0].removeprefix("In FK for pins: ").split(", ")) == sorted(ARMS)
     assert bpy.ops.ewbik.restore_ik_fk() == {"FINISHED"}
     assert all(rig.pose.bones[limb]["IK_FK"] == 0.0 for limb in ARMS)
-    assert not addon_module("ewbik_addon.production_rigs").switched_limbs(rig)
+    assert not addon_module("ewbik_addon.rigs.production_rigs").switched_limbs(rig)
 
 
 def test_dragged_targets_move_the_evaluated_deform_bones_and_only_controls_turn(rig):
@@ -156,7 +156,7 @@ def test_preset_limits_hold_the_solved_controls(rig):
     drag(targets)
     bpy.ops.object.mode_set(mode="POSE")
     assert bpy.ops.ewbik.solve() == {"FINISHED"}, rig.ewbik.status
-    document = addon_module("ewbik_addon.scene_export").scene_document(rig)
+    document = addon_module("ewbik_addon.documents.scene_export").scene_document(rig)
     from_document = addon_module("solver.scene").parse_scene(document)
     violation = from_document.limits.violation(from_document.rotations)
     assert float(violation.max()) < 1e-4
@@ -174,7 +174,7 @@ def test_bake_keys_the_fk_controls_channels(rig):
     scene.frame_start, scene.frame_end = 1, 5
     scene.frame_set(1)
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    fcurve_keys = addon_module("ewbik_addon.fcurve_keys")
+    fcurve_keys = addon_module("ewbik_addon.bake.fcurve_keys")
     keyed = {fcurve.data_path.split('"')[1] for fcurve in fcurve_keys.action_fcurves(rig.animation_data)}
     assert {"hand_fk.L", "forearm_fk.L", "upper_arm_fk.L", "foot_ik.L"} <= keyed
     assert 'pose.bones["foot_ik.L"].location' in {

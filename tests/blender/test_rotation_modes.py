@@ -178,7 +178,7 @@ def test_other_bones_make_up_for_partly_locked_channels(budget_ms):
 
 def test_channel_conversion_matches_mathutils_in_every_mode():
     """The vectorized reader (live solving, Limits from Action) against Blender's own conversions."""
-    channels = addon_module("ewbik_addon.rotation_channels")
+    channels = addon_module("ewbik_addon.com.rotation_channels")
     rng = np.random.default_rng(3)
     modes = ["QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]
     euler = rng.uniform(-3.0, 3.0, size=(len(modes), 3))

@@ -31,7 +31,7 @@ def prepared_rig(metarig):
 
 
 def test_scene_document_describes_the_rig(metarig):
-    scene_export = addon_module("ewbik_addon.scene_export")
+    scene_export = addon_module("ewbik_addon.documents.scene_export")
     prepared_rig(metarig)
     doc = json.loads(json.dumps(scene_export.scene_document(metarig)))
     assert doc["format"] == "ewbik-scene" and doc["version"] == 1
@@ -53,7 +53,7 @@ def test_scene_document_describes_the_rig(metarig):
 
 
 def test_standalone_solver_reaches_the_same_pose_as_blender(metarig):
-    scene_export = addon_module("ewbik_addon.scene_export")
+    scene_export = addon_module("ewbik_addon.documents.scene_export")
     solver = addon_module("solver")
     prepared_rig(metarig)
     pose = solver.solve_scene(scene_export.scene_document(metarig))

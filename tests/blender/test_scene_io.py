@@ -266,7 +266,7 @@ def test_exported_scene_imported_solves_to_the_same_pose(metarig, tmp_path):
         "soft_reach",
         "balance",
     }
-    armature_solve = addon_module("ewbik_addon.armature_solve")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
     armature_solve.solve_armature(
         metarig, full=True
     )  # the iteration cap, no clock: the same inputs give the same pose

@@ -148,7 +148,7 @@ def test_pin_details_follow_the_bone_selected_in_the_viewport_and_in_the_list(me
 def test_a_click_on_a_pin_row_selects_that_bone_only(metarig):
     pin(metarig, "hand.R", "foot.L")
     metarig.ewbik.active_pin_index = metarig.pose.bones.find("foot.L")
-    assert addon_module("ewbik_addon.active").selected_pose_bones(metarig) == [metarig.pose.bones["foot.L"]]
+    assert addon_module("ewbik_addon.com.active").selected_pose_bones(metarig) == [metarig.pose.bones["foot.L"]]
     metarig.ewbik.active_pin_index = metarig.pose.bones.find("spine")  # not a row of the list
     assert metarig.data.bones.active.name == "foot.L"
 
@@ -266,7 +266,7 @@ def test_selecting_a_target_keeps_its_armatures_panels_and_its_pin(metarig):
         empty = select_first_target(metarig, armature_mode)
         assert all(visible(name) for name in PANELS), armature_mode
         assert ("prop", "live") in draw("EWBIK_PT_solver", "draw_header_preset")
-        shown_pin = addon_module("ewbik_addon.active").shown_pin
+        shown_pin = addon_module("ewbik_addon.com.active").shown_pin
         assert shown_pin(bpy.context, metarig) == metarig.pose.bones["hand.L"]
         assert ("label", "hand.L") in draw("EWBIK_PT_limits")
         log = []
@@ -285,7 +285,7 @@ def test_selecting_a_target_keeps_its_armatures_panels_and_its_pin(metarig):
             )
         assert [entry for entry in log if entry[0] == "label"] == [("label", "hand.L"), ("label", "foot.L")]
         assert {("prop", "target_follow"), ("prop", "weight")} <= set(draw("EWBIK_PT_pins"))
-        assert addon_module("ewbik_addon.active").active_armature(bpy.context) == metarig
+        assert addon_module("ewbik_addon.com.active").active_armature(bpy.context) == metarig
         assert bpy.ops.ewbik.solve.poll(), "Solve works on the selected target's armature"
         for obj in (empty, bpy.data.objects["foot target"]):
             bpy.data.objects.remove(obj)

@@ -80,7 +80,7 @@ def test_bake_keys_the_stretch(metarig):
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, 5
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
-    curves = addon_module("ewbik_addon.fcurve_keys").action_fcurves(metarig.animation_data)
+    curves = addon_module("ewbik_addon.bake.fcurve_keys").action_fcurves(metarig.animation_data)
     path = metarig.pose.bones[ARM[0]].path_from_id("scale")
     keyed = {curve.array_index: curve for curve in curves if curve.data_path == path}
     assert set(keyed) == {1}

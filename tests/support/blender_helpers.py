@@ -30,7 +30,7 @@ def load_build_tool():
 
 
 def addon_module(name):
-    """A submodule of the installed extension, e.g. addon_module("ewbik_addon.armature_solve")."""
+    """A submodule of the installed extension, e.g. addon_module("ewbik_addon.solve.armature_solve")."""
     return importlib.import_module(f"{PACKAGE}.{name}")
 
 
@@ -108,7 +108,7 @@ def update():
 def settle():
     """What Blender's refinement timer does once the mouse stops (timers never fire in the bpy
     module): solve again without the time budget the armatures whose last live solve ran out of it."""
-    live = addon_module("ewbik_addon.live")
+    live = addon_module("ewbik_addon.solve.live")
     if live.has_unconverged():
         live.refine_unconverged()
         update()

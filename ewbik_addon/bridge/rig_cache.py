@@ -1,0 +1,448 @@
+"""The solver objects an armature turns into, cached per armature between solves.
+
+The rig-derived solver objects (Skeleton, joint limits, stiffness, the list of pins) are rebuilt
+only when a cheap signature of the armature (bone names, rest matrices, lengths, per-bone
+settings) changes. The live handler skips even that signature when only pin targets moved.
+"""
+
+import dataclasses
+import functools
+
+import bpy
+import numpy as np
+
+from ...solver import Skeleton
+from ...solver.balance import Body
+from ...solver.kusudama import JointLimits, Kusudama
+from ..com.armature_checks import MIN_BONE_LENGTH, RigError, check_armature
+from ..com.limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
+from ..com.messages import deleted_targets
+from ..com.stored_settings import stored_bone_limits, stored_bone_settings, stored_object
+from ..rigs import production_rigs
+from ..rigs.production_checks import placed_controls, posed_bones, with_mechanism
+from .pose_io import PoseBuffers, read_locks
+from .pose_underneath import forget as forget_pose
+
+
+@dataclasses.dataclass
+class CheckedPins:
+    """The pins as last validated against the rig and the scene (bone exists, target alive and in
+    the armature's scene, weights valid); until the next scan of the bone settings an update
+    only reads the targets and moves the pins whose target moved."""
+
+    bones: tuple
+    targets: tuple
+    target_bones: tuple  # per pin: the followed bone of an armature target, else None
+    pins: list
+    frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
+    keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
+    kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
+    poles: tuple = ()  # per pin: its pole object or None
+    # (P, 3) armature space as the pins hold them, NaN: none; None: no pin has a pole (nothing to read)
+    pole_positions: np.ndarray = None
+
+
+@dataclasses.dataclass
+class PinnedChains:
+    """The pinned bones and every bone above them, on their own: the only bones a solve can turn
+    (the pinned bones' poses depend on nothing else), so a solve packs, solves and writes these
+    and no other bone of the rig, however many it has."""
+
+    pinned: tuple  # the pinned bones' names these chains were made for
+    rows: np.ndarray  # pose.bones index of each chain bone, in `skeleton` order
+    skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
+    stiffness: np.ndarray = None  # `skeleton` order
+    stretch: np.ndarray = None  # `skeleton` order, each bone's maximum stretch
+    limits: JointLimits = None
+    limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
+
+    @functools.cached_property
+    def stretchable(self):
+        """`skeleton` indices of the bones that may stretch (stretch > 1), worked out once: every
+        solve and every write asks."""
+        return np.flatnonzero(self.stretch > 1.0)
+
+
+@dataclasses.dataclass
+class Rig:
+    """What one armature turns into on the solver side, reused between solves."""
+
+    structure_key: tuple
+    names: tuple
+    index: dict  # bone name -> pose.bones index
+    skeleton: Skeleton
+    to_solver: np.ndarray  # pose.bones index -> skeleton index
+    rest: np.ndarray  # (N, 4, 4) armature-space rest matrices, pose.bones order
+    parents: tuple  # parent name or None, pose.bones order
+    buffers: PoseBuffers
+    settings_key: tuple = None
+    stiffness: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stiffness
+    stretch: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stretch
+    limits: JointLimits = None
+    limit_dicts: dict = None  # bone name -> scene-document "limits" field
+    limit_keys: tuple = None  # (bone, limits_key, comfort) of every limited bone `limits` was built for
+    pins: tuple = ()  # (bone name, target object), pose.bones order
+    poles: tuple = ()  # per pin: its pole object or None
+    checked_pins: CheckedPins | None = None  # validated at the last scan; None: check again
+    validated_pins: dict = dataclasses.field(
+        default_factory=dict
+    )  # (bone, its pin settings) -> a Pin with them
+    settings_error: str = None  # why the bone settings cannot be used, until they change
+    driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
+    fixed: dict = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
+    fixed_mask: np.ndarray = None  # pose.bones order: bones in `fixed`
+    posed_mask: np.ndarray = None  # pose.bones order: fixed bones that constraints or drivers pose
+    held: np.ndarray = None  # pose.bones order: fixed bones and those above a posed one on a pinned chain
+    counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
+    counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
+    placed: np.ndarray = None  # pose.bones order: pinned IK controls, put on their targets, not solved
+    underneath: tuple = None  # (rotations, locations) pose.bones order: where solves start (pose_underneath)
+    written: tuple = None  # (rotations, locations) as the last solve wrote them
+    last_settings: tuple = None  # (full, SolverSettings) of the last solve_armature
+    chains: PinnedChains = None  # what a solve_armature hands to the solver
+    body: Body | None = None  # segment masses and feet for balance (`balance_body.rig_body`)
+    chains_body: tuple = None  # (what it was made from, the Body of `chains`) (`balance_body.chains_body`)
+
+
+_rigs = {}  # object session uid -> Rig
+crowds = {}  # the live armatures' combined rig (crowd_solve), forgotten with the rigs it was built from
+_bone_limits_made = {}  # (bone, limits_key, comfort) -> (limits dict, Kusudama); the key fixes both
+_BONE_LIMITS_KEPT = 4096
+
+
+def clear_cache():
+    """Forget every cached rig (file load, add-on unregister)."""
+    _rigs.clear()
+    crowds.clear()
+
+
+def cached_rig(obj):
+    """The rig of obj as last built, or None; never rebuilds."""
+    return _rigs.get(obj.session_uid)
+
+
+def forget_armature_state(obj):
+    """Something but the solver may have changed obj (the user, the animation): forget what a solve
+    reuses while only targets move, the pose channels the rig's buffers mirror
+    (`pose_io.read_pose`) and the last solve's settings. Held buffers keep standing for the
+    channels: a bake keeps its solved pose there, ahead of what Blender shows."""
+    rig = _rigs.get(obj.session_uid)
+    if rig is not None:
+        rig.buffers.mirrors_channels = rig.buffers.held and rig.buffers.mirrors_channels
+        rig.last_settings = None
+        rig.checked_pins = None
+
+
+def forget_pin_settings(obj):
+    """A frame change may have changed animated pin settings (kind, weight, priority): check the
+    pins again at the next solve (unchanged ones are reused, `pin_reading`)."""
+    rig = _rigs.get(obj.session_uid)
+    if rig is not None:
+        rig.checked_pins = None
+
+
+def forget_recorded_poses():
+    """The channels of every armature may have been put back (undo): read them and the record of
+    the pose underneath from Blender again."""
+    for rig in _rigs.values():
+        forget_pose(rig)
+        rig.buffers.mirrors_channels = rig.buffers.held and rig.buffers.mirrors_channels
+
+
+def forget_deleted_rigs():
+    """Forget the cached rigs of armatures no longer in the file; returns the session uids of
+    the objects that are."""
+    alive = {obj.session_uid for obj in bpy.data.objects}
+    for uid in set(_rigs) - alive:
+        del _rigs[uid]
+    return alive
+
+
+def rig_for(obj, rescan):
+    """The cached rig of obj, rebuilt if the armature's structure or bone settings changed."""
+    check_armature(obj)
+    rig = _rigs.get(obj.session_uid)
+    if rig is not None and not rescan:
+        if rig.settings_error:
+            raise RigError(rig.settings_error)
+        return rig
+    key, rest, lengths = _structure_key(obj)
+    if rig is None or rig.structure_key != key:
+        _rigs.pop(obj.session_uid, None)  # a failed rebuild must not leave the old rig to solve
+        if rig is None:
+            forget_deleted_rigs()
+        rig = _build_rig(obj, key, rest, lengths)
+        _rigs[obj.session_uid] = rig
+    deleted = _scan_bone_settings(obj, rig)
+    if deleted:
+        raise RigError(deleted_targets(deleted))
+    return rig
+
+
+def _structure_key(obj):
+    bones = obj.data.bones
+    n = len(bones)
+    rest = np.empty(n * 16, np.float32)
+    lengths = np.empty(n, np.float32)
+    bones.foreach_get("matrix_local", rest)
+    bones.foreach_get("length", lengths)
+    key = (
+        obj.data.session_uid,
+        tuple(obj.pose.bones.keys()),
+        tuple(bones.keys()),
+        bones[0].as_pointer(),
+        rest.tobytes(),
+        lengths.tobytes(),
+    )
+    return key, rest.reshape(n, 4, 4).transpose(0, 2, 1).astype(float), lengths.astype(float)
+
+
+def _build_rig(obj, key, rest, lengths):
+    bones = obj.data.bones
+    pose_names = key[1]
+    data_index = {name: i for i, name in enumerate(key[2])}
+    from_data = np.array([data_index[name] for name in pose_names])
+    rest = rest[from_data]
+    lengths = lengths[from_data]
+    if not np.all(np.isfinite(rest)):
+        bad = pose_names[int(np.flatnonzero(~np.isfinite(rest).reshape(len(rest), -1).all(-1))[0])]
+        raise RigError(f"bone '{bad}': rest matrix contains NaN or infinity")
+    short = np.flatnonzero(~(lengths > MIN_BONE_LENGTH))
+    if len(short):
+        raise RigError(f"bone '{pose_names[int(short[0])]}' has zero length: give it a length in Edit Mode")
+    parents = tuple(None if bones[name].parent is None else bones[name].parent.name for name in pose_names)
+    try:
+        skeleton = Skeleton(pose_names, parents, rest, lengths)
+    except ValueError as error:
+        raise RigError(str(error)) from None
+    to_solver = np.array([skeleton.index[name] for name in pose_names])
+    return Rig(
+        structure_key=key,
+        names=pose_names,
+        index={name: i for i, name in enumerate(pose_names)},
+        skeleton=skeleton,
+        to_solver=to_solver,
+        rest=rest,
+        parents=parents,
+        buffers=PoseBuffers.empty(len(pose_names)),
+    )
+
+
+def _scan_bone_settings(obj, rig):
+    """Read pins, stiffness and limits of every bone; rebuild stiffness/limits if they changed.
+
+    Returns the bones whose target was deleted since the last scan (they are unpinned now).
+    Bad settings raise RigError and stay reported until they change.
+    """
+    pins, poles, stiffness, stretch, limit_keys = _read_bone_settings(obj)
+    pinned = {bone for bone, _ in pins}
+    deleted = [bone for bone, target in rig.pins if bone not in pinned and not _alive(target)]
+    rig.pins, rig.poles = tuple(pins), tuple(poles)
+    rig.checked_pins = None
+    posed = posed_bones(obj)
+    rig.fixed = with_mechanism(obj, posed)
+    rig.fixed_mask = np.array([name in rig.fixed for name in rig.names], bool)
+    rig.posed_mask = np.array([name in posed for name in rig.names], bool)
+    rig.placed = placed_controls(obj, pinned)
+    locks = read_locks(obj.pose.bones, rig.buffers)
+    settings_key = (
+        tuple(bone for bone, _ in pins),
+        tuple(stiffness),
+        tuple(stretch),
+        limit_keys,
+        locks.fully_locked.tobytes(),
+        (rig.fixed_mask | rig.placed).tobytes(),
+    )
+    counterparts_key = (settings_key[0], settings_key[-1], tuple(production_rigs.role_overrides(obj).items()))
+    if counterparts_key != rig.counterparts_key:
+        rig.counterparts = production_rigs.deform_counterparts(obj, list(settings_key[0]), rig.fixed)
+        rig.counterparts_key = counterparts_key
+    if settings_key != rig.settings_key:
+        rig.settings_key = None
+        try:
+            _apply_bone_settings(obj, rig, np.array(stiffness, dtype=float), stretch, limit_keys, locks)
+        except RigError as error:
+            rig.settings_error = str(error)
+            raise
+        rig.settings_error = None
+        rig.settings_key = settings_key
+    return deleted
+
+
+def _read_bone_settings(obj):
+    """(pins as (bone, target), each pin's pole object or None, stiffness and stretch per bone,
+    (bone, limits_key, comfort) per limited bone).
+
+    Blender's foreach_get cannot reach into the `ewbik` property groups, so each pose bone and
+    bone is read through its properties once (`stored_bone_settings`, `stored_bone_limits`:
+    bones that store none hold the defaults), and limits only as a key: their dicts are made
+    from it.
+    """
+    pins, poles, stiffness, stretch, limit_keys = [], [], [], [], []
+    defaults = bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties
+    for pose_bone in obj.pose.bones:
+        limits = stored_bone_limits(pose_bone.bone)
+        if has_limits(limits):
+            limit_keys.append((pose_bone.name, limits_key(limits), limits.comfort))
+        props = stored_bone_settings(pose_bone)
+        if props is None:
+            stiffness.append(defaults["stiffness"].default)
+            stretch.append(defaults["stretch"].default)
+            continue
+        target = stored_object(props, "target")
+        if target is not None:
+            pins.append((pose_bone.name, target))
+            poles.append(stored_object(props, "pole"))
+        stiffness.append(props.stiffness)
+        stretch.append(props.stretch)
+    return pins, poles, stiffness, stretch, tuple(limit_keys)
+
+
+def _apply_bone_settings(obj, rig, stiffness, stretch, limit_keys, locks):
+    if not np.all(np.isfinite(stiffness)):
+        raise RigError(
+            f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN"
+        )
+    rig.stiffness = np.empty_like(stiffness)
+    rig.stiffness[rig.to_solver] = stiffness
+    rig.stretch = np.empty_like(stiffness)
+    rig.stretch[rig.to_solver] = stretch
+    if limit_keys != rig.limit_keys:
+        rig.limit_keys = None
+        _set_joint_limits(obj, rig, limit_keys)
+        rig.limit_keys = limit_keys
+    rig.held = _held_bones(rig) | rig.placed
+    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
+    rig.chains = _chains_with_settings(rig)
+
+
+def _alive(target):
+    try:
+        return target.name is not None
+    except ReferenceError:
+        return False
+
+
+def _set_joint_limits(obj, rig, limit_keys):
+    """The rig's limit dicts and JointLimits from its limited bones (`_read_bone_settings`).
+
+    A bone's dict and Kusudama are kept per limits key across rigs, so an edit rebuilds only the
+    edited bone's and a rebuilt rig (an armature edit) none; the key determines both, so a kept
+    pair is never stale.
+    """
+    if len(_bone_limits_made) > _BONE_LIMITS_KEPT:
+        _bone_limits_made.clear()
+    made = []
+    for entry in limit_keys:
+        found = _bone_limits_made.get(entry)
+        if found is None:
+            bone = entry[0]
+            found = _bone_limits_made[entry] = _bone_limits(bone, limits_dict(obj.data.bones[bone].ewbik))
+        made.append(found)
+    rig.limit_dicts = {entry[0]: limit for entry, (limit, _) in zip(limit_keys, made)}
+    kusudamas = {rig.skeleton.index[entry[0]]: kusudama for entry, (_, kusudama) in zip(limit_keys, made)}
+    try:
+        rig.limits = JointLimits(kusudamas, len(rig.names)) if kusudamas else None
+    except ValueError as error:
+        raise RigError(str(error)) from None
+
+
+def _bone_limits(bone, limit):
+    """(limits dict with unit cone directions, its Kusudama): the property panel lets directions be
+    any length. Bad limits raise RigError naming the bone."""
+    cones = []
+    for i, cone in enumerate(limit["cones"]):
+        direction = np.array(cone["direction"], dtype=float)
+        length = np.linalg.norm(direction)
+        if not np.isfinite(length) or length < MIN_DIRECTION:
+            raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
+        cones.append({"direction": (direction / length).tolist(), "radius": float(cone["radius"])})
+    limit = {**limit, "cones": cones}
+    try:
+        return limit, Kusudama.from_dict(limit, bone=bone)
+    except ValueError as error:
+        raise RigError(str(error)) from None
+
+
+def _chains_with_settings(rig):
+    """The rig's PinnedChains with its current stiffness and limits (None without pins); the
+    chains' skeleton is made again only when the pinned bones changed."""
+    pinned = tuple(bone for bone, _ in rig.pins)
+    if not pinned:
+        return None
+    chains = rig.chains
+    if chains is None or chains.pinned != pinned:
+        chains = _chains_of(rig, pinned)
+    in_rig = rig.to_solver[chains.rows]
+    limits = chains.limits if chains.limits_of is rig.limits else None
+    if rig.limits is not None and limits is None:
+        every = rig.limits.kusudamas
+        kusudamas = {k: every[i] for k, i in enumerate(in_rig.tolist()) if i in every}
+        limits = JointLimits(kusudamas, len(in_rig)) if kusudamas else None
+    return dataclasses.replace(
+        chains,
+        stiffness=rig.stiffness[in_rig],
+        stretch=rig.stretch[in_rig],
+        limits=limits,
+        limits_of=rig.limits,
+    )
+
+
+def _chains_of(rig, pinned):
+    """PinnedChains of these pinned bones: the whole rig's skeleton restricted to them and the
+    bones above them, in the same order and unit (the solver then steps exactly as on the whole
+    rig, where the other bones see no pin)."""
+    on_chain = pinned_chains(rig.index, rig.parents, pinned)
+    in_rig = np.sort(rig.to_solver[on_chain])
+    names = [rig.skeleton.names[i] for i in in_rig.tolist()]
+    rows = np.array([rig.index[name] for name in names], dtype=int)
+    parents = [rig.parents[row] for row in rows.tolist()]
+    skeleton = Skeleton(names, parents, rig.rest[rows], rig.skeleton.lengths[in_rig])
+    skeleton.unit = rig.skeleton.unit  # before anything measures it (`Skeleton.normalized`)
+    return PinnedChains(pinned=pinned, rows=rows, skeleton=skeleton)
+
+
+def pinned_chains(index, parents, pinned):
+    """Mask (in `index` order) of the pinned bones and every bone above them: the bones a solve turns.
+
+    index: bone name -> position; parents: parent name or None per position; pinned: bone names.
+    """
+    on_chain = np.zeros(len(parents), bool)
+    for bone in pinned:
+        node = bone
+        while node is not None:
+            on_chain[index[node]] = True
+            node = parents[index[node]]
+    return on_chain
+
+
+def _held_bones(rig):
+    """Fixed bones, and the bones above a posed bone on a pinned bone's chain.
+
+    A bone that constraints or drivers pose ignores (Copy Transforms) or replaces (Child Of,
+    Armature) what its parent does, so turning the bones above it would move the pin in a way
+    the solver cannot foresee: a pinned chain is solved from the pinned bone up to the first
+    posed bone only. A mechanism bone that nothing poses passes its parent's turn on: it is
+    held, the bones above it are not.
+    """
+    index = rig.index
+    held = rig.fixed_mask.copy()
+    for bone, _ in rig.pins:
+        node, above_posed = bone, False
+        while node is not None:
+            above_posed = above_posed or rig.posed_mask[index[node]]
+            held[index[node]] |= above_posed
+            node = rig.parents[index[node]]
+    return held
+
+
+def _driven_bones(rig, frozen):
+    """Bones whose pose a solve can change: below an unfrozen ancestor of a pinned bone."""
+    index = rig.index
+    solvable = pinned_chains(index, rig.parents, [bone for bone, _ in rig.pins]) & ~frozen
+    driven = solvable.copy()
+    for i in np.argsort(rig.skeleton.depth[rig.to_solver], kind="stable"):
+        parent = rig.parents[i]
+        if parent is not None and driven[index[parent]]:
+            driven[i] = True
+    return driven

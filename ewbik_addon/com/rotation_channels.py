@@ -1,0 +1,38 @@
+"""Pose-bone rotation channels (quaternion, Euler in any order, axis-angle): which one a bone uses,
+and all of them as quaternions.
+
+One vectorized conversion for everything that reads a pose: the pose reader (live solving, bake)
+and Limits from Action (a whole frame range at once).
+"""
+
+import numpy as np
+
+from ...solver import quat
+
+
+def rotation_channel(rotation_mode):
+    """The pose-bone property a bone in this rotation mode is set and keyed on."""
+    return {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(
+        rotation_mode, "rotation_euler"
+    )
+
+
+def channels_to_quaternions(modes, quaternion, euler, axis_angle):
+    """Quaternions (..., N, 4) from each bone's channels in its own `rotation_mode`.
+
+    `modes` (N,) are Blender's mode names; the channel arrays may carry a leading frame axis.
+    Only the channels of a bone's own mode are read, so the others may hold anything. The
+    result is not normalized (callers decide what a zero quaternion means) and may hold NaN
+    where the channels do.
+    """
+    rotations = np.array(quaternion, dtype=float)
+    modes = np.asarray(modes)
+    for mode in set(modes.tolist()) - {"QUATERNION"}:
+        bones = modes == mode
+        if mode == "AXIS_ANGLE":
+            rotations[..., bones, :] = quat.from_axis_angle(
+                axis_angle[..., bones, 1:], axis_angle[..., bones, 0]
+            )
+        else:
+            rotations[..., bones, :] = quat.from_euler(euler[..., bones, :], mode)
+    return rotations

@@ -1,0 +1,1 @@
+"""Scene documents: an armature written out as one (export, bug reports) and read back into Blender (import)."""

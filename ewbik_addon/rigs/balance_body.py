@@ -1,0 +1,71 @@
+"""The body balance weighs (`SolverSettings.balance`): segment masses by the bones' humanoid roles,
+the feet, and which way is up, for the solver and for the overlay's centre of mass and support
+polygon (drawn from the pose Blender shows, measured as the solver measures)."""
+
+import dataclasses
+
+import numpy as np
+from mathutils import Vector
+
+from ...solver import presets
+from ...solver.balance import body_of, centre_of_mass, support_from
+from .production_checks import preset_overrides
+
+
+def up_in_armature(obj):
+    """(3,) the scene's up (world +Z) in the armature's space: the ground's normal."""
+    up = obj.matrix_world.inverted_safe().to_3x3() @ Vector((0.0, 0.0, 1.0))
+    return np.array(up.normalized())
+
+
+def rig_body(obj, rig):
+    """The Body of the whole rig (solver order), kept on the rig until its structure changes."""
+    if rig.body is None:
+        roles = presets.bone_roles(rig.skeleton.names, preset_overrides(obj))
+        rig.body = body_of(rig.skeleton, roles)
+    return dataclasses.replace(rig.body, up=up_in_armature(obj))
+
+
+def chains_body(obj, rig, start):
+    """The Body of the pinned chains a solve hands the solver: the other bones' masses carried
+    by their nearest ancestor on a chain, where the start pose (rotations, locations; pose.bones
+    order) holds them. Kept on the rig while the chains, the start and the ground are the same
+    (a drag solves every update from the same pose underneath)."""
+    body = rig_body(obj, rig)
+    made_from = (rig.chains.skeleton, start[0].tobytes(), start[1].tobytes(), body.up.tobytes())
+    if rig.chains_body is not None and _same(rig.chains_body[0], made_from):
+        return rig.chains_body[1]
+    rotations, locations = np.empty((len(rig.skeleton), 4)), np.empty((len(rig.skeleton), 3))
+    rotations[rig.to_solver], locations[rig.to_solver] = start
+    chains = body.within(rig.skeleton, rig.chains.skeleton, rotations, locations)
+    rig.chains_body = (made_from, chains)
+    return chains
+
+
+def _same(kept, made_from):
+    return kept[0] is made_from[0] and kept[1:] == made_from[1:]
+
+
+def balance_shape(obj, rig):
+    """(centre of mass (3,), support polygon corners (M, 3) or None), world space, of the pose
+    Blender shows: what the overlay draws when balance is on."""
+    body = rig_body(obj, rig)
+    heads, tails = (_pose_points(obj, rig, name) for name in ("head", "tail"))
+    world = np.array(obj.matrix_world)
+    com = centre_of_mass(body.masses, heads, tails)
+    points = []
+    for name, local in body.feet.items():
+        matrix = np.array(obj.pose.bones[name].matrix)
+        points.append(local @ matrix[:3, :3].T + matrix[:3, 3])
+    support = support_from(points, body.up, rig.skeleton.unit)
+    corners = None if support is None else support.corners @ world[:3, :3].T + world[:3, 3]
+    return com @ world[:3, :3].T + world[:3, 3], corners
+
+
+def _pose_points(obj, rig, name):
+    """(N, 3) the posed bones' `name` point ("head" or "tail"), armature space, in solver order."""
+    flat = np.empty(3 * len(obj.pose.bones), np.float32)
+    obj.pose.bones.foreach_get(name, flat)
+    points = np.empty((len(rig.skeleton), 3))
+    points[rig.to_solver] = flat.reshape(-1, 3)
+    return points
