@@ -30,160 +30,7 @@ static double now_seconds(void)
 }
 #endif
 
-#define PI 3.14159265358979323846
 #define ROUNDING (16 * DBL_EPSILON) /* polish.ROUNDING: relative change of a sum of misfits that rounding alone makes */
-#define EPS 1e-12 /* numeric guard for degenerate vectors (the numpy code's literal), not a tuning constant */
-
-/* ---- small vector, matrix (row-major 3x3) and quaternion (w, x, y, z) helpers ---- */
-
-static double dot_n(const double *a, const double *b, int n)
-{
-    double s = 0.0;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-static void matmul(const double *a, const double *b, double *out)
-{
-    double r[9];
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            r[3 * i + j] = a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j];
-    memcpy(out, r, sizeof r);
-}
-
-/* a^T b */
-static void matmul_tn(const double *a, const double *b, double *out)
-{
-    double r[9];
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            r[3 * i + j] = a[i] * b[j] + a[3 + i] * b[3 + j] + a[6 + i] * b[6 + j];
-    memcpy(out, r, sizeof r);
-}
-
-static void matvec(const double *m, const double *v, double *out)
-{
-    double x = dot3(m, v), y = dot3(m + 3, v), z = dot3(m + 6, v);
-    out[0] = x, out[1] = y, out[2] = z;
-}
-
-/* m^T v */
-static void matvec_t(const double *m, const double *v, double *out)
-{
-    double x = m[0] * v[0] + m[3] * v[1] + m[6] * v[2];
-    double y = m[1] * v[0] + m[4] * v[1] + m[7] * v[2];
-    double z = m[2] * v[0] + m[5] * v[1] + m[8] * v[2];
-    out[0] = x, out[1] = y, out[2] = z;
-}
-
-static void transpose(const double *m, double *out)
-{
-    double r[9] = {m[0], m[3], m[6], m[1], m[4], m[7], m[2], m[5], m[8]};
-    memcpy(out, r, sizeof r);
-}
-
-static const double IDENTITY3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
-
-/* Unit with w >= 0; a zero quaternion becomes identity (quat.normalize). */
-static void quat_normalize(double *q)
-{
-    double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-    if (n <= EPS) {
-        q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
-        return;
-    }
-    double s = (q[0] < 0.0 ? -1.0 : 1.0) / n;
-    for (int i = 0; i < 4; i++)
-        q[i] *= s;
-}
-
-/* The homogeneous form, as quat.to_matrix. */
-static void quat_to_matrix(const double *q, double *m)
-{
-    double w = q[0], x = q[1], y = q[2], z = q[3];
-    m[0] = w * w + x * x - y * y - z * z;
-    m[1] = 2.0 * (x * y - w * z);
-    m[2] = 2.0 * (x * z + w * y);
-    m[3] = 2.0 * (x * y + w * z);
-    m[4] = w * w - x * x + y * y - z * z;
-    m[5] = 2.0 * (y * z - w * x);
-    m[6] = 2.0 * (x * z - w * y);
-    m[7] = 2.0 * (y * z + w * x);
-    m[8] = w * w - x * x - y * y + z * z;
-}
-
-static double quat_angle(const double *q)
-{
-    return 2.0 * atan2(sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), fabs(q[0]));
-}
-
-static void shortest_arc(const double *u_in, const double *v_in, double *q)
-{
-    double nu = sqrt(dot3(u_in, u_in)), nv = sqrt(dot3(v_in, v_in));
-    if (!(nu > EPS && nv > EPS)) {
-        q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
-        return;
-    }
-    double u[3] = {u_in[0] / nu, u_in[1] / nu, u_in[2] / nu}, v[3] = {v_in[0] / nv, v_in[1] / nv, v_in[2] / nv};
-    double d = dot3(u, v);
-    if (d < -1.0 + 1e-9) {
-        q[0] = 0.0;
-        perpendicular(u, q + 1);
-    } else {
-        q[0] = 1.0 + d;
-        cross3(u, v, q + 1);
-    }
-    quat_normalize(q);
-}
-
-/* ---- the Minimizer ---- */
-
-/* QCP on a covariance S (qcp.rotations_from_covariance); use_e0 selects the references' e0. */
-static void rotation_from_covariance(const ewbik_problem *pb, const double *s, int use_e0, double e0, double *q)
-{
-    double k[16];
-    k[0] = s[0] + s[4] + s[8];
-    k[1] = k[4] = s[5] - s[7];
-    k[2] = k[8] = s[6] - s[2];
-    k[3] = k[12] = s[1] - s[3];
-    k[5] = s[0] - s[4] - s[8];
-    k[6] = k[9] = s[1] + s[3];
-    k[7] = k[13] = s[6] + s[2];
-    k[10] = -s[0] + s[4] - s[8];
-    k[11] = k[14] = s[5] + s[7];
-    k[15] = -s[0] - s[4] + s[8];
-    double scale = 0.0;
-    for (int i = 0; i < 16; i++)
-        scale = fmax(scale, fabs(k[i]));
-    if (scale < 1e-300) {
-        q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
-        return;
-    }
-    k[0] += pb->prefer_small * scale;
-    qcp_top_eigenvector(k, pb->adjugate_trust, q);
-    if (use_e0) {
-        double shifted[16], adjugate[4];
-        memcpy(shifted, k, sizeof k);
-        for (int i = 0; i < 4; i++)
-            shifted[5 * i] -= e0;
-        if (qcp_adjugate_eigenvector(shifted, adjugate) > 1e-6 * scale * scale * scale)
-            memcpy(q, adjugate, sizeof adjugate);
-    }
-    quat_normalize(q);
-}
-
-/* quat.from_matrix: the 4x4 eigen form, exact for rotations, nearest rotation otherwise. */
-static void quat_from_matrix(const ewbik_problem *pb, const double *m, double *q)
-{
-    double xx = m[0], xy = m[1], xz = m[2], yx = m[3], yy = m[4], yz = m[5], zx = m[6], zy = m[7], zz = m[8];
-    double k[16] = {xx + yy + zz, zy - yz,      xz - zx,      yx - xy,      zy - yz, xx - yy - zz,
-                    xy + yx,      xz + zx,      xz - zx,      xy + yx,      yy - xx - zz, yz + zy,
-                    yx - xy,      xz + zx,      yz + zy,      zz - xx - yy};
-    qcp_top_eigenvector(k, pb->adjugate_trust, q);
-    quat_normalize(q);
-}
 
 /* solve._clamp_angle for one rotation. */
 static void clamp_angle(double *q, double max_angle, double relaxation)
@@ -425,18 +272,15 @@ static void fit_rotation(const ewbik_problem *pb, const Covariance *cov, double 
     double s_scaled[9];
     for (int i = 0; i < 9; i++)
         s_scaled[i] = cov->scaled_axes[i] + cov->s_origin[i];
-    rotation_from_covariance(pb, s_scaled, !pb->exact, cov->e0, delta);
+    qcp_rotation_from_covariance(s_scaled, pb->prefer_small, pb->adjugate_trust, !pb->exact, cov->e0, delta);
 }
 
 /* The turn over-relaxed and cut to the bone's dampening; a cut marks the sweep (solve._dampen_turn). */
 static void dampen_turn(State *st, int b, int translating, double *delta)
 {
     const ewbik_problem *pb = st->pb;
-    if (!translating) {
-        double turn_angle = 2.0 * atan2(sqrt(delta[1] * delta[1] + delta[2] * delta[2] + delta[3] * delta[3]),
-                                        fabs(delta[0]));
-        st->capped |= pb->relaxation * turn_angle > pb->max_step[b];
-    }
+    if (!translating)
+        st->capped |= pb->relaxation * quat_angle(delta) > pb->max_step[b];
     clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
 }
 
@@ -454,7 +298,8 @@ static void turn_locally(const double *frame, const double *delta, const double 
 static void apply_limits(const ewbik_problem *pb, int b, const double *frame, const double *old_local, int iteration,
                          double *new_local, double *delta)
 {
-    double inverse[4] = {old_local[0], -old_local[1], -old_local[2], -old_local[3]}, local_delta[4];
+    double inverse[4], local_delta[4];
+    quat_conjugate(old_local, inverse);
     ewbik_constrain(pb->limits, b, new_local, iteration);
     quat_normalize(new_local);
     quat_multiply(new_local, inverse, local_delta);
@@ -551,8 +396,8 @@ static void solve_bone_step(State *st, int row, int iteration, int limited_batch
  * returns whether it ends farther from the warm start than allowance_scale dampening steps. */
 static int settle(const ewbik_problem *pb, int b, double *q, double allowance_scale)
 {
-    double relative[4];
-    const double *start = pb->initial + 4 * b, inverse[4] = {start[0], -start[1], -start[2], -start[3]};
+    double inverse[4], relative[4];
+    quat_conjugate(pb->initial + 4 * b, inverse);
     if (pb->limits)
         ewbik_constrain(pb->limits, b, q, 0);
     quat_normalize(q);
@@ -561,23 +406,6 @@ static int settle(const ewbik_problem *pb, int b, double *q, double allowance_sc
 }
 
 /* ---- Anderson acceleration (solve._Anderson) ---- */
-
-/* Rotation vector of a quaternion (solve._log). */
-static void quat_log(const double *q_in, double *v)
-{
-    double q[4] = {q_in[0], q_in[1], q_in[2], q_in[3]};
-    quat_normalize(q);
-    double n = sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-    double s = 2.0 * atan2(n, q[0]) / (n > 1e-15 ? n : 1.0);
-    v[0] = s * q[1], v[1] = s * q[2], v[2] = s * q[3];
-}
-
-static void quat_exp(const double *v, double *q)
-{
-    double n = sqrt(dot3(v, v)), scale = sin(0.5 * n) / (n > EPS ? n : 1.0);
-    q[0] = cos(0.5 * n);
-    q[1] = v[0] * scale, q[2] = v[1] * scale, q[3] = v[2] * scale;
-}
 
 static void pose_vector(const State *st, double *out)
 {
@@ -847,7 +675,7 @@ static int place_limb(State *st, int l, double allowance_scale, const double *be
                 cov[3 * r + c] += pb->axis_weight[3 * pin + a] * world_e[3 * r + a] * pb->target_axes[9 * pin + 3 * a + c];
     if (!pb->frozen[end]) {
         double turn_e[4], m_e[9];
-        rotation_from_covariance(pb, cov, 0, 0.0, turn_e);
+        qcp_rotation_from_covariance(cov, pb->prefer_small, pb->adjugate_trust, 0, 0.0, turn_e);
         quat_to_matrix(turn_e, m_e);
         matmul(m_e, world_e, world_e);
     }
@@ -861,7 +689,7 @@ static int place_limb(State *st, int l, double allowance_scale, const double *be
         int b = limb[i];
         double local[9], *q = out + 4 * i;
         matmul_tn(frames + 9 * i, worlds[i], local);
-        quat_from_matrix(pb, local, q);
+        quat_from_matrix(local, pb->adjugate_trust, q);
         too_far |= settle(pb, b, q, allowance_scale);
     }
     return too_far;
@@ -1381,11 +1209,10 @@ static void polish_apply(State *st, PolishTree *pl, int iteration)
         quat_multiply(delta, pl->saved + 7 * i, rotation);
         memset(pl->corrections + 3 * i, 0, 3 * sizeof(double));
         if (pb->limits && pb->limits->limited[b]) {
-            double wanted[4], inverse[4], correction[4], vector[3];
-            memcpy(wanted, rotation, sizeof wanted);
+            double inverse[4], correction[4], vector[3];
+            quat_conjugate(rotation, inverse);
             ewbik_constrain(pb->limits, b, rotation, iteration);
             quat_normalize(rotation);
-            inverse[0] = wanted[0], inverse[1] = -wanted[1], inverse[2] = -wanted[2], inverse[3] = -wanted[3];
             quat_multiply(rotation, inverse, correction);
             quat_log(correction, vector);
             matvec(pl->frames + 9 * i, vector, pl->corrections + 3 * i);
