@@ -1,8 +1,10 @@
-/* The Minimizer's eigen solve; each function mirrors its numpy namesake in solver/qcp.py. */
+/* The Minimizer's eigen solve and the rotations found by it; each function mirrors its numpy
+ * namesake in solver/qcp.py (quat_from_matrix: quat.py's). */
 #include <math.h>
 #include <string.h>
 
 #include "qcp.h"
+#include "vecmath.h"
 
 #define NEWTON_STEPS 20          /* qcp.NEWTON_STEPS */
 #define NEWTON_TOLERANCE 1e-11   /* qcp.NEWTON_TOLERANCE */
@@ -71,7 +73,9 @@ static double minor3(const double *m, int i, int j)
 #undef M
 }
 
-double qcp_adjugate_eigenvector(const double *m, double *out)
+/* The largest column of adj(m) for a nearly singular symmetric m, and its norm
+ * (qcp.adjugate_eigenvector). */
+static double adjugate_eigenvector(const double *m, double *out)
 {
     int best = 0;
     double best_diagonal = -1.0;
@@ -149,7 +153,7 @@ static double shifted_adjugate(const double *b, double root, double *out)
     memcpy(m, b, sizeof m);
     for (int i = 0; i < 4; i++)
         m[5 * i] -= root;
-    return qcp_adjugate_eigenvector(m, out);
+    return adjugate_eigenvector(m, out);
 }
 
 /* qcp.closed_form_eigenvectors for one matrix: 1 when trusted (out then a unit vector). */
@@ -177,7 +181,9 @@ static int closed_form_eigenvector(const double *m, double trust, double *out)
     return 1;
 }
 
-int qcp_top_eigenvector(const double *m, double trust, double *out)
+/* Row-major m (4x4) -> out (4), not normalized; returns 1 when the closed form was trusted,
+ * 0 when the Jacobi sweeps decided (qcp.top_eigenvectors). */
+static int top_eigenvector(const double *m, double trust, double *out)
 {
     if (closed_form_eigenvector(m, trust, out))
         return 1;
@@ -185,8 +191,50 @@ int qcp_top_eigenvector(const double *m, double trust, double *out)
     return 0;
 }
 
+/* QCP on one covariance s (3x3, qcp.rotations_from_covariance), its key biased toward the smaller
+ * turn by prefer_small; use_e0 selects the references' e0. */
+void qcp_rotation_from_covariance(const double *s, double prefer_small, double trust, int use_e0, double e0,
+                                  double *q)
+{
+    double k[16];
+    k[0] = s[0] + s[4] + s[8];
+    k[1] = k[4] = s[5] - s[7];
+    k[2] = k[8] = s[6] - s[2];
+    k[3] = k[12] = s[1] - s[3];
+    k[5] = s[0] - s[4] - s[8];
+    k[6] = k[9] = s[1] + s[3];
+    k[7] = k[13] = s[6] + s[2];
+    k[10] = -s[0] + s[4] - s[8];
+    k[11] = k[14] = s[5] + s[7];
+    k[15] = -s[0] - s[4] + s[8];
+    double scale = 0.0;
+    for (int i = 0; i < 16; i++)
+        scale = fmax(scale, fabs(k[i]));
+    if (scale < 1e-300) {
+        q[0] = 1.0, q[1] = q[2] = q[3] = 0.0;
+        return;
+    }
+    k[0] += prefer_small * scale;
+    top_eigenvector(k, trust, q);
+    double adjugate[4];
+    if (use_e0 && shifted_adjugate(k, e0, adjugate) > 1e-6 * scale * scale * scale)
+        memcpy(q, adjugate, sizeof adjugate);
+    quat_normalize(q);
+}
+
+/* quat.from_matrix: the 4x4 eigen form, exact for rotations, nearest rotation otherwise. */
+void quat_from_matrix(const double *m, double trust, double *q)
+{
+    double xx = m[0], xy = m[1], xz = m[2], yx = m[3], yy = m[4], yz = m[5], zx = m[6], zy = m[7], zz = m[8];
+    double k[16] = {xx + yy + zz, zy - yz,      xz - zx,      yx - xy,      zy - yz, xx - yy - zz,
+                    xy + yx,      xz + zx,      xz - zx,      xy + yx,      yy - xx - zz, yz + zy,
+                    yx - xy,      xz + zx,      yz + zy,      zz - xx - yy};
+    top_eigenvector(k, trust, q);
+    quat_normalize(q);
+}
+
 void ewbik_top_eigenvectors(const double *matrices, int count, double trust, double *out, int *trusted)
 {
     for (int i = 0; i < count; i++)
-        trusted[i] = qcp_top_eigenvector(matrices + 16 * i, trust, out + 4 * i);
+        trusted[i] = top_eigenvector(matrices + 16 * i, trust, out + 4 * i);
 }
