@@ -19,7 +19,7 @@ native: venvs
 native-here: venvs
 	@$(PY52) tools/build_native.py >/dev/null
 
-# Ruff's rules (pyproject.toml) on the tree, mypy on the solver's public surface.
+# Ruff's rules (pyproject.toml) on the tree, mypy on the solver and on the glue modules without bpy.
 lint: venvs
 	@bash tools/lint.sh
 

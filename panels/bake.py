@@ -5,6 +5,8 @@ default. The options are the operator's last-used properties, the way Blender's 
 offer operator options (Symmetrize in sculpt mode): the button runs with what the panel shows.
 """
 
+from __future__ import annotations
+
 import bpy
 
 from ..ewbik_addon.com.active import active_armature
@@ -19,11 +21,11 @@ class EWBIK_PT_bake(SidebarPanel, bpy.types.Panel):
     bl_options = {"DEFAULT_CLOSED"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         obj = active_armature(context)
         return obj is not None and obj.mode in {"POSE", "OBJECT"}
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         scene = context.scene
         layout = self.layout
         layout.use_property_split = True

@@ -4,6 +4,8 @@ Panels only show properties and call operators by idname; everything they change
 is a stored RNA property, so it is undoable and saved with the file.
 """
 
+from __future__ import annotations
+
 import bpy
 
 from ..ewbik_addon.com.active import (
@@ -15,7 +17,7 @@ from ..ewbik_addon.com.active import (
 )
 from ..ewbik_addon.com.messages import count
 from ..ewbik_addon.com.stored_settings import bone_target
-from ..ewbik_addon.limits.limit_status import limit_status
+from ..ewbik_addon.limits.limit_status import LimitStatus, limit_status
 from ..ewbik_addon.rigs import production_checks, production_rigs
 from ..solver import available_presets, compiled_loop_available
 
@@ -28,7 +30,7 @@ class EWBIK_MT_limit_presets(bpy.types.Menu):
     bl_idname = "EWBIK_MT_limit_presets"
     bl_label = "Limit Presets"
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         layout.label(text="All Bones")
         for preset_id, label, _description in available_presets():
@@ -48,7 +50,17 @@ class EWBIK_UL_pins(bpy.types.UIList):
 
     bl_idname = "EWBIK_UL_pins"
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+    def draw_item(
+        self,
+        context: bpy.types.Context,
+        layout: bpy.types.UILayout,
+        data: bpy.types.bpy_struct,
+        item: bpy.types.PoseBone,
+        icon: int,
+        active_data: bpy.types.bpy_struct,
+        active_propname: str,
+        index: int,
+    ) -> None:
         settings = item.ewbik
         row = layout.row(align=True)
         dragged = settings.target is not None and settings.target == context.active_object
@@ -56,7 +68,9 @@ class EWBIK_UL_pins(bpy.types.UIList):
         row.prop(settings, "target", text="")
         row.prop(settings, "weight", text="", emboss=False)
 
-    def filter_items(self, context, data, propname):
+    def filter_items(
+        self, context: bpy.types.Context, data: bpy.types.bpy_struct, propname: str
+    ) -> tuple[list[int], list[int]]:
         bones = getattr(data, propname)
         helpers = bpy.types.UI_UL_list
         flags = (
@@ -74,7 +88,17 @@ class EWBIK_UL_cones(bpy.types.UIList):
 
     bl_idname = "EWBIK_UL_cones"
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+    def draw_item(
+        self,
+        context: bpy.types.Context,
+        layout: bpy.types.UILayout,
+        data: bpy.types.bpy_struct,
+        item: bpy.types.PropertyGroup,
+        icon: int,
+        active_data: bpy.types.bpy_struct,
+        active_propname: str,
+        index: int,
+    ) -> None:
         row = layout.row(align=True)
         row.label(text=f"Cone {index + 1}", icon="MESH_CONE")
         row.prop(item, "flex", text="", emboss=False)
@@ -95,16 +119,16 @@ class EWBIK_PT_solver(SidebarPanel, bpy.types.Panel):
     bl_label = "EWBIK Solver"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         obj = active_armature(context)
         return obj is not None and obj.mode in {"POSE", "OBJECT"}
 
-    def draw_header_preset(self, context):
+    def draw_header_preset(self, context: bpy.types.Context) -> None:
         """Live, labelled, at the header's right end: a bare checkbox before the title would read
         as switching the whole solver off (Solve still works with Live off)."""
         self.layout.prop(active_armature(context).ewbik, "live")
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         settings = active_armature(context).ewbik
         layout = self.layout
         layout.use_property_split = True
@@ -146,10 +170,10 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
     bl_label = "Pins"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return pinning_armature(context) is not None
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         obj = pinning_armature(context)
         layout = self.layout
 
@@ -180,7 +204,7 @@ class EWBIK_PT_pins(SidebarPanel, bpy.types.Panel):
         _draw_pin_kind(col, settings)
 
 
-def _draw_pin_kind(layout, settings):
+def _draw_pin_kind(layout: bpy.types.UILayout, settings: bpy.types.PropertyGroup) -> None:
     """What the active pin holds and how hard: kind (and an aim's axis), planted, priority, weight,
     axis weights, falloff."""
     layout.prop(settings, "pin_kind")
@@ -200,7 +224,17 @@ class EWBIK_UL_role_mapping(bpy.types.UIList):
 
     bl_idname = "EWBIK_UL_role_mapping"
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+    def draw_item(
+        self,
+        context: bpy.types.Context,
+        layout: bpy.types.UILayout,
+        data: bpy.types.bpy_struct,
+        item: bpy.types.PropertyGroup,
+        icon: int,
+        active_data: bpy.types.bpy_struct,
+        active_propname: str,
+        index: int,
+    ) -> None:
         row = layout.row(align=True)
         row.prop_search(item, "bone", data.id_data.pose, "bones", text="")
         row.prop(item, "role", text="")
@@ -215,10 +249,10 @@ class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
     bl_options = {"DEFAULT_CLOSED"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return posed_armature(context) is not None
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         obj = posed_armature(context)
         layout = self.layout
         fixed = production_checks.fixed_bones(obj)
@@ -245,7 +279,7 @@ class EWBIK_PT_rig(SidebarPanel, bpy.types.Panel):
         col.operator("ewbik.role_mapping_remove", icon="REMOVE", text="")
 
 
-def draw_limit_sharing(layout, obj):
+def draw_limit_sharing(layout: bpy.types.UILayout, obj: bpy.types.Object) -> None:
     """Mirror/copy, what the viewport shows, and how many bones the current pose holds at their limits."""
     row = layout.row(align=True)
     row.operator("ewbik.mirror_limits", icon="MOD_MIRROR")
@@ -258,7 +292,7 @@ def draw_limit_sharing(layout, obj):
         layout.label(text=at_limit_text(status), icon="ERROR")
 
 
-def at_limit_text(status):
+def at_limit_text(status: LimitStatus) -> str:
     """E.g. "2 bones at limits, 1 beyond" or "1 bone beyond limits"."""
     at, beyond = len(status.at), len(status.beyond)
     text = f"{count(at, 'bone')} at limits" if at else f"{count(beyond, 'bone')} beyond limits"
@@ -272,10 +306,10 @@ class EWBIK_PT_limits(SidebarPanel, bpy.types.Panel):
     bl_label = "Joint Limits"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return active_limit_bone(context) is not None
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         pose_bone = active_limit_bone(context)
         settings = pose_bone.bone.ewbik
         layout = self.layout
@@ -319,13 +353,13 @@ class EWBIK_PT_limits_twist(SidebarPanel, bpy.types.Panel):
     bl_parent_id = "EWBIK_PT_limits"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return active_limit_bone(context) is not None
 
-    def draw_header(self, context):
+    def draw_header(self, context: bpy.types.Context) -> None:
         self.layout.prop(active_limit_bone(context).bone.ewbik, "use_twist_limit", text="")
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         settings = active_limit_bone(context).bone.ewbik
         layout = self.layout
         layout.use_property_split = True

@@ -36,7 +36,7 @@ sanitized() {  # sanitized PYTEST_ARGS...: the solving tests on the compiled loo
     return $rc
 }
 
-run "lint: ruff on the tree, mypy on the solver" bash tools/lint.sh
+run "lint: ruff on the tree, mypy on the solver and the bpy-free glue" bash tools/lint.sh
 run "solver (Python 3.13, numpy 2)" "$PY52" -m pytest tests/solver "$@"
 run "solver (Python 3.11, numpy 1.26, OpenBLAS SandyBridge kernels)" \
     env OPENBLAS_CORETYPE=SandyBridge "$PY42" -m pytest tests/solver "$@"

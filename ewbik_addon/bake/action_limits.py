@@ -7,6 +7,11 @@ stored on `Bone.ewbik`. Nothing is written before the fit succeeded, and the cur
 always restored (the operator puts the pose channels back too, so unkeyed edits survive).
 """
 
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...solver import FitError, fit_limits, quat
@@ -15,8 +20,13 @@ from ..com.limit_settings import scene_bones, set_limits
 from ..com.live_pause import suspended
 from ..com.rotation_channels import channels_to_quaternions
 
+if TYPE_CHECKING:
+    import bpy
 
-def animated_rotations(scene, obj, frame_start, frame_end):
+
+def animated_rotations(
+    scene: bpy.types.Scene, obj: bpy.types.Object, frame_start: int, frame_end: int
+) -> np.ndarray:
     """Local rotations (F, N, 4) of every pose bone (pose.bones order) on each frame of the range."""
     if frame_end < frame_start:
         raise RigError(f"Frame range {frame_start}..{frame_end} is empty: the end comes before the start")
@@ -42,7 +52,17 @@ def animated_rotations(scene, obj, frame_start, frame_end):
     return quat.normalize(rotations)
 
 
-def fit_action_limits(scene, obj, frame_start, frame_end, *, coverage, max_cones, margin, bone_names=None):
+def fit_action_limits(
+    scene: bpy.types.Scene,
+    obj: bpy.types.Object,
+    frame_start: int,
+    frame_end: int,
+    *,
+    coverage: float,
+    max_cones: int,
+    margin: float,
+    bone_names: Collection[str] | None = None,
+) -> list[str]:
     """Fit limits to the animation over the range and store them; the names of the bones limited.
 
     `bone_names` (None: every bone) are the bones whose limits may change. Bones the fit leaves

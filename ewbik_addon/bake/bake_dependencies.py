@@ -11,6 +11,10 @@ running a Python expression, a geometry nodes modifier) makes every armature wri
 always did.
 """
 
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
 import bpy
 
 
@@ -18,7 +22,9 @@ class _Unsure(Exception):
     """Some dependency cannot be followed."""
 
 
-def armatures_read(armatures, targets):
+def armatures_read(
+    armatures: Collection[bpy.types.Object], targets: Iterable[bpy.types.Object]
+) -> set[bpy.types.Object]:
     """The armatures among `armatures` whose pose the bake reads back through Blender: one of
     `targets` or of the armatures' own dependencies depends on them (all of them when unsure)."""
     try:
@@ -28,7 +34,7 @@ def armatures_read(armatures, targets):
     return {obj for obj in armatures if obj in reached or obj.data in reached}
 
 
-def _reached(start):
+def _reached(start: Iterable[bpy.types.ID]) -> set[bpy.types.ID]:
     """Every datablock in `start` and, through objects and collections, everything they depend on."""
     reached, frontier = set(), list(start)
     while frontier:
@@ -43,7 +49,7 @@ def _reached(start):
     return reached
 
 
-def _direct(obj):
+def _direct(obj: bpy.types.Object) -> list[bpy.types.ID]:
     """The datablocks obj's evaluation reads directly (its own, its data's and its shape keys'
     drivers included)."""
     found = [] if obj.parent is None else [obj.parent]
@@ -63,7 +69,7 @@ def _direct(obj):
     return found
 
 
-def _pointed(struct):
+def _pointed(struct: bpy.types.Constraint | bpy.types.Modifier) -> list[bpy.types.ID]:
     """The datablocks a constraint or modifier points to (the Armature constraint's targets too)."""
     found = []
     for prop in struct.bl_rna.properties:
@@ -76,7 +82,7 @@ def _pointed(struct):
     return found
 
 
-def _driver_reads(animation):
+def _driver_reads(animation: bpy.types.AnimData) -> list[bpy.types.ID]:
     """The objects (and armature data) the drivers read; anything else is unsure."""
     found = []
     for fcurve in animation.drivers:

@@ -12,8 +12,12 @@ in the action changes before that, and every F-curve the write touches is snapsh
 cancel or a failure leaves the action exactly as it was.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import bpy
 import numpy as np
@@ -38,6 +42,10 @@ from .fcurve_keys import (
     locked_rotation_components,
 )
 
+if TYPE_CHECKING:
+    from ...solver import SolveResult
+    from ..bridge.pose_io import PoseBuffers
+
 
 @dataclasses.dataclass(frozen=True)
 class BakeOptions:
@@ -50,7 +58,7 @@ class BakeOptions:
     replace_range: bool = True
     disable_live: bool = True
 
-    def frames(self):
+    def frames(self) -> np.ndarray:
         """The frames to solve: every `step`-th frame from the start, and always the end frame."""
         if self.step < 1:
             raise RigError(f"Step must be at least 1 frame, not {self.step}")
@@ -73,7 +81,7 @@ class BakeSummary:
     bones: int
     fcurves: int
 
-    def __str__(self):
+    def __str__(self) -> str:
         return (
             f"Baked {self.frames} frames ({self.frame_start}-{self.frame_end}) "
             f"into {self.fcurves} F-curves on {self.bones} bones"
@@ -88,7 +96,9 @@ class PoseBake:
     puts them back; any failure inside `solve_next` or `finish` cancels before it propagates.
     """
 
-    def __init__(self, context, obj, options):
+    def __init__(
+        self, context: bpy.types.Context, obj: bpy.types.Object | None, options: BakeOptions
+    ) -> None:
         if obj is None or obj.type != "ARMATURE":
             raise RigError("The active object is not an armature")
         if not obj.is_editable:
@@ -146,15 +156,15 @@ class PoseBake:
         self.held_buffers = None  # the rig's buffers while they hold the solves' writes
 
     @property
-    def done(self):
+    def done(self) -> bool:
         return self.solved == len(self.frames)
 
     @property
-    def frame(self):
+    def frame(self) -> int:
         """The frame `solve_next` solves (the last one once done)."""
         return int(self.frames[min(self.solved, len(self.frames) - 1)])
 
-    def solve_next(self):
+    def solve_next(self) -> None:
         """Move to the next frame, solve it as Solve does (no time budget, bone settings read once),
         record it."""
         try:
@@ -163,7 +173,7 @@ class PoseBake:
             self.cancel()
             raise
 
-    def solve_for(self, seconds):
+    def solve_for(self, seconds: float) -> None:
         """Solve frames until `seconds` have passed (at least one frame) or all are done."""
         deadline = time.perf_counter() + seconds
         self.solve_next()
@@ -171,19 +181,19 @@ class PoseBake:
             self.solve_next()
 
     @property
-    def keeps_pose(self):
+    def keeps_pose(self) -> bool:
         """Whether the channels still hold what the last frame's solve wrote, so the rig's buffers
         stand for them (`solve_armature`'s only_targets_moved): after the first frame, when no
         animation sets the armature's channels on a frame change."""
         return self.solved > 0 and not self.pose_animated
 
-    def _solve(self, frame):
+    def _solve(self, frame: int) -> None:
         with suspended():
             self.scene.frame_set(frame)
         rig_cache.forget_pin_settings(self.obj)
         self.solve_current_frame()
 
-    def solve_current_frame(self):
+    def solve_current_frame(self) -> None:
         """Solve the scene's current frame (the one `frame` names) and record it."""
         with suspended():
             try:
@@ -194,7 +204,7 @@ class PoseBake:
                 raise RigError(f"Frame {self.frame}: {error}") from error
             self.record(result)
 
-    def record(self, result):
+    def record(self, result: SolveResult) -> None:
         """Keep the solved frame's channels (after checking Blender moved the targets)."""
         try:
             self._check_targets_evaluated()
@@ -205,7 +215,7 @@ class PoseBake:
             self.poses[name][self.solved] = values
         self.solved += 1
 
-    def channels_written(self):
+    def channels_written(self) -> dict[str, np.ndarray]:
         """The pose channels as the solve left them: the rig's buffers, which mirror what it read
         and wrote (each bone's own rotation property and the location; the properties of other
         rotation modes are only read where some bone uses them, and are never keyed), and the
@@ -214,7 +224,7 @@ class PoseBake:
         self.obj.pose.bones.foreach_get("scale", scale)
         return {**buffer_channels(rig_cache.rig_for(self.obj, False).buffers), "scale": scale.reshape(-1, 3)}
 
-    def _check_targets_evaluated(self):
+    def _check_targets_evaluated(self) -> None:
         """Blender does not evaluate a disabled or excluded target: its animation stops moving it."""
         depsgraph = self.view_layer.depsgraph
         for bone, target in self.pins:
@@ -225,7 +235,7 @@ class PoseBake:
                     "layer, so Blender does not move it; enable it to bake"
                 )
 
-    def keyed_properties(self, i):
+    def keyed_properties(self, i: int | np.integer) -> tuple[str, ...]:
         """The pose-bone properties keyed on bone `i`: its rotation, the root's location when
         the solver may move the root, and the scale of a bone that may stretch."""
         rotation = rotation_channel(self.rotation_modes[i])
@@ -235,7 +245,7 @@ class PoseBake:
             *(("scale",) if self.keys_scale[i] else ()),
         )
 
-    def keyed_channels(self):
+    def keyed_channels(self) -> Iterator[tuple[np.integer, str, np.ndarray]]:
         """(pose-bone index, property, (F, size) values) of every channel to key, made continuous."""
         for i in np.flatnonzero(self.moved & self.allowed):
             for name in self.keyed_properties(i):
@@ -248,7 +258,7 @@ class PoseBake:
                     values = continuous_eulers(values, self.rotation_modes[i])
                 yield i, name, values
 
-    def finish(self):
+    def finish(self) -> BakeSummary:
         """Key every solved frame, go back to the starting frame, and say what was keyed."""
         try:
             summary = self.write_keys()
@@ -259,16 +269,16 @@ class PoseBake:
         return summary
 
     @property
-    def keyed(self):
+    def keyed(self) -> np.ndarray:
         """The bones whose keys the bake writes."""
         return self.moved & self.allowed
 
-    def check_keyable(self):
+    def check_keyable(self) -> None:
         """RigError when there is nothing to key (every armature of a crowd is asked before any is keyed)."""
         if not self.keyed.any():
             raise RigError(f"The solver moved none of the bones of '{self.name}' to bake; nothing keyed")
 
-    def write_keys(self):
+    def write_keys(self) -> BakeSummary:
         """Key every solved frame (the pose and the frame stay as the last solve left them); if a
         write fails, the action is put back before the error propagates."""
         self.check_keyable()
@@ -314,11 +324,11 @@ class PoseBake:
         self.obj.ewbik.status_is_error = False
         return summary
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Put the pose and the current frame back as they were before the bake."""
         return_to_start([(self, np.zeros_like(self.moved))])
 
-    def unkey(self):
+    def unkey(self) -> None:
         """Take back the keys `write_keys` wrote (another armature of the bake failed)."""
         if self.writer is not None:
             self.writer.restore()
@@ -327,7 +337,7 @@ class PoseBake:
         self.obj.ewbik.live = self.was_live
 
     @property
-    def deleted(self):
+    def deleted(self) -> bool:
         """Whether the armature was deleted since the bake started (the modal bake runs between
         the user's edits)."""
         try:
@@ -336,13 +346,13 @@ class PoseBake:
             return True
         return False
 
-    def check_alive(self):
+    def check_alive(self) -> None:
         """RigError once the armature is gone: nothing of it can be solved, keyed or restored."""
         if self.deleted:
             raise RigError(f"'{self.name}' was deleted during the bake; nothing keyed")
 
     @property
-    def may_hold_writes(self):
+    def may_hold_writes(self) -> bool:
         """Whether later frames may keep this armature's solved pose in the rig's buffers alone
         (`PoseBuffers.held`): after the first frame, when every read of its pose can come from them
         (no animation sets it, no constraint or driver poses a bone from the others, no IK control
@@ -350,19 +360,19 @@ class PoseBake:
         rig = rig_cache.rig_for(self.obj, False)
         return self.keeps_pose and not (rig.fixed_mask.any() or rig.placed.any())
 
-    def hold_writes(self):
+    def hold_writes(self) -> None:
         buffers = rig_cache.rig_for(self.obj, False).buffers
         buffers.held = True
         self.held_buffers = buffers
 
-    def stop_holding(self):
+    def stop_holding(self) -> PoseBuffers | None:
         """Later solves write through Blender again; returns the buffers that were held (or None)."""
         buffers, self.held_buffers = self.held_buffers, None
         if buffers is not None:
             buffers.held = False
         return buffers
 
-    def show_solved(self, buffers=None):
+    def show_solved(self, buffers: PoseBuffers | None = None) -> None:
         """Blender's channels take what the held buffers (or `buffers`) kept, as if every solve had
         written them: the modal bake shows the last solved frame between timer ticks, and the bake's
         end puts the pose where it always was before returning to the starting frame."""
@@ -375,7 +385,7 @@ class PoseBake:
         write_pose_channels(self.obj.pose.bones, channels)
         self.obj.update_tag()
 
-    def restore_pose(self, from_action):
+    def restore_pose(self, from_action: np.ndarray) -> None:
         """The starting pose back, except bones `from_action` (the scene is at the starting frame,
         so their channels are what the action now plays); the armature tagged for evaluation."""
         pose_bones = self.obj.pose.bones
@@ -386,7 +396,7 @@ class PoseBake:
         self.obj.update_tag()
 
 
-def buffer_channels(buffers):
+def buffer_channels(buffers: PoseBuffers) -> dict[str, np.ndarray]:
     """The pose channels a rig's buffers hold, by property name (each bone's own rotation property
     and the location; the other rotation properties only where some bone uses them)."""
     return {
@@ -397,7 +407,7 @@ def buffer_channels(buffers):
     }
 
 
-def pose_set_on_frame_change(obj):
+def pose_set_on_frame_change(obj: bpy.types.Object) -> bool:
     """Whether a frame change may set the armature's channels or settings (an action, NLA strips,
     drivers): then every baked frame reads its pose from Blender."""
     animation = obj.animation_data
@@ -406,7 +416,7 @@ def pose_set_on_frame_change(obj):
     )
 
 
-def return_to_start(restores):
+def return_to_start(restores: list[tuple[PoseBake, np.ndarray]]) -> None:
     """Back to the starting frame with each bake's starting pose: restores holds (PoseBake, bones
     its action now plays) of bakes that share the scene and the starting frame.
 
@@ -427,7 +437,7 @@ def return_to_start(restores):
         first.view_layer.update()
 
 
-def armatures_to_bake(context):
+def armatures_to_bake(context: bpy.types.Context) -> list[bpy.types.Object]:
     """The context's armature, then every other selected armature with a pinned bone."""
     first = context.object
     others = [
@@ -444,7 +454,7 @@ class CrowdSummary:
 
     summaries: tuple
 
-    def __str__(self):
+    def __str__(self) -> str:
         if len(self.summaries) == 1:
             return str(self.summaries[0])
         first = self.summaries[0]
@@ -460,24 +470,26 @@ class CrowdBake:
     evaluated) once, then every armature solves it. Same interface as PoseBake; a failure in
     any armature cancels all of them."""
 
-    def __init__(self, context, objects, options):
+    def __init__(
+        self, context: bpy.types.Context, objects: Iterable[bpy.types.Object], options: BakeOptions
+    ) -> None:
         self.bakes = [PoseBake(context, obj, options) for obj in objects]
         self.scene = context.scene
         self.frames = self.bakes[0].frames
 
     @property
-    def solved(self):
+    def solved(self) -> int:
         return self.bakes[0].solved
 
     @property
-    def done(self):
+    def done(self) -> bool:
         return self.bakes[0].done
 
     @property
-    def frame(self):
+    def frame(self) -> int:
         return self.bakes[0].frame
 
-    def solve_next(self):
+    def solve_next(self) -> None:
         try:
             for bake in self.bakes:
                 bake.check_alive()
@@ -493,7 +505,7 @@ class CrowdBake:
             self.cancel()
             raise
 
-    def _hold_writes(self):
+    def _hold_writes(self) -> None:
         """After the first frame, the armatures whose pose nothing the bake reads depends on keep
         it in their buffers until the bake ends (`bake_dependencies`)."""
         armatures = [bake.obj for bake in self.bakes]
@@ -504,7 +516,7 @@ class CrowdBake:
             if bake.obj not in read and bake.may_hold_writes:
                 bake.hold_writes()
 
-    def _solve_together(self):
+    def _solve_together(self) -> None:
         """Every armature's frame in one solver call (crowd_solve.solve_crowd)."""
         for bake in self.bakes:
             rig_cache.forget_pin_settings(bake.obj)
@@ -523,14 +535,14 @@ class CrowdBake:
                 raise RigError(f"Frame {bake.frame}: {outcome}") from outcome
             bake.record(outcome)
 
-    def solve_for(self, seconds):
+    def solve_for(self, seconds: float) -> None:
         """Solve frames until `seconds` have passed (at least one frame) or all are done."""
         deadline = time.perf_counter() + seconds
         self.solve_next()
         while not self.done and time.perf_counter() < deadline:
             self.solve_next()
 
-    def finish(self):
+    def finish(self) -> CrowdSummary:
         """Key every armature, then return them all to the starting frame together. All or none:
         an armature with nothing to key is refused before any is keyed, and if a write fails, the
         keys already written are taken back and every armature returns to its starting pose."""
@@ -549,10 +561,10 @@ class CrowdBake:
         return_to_start([(bake, bake.keyed) for bake in self.bakes])
         return CrowdSummary(tuple(summaries))
 
-    def cancel(self):
+    def cancel(self) -> None:
         return_to_start([(bake, np.zeros_like(bake.moved)) for bake in self.bakes])
 
-    def show_solved(self):
+    def show_solved(self) -> None:
         """Every held armature shows its last solved frame; on a failure the bake is cancelled
         (nothing stays held, every armature goes back to its start), as in `solve_next`."""
         try:

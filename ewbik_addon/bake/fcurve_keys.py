@@ -4,6 +4,10 @@ Every F-curve a write touches is snapshotted first (`KeyWriter`), so a cancel or
 the action back exactly as it was.
 """
 
+from __future__ import annotations
+
+from collections.abc import Container
+
 import bpy
 import numpy as np
 from bpy_extras import anim_utils
@@ -36,7 +40,7 @@ KEY_FIELDS = {
 }
 
 
-def locked_rotation_components(pose_bone):
+def locked_rotation_components(pose_bone: bpy.types.PoseBone) -> set[int]:
     """Indices of the bone's rotation channel that its locks keep, so the bake never keys them.
 
     Euler locks and 4D quaternion/axis-angle locks hold single components; Blender's ordinary
@@ -51,7 +55,7 @@ def locked_rotation_components(pose_bone):
     return set()
 
 
-def read_keys(keyframe_points):
+def read_keys(keyframe_points: bpy.types.FCurveKeyframePoints) -> dict[str, np.ndarray]:
     """All keys of an F-curve, field by field: {Keyframe property: (K, size) array}."""
     keys = {}
     for name, (size, dtype) in KEY_FIELDS.items():
@@ -61,7 +65,7 @@ def read_keys(keyframe_points):
     return keys
 
 
-def write_keys(keyframe_points, keys):
+def write_keys(keyframe_points: bpy.types.FCurveKeyframePoints, keys: dict[str, np.ndarray]) -> None:
     """Replace every key of an F-curve with `keys` (as `read_keys` returns them), in that order."""
     keyframe_points.clear()
     keyframe_points.add(len(keys["co"]))
@@ -69,14 +73,14 @@ def write_keys(keyframe_points, keys):
         keyframe_points.foreach_set(name, values.ravel())
 
 
-def _same_side_signs(vectors):
+def _same_side_signs(vectors: np.ndarray) -> np.ndarray:
     """+1 or -1 per row, so that every signed row lies on the side of the previous signed row."""
     flips = np.sign(np.einsum("ij,ij->i", vectors[1:], vectors[:-1]))
     flips[flips == 0] = 1
     return np.concatenate([[1.0], np.cumprod(flips)])
 
 
-def continuous_quaternions(quaternions):
+def continuous_quaternions(quaternions: np.ndarray) -> np.ndarray:
     """(F, 4) keys of one bone with each quaternion in the hemisphere of the previous one.
 
     q and -q are the same rotation, but F-curves interpolate the numbers: a sign flip between two
@@ -85,7 +89,7 @@ def continuous_quaternions(quaternions):
     return quaternions * _same_side_signs(quaternions)[:, None]
 
 
-def continuous_axis_angles(axis_angles):
+def continuous_axis_angles(axis_angles: np.ndarray) -> np.ndarray:
     """(F, 4) (angle, x, y, z) keys of one bone with each axis on the side of the previous one.
 
     (angle, axis) and (-angle, -axis) are the same rotation; an axis flipping between frames would
@@ -94,7 +98,7 @@ def continuous_axis_angles(axis_angles):
     return axis_angles * _same_side_signs(axis_angles[:, 1:])[:, None]
 
 
-def continuous_eulers(eulers, order):
+def continuous_eulers(eulers: np.ndarray, order: str) -> np.ndarray:
     """(F, 3) Euler keys of one bone, each the equivalent triple closest to the previous frame's.
 
     An Euler rotation has two triples (and any multiple of 2 pi) for the same orientation; the
@@ -108,7 +112,7 @@ def continuous_eulers(eulers, order):
     return result
 
 
-def bake_slot(anim_data):
+def bake_slot(anim_data: bpy.types.AnimData) -> bpy.types.ActionSlot | None:
     """The action slot a bake keys (layered actions): the assigned one, else a suitable slot no
     other ID uses, else None (a new slot). Never another object's slot of a shared action."""
     if anim_data.action_slot is not None:
@@ -116,7 +120,7 @@ def bake_slot(anim_data):
     return next((slot for slot in anim_data.action_suitable_slots if not slot.users()), None)
 
 
-def action_fcurves(anim_data):
+def action_fcurves(anim_data: bpy.types.AnimData | None) -> bpy.types.bpy_prop_collection | None:
     """The F-curves a bake would key into (None without an action or channels)."""
     if anim_data is None or anim_data.action is None:
         return None
@@ -129,7 +133,7 @@ def action_fcurves(anim_data):
     return anim_data.action.fcurves
 
 
-def check_action(obj, bake_paths):
+def check_action(obj: bpy.types.Object, bake_paths: Container[str]) -> None:
     """Refuse actions the bake cannot write: linked, in NLA tweak mode, or with locked channels."""
     anim_data = obj.animation_data
     if anim_data is None or anim_data.action is None:
@@ -157,7 +161,7 @@ def check_action(obj, bake_paths):
             )
 
 
-def objects_keyed_with(anim_data, besides):
+def objects_keyed_with(anim_data: bpy.types.AnimData, besides: bpy.types.Object) -> list[bpy.types.ID]:
     """Other IDs the bake's keys would animate: with action slots (Blender 4.4+) those using the
     slot the bake keys (Alt+D gives a copy the same action and slot), before them every one that
     plays the action."""
@@ -167,14 +171,14 @@ def objects_keyed_with(anim_data, besides):
     return [] if slot is None else [user for user in slot.users() if user != besides]
 
 
-def objects_animated_with(action, besides):
+def objects_animated_with(action: bpy.types.Action, besides: bpy.types.Object) -> list[bpy.types.Object]:
     """Other objects that play `action`, as their active action or in an NLA strip.
 
     Without action slots (Blender before 4.4) every F-curve of an action drives every object
     that plays it, so a bake into a shared action would rewrite the others' animation.
     """
 
-    def plays(anim_data):
+    def plays(anim_data: bpy.types.AnimData | None) -> bool:
         return anim_data is not None and (
             anim_data.action == action
             or any(strip.action == action for track in anim_data.nla_tracks for strip in track.strips)
@@ -183,7 +187,13 @@ def objects_animated_with(action, besides):
     return [other for other in bpy.data.objects if other != besides and plays(other.animation_data)]
 
 
-def _set_new_keys(points, frames, values, interpolation, handle_type):
+def _set_new_keys(
+    points: bpy.types.FCurveKeyframePoints,
+    frames: np.ndarray,
+    values: np.ndarray,
+    interpolation: int,
+    handle_type: int,
+) -> None:
     """Fill freshly added keys (nothing kept between them) with the baked values: only the fields
     a bake sets are written; the rest keep what `keyframe_points.add` gave them."""
     co = np.column_stack([frames, values]).astype(np.float32).ravel()
@@ -201,7 +211,7 @@ class KeyWriter:
     remembers it; snapshots each existing F-curve before its keys change. `restore` undoes both.
     """
 
-    def __init__(self, obj):
+    def __init__(self, obj: bpy.types.Object) -> None:
         self.obj = obj
         self.created_animation_data = obj.animation_data is None
         anim_data = obj.animation_data_create()
@@ -221,7 +231,7 @@ class KeyWriter:
         self.snapshots = {}
         self.created_fcurves = []
 
-    def _ensure_channelbag(self, anim_data):
+    def _ensure_channelbag(self, anim_data: bpy.types.AnimData) -> None:
         action = self.action
         self.slot = anim_data.action_slot
         self.assigned_slot = self.slot is None
@@ -241,7 +251,18 @@ class KeyWriter:
             strip = layer.strips.new(type="KEYFRAME") if len(layer.strips) == 0 else layer.strips[0]
             self.channelbag = strip.channelbag(self.slot, ensure=True)
 
-    def write(self, data_path, index, group, frames, values, *, replace_range, interpolation, handle_type):
+    def write(
+        self,
+        data_path: str,
+        index: int,
+        group: str,
+        frames: np.ndarray,
+        values: np.ndarray,
+        *,
+        replace_range: bool,
+        interpolation: int,
+        handle_type: int,
+    ) -> None:
         """Key `values` (F,) at `frames` (F,) on one channel, keeping the keys the options keep.
 
         With `replace_range` every key inside [first frame, last frame] goes; without, only keys
@@ -283,7 +304,7 @@ class KeyWriter:
             points.foreach_set(name, field.ravel())
         points.handles_recalc()
 
-    def restore(self):
+    def restore(self) -> None:
         """Put the action (and the armature's animation data) back as they were before `write`."""
         obj = self.obj
         if self.created_action:
@@ -302,7 +323,7 @@ class KeyWriter:
         if self.created_animation_data:
             obj.animation_data_clear()
 
-    def _restore_slot(self):
+    def _restore_slot(self) -> None:
         action = self.action
         if self.created_layer:
             action.layers.remove(action.layers[0])

@@ -6,6 +6,10 @@ switches Rigify limbs to FK, gives a humanoid without limits its preset and plan
 body's feet on its first pins.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
 import bpy
 
 from ..com.armature_checks import RigError
@@ -19,7 +23,7 @@ from . import pin_reading, standing_body
 from .targets import TargetFollowError, check_follow, is_deleted, new_target
 
 
-def pin_bones(context, obj, bones):
+def pin_bones(context: bpy.types.Context, obj: bpy.types.Object, bones: Sequence[bpy.types.PoseBone]) -> str:
     """Pin `bones` (pose bones of `obj`); returns what to tell the user. Raises RigError, with
     nothing changed, when no bone can be pinned or the targets cannot follow their parent."""
     try:
@@ -51,7 +55,7 @@ def pin_bones(context, obj, bones):
     )
 
 
-def unpin_bones(obj, bones):
+def unpin_bones(obj: bpy.types.Object, bones: Sequence[bpy.types.PoseBone]) -> str:
     """Unpin `bones` (pinned pose bones of `obj`) and delete their empties that nothing else
     needs; returns what to tell the user."""
     targets = {pose_bone.ewbik.target for pose_bone in bones}
@@ -68,7 +72,7 @@ def unpin_bones(obj, bones):
     return message
 
 
-def _why_kept(target, users):
+def _why_kept(target: bpy.types.Object, users: set[bpy.types.ID]) -> str:
     """Why an empty Pin made must stay when unpinned ("" when it can go): it carries the user's
     keys, NLA strips or drivers, constraints, has children, or something else (another pin, a
     constraint) uses it."""
@@ -84,7 +88,7 @@ def _why_kept(target, users):
     return ""
 
 
-def _remove_unused_targets(targets):
+def _remove_unused_targets(targets: Iterable[bpy.types.Object]) -> tuple[int, list[str]]:
     """Delete the empties this extension created that nothing but collections (and scenes listing
     them) uses. Returns (how many were removed, ["'name' (why)"] of ours that were kept)."""
     ours = [target for target in targets if TARGET_MARK in target and target.library is None]

@@ -13,16 +13,27 @@ and an undo step restore both with the channels they belong to). Only the bones 
 pose differs from their pose underneath are stored.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .pose_io import unit_quaternions
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .rig_cache import Rig
 
 PROPERTY = "underneath"  # ID property in the armature's `Object.ewbik` group, not a custom property
 _SAME_ROTATION = 1e-10  # 1 - |q . q'| below which two rotations are the same channels
 _SAME_LOCATION = 1e-5
 
 
-def track(obj, rig, rotations, locations, channels_kept=False):
+def track(
+    obj: bpy.types.Object, rig: Rig, rotations: np.ndarray, locations: np.ndarray, channels_kept: bool = False
+) -> None:
     """Update the rig's pose underneath from channels just read (pose.bones order).
 
     A channel that differs from what the last solve wrote was set by the animation or the user
@@ -39,12 +50,12 @@ def track(obj, rig, rotations, locations, channels_kept=False):
     rig.underneath[1][changed] = locations[changed]
 
 
-def start_pose(rig):
+def start_pose(rig: Rig) -> tuple[np.ndarray, np.ndarray]:
     """(rotations, locations), copies of the pose underneath: where a solve starts."""
     return rig.underneath[0].copy(), rig.underneath[1].copy()
 
 
-def remember(obj, rig, rotations, locations):
+def remember(obj: bpy.types.Object, rig: Rig, rotations: np.ndarray, locations: np.ndarray) -> None:
     """Record what a solve wrote (pose.bones order), in the rig and on the armature object.
 
     Normalized in float64: bones written through mathutils come back with float32 norms, which
@@ -62,7 +73,7 @@ def remember(obj, rig, rotations, locations):
         obj.ewbik[PROPERTY] = {"bones": names, "pose": record.reshape(-1)}
 
 
-def _restore(obj, rig, rotations, locations):
+def _restore(obj: bpy.types.Object, rig: Rig, rotations: np.ndarray, locations: np.ndarray) -> None:
     """Seed the rig from the record on the object (a reopened file, an undo step, a rebuilt rig):
     bones without one have their channels as both the pose underneath and the last write."""
     under = (rotations.copy(), locations.copy())
@@ -81,12 +92,14 @@ def _restore(obj, rig, rotations, locations):
     rig.underneath, rig.written = under, written
 
 
-def forget(rig):
+def forget(rig: Rig) -> None:
     """The rig's record no longer matches the channels (undo): the next solve reads the object's."""
-    rig.underneath = rig.written = None
+    rig.underneath = rig.written = None  # type: ignore[assignment]  # Rig declares them without None
 
 
-def _differs(rotations, locations, other_rotations, other_locations):
+def _differs(
+    rotations: np.ndarray, locations: np.ndarray, other_rotations: np.ndarray, other_locations: np.ndarray
+) -> np.ndarray:
     return (1.0 - np.abs(np.einsum("ij,ij->i", rotations, other_rotations)) > _SAME_ROTATION) | np.any(
         np.abs(locations - other_locations) > _SAME_LOCATION, axis=1
     )

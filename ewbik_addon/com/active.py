@@ -5,6 +5,8 @@ While the user drags a target empty, the empty is the active object; the panels 
 stay those of the armature it pins, so the status, Solve and the pin's weight stay in reach.
 """
 
+from __future__ import annotations
+
 import bpy
 
 from .armature_checks import limits_lock
@@ -14,7 +16,7 @@ from .target_names import TARGET_MARK
 _POSE_BONE_HAS_SELECT = "select" in bpy.types.PoseBone.bl_rna.properties  # moved from Bone in Blender 5.0
 
 
-def active_armature(context):
+def active_armature(context: bpy.types.Context) -> bpy.types.Object | None:
     """The active object when it is an armature, else the armature its active pin target pins."""
     obj = context.active_object
     if obj is None:
@@ -25,7 +27,7 @@ def active_armature(context):
     return pinned.id_data if pinned is not None else None
 
 
-def pin_of_target(target):
+def pin_of_target(target: bpy.types.Object) -> bpy.types.PoseBone | None:
     """The pose bone pinned to this object (the first one, if several are), else None."""
     if target.users <= len(target.users_collection):
         return None  # nothing but collections uses it: no pin points at it (the common case, cheap)
@@ -39,7 +41,7 @@ def pin_of_target(target):
     return None
 
 
-def active_target_pin(context):
+def active_target_pin(context: bpy.types.Context) -> bpy.types.PoseBone | None:
     """The pose bone pinned to the active object, when that object is a pin target, else None.
     A context without an active object (Blender reads the pin list's row while it saves a file
     with a library override) has none."""
@@ -49,20 +51,20 @@ def active_target_pin(context):
     return pin_of_target(obj)
 
 
-def posed_armature(context):
+def posed_armature(context: bpy.types.Context) -> bpy.types.Object | None:
     """The active armature when it is in pose mode (where pins and limits are edited), else None."""
     obj = active_armature(context)
     return obj if obj is not None and obj.mode == "POSE" and obj == context.active_object else None
 
 
-def pinning_armature(context):
+def pinning_armature(context: bpy.types.Context) -> bpy.types.Object | None:
     """The armature whose pins the Pins panel shows: the posed armature, or the one the active
     target pins (in Object or Pose Mode alike)."""
     pinned = active_target_pin(context)
     return pinned.id_data if pinned is not None else posed_armature(context)
 
 
-def editable_posing_armature(cls, context):
+def editable_posing_armature(cls: type[bpy.types.Operator], context: bpy.types.Context) -> bool:
     """Operator poll of pinning: the context's object is an editable armature in Pose Mode (pins
     are made from selected pose bones); otherwise say why."""
     obj = context.object
@@ -78,7 +80,7 @@ def editable_posing_armature(cls, context):
     return True
 
 
-def limits_editable(cls, obj):
+def limits_editable(cls: type[bpy.types.Operator], obj: bpy.types.Object | None) -> bool:
     """Operator poll of everything that changes joint limits: `obj`'s limits may be changed
     (`armature_checks.limits_lock`); otherwise say why."""
     if obj is None:
@@ -89,7 +91,7 @@ def limits_editable(cls, obj):
     return reason is None
 
 
-def armature_to_step_through(cls, context, hint):
+def armature_to_step_through(cls: type[bpy.types.Operator], context: bpy.types.Context, hint: str) -> bool:
     """Operator poll of Bake and Limits from Action: the context's object is an armature in Pose or
     Object Mode (they step through frames, so not in Edit Mode); otherwise say why."""
     obj = context.object
@@ -102,7 +104,7 @@ def armature_to_step_through(cls, context, hint):
     return True
 
 
-def shown_pin(context, obj):
+def shown_pin(context: bpy.types.Context, obj: bpy.types.Object) -> bpy.types.PoseBone | None:
     """The pin the Pins panel edits and its list highlights: the pin of the active target empty,
     else the armature's active bone when it is pinned, else None.
 
@@ -116,7 +118,7 @@ def shown_pin(context, obj):
     return pose_bone if pose_bone is not None and bone_target(pose_bone) is not None else None
 
 
-def show_pin(context, obj, pose_bone):
+def show_pin(context: bpy.types.Context, obj: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> None:
     """A click on a pin's row: its bone becomes the active and only selected bone, as a click in
     the Outliner does; while one of the armature's target empties is active, that pin's target
     empty becomes the active object instead, so the user steps from target to target."""
@@ -135,7 +137,7 @@ def show_pin(context, obj, pose_bone):
     obj.data.bones.active = pose_bone.bone
 
 
-def active_limit_bone(context):
+def active_limit_bone(context: bpy.types.Context) -> bpy.types.PoseBone | None:
     """The active pose bone of the active armature in pose mode, else the bone the active target
     pins, else None."""
     pinned = active_target_pin(context)
@@ -148,16 +150,16 @@ def active_limit_bone(context):
     return pose_bone
 
 
-def is_selected(pose_bone):
+def is_selected(pose_bone: bpy.types.PoseBone) -> bool:
     """Selection of a pose bone, wherever this Blender keeps it."""
     owner = pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone
     return owner.select and not pose_bone.bone.hide
 
 
-def set_selected(pose_bone, state):
+def set_selected(pose_bone: bpy.types.PoseBone, state: bool) -> None:
     """Select or deselect a pose bone, wherever this Blender keeps the flag."""
     (pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone).select = state
 
 
-def selected_pose_bones(obj):
+def selected_pose_bones(obj: bpy.types.Object) -> list[bpy.types.PoseBone]:
     return [pose_bone for pose_bone in obj.pose.bones if is_selected(pose_bone)]

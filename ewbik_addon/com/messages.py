@@ -9,7 +9,10 @@ the operator goes modal, so its `invoke` reports, waits for the next event and f
 `execute` (no window: background runs) reports to the terminal. `report_problem` picks.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
 
 import bpy
 from bpy.props import StringProperty
@@ -31,12 +34,12 @@ ANGLE_DECIMALS = 2
 SMALL_METRIC = 0.01  # metres: shorter distances read in millimetres when the unit is m or km
 
 
-def count(n, noun, plural=None):
+def count(n: int, noun: str, plural: str | None = None) -> str:
     """'1 pin', '2 pins', '0 bones'."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
-def plain_number(value, max_decimals=MAX_DECIMALS):
+def plain_number(value: float, max_decimals: int = MAX_DECIMALS) -> str:
     """A number with three significant digits, at most max_decimals, in positional notation
     ('0.00012', '1230')."""
     if not math.isfinite(value):
@@ -50,7 +53,7 @@ def plain_number(value, max_decimals=MAX_DECIMALS):
     return "0" if text in ("-0", "") else text
 
 
-def distance(scene, value):
+def distance(scene: bpy.types.Scene, value: float) -> str:
     """A scene distance (Blender units) as the scene's unit settings show lengths: '19 cm', '0.19 m';
     in metres or kilometres, a distance under a centimetre in millimetres ('0.02 mm', not
     '0.00002 m' or '0 m'), as the gaps pins leave are read."""
@@ -68,12 +71,12 @@ def distance(scene, value):
     return f"{text}{symbol}" if symbol in ("'", '"') else f"{text} {symbol}"
 
 
-def degrees(radians):
+def degrees(radians: float) -> str:
     """An angle as the panels show it: '12.5°'."""
     return f"{plain_number(math.degrees(radians), ANGLE_DECIMALS)}°"
 
 
-def deleted_targets(bones):
+def deleted_targets(bones: Sequence[str]) -> str:
     """What the user reads about pins whose target was deleted (they are no longer pinned), in one
     wording wherever a solve, a scan or the live handler notices it."""
     names = ", ".join(f"'{bone}'" for bone in bones)
@@ -81,7 +84,7 @@ def deleted_targets(bones):
     return f"The target of {count(len(bones), 'pin')} ({names}) was deleted: {those} no longer pinned"
 
 
-def report_problem(message):
+def report_problem(message: str) -> None:
     """Report an error through `ewbik.report_problem` in the first window, where the interface
     shows it (status bar, Info log); without a window (background) it is printed."""
     window_manager = bpy.context.window_manager
@@ -105,22 +108,22 @@ class EWBIK_OT_report_problem(bpy.types.Operator):
 
     message: StringProperty(name="Message", options={"SKIP_SAVE"})
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         self.report({"ERROR"}, self.message)
         return {"FINISHED"}
 
-    def invoke(self, context, event):
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         self.report({"ERROR"}, self.message)
         context.window_manager.modal_handler_add(self)
         return {"RUNNING_MODAL"}
 
-    def modal(self, context, event):
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         return {"FINISHED", "PASS_THROUGH"}
 
 
-def register():
+def register() -> None:
     bpy.utils.register_class(EWBIK_OT_report_problem)
 
 
-def unregister():
+def unregister() -> None:
     bpy.utils.unregister_class(EWBIK_OT_report_problem)

@@ -6,6 +6,7 @@ unkeyed edits included: they read every channel before and write it back after.
 
 import math
 
+import bpy
 import numpy as np
 from bpy.props import IntProperty
 
@@ -18,7 +19,7 @@ POSE_CHANNELS = {
 }
 
 
-def read_pose_channels(pose_bones):
+def read_pose_channels(pose_bones: bpy.types.bpy_prop_collection) -> dict[str, np.ndarray]:
     """Every pose bone's rotation channels, location and scale (stretch writes it): {property:
     (N, size) float32}."""
     channels = {}
@@ -29,20 +30,20 @@ def read_pose_channels(pose_bones):
     return channels
 
 
-def write_pose_channels(pose_bones, channels):
+def write_pose_channels(pose_bones: bpy.types.bpy_prop_collection, channels: dict[str, np.ndarray]) -> None:
     """Put channels read by `read_pose_channels` back."""
     for name, values in channels.items():
         pose_bones.foreach_set(name, values.ravel())
 
 
-def scene_range(scene):
+def scene_range(scene: bpy.types.Scene) -> tuple[int, int]:
     """The frame range the timeline plays: the preview range when it is on."""
     if scene.use_preview_range:
         return scene.frame_preview_start, scene.frame_preview_end
     return scene.frame_start, scene.frame_end
 
 
-def action_range(scene, obj):
+def action_range(scene: bpy.types.Scene, obj: bpy.types.Object) -> tuple[int, int]:
     """The frames an armature's action holds (its manual frame range when set); the timeline's
     preview range when it is on (the user narrowed the frames), or without an action.
 
@@ -55,7 +56,7 @@ def action_range(scene, obj):
     return math.floor(start), math.ceil(end)
 
 
-def frame_range(default):
+def frame_range(default: str) -> type:
     """Operator mixin: a frame range that, left unset, is filled in by `fill_frame_range` from the
     range `default` names (Bake: the timeline's; Limits from Action: the action's).
 
@@ -70,7 +71,7 @@ def frame_range(default):
             name="End Frame", description=f"Last frame (default: {default})", options={"SKIP_SAVE"}
         )
 
-        def fill_frame_range(self, start, end):
+        def fill_frame_range(self, start: int, end: int) -> None:
             """Set whichever end the user left unset."""
             if not self.properties.is_property_set("frame_start"):
                 self.frame_start = start

@@ -5,19 +5,25 @@ One vectorized conversion for everything that reads a pose: the pose reader (liv
 and Limits from Action (a whole frame range at once).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 
 from ...solver import quat
 
 
-def rotation_channel(rotation_mode):
+def rotation_channel(rotation_mode: str) -> str:
     """The pose-bone property a bone in this rotation mode is set and keyed on."""
     return {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(
         rotation_mode, "rotation_euler"
     )
 
 
-def channels_to_quaternions(modes, quaternion, euler, axis_angle):
+def channels_to_quaternions(
+    modes: Sequence[str] | np.ndarray, quaternion: np.ndarray, euler: np.ndarray, axis_angle: np.ndarray
+) -> np.ndarray:
     """Quaternions (..., N, 4) from each bone's channels in its own `rotation_mode`.
 
     `modes` (N,) are Blender's mode names; the channel arrays may carry a leading frame axis.

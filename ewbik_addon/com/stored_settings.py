@@ -12,19 +12,26 @@ Every stored setting asks the live handler to solve its armature again when it c
 (`settings_changed`); an import sets many at once inside `batched_updates`.
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import functools
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import bpy
 
 from ...solver import SolverSettings
 from .limit_settings import has_limits, limits_dict, same_limits, set_limits
 
+if TYPE_CHECKING:
+    from idprop.types import IDPropertyGroup
+
 _batching = [0]  # > 0 inside `batched_updates`
 
 
-def settings_changed(self, context):
+def settings_changed(self: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
     """Ask the live handler to solve the owning armature again."""
     owner = self.id_data
     if owner is not None and not _batching[0]:
@@ -32,7 +39,7 @@ def settings_changed(self, context):
 
 
 @contextlib.contextmanager
-def batched_updates(owner):
+def batched_updates(owner: bpy.types.ID) -> Iterator[None]:
     """Set many settings of `owner` (an import), tagging it once at the end: each tag costs time in
     proportion to the rig's bones, so a tag per setting made an import quadratic in them."""
     _batching[0] += 1
@@ -44,7 +51,7 @@ def batched_updates(owner):
 
 
 @functools.cache
-def stored_solver_settings():
+def stored_solver_settings() -> tuple[str, ...]:
     """The `SolverSettings` fields an armature object stores (`Object.ewbik`), as its registered
     property group defines them; the others keep the solver's defaults."""
     stored = bpy.types.Object.bl_rna.properties["ewbik"].fixed_type.bl_rna.properties
@@ -55,14 +62,14 @@ class LimitsNotMoved(ValueError):
     """An earlier version's limits on a pose bone could not be moved to the bone; they stay there."""
 
 
-def _stored(struct):
+def _stored(struct: bpy.types.bpy_struct) -> bpy.types.bpy_struct | IDPropertyGroup | None:
     """Where Blender keeps the bpy.props values of `struct`, or None: Blender 5 keeps them apart
     from custom properties (`bl_system_properties_get`), earlier versions among them."""
     system_properties = getattr(struct, "bl_system_properties_get", None)
     return struct if system_properties is None else system_properties()
 
 
-def _stored_group(struct):
+def _stored_group(struct: bpy.types.bpy_struct) -> bpy.types.PropertyGroup | None:
     """`struct.ewbik` when `struct` stores any of its values, else None (every one at its default)."""
     store = _stored(struct)
     if store is None or "ewbik" not in store:
@@ -70,41 +77,41 @@ def _stored_group(struct):
     return struct.ewbik
 
 
-def stored_bone_settings(pose_bone):
+def stored_bone_settings(pose_bone: bpy.types.PoseBone) -> bpy.types.PropertyGroup | None:
     """The pose bone's pin settings (`PoseBone.ewbik`) when it stores any, else None."""
     return _stored_group(pose_bone)
 
 
-def stored_bone_limits(bone):
+def stored_bone_limits(bone: bpy.types.Bone) -> bpy.types.PropertyGroup | None:
     """The Bone's joint limits (`Bone.ewbik`) when it stores any, else None (no limits)."""
     return _stored_group(bone)
 
 
-def stored_object(props, name):
+def stored_object(props: bpy.types.PropertyGroup, name: str) -> bpy.types.Object | None:
     """The object an object property of `props` points to, or None; asked without storing it:
     reading one through Blender stores an empty value on a group that had none."""
     store = _stored(props)
     return getattr(props, name) if store is not None and name in store else None
 
 
-def bone_target(pose_bone):
+def bone_target(pose_bone: bpy.types.PoseBone) -> bpy.types.Object | None:
     """The bone's pin target, or None (asked without storing settings on the bone)."""
     props = stored_bone_settings(pose_bone)
     return None if props is None else stored_object(props, "target")
 
 
-def bone_stretch(pose_bone):
+def bone_stretch(pose_bone: bpy.types.PoseBone) -> float:
     """The most the solver may lengthen the bone by (1 = never), asked without storing settings."""
     props = stored_bone_settings(pose_bone)
     return 1.0 if props is None else props.stretch
 
 
-def pinned_bones(obj):
+def pinned_bones(obj: bpy.types.Object) -> list[bpy.types.PoseBone]:
     """The armature's pose bones that have a pin target, in pose.bones order."""
     return [pose_bone for pose_bone in obj.pose.bones if bone_target(pose_bone) is not None]
 
 
-def move_limits_to_bones(obj):
+def move_limits_to_bones(obj: bpy.types.Object) -> list[str]:
     """Move the joint limits that earlier versions stored on the armature's pose bones to its bones
     (`Bone.ewbik`), and delete them from the pose bones.
 
@@ -134,23 +141,23 @@ def move_limits_to_bones(obj):
     return problems
 
 
-def _old_limits(pose_bone):
+def _old_limits(pose_bone: bpy.types.PoseBone) -> IDPropertyGroup | None:
     """The pose bone's raw `ewbik` group when it holds joint limits (an earlier version's), else None."""
     store = _stored(pose_bone)
     old = store.get("ewbik") if store is not None else None
     return old if old is not None and any(name in old for name in _limit_names()) else None
 
 
-def _limit_names():
+def _limit_names() -> list[str]:
     """The names `Bone.ewbik` stores its limits under (earlier versions used the same on pose bones)."""
     return [name for name in _limit_properties().keys() if name not in ("rna_type", "name")]
 
 
-def _limit_properties():
+def _limit_properties() -> bpy.types.bpy_prop_collection:
     return bpy.types.Bone.bl_rna.properties["ewbik"].fixed_type.properties
 
 
-def _move_limits(old, bone):
+def _move_limits(old: IDPropertyGroup, bone: bpy.types.Bone) -> None:
     """Store the limits of `old` (a pose bone's raw `ewbik` group) on `bone`, then delete them from
     `old`; raises LimitsNotMoved, both left as they were, when they cannot be stored or the bone
     (shared by another armature object) already has other limits."""
@@ -175,13 +182,19 @@ def _move_limits(old, bone):
             del old[name]
 
 
-def _raw_limits(old, bone_name):
+def _raw_limits(old: IDPropertyGroup, bone_name: str) -> tuple[dict[str, Any], int]:
     """(scene-document limits dict, active cone index) of a pose bone's raw `ewbik` group, with
     `Bone.ewbik`'s defaults for what it does not store (Blender stores only values set)."""
     properties = _limit_properties()
     cone_properties = properties["cones"].fixed_type.properties
 
-    def read(group, props, name, convert, field):
+    def read(
+        group: IDPropertyGroup,
+        props: bpy.types.bpy_prop_collection,
+        name: str,
+        convert: Callable[[Any], Any],
+        field: str,
+    ) -> Any:
         stored = group.get(name)
         if stored is None:
             return tuple(props[name].default_array) if props[name].is_array else props[name].default
@@ -211,7 +224,7 @@ def _raw_limits(old, bone_name):
     return limits, read(old, properties, "active_cone_index", int, "active_cone_index")
 
 
-def _axis(stored):
+def _axis(stored: Iterable[float]) -> tuple[float, ...]:
     """Three floats of a stored cone axis (ValueError otherwise)."""
     axis = tuple(float(c) for c in stored)
     if len(axis) != 3:

@@ -10,11 +10,18 @@ the body's front as seen across the bone and out is square to both. These are vi
 direction, not stored themselves.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from mathutils import Matrix, Vector
 
 from ..com.stored_settings import stored_bone_limits
+
+if TYPE_CHECKING:
+    import bpy
 
 FRONT = Vector((0.0, -1.0, 0.0))
 UP = Vector((0.0, 0.0, 1.0))
@@ -22,7 +29,7 @@ LEFT = Vector((1.0, 0.0, 0.0))  # a character facing Blender's front view has it
 MIDLINE = 1e-4  # bones whose centre lies this close to x = 0 (x their length) are on the midline
 
 
-def body_axes(bone):
+def body_axes(bone: bpy.types.Bone) -> Matrix:
     """Rows: the bone's out, rest and forward directions, in its rest frame."""
     to_bone = bone.matrix_local.to_3x3().normalized().transposed()
     rest = Vector((0.0, 1.0, 0.0))
@@ -40,19 +47,19 @@ def body_axes(bone):
     return Matrix((out, rest, forward))
 
 
-def flex_abduct(bone, direction):
+def flex_abduct(bone: bpy.types.Bone, direction: Sequence[float]) -> tuple[float, float]:
     """(flex, abduct) radians of a rest-frame direction, from the bone's rest direction."""
     out, along, forward = (body_axes(bone) @ Vector(direction)).normalized()
     return math.atan2(forward, along), math.atan2(out, math.hypot(along, forward))
 
 
-def direction_from(bone, flex, abduct):
+def direction_from(bone: bpy.types.Bone, flex: float, abduct: float) -> Vector:
     """The rest-frame unit direction with this flex and abduct."""
     in_body = Vector((math.sin(abduct), math.cos(abduct) * math.cos(flex), math.cos(abduct) * math.sin(flex)))
     return body_axes(bone).transposed() @ in_body
 
 
-def cone_bone(cone):
+def cone_bone(cone: bpy.types.PropertyGroup) -> bpy.types.Bone:
     """The Bone owning a `Bone.ewbik.cones` item (RNA gives such nested items no path back)."""
     address = cone.as_pointer()
     for bone in cone.id_data.bones:

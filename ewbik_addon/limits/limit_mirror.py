@@ -7,25 +7,30 @@ R_target^T S R_source d (S flips armature X, R the bones' rest orientations), an
 reverses turning, the twist range [min, max] becomes [-max, -min].
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
 import bpy
 from mathutils import Matrix, Vector
 
 _FLIP_X = Matrix.Diagonal((-1.0, 1.0, 1.0))
 
 
-def mirror_name(name):
+def mirror_name(name: str) -> str:
     """The other side's bone name, or the same name for a bone in the middle."""
     namespace, colon, rest = name.rpartition(":")
     return namespace + colon + bpy.utils.flip_name(rest)
 
 
-def mirror_bone(obj, pose_bone):
+def mirror_bone(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> bpy.types.PoseBone | None:
     """The pose bone on the other side, or None (a middle bone, or no bone of that name)."""
     name = mirror_name(pose_bone.name)
     return obj.pose.bones.get(name) if name != pose_bone.name else None
 
 
-def mirrored_limits(source, target, limits):
+def mirrored_limits(source: bpy.types.Bone, target: bpy.types.Bone, limits: dict[str, Any]) -> dict[str, Any]:
     """A limits dict of Bone `source` as it reads on Bone `target`, its mirror image."""
     carry = (
         target.matrix_local.to_3x3().normalized().transposed()
@@ -45,7 +50,9 @@ def mirrored_limits(source, target, limits):
     return mirrored
 
 
-def mirror_pairs(obj, pose_bones):
+def mirror_pairs(
+    obj: bpy.types.Object, pose_bones: Iterable[bpy.types.PoseBone]
+) -> tuple[list[tuple[bpy.types.PoseBone, bpy.types.PoseBone]], list[str]]:
     """[(source, target)] for the bones that have a partner; [names] of those that have none."""
     pairs, alone = [], []
     for pose_bone in pose_bones:

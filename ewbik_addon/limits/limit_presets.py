@@ -4,7 +4,11 @@ Shared by Presets > Humanoid and by pinning (Humanoid Limits on Pin), so both re
 store limits and stiffness the same way.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ...solver import presets
 from ..com import limit_settings
@@ -14,8 +18,11 @@ from ..com.messages import count
 from ..com.stored_settings import batched_updates, stored_bone_limits
 from ..rigs.production_checks import preset_overrides
 
+if TYPE_CHECKING:
+    import bpy
 
-def current_pose(obj):
+
+def current_pose(obj: bpy.types.Object) -> dict[str, dict[str, list[float]]]:
     """The armature's current pose as a preset pose: {bone: {rotation, location}} local to rest."""
     return {
         pose_bone.name: {
@@ -36,7 +43,9 @@ class FittedPreset:
     source: str  # where the body was read: "from the rest pose", "from the current pose (frame 12)"
 
 
-def fitted_preset(obj, preset, frame, overrides=None):
+def fitted_preset(
+    obj: bpy.types.Object, preset: str, frame: int, overrides: dict[str, str] | None = None
+) -> FittedPreset:
     """The preset fitted to the armature, the body read from the rest pose, else from the current
     pose. `overrides`: `preset_overrides(obj)` when the caller has it already.
 
@@ -63,12 +72,12 @@ def fitted_preset(obj, preset, frame, overrides=None):
     return FittedPreset(limits, stiffness, roles, source)
 
 
-def has_limits(obj):
+def has_limits(obj: bpy.types.Object) -> bool:
     """True when any bone of the armature has a cone or a twist limit."""
     return any(limit_settings.has_limits(stored_bone_limits(bone)) for bone in obj.data.bones)
 
 
-def set_humanoid_limits_if_none(obj, frame):
+def set_humanoid_limits_if_none(obj: bpy.types.Object, frame: int) -> str:
     """Humanoid limits on an armature that has none and whose limbs the preset recognises.
 
     Returns a sentence for the caller's report ("" when nothing applied), so knees and elbows
@@ -90,7 +99,9 @@ def set_humanoid_limits_if_none(obj, frame):
     return f"; humanoid limits set on {count(len(fitted.limits), 'bone')} {fitted.source} (Humanoid Limits on Pin)"
 
 
-def store_preset(obj, pose_bones, fitted):
+def store_preset(
+    obj: bpy.types.Object, pose_bones: Iterable[bpy.types.PoseBone], fitted: FittedPreset
+) -> None:
     """Write a preset's limits onto these pose bones' bones, and the stiffness it gives some roles
     onto the pose bones.
 
@@ -117,7 +128,7 @@ _PART_OF_ROLE = {role: part for part, roles in _BODY_PARTS for role in roles}
 _SIDE_WORD = {"L": "left", "R": "right"}
 
 
-def body_part(role):
+def body_part(role: str) -> str | None:
     """'left arm', 'right fingers', 'spine and head' for a preset role ('forearm.L'); None if unknown."""
     base, _, side = role.partition(".")
     part = _PART_OF_ROLE.get(base)
@@ -126,13 +137,13 @@ def body_part(role):
     return f"{_SIDE_WORD[side]} {part}"
 
 
-def preset_report(bones, fitted):
+def preset_report(bones: Sequence[bpy.types.PoseBone], fitted: FittedPreset) -> str:
     """What a preset did to these pose bones, to follow a report's first words (with its own
     leading space or semicolon): counts by body part, then the bones it recognised but could not
     place. Roots (their rotation is the whole body's) and bones it does
     not recognise (face, tail, props) are counted, not listed."""
     roles, limits = fitted.roles, fitted.limits
-    parts = {}
+    parts: dict[str, int] = {}
     for pose_bone in bones:
         if pose_bone.name in limits:
             part = body_part(roles[pose_bone.name]) or "other"

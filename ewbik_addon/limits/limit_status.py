@@ -6,6 +6,8 @@ two axes across the bone, or twist) would take it outside: where a clamped bone 
 answer is cached per armature until Blender reports a change of an armature (`changes`).
 """
 
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,7 +32,7 @@ _cache = {}
 _generation = [0]
 
 
-def changes():
+def changes() -> int:
     """A number that grows whenever an armature (pose, bone settings, selection) was re-evaluated.
 
     Blender evaluates the depsgraph before every redraw, so caches keyed by it are fresh when drawn.
@@ -39,7 +41,7 @@ def changes():
 
 
 @bpy.app.handlers.persistent
-def note_armature_updates(_scene, depsgraph):
+def note_armature_updates(_scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     """depsgraph_update_post: count updates of armature objects and armature data."""
     for update in depsgraph.updates:
         if isinstance(update.id, bpy.types.Armature) or getattr(update.id, "type", None) == "ARMATURE":
@@ -48,7 +50,7 @@ def note_armature_updates(_scene, depsgraph):
 
 
 @bpy.app.handlers.persistent
-def forget_everything(*_args):
+def forget_everything(*_args: object) -> None:
     """load_post / undo_post / redo_post: the data the caches describe was replaced."""
     _generation[0] += 1
     _cache.clear()
@@ -70,18 +72,18 @@ class LimitStatus:
     at: tuple
 
     @property
-    def count(self):
+    def count(self) -> int:
         return len(self.beyond) + len(self.at)
 
 
-def pose_matrices(obj, prop):
+def pose_matrices(obj: bpy.types.Object, prop: str) -> np.ndarray:
     """(N, 4, 4) row-major matrices of a pose-bone matrix property, read in one call."""
     flat = np.empty(len(obj.pose.bones) * 16, dtype=np.float32)
     obj.pose.bones.foreach_get(prop, flat)
     return flat.reshape(-1, 4, 4).transpose(0, 2, 1).astype(float)
 
 
-def limit_status(obj):
+def limit_status(obj: bpy.types.Object) -> LimitStatus:
     """The LimitStatus of the armature's current pose (cached until an armature changes)."""
     key = (obj.as_pointer(), changes())
     found = _cache.get(obj.name_full)
@@ -101,11 +103,13 @@ def limit_status(obj):
 
 
 @lru_cache(maxsize=8)
-def _joint_limits(keys):
+def _joint_limits(keys: tuple[tuple, ...]) -> JointLimits:
     return JointLimits({row: kusudama_from_key(key) for row, key in enumerate(keys)}, len(keys))
 
 
-def _measure(obj, limited, basis):
+def _measure(
+    obj: bpy.types.Object, limited: list[tuple[int, bpy.types.PoseBone]], basis: np.ndarray
+) -> LimitStatus:
     if not limited:
         return LimitStatus((), ())
     indices = np.array([i for i, _pose_bone in limited])

@@ -2,23 +2,31 @@
 the feet, and which way is up, for the solver and for the overlay's centre of mass and support
 polygon (drawn from the pose Blender shows, measured as the solver measures)."""
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 from mathutils import Vector
 
 from ...solver import presets
-from ...solver.balance import body_of, centre_of_mass, support_from
+from ...solver.balance import Body, body_of, centre_of_mass, support_from
 from .production_checks import preset_overrides
 
+if TYPE_CHECKING:
+    import bpy
 
-def up_in_armature(obj):
+    from ..bridge.rig_cache import Rig
+
+
+def up_in_armature(obj: bpy.types.Object) -> np.ndarray:
     """(3,) the scene's up (world +Z) in the armature's space: the ground's normal."""
     up = obj.matrix_world.inverted_safe().to_3x3() @ Vector((0.0, 0.0, 1.0))
     return np.array(up.normalized())
 
 
-def rig_body(obj, rig):
+def rig_body(obj: bpy.types.Object, rig: Rig) -> Body:
     """The Body of the whole rig (solver order), kept on the rig until its structure changes."""
     if rig.body is None:
         roles = presets.bone_roles(rig.skeleton.names, preset_overrides(obj))
@@ -26,7 +34,7 @@ def rig_body(obj, rig):
     return dataclasses.replace(rig.body, up=up_in_armature(obj))
 
 
-def chains_body(obj, rig, start):
+def chains_body(obj: bpy.types.Object, rig: Rig, start: tuple[np.ndarray, np.ndarray]) -> Body:
     """The Body of the pinned chains a solve hands the solver: the other bones' masses carried
     by their nearest ancestor on a chain, where the start pose (rotations, locations; pose.bones
     order) holds them. Kept on the rig while the chains, the start and the ground are the same
@@ -42,11 +50,11 @@ def chains_body(obj, rig, start):
     return chains
 
 
-def _same(kept, made_from):
+def _same(kept: tuple, made_from: tuple) -> bool:
     return kept[0] is made_from[0] and kept[1:] == made_from[1:]
 
 
-def balance_shape(obj, rig):
+def balance_shape(obj: bpy.types.Object, rig: Rig) -> tuple[np.ndarray, np.ndarray | None]:
     """(centre of mass (3,), support polygon corners (M, 3) or None), world space, of the pose
     Blender shows: what the overlay draws when balance is on."""
     body = rig_body(obj, rig)
@@ -62,7 +70,7 @@ def balance_shape(obj, rig):
     return com @ world[:3, :3].T + world[:3, 3], corners
 
 
-def _pose_points(obj, rig, name):
+def _pose_points(obj: bpy.types.Object, rig: Rig, name: str) -> np.ndarray:
     """(N, 3) the posed bones' `name` point ("head" or "tail"), armature space, in solver order."""
     flat = np.empty(3 * len(obj.pose.bones), np.float32)
     obj.pose.bones.foreach_get(name, flat)

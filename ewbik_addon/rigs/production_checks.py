@@ -7,8 +7,12 @@ still with everything above them on a pinned chain, handed to the solver in the 
 evaluated for them, and a pin on one of them is an error that names the control to pin instead.
 """
 
+from __future__ import annotations
+
 import math
 import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import bpy
 import mathutils
@@ -20,6 +24,9 @@ from ..com.armature_checks import MIN_BONE_LENGTH, RigError, armature_scale, sce
 from ..com.messages import distance
 from ..com.stored_settings import pinned_bones
 from . import production_rigs
+
+if TYPE_CHECKING:
+    from ..bridge.rig_cache import Rig
 
 # Constraint types that set a bone's rotation or location (limits and Copy Scale only clamp or scale).
 _POSING_CONSTRAINTS = frozenset(
@@ -48,7 +55,7 @@ _POSING_CONSTRAINTS = frozenset(
 _DRIVEN_CHANNEL = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(rotation_\w+|location)$')
 
 
-def fixed_bones(obj):
+def fixed_bones(obj: bpy.types.Object) -> dict[str, str]:
     """{bone name: why}: the bones the solver may not move.
 
     Bones whose evaluated pose constraints or drivers set (their channels are overwritten when
@@ -58,20 +65,20 @@ def fixed_bones(obj):
     return with_mechanism(obj, posed_bones(obj))
 
 
-def preset_overrides(obj):
+def preset_overrides(obj: bpy.types.Object) -> dict[str, str]:
     """The role mapping a preset uses on this armature: the user's table, with the bones that
     constraints or drivers pose left out (limits there would never act; their controls get them)."""
     return {**production_rigs.role_overrides(obj), **{bone: "" for bone in fixed_bones(obj)}}
 
 
-def with_mechanism(obj, posed):
+def with_mechanism(obj: bpy.types.Object, posed: Mapping[str, str]) -> dict[str, str]:
     fixed = dict(posed)
     for name in production_rigs.mechanism_bones(obj):
         fixed.setdefault(name, "it is a mechanism bone of the generated rig")
     return fixed
 
 
-def posed_bones(obj):
+def posed_bones(obj: bpy.types.Object) -> dict[str, str]:
     """{bone name: why} of the bones whose evaluated pose constraints or drivers set.
 
     Muted constraints, constraints at zero influence (an IK/FK switch turned away) and invalid
@@ -99,7 +106,9 @@ def posed_bones(obj):
     return fixed
 
 
-def _fix_ik_chain(pose_bone, constraint, fixed):
+def _fix_ik_chain(
+    pose_bone: bpy.types.PoseBone, constraint: bpy.types.KinematicConstraint, fixed: dict[str, str]
+) -> None:
     chain = pose_bone.parent_recursive
     if constraint.chain_count > 0:
         chain = chain[: constraint.chain_count - 1]
@@ -107,7 +116,7 @@ def _fix_ik_chain(pose_bone, constraint, fixed):
         fixed.setdefault(parent.name, f"the IK constraint of '{pose_bone.name}' poses it")
 
 
-def place_ik_controls(obj, rig):
+def place_ik_controls(obj: bpy.types.Object, rig: Rig) -> None:
     """Put each pinned IK control (Rigify's foot_ik, hand_ik) on its target, as a user would drag it.
 
     Such a control hangs under a mechanism bone the rig places, so no turn of the solver can bring
@@ -125,7 +134,7 @@ def place_ik_controls(obj, rig):
         pose_bone.matrix = mathutils.Matrix.LocRotScale(location, rotation, pose_bone.matrix.to_scale())
 
 
-def placed_controls(obj, pinned=None):
+def placed_controls(obj: bpy.types.Object, pinned: Iterable[str] | None = None) -> np.ndarray:
     """pose.bones-order mask of the pinned IK controls the solve places (their location is keyed).
 
     pinned: the pinned bones' names, when the caller has read them already (a rescan).
@@ -140,7 +149,7 @@ def placed_controls(obj, pinned=None):
     return placed
 
 
-def evaluated_locals(obj, rig, mask):
+def evaluated_locals(obj: bpy.types.Object, rig: Rig, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rotations (k, 4), locations (k, 3)) of the masked bones as Blender last evaluated them.
 
     Each is the local transform that, under the parent's evaluated pose, gives the bone's
@@ -163,7 +172,7 @@ def evaluated_locals(obj, rig, mask):
     return quat.from_matrix(local[:, :3, :3]), local[:, :3, 3]
 
 
-def check_pins_movable(obj, rig):
+def check_pins_movable(obj: bpy.types.Object, rig: Rig) -> None:
     """RigError for a pin the solver cannot honour on this rig, naming what to pin instead.
 
     A pinned bone that constraints or drivers pose cannot be moved. A pinned control whose deform
@@ -193,7 +202,7 @@ def check_pins_movable(obj, rig):
 FOLLOW_TOLERANCE = 0.01  # share of the control's length by which its deform bone may lag
 
 
-def evaluated_pin_errors(obj):
+def evaluated_pin_errors(obj: bpy.types.Object) -> dict[str, tuple[float, float]]:
     """{pinned bone: (distance in scene units, angle in degrees)} on the pose Blender evaluated.
 
     Measured on the pinned bone and on the deform bones that follow it, the worst of them, so a
@@ -226,7 +235,7 @@ def evaluated_pin_errors(obj):
     return errors
 
 
-def _evaluated_target(props):
+def _evaluated_target(props: bpy.types.PropertyGroup) -> mathutils.Matrix:
     """World matrix of a pin's target: the object, or its Target Bone when it is an armature."""
     target = props.target
     bone = target.pose.bones.get(props.target_bone) if target.type == "ARMATURE" else None

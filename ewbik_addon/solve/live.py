@@ -19,6 +19,11 @@ other pins keep working); a bone renamed in Edit Mode waits for Object or Pose
 Mode, and the target empties we made take the bone's new name.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import bpy
 from bpy.app.handlers import persistent
 
@@ -27,6 +32,9 @@ from ..com import armature_checks, messages
 from ..com.live_pause import is_suspended
 from ..com.stored_settings import pinned_bones
 from . import armature_solve, crowd_solve
+
+if TYPE_CHECKING:
+    from ...solver import SolveResult
 
 REFINE_INTERVAL_S = 0.02
 
@@ -40,13 +48,13 @@ _state = {
 }
 
 
-def is_active():
+def is_active() -> bool:
     """False while suspended or already solving."""
     return not (_state["busy"] or is_suspended())
 
 
 @persistent
-def on_depsgraph_update(scene, depsgraph):
+def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     """Solve the live armatures whose targets moved or whose pose or settings changed."""
     if not is_active():
         return
@@ -66,7 +74,7 @@ def on_depsgraph_update(scene, depsgraph):
 
 
 @persistent
-def on_frame_change(scene, depsgraph):
+def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     """Solve every live pinned armature: targets or the armature may be animated. A render's frame
     change reads the targets as its own depsgraph evaluated them (Blender moves the objects of
     the file only for the viewport's) and solves each armature without the time budget."""
@@ -75,7 +83,12 @@ def on_frame_change(scene, depsgraph):
         _solve_live(depsgraph.view_layer, None, None, rendering)
 
 
-def _solve_live(view_layer, changed, moved, rendering=None):
+def _solve_live(
+    view_layer: bpy.types.ViewLayer,
+    changed: set[int] | None,
+    moved: set[int] | None,
+    rendering: bpy.types.Depsgraph | None = None,
+) -> None:
     """Solve each live armature of the view layer that the change concerns (all when changed is None);
     several of them in one solver call (crowd_solve.solve_crowd), or each alone for a render."""
     _state["busy"] = True
@@ -100,7 +113,9 @@ def _solve_live(view_layer, changed, moved, rendering=None):
         _state["tagged"].clear()  # a tagged armature that was not solved here is no longer pending
 
 
-def _is_due(obj, changed, moved, view_layer):
+def _is_due(
+    obj: bpy.types.Object, changed: set[int] | None, moved: set[int] | None, view_layer: bpy.types.ViewLayer
+) -> str | None:
     """Whether obj needs a solve for this update (changed/moved: session uids from the depsgraph
     update; None on frame change: solve if pinned). Rescans its bone settings when it changed,
     unpins deleted targets and follows renamed bones. Returns None when no solve is due, else the
@@ -139,7 +154,7 @@ def _is_due(obj, changed, moved, view_layer):
     return None
 
 
-def _armature_changed(obj, changed):
+def _armature_changed(obj: bpy.types.Object, changed: set[int]) -> bool:
     """Whether the depsgraph update changed the armature itself (bones, settings, pose), not only
     targets. The refinement timer's own tag is no change: its bone settings and pose channels
     are as the last solve left them."""
@@ -148,7 +163,14 @@ def _armature_changed(obj, changed):
     return obj.session_uid in changed or obj.data.session_uid in changed
 
 
-def _solve_one(obj, unpinned, *, only_targets_moved=False, full=False, depsgraph=None):
+def _solve_one(
+    obj: bpy.types.Object,
+    unpinned: str,
+    *,
+    only_targets_moved: bool = False,
+    full: bool = False,
+    depsgraph: bpy.types.Depsgraph | None = None,
+) -> None:
     """only_targets_moved: nothing but targets changed since the armature's last solve; full: no
     time budget (a refinement, a render); depsgraph: a render's, where the targets are read."""
     try:
@@ -163,7 +185,7 @@ def _solve_one(obj, unpinned, *, only_targets_moved=False, full=False, depsgraph
         _report(obj, result, unpinned)
 
 
-def _solve_crowd(due, only_targets):
+def _solve_crowd(due: dict[bpy.types.Object, str], only_targets: set[bpy.types.Object]) -> None:
     """due: {armature: message about pins it just lost}; only_targets: those of them that nothing
     but their targets changed since their last solve."""
     try:
@@ -179,12 +201,12 @@ def _solve_crowd(due, only_targets):
             _report(obj, outcome, due[obj])
 
 
-def _report(obj, result, unpinned):
+def _report(obj: bpy.types.Object, result: SolveResult, unpinned: str) -> None:
     _set_status(obj, unpinned or pin_reading.pins_summary(obj, result), error=bool(unpinned))
     _plan_refinement(obj, result)
 
 
-def _report_edit_mode(obj):
+def _report_edit_mode(obj: bpy.types.Object) -> None:
     """A pinned armature in Edit Mode is not solved (bones may be renamed or gone): say so."""
     if pinned_bones(obj):
         armature_solve.solve_armature(obj, rescan=False)  # raises the Edit Mode RigError
@@ -192,7 +214,7 @@ def _report_edit_mode(obj):
         _set_status(obj, "")
 
 
-def _plan_refinement(obj, result):
+def _plan_refinement(obj: bpy.types.Object, result: SolveResult) -> None:
     """Remember armatures whose solve ran out of its time budget short of the pins, and make sure
     the timer runs: their next solve has no budget and gives the answer."""
     uid = obj.session_uid
@@ -206,12 +228,12 @@ def _plan_refinement(obj, result):
         bpy.app.timers.register(refine_unconverged, first_interval=REFINE_INTERVAL_S)
 
 
-def has_unconverged():
+def has_unconverged() -> bool:
     """True while some live solve, stopped short of its pins, waits for the refinement timer."""
     return bool(_state["unconverged"])
 
 
-def refine_unconverged():
+def refine_unconverged() -> float | None:
     """Timer body: tag the armatures whose live solve stopped short, so the handler solves again.
 
     Returns None (stop) when nothing is left; the next solve that stops short registers it again.
@@ -227,7 +249,7 @@ def refine_unconverged():
     return None
 
 
-def _any_moved(pinned, moved):
+def _any_moved(pinned: Iterable[bpy.types.Object], moved: set[int]) -> bool:
     """moved: uids of objects that moved or (armatures) were reposed, so bone targets count too."""
     try:
         return any(target.session_uid in moved for target in pinned)
@@ -235,7 +257,7 @@ def _any_moved(pinned, moved):
         return True  # a deleted target: let the solve report it
 
 
-def _set_status(obj, message, *, error=False):
+def _set_status(obj: bpy.types.Object, message: str, *, error: bool = False) -> None:
     """Show the outcome on the armature; a new error is also reported once (see report_pending)."""
     if obj.ewbik.status != message:
         obj.ewbik.status = message
@@ -251,7 +273,7 @@ def _set_status(obj, message, *, error=False):
             bpy.app.timers.register(report_pending, first_interval=0.0)
 
 
-def report_pending():
+def report_pending() -> None:
     """Timer body: report the live errors queued since the last call (status bar and Info log)."""
     pending, _state["reports"] = _state["reports"], []
     for message in pending:
@@ -259,7 +281,7 @@ def report_pending():
     return None
 
 
-def _forget_deleted_armatures():
+def _forget_deleted_armatures() -> None:
     """Drop the cached rigs and refinement bookkeeping of armatures deleted since the last update."""
     count = len(bpy.data.objects)
     shrunk = count < _state["object_count"]
@@ -273,19 +295,19 @@ def _forget_deleted_armatures():
 
 
 @persistent
-def on_load(_file_path):
+def on_load(_file_path: str) -> None:
     """A new file has other armatures: forget cached rigs and pending refinements."""
     _forget_everything()
 
 
-def _forget_everything():
+def _forget_everything() -> None:
     for pending in ("unconverged", "tagged", "reported", "reports"):
         _state[pending].clear()
     rig_cache.clear_cache()
 
 
 @persistent
-def on_undo(*_args):
+def on_undo(*_args: object) -> None:
     """Undo and redo put back the channels and the record of the pose underneath beside them: the
     rigs' copies of that record are stale."""
     rig_cache.forget_recorded_poses()
@@ -300,14 +322,14 @@ _HANDLERS = (
 )
 
 
-def register():
+def register() -> None:
     rig_cache.clear_cache()
     for handlers, handler in _HANDLERS:
         if handler not in handlers:
             handlers.append(handler)
 
 
-def unregister():
+def unregister() -> None:
     for handlers, handler in _HANDLERS:
         while handler in handlers:
             handlers.remove(handler)

@@ -5,8 +5,11 @@ its iterations and time, each pin's miss in the scene's units, and the pins that
 drivers pose away from the solve.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 from ..bridge import pin_reading, targets
 from ..com.armature_checks import RigError
@@ -14,6 +17,11 @@ from ..com.live_pause import suspended
 from ..com.messages import count, degrees, distance
 from ..rigs import production_checks
 from . import armature_solve
+
+if TYPE_CHECKING:
+    import bpy
+
+    from ...solver import SolveResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +32,7 @@ class SolvedNow:
     elsewhere: list
 
 
-def solve_now(context, obj):
+def solve_now(context: bpy.types.Context, obj: bpy.types.Object) -> SolvedNow:
     """Solve `obj` fully, let Blender evaluate the written pose, and store the summary as the
     armature's status. Raises RigError (stored as the status too) for anything the user must fix."""
     try:
@@ -45,7 +53,9 @@ def solve_now(context, obj):
     return SolvedNow(summary, elsewhere)
 
 
-def _summary(scene, obj, result, elsewhere):
+def _summary(
+    scene: bpy.types.Scene, obj: bpy.types.Object, result: SolveResult, elsewhere: dict[str, float]
+) -> str:
     state = "converged" if result.converged and not elsewhere else "stopped"
     details = ", ".join(
         f"{bone} {distance(scene, position)} ({degrees(math.radians(orientation))})"

@@ -8,10 +8,16 @@ included, without a second copy of its geometry. Plain numpy (no bpy): the overl
 tests and the bench share it.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ...solver.kusudama import Kusudama
 
 SUBDIVISIONS = 4
 BISECTION_STEPS = 8
@@ -26,7 +32,7 @@ class RegionMesh:
     outline: np.ndarray
 
 
-def _icosahedron():
+def _icosahedron() -> tuple[np.ndarray, np.ndarray]:
     phi = (1.0 + 5.0**0.5) / 2.0
     vertices = np.array(
         [
@@ -73,7 +79,7 @@ def _icosahedron():
 
 
 @cache
-def icosphere(subdivisions=SUBDIVISIONS):
+def icosphere(subdivisions: int = SUBDIVISIONS) -> tuple[np.ndarray, np.ndarray]:
     """(vertices (V, 3) unit, faces (F, 3)) of a subdivided icosahedron, faces wound outward."""
     vertices, faces = _icosahedron()
     for _ in range(subdivisions):
@@ -93,7 +99,7 @@ def icosphere(subdivisions=SUBDIVISIONS):
     return vertices, faces
 
 
-def _crossings(kusudama, inside_end, outside_end):
+def _crossings(kusudama: Kusudama, inside_end: np.ndarray, outside_end: np.ndarray) -> np.ndarray:
     """Where the boundary crosses each great-circle edge from an allowed to a forbidden end."""
     low, high = inside_end.copy(), outside_end.copy()
     for _ in range(BISECTION_STEPS):
@@ -106,7 +112,9 @@ def _crossings(kusudama, inside_end, outside_end):
     return middle / np.linalg.norm(middle, axis=1, keepdims=True)
 
 
-def _split_mixed(kusudama, corners, inside):
+def _split_mixed(
+    kusudama: Kusudama, corners: np.ndarray, inside: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut triangles whose corners disagree: (allowed pieces, forbidden pieces, outline segments).
 
     Each triangle is rolled so its odd corner comes first (keeping the winding); the corner's
@@ -130,7 +138,7 @@ def _split_mixed(kusudama, corners, inside):
     return allowed, forbidden, np.stack([p, q], axis=1)
 
 
-def region_mesh(kusudama, subdivisions=SUBDIVISIONS):
+def region_mesh(kusudama: Kusudama, subdivisions: int = SUBDIVISIONS) -> RegionMesh:
     """The sphere around a bone cut into the Kusudama's allowed and forbidden swing regions."""
     vertices, faces = icosphere(subdivisions)
     inside = kusudama.allows(vertices)[faces]

@@ -9,7 +9,11 @@ The gizmo only turns mouse positions into view rays; everything else is in `Limi
 plain functions here, which the tests drive directly (no window needed).
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import bpy
 from bpy_extras import view3d_utils
@@ -21,6 +25,9 @@ from ..com.limit_settings import has_limits, kusudama_of, limits_dict, set_limit
 from ..com.stored_settings import stored_bone_limits
 from ..limits import body_angles
 from .overlay import COLORS, TWIST_ARC_SCALE, limit_frame, twist_directions
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SNAP_STEP = math.radians(5.0)
 NEW_CONE_RADIUS = math.radians(20.0)
@@ -35,11 +42,13 @@ UNDO_MESSAGE = "Edit Joint Limit"
 _Y = Vector((0.0, 1.0, 0.0))
 
 
-def snapped(angle, snap):
+def snapped(angle: float, snap: bool) -> float:
     return round(angle / SNAP_STEP) * SNAP_STEP if snap else angle
 
 
-def sphere_direction(frame, length, origin, vector, beside=True):
+def sphere_direction(
+    frame: Matrix, length: float, origin: Vector, vector: Vector, beside: bool = True
+) -> Vector | None:
     """Rest-frame direction of where a view ray meets the bone's sphere (nearest hit).
 
     A ray passing beside the sphere gives the direction of its point closest to the head, so a
@@ -58,7 +67,7 @@ def sphere_direction(frame, length, origin, vector, beside=True):
     return closest.normalized() if closest.length > 1e-12 else None
 
 
-def dial_twist(centre, frame, origin, vector):
+def dial_twist(centre: np.ndarray, frame: Matrix, origin: Vector, vector: Vector) -> float | None:
     """Twist angle where a view ray meets the twist dial's plane (through the head, across `centre`).
 
     The inverse of `overlay.twist_directions`: the X axis at twist t is Rf (cos t, 0, -sin t),
@@ -75,7 +84,7 @@ def dial_twist(centre, frame, origin, vector):
     return math.atan2(-in_dial.z, in_dial.x)
 
 
-def handle_points(obj, pose_bone):
+def handle_points(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> list[tuple[str, int, Vector]]:
     """[(kind, cone index, world position)] of the handles of one bone's limits."""
     frame = limit_frame(obj, pose_bone)
     length = pose_bone.length
@@ -93,14 +102,14 @@ def handle_points(obj, pose_bone):
     return handles
 
 
-def _nearest_unwrapped(angle, near):
+def _nearest_unwrapped(angle: float, near: float) -> float:
     return angle + 2.0 * math.pi * round((near - angle) / (2.0 * math.pi))
 
 
 class LimitEdit:
     """One drag of one handle: which value it edits, the limits before it, the value shown."""
 
-    def __init__(self, obj, bone_name, kind, cone_index=-1):
+    def __init__(self, obj: bpy.types.Object, bone_name: str, kind: str, cone_index: int = -1) -> None:
         self.obj, self.bone_name, self.kind, self.cone_index = obj, bone_name, kind, cone_index
         settings = self.settings
         self.before = limits_dict(settings)
@@ -109,14 +118,14 @@ class LimitEdit:
             settings.active_cone_index = cone_index
 
     @property
-    def pose_bone(self):
+    def pose_bone(self) -> bpy.types.PoseBone:
         return self.obj.pose.bones[self.bone_name]
 
     @property
-    def settings(self):
+    def settings(self) -> bpy.types.PropertyGroup:
         return self.pose_bone.bone.ewbik
 
-    def drag_ray(self, origin, vector, snap=False):
+    def drag_ray(self, origin: Vector, vector: Vector, snap: bool = False) -> None:
         """Follow the mouse's view ray: the handle goes where the ray meets its sphere or dial."""
         pose_bone = self.pose_bone
         frame = limit_frame(self.obj, pose_bone)
@@ -129,7 +138,7 @@ class LimitEdit:
         if direction is not None:
             self.set_direction(direction, snap)
 
-    def set_direction(self, direction, snap=False):
+    def set_direction(self, direction: Sequence[float], snap: bool = False) -> None:
         """A rest-frame direction the handle was dragged to: the cone's centre, or a point of its rim."""
         cone = self.settings.cones[self.cone_index]
         direction = Vector(direction).normalized()
@@ -140,7 +149,7 @@ class LimitEdit:
         else:
             cone.radius = min(math.pi, snapped(Vector(cone.direction).normalized().angle(direction), snap))
 
-    def set_twist(self, twist, snap=False):
+    def set_twist(self, twist: float, snap: bool = False) -> None:
         """The dial's end moved to `twist` (radians); min never passes max nor max min."""
         settings = self.settings
         if self.kind == "twist_min":
@@ -150,7 +159,7 @@ class LimitEdit:
             value = snapped(_nearest_unwrapped(twist, settings.twist_max), snap)
             settings.twist_max = max(value, settings.twist_min)
 
-    def header(self):
+    def header(self) -> str:
         """What the header shows while dragging."""
         settings = self.settings
         hint = "   Ctrl: 5\u00b0 steps   Esc/Right-click: cancel"
@@ -170,23 +179,23 @@ class LimitEdit:
         value = settings.twist_min if self.kind == "twist_min" else settings.twist_max
         return f"Twist {self.kind[6:]}: {math.degrees(value):.1f}\u00b0" + hint
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Put the bone's limits back as they were when the drag began."""
         settings = self.settings
         set_limits(settings, self.before)
         settings.active_cone_index = self.before_index
 
-    def commit(self):
+    def commit(self) -> None:
         """One undo step for the whole drag."""
         bpy.ops.ed.undo_push(message=UNDO_MESSAGE)
 
 
-def insertion_index(cones, direction):
+def insertion_index(cones: bpy.types.bpy_prop_collection, direction: Sequence[float]) -> int:
     """Where a new cone at `direction` goes in the stored chain: where it lengthens the chain least."""
     centres = [Vector(cone.direction) for cone in cones]
     new = Vector(direction).normalized()
 
-    def added(position):
+    def added(position: int) -> float:
         before = centres[position - 1] if position > 0 else None
         after = centres[position] if position < len(centres) else None
         cost = sum(new.angle(c, math.pi) for c in (before, after) if c is not None)
@@ -195,7 +204,9 @@ def insertion_index(cones, direction):
     return min(range(len(centres) + 1), key=added)
 
 
-def add_cone(settings, direction, radius=NEW_CONE_RADIUS):
+def add_cone(
+    settings: bpy.types.PropertyGroup, direction: Sequence[float], radius: float = NEW_CONE_RADIUS
+) -> int:
     """Add a cone centred on `direction` where it fits the chain; it becomes the active cone."""
     index = insertion_index(settings.cones, direction)
     cone = settings.cones.add()
@@ -206,7 +217,7 @@ def add_cone(settings, direction, radius=NEW_CONE_RADIUS):
     return index
 
 
-def remove_cone_at(settings, direction):
+def remove_cone_at(settings: bpy.types.PropertyGroup, direction: Sequence[float]) -> int | None:
     """Remove the cone whose centre is nearest to `direction`; returns its index or None."""
     if not len(settings.cones):
         return None
@@ -220,7 +231,7 @@ def remove_cone_at(settings, direction):
     return index
 
 
-def view_ray(context, event):
+def view_ray(context: bpy.types.Context, event: bpy.types.Event) -> tuple[Vector, Vector]:
     """(origin, direction) of the view ray under the mouse."""
     coordinates = (event.mouse_region_x, event.mouse_region_y)
     region, view = context.region, context.region_data
@@ -230,7 +241,7 @@ def view_ray(context, event):
     )
 
 
-def octahedron():
+def octahedron() -> list[tuple[float, ...]]:
     """The handles' shape: 8 triangles of a unit octahedron, as a flat list of corners."""
     points = [Vector(p) for p in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))]
     faces = [(0, 2, 4), (2, 1, 4), (1, 3, 4), (3, 0, 4), (2, 0, 5), (1, 2, 5), (3, 1, 5), (0, 3, 5)]
@@ -243,17 +254,17 @@ class EWBIK_GT_limit_handle(bpy.types.Gizmo):
     bl_idname = "EWBIK_GT_limit_handle"
     __slots__ = ("cone_index", "edit", "kind", "shape")
 
-    def setup(self):
+    def setup(self) -> None:
         self.shape = self.new_custom_shape("TRIS", octahedron())
         self.edit = None
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         self.draw_custom_shape(self.shape)
 
-    def draw_select(self, context, select_id):
+    def draw_select(self, context: bpy.types.Context, select_id: int) -> None:
         self.draw_custom_shape(self.shape, select_id=select_id)
 
-    def invoke(self, context, event):
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         pose_bone = active_limit_bone(context)
         if pose_bone is None:
             return {"CANCELLED"}
@@ -261,20 +272,20 @@ class EWBIK_GT_limit_handle(bpy.types.Gizmo):
         context.area.header_text_set(self.edit.header())
         return {"RUNNING_MODAL"}
 
-    def modal(self, context, event, tweak):
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event, tweak: set[str]) -> set[str]:
         origin, vector = view_ray(context, event)
         self.edit.drag_ray(origin, vector, snap="SNAP" in tweak or event.ctrl)
         context.area.header_text_set(self.edit.header())
         return {"RUNNING_MODAL"}
 
-    def exit(self, context, cancel):
+    def exit(self, context: bpy.types.Context, cancel: bool) -> None:
         context.area.header_text_set(None)
         if self.edit is not None:
             self.edit.cancel() if cancel else self.edit.commit()
             self.edit = None
 
 
-def editable_bone(context):
+def editable_bone(context: bpy.types.Context) -> bpy.types.PoseBone | None:
     """The active bone whose handles are shown, or None (limits hidden, not in pose mode, no limits,
     or limits that cannot be changed: `limits_lock`)."""
     pose_bone = active_limit_bone(context)
@@ -298,23 +309,23 @@ class EWBIK_GGT_limit_handles(bpy.types.GizmoGroup):
     bl_options = {"3D", "PERSISTENT"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return editable_bone(context) is not None
 
-    def setup(self, context):
+    def setup(self, context: bpy.types.Context) -> None:
         self.refresh(context)
 
-    def refresh(self, context):
+    def refresh(self, context: bpy.types.Context) -> None:
         pose_bone = editable_bone(context)
         if pose_bone is not None:
             self._sync(handle_points(pose_bone.id_data, pose_bone))
 
-    def draw_prepare(self, context):
+    def draw_prepare(self, context: bpy.types.Context) -> None:
         pose_bone = editable_bone(context)
         if pose_bone is not None:
             self._sync(handle_points(pose_bone.id_data, pose_bone))
 
-    def _sync(self, handles):
+    def _sync(self, handles: Sequence[tuple[str, int, Vector]]) -> None:
         """One gizmo per handle, placed on it; gizmos are reused, added or dropped at the end only."""
         while len(self.gizmos) > len(handles):
             self.gizmos.remove(self.gizmos[-1])

@@ -13,13 +13,16 @@ functions returning world-space numpy geometry; the draw handler only turns it i
 which are kept until the shown bones, their limits or the pose change.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Iterable, Sequence
 
 import bpy
 import gpu
 import numpy as np
 from gpu_extras.batch import batch_for_shader
-from mathutils import Vector
+from mathutils import Matrix, Vector
 
 from ..bridge.rig_cache import rig_for
 from ..com.active import active_armature, is_selected
@@ -60,7 +63,7 @@ _regions = {}
 _batches = {}
 
 
-def limit_frame(obj, pose_bone):
+def limit_frame(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> Matrix:
     """World matrix of the frame the bone's limits live in: its rest frame under the parent's pose.
 
     Placed at the bone's posed head, which its own location (unless connected) moves too.
@@ -74,7 +77,9 @@ def limit_frame(obj, pose_bone):
     return obj.matrix_world @ local
 
 
-def circle_directions(axis, radius, segments=SEGMENTS):
+def circle_directions(
+    axis: Sequence[float] | np.ndarray, radius: float, segments: int = SEGMENTS
+) -> np.ndarray:
     """(segments + 1, 3) unit directions at angle `radius` from `axis`, a closed loop."""
     axis = np.asarray(axis, dtype=float)
     axis = axis / np.linalg.norm(axis)
@@ -84,7 +89,9 @@ def circle_directions(axis, radius, segments=SEGMENTS):
     return math.cos(radius) * axis + math.sin(radius) * (np.cos(phi) * u + np.sin(phi) * v)
 
 
-def twist_directions(twist_min, twist_max, centre, segments=SEGMENTS // 2):
+def twist_directions(
+    twist_min: float, twist_max: float, centre: np.ndarray, segments: int = SEGMENTS // 2
+) -> np.ndarray:
     """Where the bone's X axis may point under the twist limit when it swings to `centre`.
 
     The solver measures twist in a frame whose Y axis is the centre of the allowed region (the
@@ -95,7 +102,7 @@ def twist_directions(twist_min, twist_max, centre, segments=SEGMENTS // 2):
     return np.stack([np.cos(t), np.zeros_like(t), -np.sin(t)], axis=1) @ frame.T
 
 
-def local_shapes(settings, subdivisions=FINE):
+def local_shapes(settings: bpy.types.PropertyGroup, subdivisions: int = FINE) -> dict[str, np.ndarray]:
     """{kind: array} of a bone's limits in its limit frame on the unit sphere, made once per limits.
 
     Fills and outline from `region_mesh`; the twist dial's arc at `TWIST_ARC_SCALE`.
@@ -117,12 +124,12 @@ def local_shapes(settings, subdivisions=FINE):
     return found
 
 
-def _polyline(points):
+def _polyline(points: np.ndarray) -> np.ndarray:
     """Consecutive points as (k, 2, 3) segments."""
     return np.stack([points[:-1], points[1:]], axis=1)
 
 
-def shown_bones(obj):
+def shown_bones(obj: bpy.types.Object) -> list[bpy.types.PoseBone]:
     """Pose bones whose limits are drawn: the active bone, the selected ones or all (the scope)."""
     settings = obj.ewbik
     scope = settings.limits_scope
@@ -143,13 +150,19 @@ def shown_bones(obj):
     ]
 
 
-def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
+def bone_geometry(
+    obj: bpy.types.Object,
+    pose_bone: bpy.types.PoseBone,
+    beyond: bool,
+    active_cone: int = -1,
+    subdivisions: int = FINE,
+) -> dict[str, np.ndarray]:
     """{kind: array} of one bone's limits in world space: fills (k, 3, 3), lines (k, 2, 3)."""
     frame = np.array(limit_frame(obj, pose_bone))
     scaled = frame[:3, :3] * pose_bone.length
     head = frame[:3, 3]
 
-    def world(directions):
+    def world(directions: np.ndarray) -> np.ndarray:
         return (directions.reshape(-1, 3) @ scaled.T + head).reshape(directions.shape)
 
     settings = pose_bone.bone.ewbik
@@ -168,13 +181,13 @@ def bone_geometry(obj, pose_bone, beyond, active_cone=-1, subdivisions=FINE):
     return parts
 
 
-def active_cone_index(bone):
+def active_cone_index(bone: bpy.types.Bone | None) -> int:
     """The bone's active limit cone (-1 for no bone or no limits), read without storing limits."""
     limits = stored_bone_limits(bone) if bone is not None else None
     return limits.active_cone_index if limits is not None else -1
 
 
-def overlay_geometry(obj):
+def overlay_geometry(obj: bpy.types.Object) -> dict[str, np.ndarray]:
     """{kind: array} for the armature: every shown bone's limits, the bones at/beyond limits, and
     with balance on its centre of mass and support polygon."""
     if obj.mode == "EDIT":
@@ -185,7 +198,7 @@ def overlay_geometry(obj):
     return geometry
 
 
-def balance_geometry(obj):
+def balance_geometry(obj: bpy.types.Object) -> dict[str, np.ndarray]:
     """{"centre_of_mass": a cross's three segments, "support": the polygon's edges} in world
     space: the centre of mass on the ground is what balance keeps inside the polygon."""
     rig = rig_for(obj, False)
@@ -197,7 +210,7 @@ def balance_geometry(obj):
     return geometry
 
 
-def limits_geometry(obj):
+def limits_geometry(obj: bpy.types.Object) -> dict[str, np.ndarray]:
     """{kind: array}: every shown bone's limits, and the bones at/beyond limits."""
     shown = shown_bones(obj)
     status = limit_status(obj)
@@ -218,7 +231,7 @@ def limits_geometry(obj):
     return {kind: np.concatenate(parts) for kind, parts in merged.items()}
 
 
-def geometry_key(obj):
+def geometry_key(obj: bpy.types.Object) -> tuple:
     """What the drawn geometry depends on; equal keys mean the cached batches are still right.
 
     Pose, limits and selection changes reach it through `limit_status.changes()` (Blender
@@ -241,7 +254,9 @@ def geometry_key(obj):
     )
 
 
-def _build_batches(geometry):
+def _build_batches(
+    geometry: dict[str, np.ndarray],
+) -> list[tuple[str, gpu.types.GPUShader, gpu.types.GPUBatch]]:
     """GPU batches of the geometry, per kind, with the shader each needs."""
     fill_shader = gpu.shader.from_builtin("UNIFORM_COLOR")
     line_shader = gpu.shader.from_builtin("POLYLINE_UNIFORM_COLOR")
@@ -257,7 +272,7 @@ def _build_batches(geometry):
     return batches
 
 
-def armature_batches(obj):
+def armature_batches(obj: bpy.types.Object) -> list[tuple[str, gpu.types.GPUShader, gpu.types.GPUBatch]]:
     """The armature's batches, rebuilt only when `geometry_key` changes."""
     key = geometry_key(obj)
     found = _batches.get(obj.name_full)
@@ -266,7 +281,11 @@ def armature_batches(obj):
     return found[1]
 
 
-def draw_batches(batches, viewport_size, see_through):
+def draw_batches(
+    batches: Iterable[tuple[str, gpu.types.GPUShader, gpu.types.GPUBatch]],
+    viewport_size: Sequence[int],
+    see_through: bool,
+) -> None:
     """Fills without writing depth (so both stay translucent), back faces culled, then lines."""
     gpu.state.blend_set("ALPHA")
     gpu.state.depth_test_set("NONE" if see_through else "LESS_EQUAL")
@@ -286,7 +305,7 @@ def draw_batches(batches, viewport_size, see_through):
     gpu.state.blend_set("NONE")
 
 
-def draw_limits_overlay():
+def draw_limits_overlay() -> None:
     """SpaceView3D POST_VIEW callback: the active armature's limits, unless overlays are hidden.
 
     Never raises: a draw callback's exception would be printed on every redraw.
@@ -306,14 +325,14 @@ def draw_limits_overlay():
         draw_batches(batches, gpu.state.viewport_get()[2:], obj.ewbik.limits_see_through)
 
 
-def register():
+def register() -> None:
     global _draw_handle
     for handlers, handler in status_module.HANDLERS:
         handlers.append(handler)
     _draw_handle = bpy.types.SpaceView3D.draw_handler_add(draw_limits_overlay, (), "WINDOW", "POST_VIEW")
 
 
-def unregister():
+def unregister() -> None:
     global _draw_handle
     if _draw_handle is not None:
         bpy.types.SpaceView3D.draw_handler_remove(_draw_handle, "WINDOW")
