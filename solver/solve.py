@@ -25,8 +25,8 @@ from .reach import solve_softened
 from .settings import SolverSettings
 from .skeleton import Skeleton
 from .starts import carried_start, centred_start, continued_start, kept_root
-from .stretch import MAX_STRETCH, stretch_to_pins
-from .validation import MAX_COORDINATE, SceneError
+from .stretch import stretch_to_pins
+from .validation import MAX_COORDINATE, SceneError, bone_array, bone_rotations, bone_stretch
 
 
 def solve(
@@ -55,7 +55,7 @@ def solve(
     _, rotations, locations, stiffness = _checked_input(
         skeleton, pins, rotations, locations, settings, limits, stiffness
     )
-    stretch = None if stretch is None else _checked_stretch(skeleton, stretch)
+    stretch = None if stretch is None else bone_stretch(skeleton, stretch)
 
     solving = _Solving(skeleton, limits, stiffness, started)
     if settings.balance and settings.translate_root and body is not None:
@@ -175,11 +175,9 @@ def _checked_input(skeleton, pins, rotations, locations, settings, limits, stiff
     n = len(skeleton)
     if limits is not None and limits.n_bones != n:
         raise SceneError("limits", f"made for {limits.n_bones} bones, the skeleton has {n}")
-    rotations = _checked_rotations(skeleton, rotations)
-    locations = _checked_array(skeleton, locations, (n, 3), "location", MAX_COORDINATE)
-    stiffness = (
-        np.zeros(n) if stiffness is None else _checked_array(skeleton, stiffness, (n,), "stiffness", 1.0)
-    )
+    rotations = bone_rotations(skeleton, rotations)
+    locations = bone_array(skeleton, locations, (n, 3), "location", MAX_COORDINATE)
+    stiffness = np.zeros(n) if stiffness is None else bone_array(skeleton, stiffness, (n,), "stiffness", 1.0)
     if np.any(stiffness < 0):
         raise SceneError(f"bones[{int(np.flatnonzero(stiffness < 0)[0])}].stiffness", "must lie in [0, 1]")
     index = skeleton.index
@@ -200,41 +198,3 @@ def _refuse_pins(skeleton, pins):
         if pin.bone in seen:
             raise SceneError(f"pins[{k}].bone", f"'{pin.bone}' is pinned twice")
         seen.add(pin.bone)
-
-
-def _checked_array(skeleton, values, shape, field, bound):
-    """Finite values within [-bound, bound]; fields name the bone in skeleton order (`bones[i].location`)."""
-    try:
-        arr = np.array(values, dtype=float, order="C")
-    except (TypeError, ValueError, OverflowError):
-        raise SceneError(field, f"must be an array of numbers of shape {shape}") from None
-    if arr.shape != shape:
-        raise SceneError(field, f"expected shape {shape}, got {arr.shape}")
-    if not np.abs(arr).max() <= bound:  # NaN fails the comparison too
-        bad = ~(np.isfinite(arr) & (np.abs(arr) <= bound)).reshape(shape[0], -1).all(-1)
-        i = int(np.flatnonzero(bad)[0])
-        raise SceneError(
-            f"bones[{i}].{field}",
-            f"contains NaN, infinity or a value beyond {bound:g} (bone '{skeleton.names[i]}')",
-        )
-    return arr
-
-
-def _checked_rotations(skeleton, rotations):
-    arr = _checked_array(skeleton, rotations, (len(skeleton), 4), "rotation", MAX_COORDINATE)
-    norm = np.linalg.norm(arr, axis=-1)
-    if norm.min() < 1e-9:
-        i = int(np.flatnonzero(norm < 1e-9)[0])
-        raise SceneError(f"bones[{i}].rotation", f"is a zero quaternion (bone '{skeleton.names[i]}')")
-    return arr / norm[:, None]
-
-
-def _checked_stretch(skeleton, stretch):
-    """(N,) each bone's maximum stretch, within [1, MAX_STRETCH]; SceneError naming the bone otherwise."""
-    stretch = _checked_array(skeleton, stretch, (len(skeleton),), "stretch", MAX_STRETCH)
-    if np.any(stretch < 1.0):
-        i = int(np.flatnonzero(stretch < 1.0)[0])
-        raise SceneError(
-            f"bones[{i}].stretch", f"must lie in [1, {MAX_STRETCH:g}] (bone '{skeleton.names[i]}')"
-        )
-    return stretch
