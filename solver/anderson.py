@@ -3,10 +3,19 @@
 `csrc/ewbik.c`'s `extrapolate` takes the same named steps.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import quat
 from .polish import rotation_vectors as _log
+
+if TYPE_CHECKING:  # loop.py imports this module
+    from .kusudama import JointLimits
+    from .loop import State
+    from .plan import Plan
 
 
 class Anderson:
@@ -19,18 +28,27 @@ class Anderson:
     for the iterations run (so dragging stays as continuous as without it).
     """
 
-    def __init__(self, memory, plan):
+    def __init__(self, memory: int, plan: Plan) -> None:
         self.memory = memory
         self.bones = np.flatnonzero(plan.solved)
-        self.inputs, self.outputs = [], []
+        self.inputs: list[np.ndarray] = []
+        self.outputs: list[np.ndarray] = []
 
-    def remember_start(self, state):
+    def remember_start(self, state: State) -> None:
         self.start = self._pose(state)
 
     def _pose(self, state):
         return np.concatenate((_log(state.rotations[self.bones]), state.locations[self.bones]), axis=-1)
 
-    def extrapolate(self, state, total, limits, tolerance, initial, allowance):
+    def extrapolate(
+        self,
+        state: State,
+        total: float,
+        limits: JointLimits | None,
+        tolerance: float,
+        initial: np.ndarray,
+        allowance: np.ndarray,
+    ) -> tuple[float, bool]:
         """One Anderson step after a sweep; returns (total misfit, every pin reached)."""
         self._remember_sweep(state)
         if len(self.inputs) < 2:

@@ -5,17 +5,27 @@ Every step of `solve` that solves (the carried start's stages, the solve itself,
 yield, pins that give way) runs attempts made here, on arguments `solve` checked once.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import functools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import native, quat
 from .loop import State, iterate, use_native
-from .plan import lineage_of, missed_bones_each, plan_solve
+from .plan import Plan, lineage_of, missed_bones_each, plan_solve
 from .validation import MAX_COORDINATE
+
+if TYPE_CHECKING:
+    from .kusudama import JointLimits
+    from .pins import Pin
+    from .settings import SolverSettings
+    from .skeleton import Skeleton
 
 _RESTART_MISS = 2e-3
 
@@ -39,7 +49,16 @@ class SolveResult:
     scales: np.ndarray | None = None
 
 
-def attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
+def attempt_for(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    stiffness: np.ndarray,
+    start: float,
+) -> Attempt:
     """The attempt (C or numpy loop) of these pins from a pose, before it runs; the arguments are
     `solve`'s, checked once there (a solve runs several attempts on them)."""
     pin_bones = [skeleton.index[pin.bone] for pin in pins]
@@ -54,7 +73,16 @@ def attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffnes
     return Attempt(state, plan, settings, limits, stiffness, start, deadline)
 
 
-def solve_once(skeleton, pins, rotations, locations, settings, limits, stiffness, start):
+def solve_once(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    stiffness: np.ndarray,
+    start: float,
+) -> SolveResult:
     """One solve of these pins from the start pose: the attempt, and the restart under limits."""
     attempt = attempt_for(skeleton, pins, rotations, locations, settings, limits, stiffness, start)
     attempt = attempt.settled()
@@ -81,21 +109,30 @@ def _in_rig_units(settings, unit):
     return dataclasses.replace(settings, tolerance=min(settings.tolerance / unit, MAX_COORDINATE))
 
 
-def time_left(settings, started):
+def time_left(settings: SolverSettings, started: float) -> bool:
     return settings.time_budget_ms is None or (time.perf_counter() - started) * 1e3 < settings.time_budget_ms
 
 
 class Attempt:
     """One run of the iteration loop (C or numpy) from a start pose, and how it ended."""
 
-    def __init__(self, state, plan, settings, limits, stiffness, start, deadline):
+    def __init__(
+        self,
+        state: State,
+        plan: Plan,
+        settings: SolverSettings,
+        limits: JointLimits | None,
+        stiffness: np.ndarray,
+        start: float,
+        deadline: float | None,
+    ) -> None:
         self.state, self.plan, self.settings, self.limits = state, plan, settings, limits
         self.stiffness, self.start, self.deadline = stiffness, start, deadline
         self.max_step = (1.0 - stiffness) * settings.dampening
         self.frozen = stiffness >= 1.0
         self.iterations = 0
 
-    def run(self):
+    def run(self) -> Attempt:
         state, plan, settings = self.state, self.plan, self.settings
         initial = state.rotations.copy()
         if use_native(settings):
@@ -120,14 +157,14 @@ class Attempt:
         self.converged = bool(converged)
         return self
 
-    def settled(self):
+    def settled(self) -> Attempt:
         """This attempt run, or its restart from the limits' centres where that fits better."""
         self.run()
         if self.limits is not None and not self.converged and self.time_left():
-            return self.better_restart()
+            return self.better_restart(self.limits)
         return self
 
-    def pose(self, locations):
+    def pose(self, locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rotations, locations) of the state in the rig's units; `locations` are the ones the
         solve started from, kept bit for bit where the state did not move them."""
         state, unit = self.state, self.state.unit
@@ -135,14 +172,14 @@ class Attempt:
             state.locations == locations / unit, locations, state.locations * unit
         )
 
-    def time_left(self):
+    def time_left(self) -> bool:
         return time_left(self.settings, self.start)
 
-    def misfit(self):
+    def misfit(self) -> float:
         self.state.forward()
         return self.state.errors(self.settings.tolerance)[0]
 
-    def within_reach(self):
+    def within_reach(self) -> np.ndarray:
         """Per pin: whether its target lies within reach of the bones that move it, limits aside.
 
         The pinned bone's head can get no farther from the head of the highest bone that moves
@@ -187,8 +224,9 @@ class Attempt:
         only[lineage.bones] = serves & ~others
         return only
 
-    def better_restart(self):
-        """This attempt, or a second one from the limits' centres if that fits the pins much better.
+    def better_restart(self, limits: JointLimits) -> Attempt:
+        """This attempt, or a second one from the centres of `limits` (this attempt's) if that fits
+        the pins much better.
 
         Coordinate descent stalls where a bone sits on its limit's boundary and the way to the
         target leads around it (a straight elbow whose hinge faces away from the target: the
@@ -208,7 +246,7 @@ class Attempt:
         restart = State.like(self.state)
         bones = np.flatnonzero(limited)
         restart.rotations[bones] = quat.part_way(
-            restart.rotations[bones], self.limits.centres()[bones], 1.0 - self.stiffness[bones]
+            restart.rotations[bones], limits.centres()[bones], 1.0 - self.stiffness[bones]
         )
         second = Attempt(
             restart,

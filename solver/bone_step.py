@@ -10,13 +10,22 @@ later, so they stay valid from the iteration's forward pass. `csrc/ewbik.c`'s
 `solve_bone_step` takes the same named steps for one bone at a time.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import quat
 from .loop_constants import GUARD_FLOOR, GUARD_SLACK
 from .qcp import rotations_from_covariance
+
+if TYPE_CHECKING:  # loop.py imports this module
+    from .kusudama import JointLimits
+    from .loop import State
+    from .plan import Batch
+    from .settings import SolverSettings
 
 
 @dataclass
@@ -33,7 +42,9 @@ class BatchConstants:
     limited: bool
 
 
-def batch_constants(state, batch, max_step, settings, limits):
+def batch_constants(
+    state: State, batch: Batch, max_step: np.ndarray, settings: SolverSettings, limits: JointLimits | None
+) -> BatchConstants:
     """The paper's seven points per pin (origin, origin +- each axis) give the
     same covariance as the origin at weight w + 2 sum(w_axis) plus each axis
     at 2 w_axis: mirrored pairs cancel their cross terms."""
@@ -66,7 +77,14 @@ class _Covariance:
     mean_t: np.ndarray | None = None
 
 
-def solve_batch(state, batch, const, settings, limits, iteration):
+def solve_batch(
+    state: State,
+    batch: Batch,
+    const: BatchConstants,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    iteration: int,
+) -> None:
     """One EWBIK bone step for every bone of the batch at once.
 
     csrc/ewbik.c's solve_bone_step takes the same steps for one bone at a time.

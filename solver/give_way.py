@@ -2,18 +2,36 @@
 reach, pins that give way to the others, and the pins whose targets lie beyond reach.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .attempt import attempt_for, solve_once, time_left
+from .attempt import SolveResult, attempt_for, solve_once, time_left
 from .starts import pinned_frames, target_distances
+
+if TYPE_CHECKING:
+    from .kusudama import JointLimits
+    from .pins import Pin
+    from .settings import SolverSettings
+    from .skeleton import Skeleton
 
 _YIELD_HALVINGS = 4  # halvings of the angle by which limits yield to pins, from a half turn
 _HOLD_MISS = 1e-4  # share of the rig's size a pin may miss by before one of the pins gives way
 
 
-def limits_yield(skeleton, pins, result, settings, limits, stiffness, started):
+def limits_yield(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    result: SolveResult,
+    settings: SolverSettings,
+    limits: JointLimits,
+    stiffness: np.ndarray,
+    started: float,
+) -> SolveResult:
     """The result, or where a pin within reach is held back by joint limits, the pins reached
     with the limits grown by the least angle that lets them (to within a sixteenth of a half
     turn), solved from the result; `limits_exceeded` says how far each bone went beyond. Where
@@ -24,7 +42,8 @@ def limits_yield(skeleton, pins, result, settings, limits, stiffness, started):
     attempt.state.forward()
     if not (~attempt.state.reached(attempt.settings.tolerance) & attempt.within_reach()).any():
         return result
-    low, high, reached = 0.0, math.pi, None
+    low, high = 0.0, math.pi
+    reached: SolveResult | None = None
     for _ in range(_YIELD_HALVINGS + 1):
         if not time_left(settings, started):
             break
@@ -53,7 +72,16 @@ def limits_yield(skeleton, pins, result, settings, limits, stiffness, started):
     return reached
 
 
-def give_way(skeleton, pins, start, settings, limits, stiffness, started, result):
+def give_way(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    start: tuple[np.ndarray, np.ndarray],
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    stiffness: np.ndarray,
+    started: float,
+    result: SolveResult,
+) -> SolveResult:
     """The result once the pins that keep the others from their targets have given way.
 
     While a pin misses by more than `_HOLD_MISS` of the rig's size, the missing pin of lowest
@@ -108,7 +136,15 @@ def _next_to_yield(pins, errors, yielded, away, miss):
     return min(missing.tolist(), key=lambda p: (pins[p].priority, -away[p], p))
 
 
-def beyond_reach(skeleton, pins, result, settings, limits, stiffness, started):
+def beyond_reach(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    result: SolveResult,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    stiffness: np.ndarray,
+    started: float,
+) -> np.ndarray:
     """(P,) bool: the pins that miss and whose targets lie beyond the reach of the bones that move
     them (`Attempt.within_reach`, limits aside): what the status calls out of reach."""
     missing = result.position_errors > settings.tolerance

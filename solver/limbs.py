@@ -6,6 +6,10 @@ where the polish stalls (a straight knee is singular; the finish bends it to the
 allow), and as a guarded last step of a solve that ends unconverged.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import quat
@@ -14,8 +18,20 @@ from .plan import Limbs
 from .qcp import rotations_from_covariance
 from .two_bone import two_bone_ik
 
+if TYPE_CHECKING:  # loop.py imports this module
+    from .kusudama import JointLimits
+    from .loop import State
 
-def finish_limbs(state, limbs, frozen, limits, initial, allowance, bend=None):
+
+def finish_limbs(
+    state: State,
+    limbs: Limbs,
+    frozen: np.ndarray,
+    limits: JointLimits | None,
+    initial: np.ndarray,
+    allowance: np.ndarray,
+    bend: np.ndarray | None = None,
+) -> None:
     """Place each single-pin two-bone limb exactly with analytic IK, then turn its end bone.
 
     The joint stays on the side the iterations bent it to, or bends toward `bend` (L, 3). A limb is put back
@@ -69,7 +85,7 @@ def finish_limbs(state, limbs, frozen, limits, initial, allowance, bend=None):
         state.forward()
 
 
-def hinged_limbs(limbs, limits):
+def hinged_limbs(limbs: Limbs, limits: JointLimits | None) -> Limbs | None:
     """The limbs whose joint is limited, or None: where a stalled polish tries the analytic finish.
 
     A straight limb is singular: no turn moves its end toward its root to first order. A free
@@ -88,7 +104,7 @@ def hinged_limbs(limbs, limits):
     return Limbs(limbs.upper[hinged], limbs.lower[hinged], limbs.end[hinged], limbs.pin[hinged])
 
 
-def stuck_limbs(state, hinges, tolerance):
+def stuck_limbs(state: State, hinges: Limbs, tolerance: float) -> Limbs | None:
     """The hinged limbs that are straight while their target is closer to their root than a
     straight bend reaches (so they must bend more), and that miss their pin; or None."""
     head_u, head_l, head_e = (state.world_head[b] for b in (hinges.upper, hinges.lower, hinges.end))
@@ -104,7 +120,7 @@ def stuck_limbs(state, hinges, tolerance):
     return Limbs(hinges.upper[stuck], hinges.lower[stuck], hinges.end[stuck], hinges.pin[stuck])
 
 
-def allowed_bends(state, limbs, limits):
+def allowed_bends(state: State, limbs: Limbs, limits: JointLimits) -> np.ndarray:
     """Per limb, the side its joint may bend to: opposite to where the centre of the lower
     bone's allowed swings tilts it from the upper bone (a knee bends forward when the shin may
     only swing back). Limbs whose lower bone has no such tilt keep their current side."""

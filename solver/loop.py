@@ -19,7 +19,11 @@ The same loop runs in C (`csrc/ewbik.c`, through `native.py`) where the library 
 `use_native` picks one.
 """
 
+from __future__ import annotations
+
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,11 +35,27 @@ from .loop_constants import POLISH_AFTER, POLISH_SLOW, STALL
 from .polish import Polisher, polish
 from .validation import SceneError
 
+if TYPE_CHECKING:
+    from .kusudama import JointLimits
+    from .pins import Pin
+    from .plan import Plan
+    from .settings import SolverSettings
+    from .skeleton import Skeleton
+
 
 class State:
     """The evolving pose plus the pinned bones' current frames (rotation matrices)."""
 
-    def __init__(self, skeleton, pins, pin_bones, rotations, locations, levels, unit=1.0):
+    def __init__(
+        self,
+        skeleton: Skeleton,
+        pins: Sequence[Pin],
+        pin_bones: np.ndarray | Sequence[int],
+        rotations: np.ndarray,
+        locations: np.ndarray,
+        levels: tuple,
+        unit: float = 1.0,
+    ) -> None:
         self.skeleton, self.pins, self.unit = skeleton, pins, unit
         self.levels = levels
         self.rotations = rotations
@@ -54,14 +74,14 @@ class State:
             target_axes(np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4)),
         )
 
-    def aim(self, positions, axes):
+    def aim(self, positions: np.ndarray, axes: np.ndarray) -> None:
         """Aim the pins at targets (P, 3) in the rig's units with `axes` (P, 3, 3) (`target_axes`):
         their own, or a carried start's stage, which runs on the state as the last stage left it."""
         self.target_pos = positions / self.unit
         self.target_axes = axes
 
     @classmethod
-    def like(cls, state):
+    def like(cls, state: State) -> State:
         """A fresh state for the same problem (its pins aimed where `state`'s are), starting from
         `state`'s current pose."""
         fresh = cls(
@@ -76,17 +96,17 @@ class State:
         fresh.target_pos, fresh.target_axes = state.target_pos, state.target_axes
         return fresh
 
-    def forward(self):
+    def forward(self) -> None:
         self.skeleton.forward_into(self.rotations, self.locations, self.world, self.world_head, self.levels)
         self.effector_pos[:] = self.world_head[self.pin_bones]
         self.effector_axes[:] = np.swapaxes(self.world[self.pin_bones], -1, -2)
 
-    def squared_errors(self):
+    def squared_errors(self) -> tuple[np.ndarray, np.ndarray]:
         """(squared position error (P,), squared axis chord of each axis (P, 3)) per pin."""
         pos2 = ((self.effector_pos - self.target_pos) ** 2).sum(-1)
         return pos2, ((self.effector_axes - self.target_axes) ** 2).sum(-1)
 
-    def pin_costs(self, squared=None):
+    def pin_costs(self, squared: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Each pin's seven-point misfit: (1 + 2 sum(w_axis)) |dp|^2 + 2 sum(w_axis |d axis|^2).
 
         The same measure the stabilization guard protects, so every acceptance
@@ -95,7 +115,7 @@ class State:
         pos2, axis2 = squared if squared is not None else self.squared_errors()
         return (1.0 + 2.0 * self.axis_weight.sum(-1)) * pos2 + 2.0 * (self.axis_weight * axis2).sum(-1)
 
-    def reached(self, tolerance, squared=None):
+    def reached(self, tolerance: float, squared: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Per pin: within tolerance in position and on every weighted axis (or weightless).
 
         An axis chord below the tolerance means an angle below it too, so the
@@ -105,14 +125,14 @@ class State:
         axis_ok = np.all((axis2 <= tolerance**2) | (self.axis_weight <= 0), axis=-1)
         return ((pos2 <= tolerance**2) & axis_ok) | (self.weight <= 0)
 
-    def errors(self, tolerance):
+    def errors(self, tolerance: float) -> tuple[float, bool]:
         """(total weighted misfit, every pin within tolerance)."""
         squared = self.squared_errors()
         return float(np.sum(self.weight * self.pin_costs(squared))), bool(
             self.reached(tolerance, squared).all()
         )
 
-    def pin_errors(self):
+    def pin_errors(self) -> tuple[np.ndarray, np.ndarray]:
         """Per pin: position error and orientation error (radians) over the weighted axes.
 
         Two or more weighted axes fix the whole orientation, so the full rotation
@@ -131,13 +151,13 @@ class State:
         return np.sqrt(pos2), ang
 
 
-def target_axes(rotations):
+def target_axes(rotations: np.ndarray) -> np.ndarray:
     """(..., 3, 3) the axes of frames turned by unit quaternions (..., 4), one axis per row: how
     a pin's target orientation is compared with its bone's axes."""
     return np.ascontiguousarray(np.swapaxes(quat.to_matrix(rotations), -1, -2))
 
 
-def use_native(settings):
+def use_native(settings: SolverSettings) -> bool:
     if settings.backend == "numpy":
         return False
     if settings.backend == "native" and not native.available():
@@ -145,7 +165,16 @@ def use_native(settings):
     return native.available()
 
 
-def iterate(state, plan, settings, limits, max_step, frozen, initial, start):
+def iterate(
+    state: State,
+    plan: Plan,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    max_step: np.ndarray,
+    frozen: np.ndarray,
+    initial: np.ndarray,
+    start: float,
+) -> tuple[int, bool]:
     """The numpy loop: sweeps and acceleration until the polish takes over, limb finish, stopping rules.
 
     Returns (iterations, converged). csrc/ewbik.c runs the same steps in C.

@@ -8,11 +8,18 @@ pinned bones, their falloffs, the frozen bones and root translation, so each ske
 plans it was asked for (`Skeleton.plan_cache`).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .polish import pin_trees, polish_plan
+
+if TYPE_CHECKING:
+    from .skeleton import Skeleton
 
 _PLANS_KEPT = 256  # plans kept per skeleton, the oldest dropped first (a crowd of 20 rigs asks for ~120)
 
@@ -44,7 +51,7 @@ class Plan:
     trees: list  # pin indices grouped by the solved bones they share (`polish.pin_trees`)
     polish: object  # one PolishPlan per tree of pins, or None where the sweeps minimise something else
     native_template: object = None  # the plan packed for the compiled loop, made on first use
-    lineage: "Lineage | None" = None  # made on first use (`lineage_of`): only restarts under limits ask
+    lineage: Lineage | None = None  # made on first use (`lineage_of`): only restarts under limits ask
 
 
 @dataclass
@@ -59,7 +66,13 @@ class Lineage:
     carries: np.ndarray
 
 
-def plan_solve(skeleton, pin_bones, falloffs, frozen, translate_root):
+def plan_solve(
+    skeleton: Skeleton,
+    pin_bones: Sequence[int],
+    falloffs: Sequence[float],
+    frozen: np.ndarray,
+    translate_root: bool,
+) -> Plan:
     """Which bones see which pins, and in which batches they are solved.
 
     A bone sees a pin on itself or below it. Reaching another pinned bone on
@@ -138,7 +151,7 @@ def _batch(bones, seen, below, parents, translate_root):
     return Batch(bones, seen_idx, factor, np.array(rows, int), np.array(pins, int), translating)
 
 
-def lineage_of(plan, skeleton, pin_bones):
+def lineage_of(plan: Plan, skeleton: Skeleton, pin_bones: np.ndarray) -> Lineage:
     """The plan's `Lineage`, made on first use and kept with it."""
     if plan.lineage is None:
         bones = np.flatnonzero(plan.solved)
@@ -166,7 +179,9 @@ def _limbs(skeleton, pin_bones, below, solved):
     return Limbs(*np.array(limbs, dtype=int).reshape(-1, 4).T)
 
 
-def missed_bones_each(plan, skeleton, pin_bones, movable, groups):
+def missed_bones_each(
+    plan: Plan, skeleton: Skeleton, pin_bones: np.ndarray, movable: np.ndarray, groups: np.ndarray
+) -> np.ndarray:
     """(K, N) bool: for each row of `groups` (K, P) bool, the `movable` (N,) solved bones that move
     a pin of that row, and those below them (`Attempt._missed_bones`)."""
     lineage = lineage_of(plan, skeleton, pin_bones)

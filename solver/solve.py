@@ -8,15 +8,18 @@ stages toward the targets), the solve itself (`attempt.py`: the loop, `loop.py`,
 what happens where the pins cannot all be met (`give_way.py`) and the poles (`poles.py`).
 """
 
+from __future__ import annotations
+
 import functools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .aim import solve_aimed
 from .attempt import SolveResult, solve_once
-from .balance import balanced
+from .balance import Body, balanced
 from .give_way import beyond_reach, give_way, limits_yield
 from .kusudama import JointLimits
 from .pins import Pin
@@ -30,8 +33,16 @@ from .validation import MAX_COORDINATE, SceneError, bone_array, bone_rotations, 
 
 
 def solve(
-    skeleton, pins, rotations, locations, settings, limits=None, stiffness=None, stretch=None, body=None
-):
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    settings: SolverSettings,
+    limits: JointLimits | None = None,
+    stiffness: np.ndarray | None = None,
+    stretch: np.ndarray | None = None,
+    body: Body | None = None,
+) -> SolveResult:
     """Move the skeleton's bones so the pinned bones reach their targets.
 
     `rotations` (N, 4) and `locations` (N, 3) are the local pose the solve starts

@@ -6,10 +6,14 @@ from a fixed start stops wherever its iterations meet the pins, so targets a lit
 otherwise give bodies far apart (docs/ARCHITECTURE.md, "One pose per set of targets").
 """
 
+from __future__ import annotations
+
 import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +23,12 @@ from .carried_root import carry_roots, places_roots
 from .loop import target_axes
 from .plan import missed_bones_each, plan_solve
 
+if TYPE_CHECKING:
+    from .kusudama import JointLimits
+    from .pins import Pin
+    from .settings import SolverSettings
+    from .skeleton import Skeleton
+
 _CONTINUATION_STEP = 0.2  # share of the rig's size a target moves per stage of the start's carry
 _CONTINUATION_STAGES = 8  # at most this many stages before the solve itself
 _STAGE_ITERATIONS = 30  # iterations of a stage of the carried start (they reach in 7 to 20)
@@ -27,7 +37,14 @@ _FAR_FROM_REST = 0.6  # share of the rig's size a pin misses by from rest for a 
 _REST_SINE = 1e-9  # sine of half a bone's turn from rest below which it is at rest
 
 
-def carried_start(skeleton, pins, rotations, locations, settings, stiffness):
+def carried_start(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    settings: SolverSettings,
+    stiffness: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """(rotations, locations, placed) of the start with its translating roots carried with the
     pins they see (`carry_roots`); placed: the torso placed a root (`places_roots`)."""
     if not settings.translate_root:
@@ -50,13 +67,21 @@ def carried_start(skeleton, pins, rotations, locations, settings, stiffness):
 
 
 @functools.lru_cache(maxsize=32)
-def kept_root(settings, placed):
+def kept_root(settings: SolverSettings, placed: bool) -> SolverSettings:
     """The settings of the carried start's stages: a root the torso placed keeps its head there
     (no root translation) until the solve itself."""
     return dataclasses.replace(settings, translate_root=False) if placed else settings
 
 
-def centred_start(skeleton, pins, rotations, locations, settings, limits, stiffness):
+def centred_start(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    stiffness: np.ndarray,
+) -> np.ndarray:
     """The start pose with the bones that move a missed pin started on their way to their
     limits' centres when they rest: as far as that pin misses, up to all the way when it misses
     by `_FAR_FROM_REST` of the rig's size.
@@ -126,7 +151,16 @@ class _Centring:
         return cls(centred, moving[:, centred], turn, 1.0 - stiffness[centred], plan.levels)
 
 
-def continued_start(skeleton, pins, rotations, locations, settings, limits, stiffness, started):
+def continued_start(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    stiffness: np.ndarray,
+    started: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """The start pose carried along the way to the targets: the pose the solve starts from.
 
     A solve from a fixed start stops wherever its iterations meet the pins; far from the start
@@ -252,13 +286,18 @@ def _start_frames(skeleton, bones, rotations, locations, levels):
     return skeleton.kept(("pinned frames", bones.tobytes(), rotations.tobytes(), locations.tobytes()), frames)
 
 
-def pinned_frames(skeleton, bones, pose, levels=None):
+def pinned_frames(
+    skeleton: Skeleton,
+    bones: np.ndarray | Sequence[int],
+    pose: tuple[np.ndarray, np.ndarray],
+    levels: tuple | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """World rotation matrices (P, 3, 3) and heads (P, 3) of the pinned `bones` in `pose`
     (rotations, locations); `levels` (`plan.levels`) keeps the pass to them and their ancestors."""
     world, heads = skeleton.frames(*pose, levels)
     return world[bones], heads[bones]
 
 
-def target_distances(pins, heads):
+def target_distances(pins: Sequence[Pin], heads: np.ndarray) -> np.ndarray:
     """(P,) how far each pin's target lies from its bone's head at `heads` (P, 3)."""
     return np.linalg.norm(np.array([pin.target_position for pin in pins]).reshape(-1, 3) - heads, axis=-1)

@@ -11,10 +11,14 @@ eigenvalue step, stay far below overflow and above underflow.
 import math
 import numbers
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .stretch import MAX_STRETCH
+
+if TYPE_CHECKING:  # skeleton.py imports this module
+    from .skeleton import Skeleton
 
 MAX_COORDINATE = 1e7
 """Largest accepted coordinate, length, target distance or tolerance (armature units)."""
@@ -124,7 +128,9 @@ def matrix(value, field):
     return np.array([vector(row, 4, f"{field}[{r}]") for r, row in enumerate(value)])
 
 
-def bone_array(skeleton, values, shape, field, bound):
+def bone_array(
+    skeleton: "Skeleton", values: np.ndarray, shape: tuple[int, ...], field: str, bound: float
+) -> np.ndarray:
     """Finite values within [-bound, bound]; fields name the bone in skeleton order (`bones[i].location`)."""
     try:
         arr = np.array(values, dtype=float, order="C")
@@ -142,7 +148,7 @@ def bone_array(skeleton, values, shape, field, bound):
     return arr
 
 
-def bone_rotations(skeleton, rotations):
+def bone_rotations(skeleton: "Skeleton", rotations: np.ndarray) -> np.ndarray:
     """(N, 4) the start pose's rotations as unit quaternions; a zero quaternion is refused, naming the bone."""
     arr = bone_array(skeleton, rotations, (len(skeleton), 4), "rotation", MAX_COORDINATE)
     norm = np.linalg.norm(arr, axis=-1)
@@ -152,7 +158,7 @@ def bone_rotations(skeleton, rotations):
     return arr / norm[:, None]
 
 
-def bone_stretch(skeleton, stretch):
+def bone_stretch(skeleton: "Skeleton", stretch: np.ndarray) -> np.ndarray:
     """(N,) each bone's maximum stretch, within [1, MAX_STRETCH]; SceneError naming the bone otherwise."""
     stretch = bone_array(skeleton, stretch, (len(skeleton),), "stretch", MAX_STRETCH)
     if np.any(stretch < 1.0):
