@@ -59,7 +59,7 @@ def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
     """(rotations, locations) of the start with each root of `roots` carried with its pins.
 
     roots: (root bone, indices of the pins it sees (P,), their falloff factors (P,)) per
-    translating root, as `solve.plan_solve` finds them; levels: the forward-kinematics levels
+    translating root, as `plan.plan_solve` finds them; levels: the forward-kinematics levels
     of the pinned bones and their ancestors. The inputs are not modified.
     """
     if not roots:

@@ -3,7 +3,7 @@
 numpy pays a few microseconds per call, and an EWBIK iteration is hundreds of
 small calls (one bone step per height, the forward pass, the acceleration), so
 the loop itself runs in C while planning, input checks and results stay in
-Python. The C code follows the numpy loop in solve.py step for step: the tests
+Python. The C code follows the numpy loop (loop.py) step for step: the tests
 hold the two to the same poses without Anderson acceleration, and to the same
 accuracy with it (rounding in its small least squares may steer a redundant
 skeleton to another, equally good pose). The numpy loop is what runs where the

@@ -8,7 +8,7 @@ targets: warm starts add no jitter of their own (restarts under limits still jum
 
 The residual is the sweeps' seven-point misfit written as twelve numbers per pin: the
 position error scaled by sqrt(w (1 + 2 sum w_axis)) and each axis' chord scaled by
-sqrt(2 w w_axis), so its squared norm is exactly `_State.errors`' total. A world-space turn
+sqrt(2 w w_axis), so its squared norm is exactly `loop.State.errors`' total. A world-space turn
 w of bone j about its head moves a pin below it by w x (pin - head_j) and turns each of the
 pin's axes by w x axis: the analytic Jacobian. Each bone's parameters are weighted by
 (largest max_step / its max_step)^2, so stiff bones cost more to move; every bone's turn is

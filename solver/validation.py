@@ -1,4 +1,5 @@
-"""Input checks shared by the scene parser, the settings, pins, skeletons and limits.
+"""Input checks shared by the scene parser, the settings, pins, skeletons, limits and `solve`'s
+per-bone arrays.
 
 Every refusal is a `SceneError` naming the offending field as a path into the scene document
 (`bones[3].limits.cones[0].direction`), so callers and tests tell errors apart by type and field,
@@ -10,8 +11,14 @@ eigenvalue step, stay far below overflow and above underflow.
 import math
 import numbers
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .stretch import MAX_STRETCH
+
+if TYPE_CHECKING:  # skeleton.py imports this module
+    from .skeleton import Skeleton
 
 MAX_COORDINATE = 1e7
 """Largest accepted coordinate, length, target distance or tolerance (armature units)."""
@@ -119,6 +126,47 @@ def matrix(value, field):
     if not isinstance(value, (list, tuple)) or len(value) != 4:
         raise SceneError(field, "must be a 4x4 matrix (4 rows of 4 numbers)")
     return np.array([vector(row, 4, f"{field}[{r}]") for r, row in enumerate(value)])
+
+
+def bone_array(
+    skeleton: "Skeleton", values: np.ndarray, shape: tuple[int, ...], field: str, bound: float
+) -> np.ndarray:
+    """Finite values within [-bound, bound]; fields name the bone in skeleton order (`bones[i].location`)."""
+    try:
+        arr = np.array(values, dtype=float, order="C")
+    except (TypeError, ValueError, OverflowError):
+        raise SceneError(field, f"must be an array of numbers of shape {shape}") from None
+    if arr.shape != shape:
+        raise SceneError(field, f"expected shape {shape}, got {arr.shape}")
+    if not np.abs(arr).max() <= bound:  # NaN fails the comparison too
+        bad = ~(np.isfinite(arr) & (np.abs(arr) <= bound)).reshape(shape[0], -1).all(-1)
+        i = int(np.flatnonzero(bad)[0])
+        raise SceneError(
+            f"bones[{i}].{field}",
+            f"contains NaN, infinity or a value beyond {bound:g} (bone '{skeleton.names[i]}')",
+        )
+    return arr
+
+
+def bone_rotations(skeleton: "Skeleton", rotations: np.ndarray) -> np.ndarray:
+    """(N, 4) the start pose's rotations as unit quaternions; a zero quaternion is refused, naming the bone."""
+    arr = bone_array(skeleton, rotations, (len(skeleton), 4), "rotation", MAX_COORDINATE)
+    norm = np.linalg.norm(arr, axis=-1)
+    if norm.min() < 1e-9:
+        i = int(np.flatnonzero(norm < 1e-9)[0])
+        raise SceneError(f"bones[{i}].rotation", f"is a zero quaternion (bone '{skeleton.names[i]}')")
+    return arr / norm[:, None]
+
+
+def bone_stretch(skeleton: "Skeleton", stretch: np.ndarray) -> np.ndarray:
+    """(N,) each bone's maximum stretch, within [1, MAX_STRETCH]; SceneError naming the bone otherwise."""
+    stretch = bone_array(skeleton, stretch, (len(skeleton),), "stretch", MAX_STRETCH)
+    if np.any(stretch < 1.0):
+        i = int(np.flatnonzero(stretch < 1.0)[0])
+        raise SceneError(
+            f"bones[{i}].stretch", f"must lie in [1, {MAX_STRETCH:g}] (bone '{skeleton.names[i]}')"
+        )
+    return stretch
 
 
 def _checked_array(value, shape, bound):

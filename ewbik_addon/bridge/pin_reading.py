@@ -173,7 +173,7 @@ def _make_pin(bone, location, rotation, props):
     """The solver's pin for one bone: its kind picks the weighed axes (or the aimed one), planted
     raises the priority.
 
-    Planted leaves the weight alone: giving way (`solver.solve`) already holds the pins of higher
+    Planted leaves the weight alone: giving way (`solver.give_way`) already holds the pins of higher
     priority, and a weight far above the others' made the body crawl toward the other targets
     (a hand reaching to the floor beside two feet weighing 1000 stopped 0.35 m short after 100
     iterations, and reached in 35 with equal weights)."""

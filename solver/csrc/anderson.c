@@ -1,4 +1,4 @@
-/* Anderson acceleration of the sweeps (solve._Anderson): the sweep seen as a fixed-point map on
+/* Anderson acceleration of the sweeps (anderson.Anderson): the sweep seen as a fixed-point map on
  * the solved bones' pose, extrapolated from the last few sweeps and kept where it lowers the
  * misfit. Each function mirrors its numpy namesake; see those for the reasoning behind every step. */
 #include <math.h>
@@ -7,7 +7,7 @@
 #include "loop_state.h"
 #include "vecmath.h"
 
-/* The solved bones' rotation vectors and locations (solve._Anderson._pose). */
+/* The solved bones' rotation vectors and locations (anderson.Anderson._pose). */
 static void pose_vector(const State *st, double *out)
 {
     const ewbik_problem *pb = st->pb;
@@ -18,14 +18,14 @@ static void pose_vector(const State *st, double *out)
     }
 }
 
-/* The pose a sweep starts from, the input its result is paired with (solve._Anderson.remember_start). */
+/* The pose a sweep starts from, the input its result is paired with (anderson.Anderson.remember_start). */
 void remember_start(State *st)
 {
     pose_vector(st, st->start);
 }
 
 /* The history dropped (the next sweeps start it afresh); the swept pose's misfit
- * (solve._Anderson._reject_history). */
+ * (anderson.Anderson._reject_history). */
 static double reject_history(State *st, int *reached)
 {
     st->history = 0;
@@ -34,7 +34,7 @@ static double reject_history(State *st, int *reached)
 }
 
 /* The sweep just run joins the history, its start pose as input and the swept pose as output;
- * past memory + 1 pairs the oldest goes (solve._Anderson._remember_sweep). */
+ * past memory + 1 pairs the oldest goes (anderson.Anderson._remember_sweep). */
 static void remember_sweep(State *st)
 {
     int dims = st->dims, memory = st->pb->acceleration;
@@ -49,7 +49,7 @@ static void remember_sweep(State *st)
 }
 
 /* Where the sweeps are heading, extrapolated from the history into st->guess; returns whether
- * it is finite (solve._Anderson._anderson_guess). */
+ * it is finite (anderson.Anderson._anderson_guess). */
 static int anderson_guess(State *st)
 {
     int dims = st->dims, m = st->history, k = m - 1;
@@ -76,7 +76,7 @@ static int anderson_guess(State *st)
 }
 
 /* The guess's rotations, limited and normalized, into st->saved; returns whether a bone would end
- * farther from the warm start than allowance_scale dampening steps (solve._Anderson._settle_guess). */
+ * farther from the warm start than allowance_scale dampening steps (anderson.Anderson._settle_guess). */
 static int settle_guess(State *st, double allowance_scale)
 {
     const ewbik_problem *pb = st->pb;
@@ -91,7 +91,7 @@ static int settle_guess(State *st, double allowance_scale)
 }
 
 /* The guess posed and kept if it lowers the total misfit; otherwise the swept pose back and the
- * history dropped (solve._Anderson._try_guess). Returns the new total. */
+ * history dropped (anderson.Anderson._try_guess). Returns the new total. */
 static double try_guess(State *st, double total, int *reached)
 {
     const ewbik_problem *pb = st->pb;
@@ -121,7 +121,7 @@ static double try_guess(State *st, double total, int *reached)
     return reject_history(st, reached);
 }
 
-/* One Anderson step after a sweep (solve._Anderson.extrapolate); returns the new total. */
+/* One Anderson step after a sweep (anderson.Anderson.extrapolate); returns the new total. */
 double extrapolate(State *st, double total, double allowance_scale, int *reached)
 {
     remember_sweep(st);

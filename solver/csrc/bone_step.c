@@ -1,4 +1,4 @@
-/* One bone's step of a sweep (solve._solve_batch for one row): the covariance of the pins it
+/* One bone's step of a sweep (bone_step.solve_batch for one row): the covariance of the pins it
  * solves for, the best turn, dampened and limited, guarded and committed. Each function mirrors
  * its numpy namesake; see those for the reasoning behind every step. */
 #include <math.h>
@@ -20,7 +20,7 @@ void parent_frame(const State *st, int b, double *frame)
 }
 
 /* What a bone step knows of the pins it solves for, measured from the bone's head
- * (solve._Covariance). */
+ * (bone_step._Covariance). */
 typedef struct {
     double s_origin[9];    /* the pins' origins: sum w_origin e t^T */
     double s_axes[9];      /* the pins' axes: sum w_axis e_a t_a^T */
@@ -32,7 +32,7 @@ typedef struct {
     double e0;       /* the references' estimate of the top eigenvalue */
 } Covariance;
 
-/* The covariances of the pins bone step `row` solves for (solve._pin_covariance). The sums run
+/* The covariances of the pins bone step `row` solves for (bone_step._pin_covariance). The sums run
  * in locals, which the compiler keeps in registers. */
 static void pin_covariance(const State *st, int row, const double *head, Covariance *cov)
 {
@@ -81,7 +81,7 @@ static void pin_covariance(const State *st, int row, const double *head, Covaria
     cov->w_sum = w_sum, cov->fit = fit, cov->axis_fit = axis_fit, cov->e0 = 0.5 * (fit + e0);
 }
 
-/* A translating root's rotation is fitted about the weighted means (solve._centre_translation). */
+/* A translating root's rotation is fitted about the weighted means (bone_step._centre_translation). */
 static void centre_translation(Covariance *cov)
 {
     double w_sum = fmax(cov->w_sum, 1e-300);
@@ -94,7 +94,7 @@ static void centre_translation(Covariance *cov)
             cov->s_origin[3 * r + c] -= w_sum * (cov->mean_e[r] * cov->mean_t[c]);
 }
 
-/* The best world turn about the head: QCP on the scaled covariance (solve._fit_rotation). */
+/* The best world turn about the head: QCP on the scaled covariance (bone_step._fit_rotation). */
 static void fit_rotation(const ewbik_problem *pb, const Covariance *cov, double *delta)
 {
     double s_scaled[9];
@@ -103,7 +103,7 @@ static void fit_rotation(const ewbik_problem *pb, const Covariance *cov, double 
     qcp_rotation_from_covariance(s_scaled, pb->prefer_small, pb->adjugate_trust, !pb->exact, cov->e0, delta);
 }
 
-/* solve._clamp_angle for one rotation. */
+/* bone_step._clamp_angle for one rotation. */
 static void clamp_angle(double *q, double max_angle, double relaxation)
 {
     quat_normalize(q);
@@ -117,7 +117,7 @@ static void clamp_angle(double *q, double max_angle, double relaxation)
         q[i] *= scale;
 }
 
-/* The turn over-relaxed and cut to the bone's dampening; a cut marks the sweep (solve._dampen_turn). */
+/* The turn over-relaxed and cut to the bone's dampening; a cut marks the sweep (bone_step._dampen_turn). */
 static void dampen_turn(State *st, int b, int translating, double *delta)
 {
     const ewbik_problem *pb = st->pb;
@@ -126,7 +126,7 @@ static void dampen_turn(State *st, int b, int translating, double *delta)
     clamp_angle(delta, translating ? PI : pb->max_step[b], translating ? 1.0 : pb->relaxation);
 }
 
-/* The bone's local rotation after the world turn (solve._turn_locally). */
+/* The bone's local rotation after the world turn (bone_step._turn_locally). */
 static void turn_locally(const double *frame, const double *delta, const double *old_local, double *new_local)
 {
     double local_delta[4];
@@ -136,7 +136,7 @@ static void turn_locally(const double *frame, const double *delta, const double 
 }
 
 /* The new local rotation held to the bone's limits, and the world turn it now amounts to
- * (solve._apply_limits). */
+ * (bone_step._apply_limits). */
 static void apply_limits(const ewbik_problem *pb, int b, const double *frame, const double *old_local, int iteration,
                          double *new_local, double *delta)
 {
@@ -149,7 +149,7 @@ static void apply_limits(const ewbik_problem *pb, int b, const double *frame, co
     matvec(frame, local_delta + 1, delta + 1);
 }
 
-/* A translating root's shift: the targets' mean less the turned effectors' mean (solve._root_shift). */
+/* A translating root's shift: the targets' mean less the turned effectors' mean (bone_step._root_shift). */
 static void root_shift(const Covariance *cov, const double *turn, double *shift)
 {
     double turned[3];
@@ -159,7 +159,7 @@ static void root_shift(const Covariance *cov, const double *turn, double *shift)
 }
 
 /* The stabilization guard: a step that worsens the misfit of the bone's own pins beyond rounding
- * is undone (solve._guard_step). */
+ * is undone (bone_step._guard_step). */
 static void guard_step(const ewbik_problem *pb, const Covariance *cov, const double *old_local, double *turn,
                        double *new_local, double *shift)
 {
@@ -180,7 +180,7 @@ static void guard_step(const ewbik_problem *pb, const Covariance *cov, const dou
 }
 
 /* The step written: the bone's rotation, the pins it carries turned about its head and shifted,
- * a translating root's location (solve._commit_step). */
+ * a translating root's location (bone_step._commit_step). */
 static void commit_step(State *st, int row, const double *frame, const double *new_local, const double *turn,
                         const double *shift)
 {
@@ -207,7 +207,7 @@ static void commit_step(State *st, int row, const double *frame, const double *n
     }
 }
 
-/* One EWBIK bone step (solve._solve_batch for one row, the same steps); `limited_batch`: whether
+/* One EWBIK bone step (bone_step.solve_batch for one row, the same steps); `limited_batch`: whether
  * a bone of the row's batch has limits (numpy then normalizes every new rotation of the batch). */
 void solve_bone_step(State *st, int row, int iteration, int limited_batch)
 {

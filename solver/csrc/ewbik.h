@@ -1,4 +1,4 @@
-/* The EWBIK iteration loop in C: the steps of solver/solve.py's numpy loop, one bone
+/* The EWBIK iteration loop in C: the steps of solver/loop.py's numpy loop, one bone
  * at a time, so an iteration costs microseconds instead of hundreds of numpy calls.
  * Python (solver/native.py) plans, validates and packs; the library only iterates. */
 #ifndef EWBIK_EWBIK_H

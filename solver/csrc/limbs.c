@@ -1,4 +1,4 @@
-/* The analytic finish of two-bone limbs (solve._finish_limbs with two_bone.two_bone_ik): each
+/* The analytic finish of two-bone limbs (limbs.finish_limbs with two_bone.two_bone_ik): each
  * limb placed exactly where the iterations leave it short, kept only where its pin gets closer.
  * Each function mirrors its numpy namesake; see those for the reasoning behind every step. */
 #include <math.h>
@@ -43,7 +43,7 @@ static void two_bone_ik(const double *root, const double *target, double r1, dou
     }
 }
 
-/* The side stuck limb l's joint may bend to (solve._allowed_bends): opposite to where the
+/* The side stuck limb l's joint may bend to (limbs.allowed_bends): opposite to where the
  * centre of the lower bone's allowed swings tilts it from the upper bone; the upper bone's
  * direction where that centre shows no tilt. */
 static void allowed_bend(State *st, int l, double *bend)
@@ -124,7 +124,7 @@ static int place_limb(State *st, int l, double allowance_scale, const double *be
 }
 
 /* Whether limb l's joint is limited, the limb straight though its target asks for more bend,
- * and its pin missed (solve._stuck): where a stalled polish tries the finish. */
+ * and its pin missed (limbs.stuck_limbs): where a stalled polish tries the finish. */
 static int stuck(const State *st, int l)
 {
     const ewbik_problem *pb = st->pb;
@@ -147,7 +147,7 @@ static int stuck(const State *st, int l)
 }
 
 /* Place every limb, keep each only if its pin got no farther and no bone travelled too far
- * (solve._finish_limbs). Each joint bends to the side it is bent to now; with `stuck_only` only the stuck limbs are
+ * (limbs.finish_limbs). Each joint bends to the side it is bent to now; with `stuck_only` only the stuck limbs are
  * placed, each bent to its limits' side. */
 void finish_limbs(State *st, double allowance_scale, int stuck_only)
 {

@@ -1,5 +1,5 @@
-/* The loop (solve._iterate with its _Loop): the state's forward pass and misfits (solve._State),
- * the sweep (solve._sweep), the iterations with their stopping rules, and the answer's errors.
+/* The loop (loop.iterate with its _Loop): the state's forward pass and misfits (loop.State),
+ * the sweep (loop._sweep), the iterations with their stopping rules, and the answer's errors.
  * Each function mirrors its numpy namesake; see those for the reasoning behind every step. */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -93,7 +93,7 @@ static double squared_errors(const State *st, int p, double *axis2)
     return pos2;
 }
 
-/* The seven-point misfit of pin p (_State.pin_costs). */
+/* The seven-point misfit of pin p (loop.State.pin_costs). */
 double pin_cost(const State *st, int p)
 {
     const double *w = st->pb->axis_weight + 3 * p;
@@ -141,7 +141,7 @@ static int batch_limited(const ewbik_problem *pb, int batch)
     return 0;
 }
 
-/* One EWBIK iteration (solve._sweep): every batch's bone steps, then an Anderson step if `accelerate`. */
+/* One EWBIK iteration (loop._sweep): every batch's bone steps, then an Anderson step if `accelerate`. */
 static double sweep(State *st, int iteration, int accelerate, int *reached)
 {
     const ewbik_problem *pb = st->pb;
@@ -159,7 +159,7 @@ static double sweep(State *st, int iteration, int accelerate, int *reached)
     return total;
 }
 
-/* Position error and orientation error over the weighted axes (_State.pin_errors). */
+/* Position error and orientation error over the weighted axes (loop.State.pin_errors). */
 static void report_errors(const State *st)
 {
     const ewbik_problem *pb = st->pb;
@@ -215,7 +215,7 @@ static int allocate(State *st)
     return 0;
 }
 
-/* The loop's state between iterations (solve._Loop); its named steps follow, as in numpy. */
+/* The loop's state between iterations (loop._Loop); its named steps follow, as in numpy. */
 typedef struct {
     State st;
     Polish polish;

@@ -6,7 +6,7 @@
 #include "ewbik.h"
 #include "internal.h"
 
-/* The pose's frames, the pins' current places and the buffers of one solve (solve._State, with
+/* The pose's frames, the pins' current places and the buffers of one solve (loop.State, with
  * the Anderson history and the limb finish's scratch). */
 typedef struct {
     const ewbik_problem *pb;
@@ -34,18 +34,18 @@ typedef struct {
     PolishTree *trees;
 } Polish;
 
-/* loop.c: the state's forward pass and misfits (solve._State) */
+/* loop.c: the state's forward pass and misfits (loop.State) */
 INTERNAL void forward(State *st);
 INTERNAL double pin_cost(const State *st, int p);
 INTERNAL int pin_reached(const State *st, int p, double tolerance);
 INTERNAL double total_errors(const State *st, int *reached);
 
-/* bone_step.c: one bone's step (solve._solve_batch) and what the jumps share with it */
+/* bone_step.c: one bone's step (bone_step.solve_batch) and what the jumps share with it */
 INTERNAL void parent_frame(const State *st, int b, double *frame);
 INTERNAL void solve_bone_step(State *st, int row, int iteration, int limited_batch);
 INTERNAL int settle(const ewbik_problem *pb, int b, double *q, double allowance_scale);
 
-/* anderson.c: Anderson acceleration of the sweeps (solve._Anderson) */
+/* anderson.c: Anderson acceleration of the sweeps (anderson.Anderson) */
 INTERNAL void remember_start(State *st);
 INTERNAL double extrapolate(State *st, double total, double allowance_scale, int *reached);
 
@@ -53,7 +53,7 @@ INTERNAL double extrapolate(State *st, double total, double allowance_scale, int
 INTERNAL void least_squares(double *columns, int dims, int k, const double *r, double *v, double *sigma, double *g);
 INTERNAL int cholesky_solve(double *a, int n, double *b);
 
-/* limbs.c: the analytic finish of two-bone limbs (solve._finish_limbs) */
+/* limbs.c: the analytic finish of two-bone limbs (limbs.finish_limbs) */
 INTERNAL void finish_limbs(State *st, double allowance_scale, int stuck_only);
 INTERNAL int any_stuck(const State *st);
 INTERNAL int others_reached(const State *st);

@@ -166,7 +166,7 @@ static inline void quat_log(const double *q_in, double *v)
     v[0] = s * q[1], v[1] = s * q[2], v[2] = s * q[3];
 }
 
-/* The unit quaternion of a rotation vector (solve._exp). */
+/* The unit quaternion of a rotation vector (anderson._exp). */
 static inline void quat_exp(const double *v, double *q)
 {
     double n = sqrt(dot3(v, v)), scale = sin(0.5 * n) / (n > EPS ? n : 1.0);

@@ -12,7 +12,8 @@ from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_
 from solver.presets import apply_limit_preset
 from solver.scene import parse_scene
 from solver.carried_root import FULL_CARRY, NO_CARRY, carry_roots
-from solver.solve import plan_solve, solve
+from solver.plan import plan_solve
+from solver.solve import solve
 from tests.solver.conftest import EXAMPLES
 
 CLIP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap", "cmu_131_01.bvh")

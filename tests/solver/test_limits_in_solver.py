@@ -1,7 +1,6 @@
 """Joint limits inside the solver: no violations, real mocap reached with the humanoid preset."""
 
 import dataclasses
-import importlib
 import math
 import os
 import pathlib
@@ -12,6 +11,7 @@ import pytest
 from bench.mocap import load_bvh
 from solver import quat
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
+from solver.attempt import Attempt, attempt_for
 from solver.pins import Pin
 from solver.presets import preset_limits
 from solver.settings import SolverSettings
@@ -20,7 +20,6 @@ from solver.solve import solve
 
 from tests.solver.conftest import ONE_ATTEMPT, captured_pins
 
-solve_module = importlib.import_module("solver.solve")  # the package's `solve` is the function
 
 MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
 CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
@@ -231,8 +230,8 @@ def test_only_a_reachable_miss_is_worth_a_restart(scale, attempts, monkeypatch):
     restarts; the same chain dragged beyond its length (three unit bones from the fixed root's
     head) gets nothing from a restart and runs none."""
     runs = []
-    original = solve_module._Attempt.run
-    monkeypatch.setattr(solve_module._Attempt, "run", lambda self: runs.append(1) or original(self))
+    original = Attempt.run
+    monkeypatch.setattr(Attempt, "run", lambda self: runs.append(1) or original(self))
     skeleton = chain_skeleton(4)
     bend = np.array([0.0, math.cos(math.radians(120)), math.sin(math.radians(120))])
     limits = JointLimits({2: Kusudama([LimitCone(Y, 0.05), LimitCone(bend, 0.05)], TwistLimit(-0.1, 0.1))}, 4)
@@ -261,7 +260,5 @@ def test_a_restart_reaches_every_limited_bone_of_a_chain_of_three_hundred():
     target[:3, 3] = (50.0, 250.0, 0.0)
     pins = [Pin("b299", target, orientation_weights=(0.0, 0.0, 0.0))]
     rotations, locations = np.tile([1.0, 0.0, 0.0, 0.0], (300, 1)), np.zeros((300, 3))
-    attempt = solve_module._attempt_for(
-        skeleton, pins, rotations, locations, SolverSettings(), limits, np.zeros(300), 0.0
-    )
+    attempt = attempt_for(skeleton, pins, rotations, locations, SolverSettings(), limits, np.zeros(300), 0.0)
     assert attempt._missed_bones(np.array([True])).all()

@@ -26,8 +26,9 @@ from solver import (
     solve,
 )
 from solver.loop_constants import POLISH_MAX_PINS
+from solver.loop import State
+from solver.plan import plan_solve
 from solver.polish import Polisher, damped_step, jacobian, residuals
-from solver.solve import _State, plan_solve
 from tests.solver.conftest import ONE_ATTEMPT, pose_matrices
 from tests.solver.test_mocap import CLIPS
 from tests.solver.test_solve import chain_skeleton, random_problem
@@ -40,7 +41,7 @@ def polished_problem(seed, n_bones=10, n_pins=3, translate_root=False):
     work = skeleton.normalized()
     pin_bones = [skeleton.index[p.bone] for p in pins]
     plan = plan_solve(work, pin_bones, [1.0] * len(pins), np.zeros(len(skeleton), dtype=bool), translate_root)
-    state = _State(
+    state = State(
         work,
         pins,
         pin_bones,
@@ -295,7 +296,7 @@ def test_each_trees_jacobian_matches_finite_differences_and_moves_no_other_tree(
     work = crowd.normalized()
     pin_bones = [crowd.index[p.bone] for p in pins]
     plan = plan_solve(work, pin_bones, [1.0] * len(pins), np.zeros(len(crowd), bool), translate_root)
-    state = _State(
+    state = State(
         work, pins, pin_bones, quat.normalize(rotations), locations / crowd.unit, plan.levels, crowd.unit
     )
     state.forward()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from solver import Pin, Skeleton, SolverSettings, quat, solve
-from solver.solve import _clamp_angle
+from solver.bone_step import _clamp_angle
 from solver.two_bone import two_bone_ik
 from solver.validation import SceneError
 from tests.solver.conftest import (
@@ -472,15 +472,17 @@ def test_the_numpy_loop_checks_the_budget_between_batches(monkeypatch):
 
     The clock is a counter that advances 1 ms per reading, so the test means the same on any machine.
     """
-    solve_module = importlib.import_module("solver.solve")
     skeleton = chain_skeleton(40)
     rotations, locations = identity_pose(40)
     pins = [Pin("b39", translation((10.0, 20.0, 5.0)), orientation_weights=POSITION_ONLY)]
     clock = iter(range(1_000_000))
-    monkeypatch.setattr(solve_module, "time", types.SimpleNamespace(perf_counter=lambda: next(clock) * 1e-3))
+    fake_time = types.SimpleNamespace(perf_counter=lambda: next(clock) * 1e-3)
+    for module in ("solver.solve", "solver.attempt", "solver.loop"):  # every reader of the clock
+        monkeypatch.setattr(importlib.import_module(module), "time", fake_time)
+    loop_module = importlib.import_module("solver.loop")
     batches = []
-    real_batch = solve_module._solve_batch
-    monkeypatch.setattr(solve_module, "_solve_batch", lambda *args: batches.append(1) or real_batch(*args))
+    real_batch = loop_module.solve_batch
+    monkeypatch.setattr(loop_module, "solve_batch", lambda *args: batches.append(1) or real_batch(*args))
     config = SolverSettings(
         iterations=100,
         tolerance=0.0,
