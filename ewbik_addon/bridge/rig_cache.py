@@ -51,7 +51,6 @@ class PinnedChains:
     pinned: tuple  # the pinned bones' names these chains were made for
     rows: np.ndarray  # pose.bones index of each chain bone, in `skeleton` order
     skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
-    stiffness: np.ndarray = None  # `skeleton` order
     stretch: np.ndarray = None  # `skeleton` order, each bone's maximum stretch
     limits: JointLimits = None
     limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
@@ -102,6 +101,15 @@ class Rig:
     chains: PinnedChains = None  # what a solve_armature hands to the solver
     body: Body | None = None  # segment masses and feet for balance (`balance_body.rig_body`)
     chains_body: tuple = None  # (what it was made from, the Body of `chains`) (`balance_body.chains_body`)
+
+    def solve_stiffness(self, locks, rows=slice(None)):
+        """Each bone's stiffness as a solve hands it to the solver (pose.bones order, or those
+        `rows` of it): 1 where no solve may turn the bone, fully stiff, fully rotation-locked
+        (`read_locks`) or held (`held`). The one rule for what the solver may move: the solves,
+        the driven bones, Target Follow's root and the scene document read it here."""
+        stiffness = self.stiffness[self.to_solver[rows]]
+        stiffness[(locks.fully_locked | self.held)[rows]] = 1.0
+        return stiffness
 
 
 _rigs = {}  # object session uid -> Rig
@@ -312,7 +320,7 @@ def _apply_bone_settings(obj, rig, stiffness, stretch, limit_keys, locks):
         _set_joint_limits(obj, rig, limit_keys)
         rig.limit_keys = limit_keys
     rig.held = _held_bones(rig) | rig.placed
-    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
+    rig.driven = _driven_bones(rig, rig.solve_stiffness(locks) >= 1.0)
     rig.chains = _chains_with_settings(rig)
 
 
@@ -365,7 +373,7 @@ def _bone_limits(bone, limit):
 
 
 def _chains_with_settings(rig):
-    """The rig's PinnedChains with its current stiffness and limits (None without pins); the
+    """The rig's PinnedChains with its current stretch and limits (None without pins); the
     chains' skeleton is made again only when the pinned bones changed."""
     pinned = tuple(bone for bone, _ in rig.pins)
     if not pinned:
@@ -381,7 +389,6 @@ def _chains_with_settings(rig):
         limits = JointLimits(kusudamas, len(in_rig)) if kusudamas else None
     return dataclasses.replace(
         chains,
-        stiffness=rig.stiffness[in_rig],
         stretch=rig.stretch[in_rig],
         limits=limits,
         limits_of=rig.limits,
