@@ -11,7 +11,8 @@ from ..solve.armature_solve import read_start_pose, solver_settings
 
 def scene_document(obj):
     """The armature as a scene document, version 1 (export, bug reports): its pose is the pose
-    underneath (`pose_underneath`), where a solve of it starts.
+    underneath (`pose_underneath`), where a solve of it starts, and each bone's stiffness the one
+    a solve hands the solver (`Rig.solve_stiffness`: 1 for locked and held bones).
 
     Every solver setting is written (`SETTINGS_FIELDS`), and each bone's `blender` field carries
     what the solver ignores but Blender needs to rebuild and pose the rig the same way: rotation
@@ -22,8 +23,7 @@ def scene_document(obj):
     rig = rig_for(obj, True)
     locks = read_start_pose(obj, rig, False)[2]
     rotations, locations = start_pose(rig)
-    stiffness = rig.stiffness[rig.to_solver].copy()
-    stiffness[locks.fully_locked] = 1.0
+    stiffness = rig.solve_stiffness(locks)
     rest_bones = {bone["name"]: bone for bone in scene_bones(obj)}
     bones = []
     for index, name in enumerate(rig.names):
