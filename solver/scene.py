@@ -36,12 +36,18 @@ _PIN_KEYS = {"bone", "target", "weight", "orientation_weights", "falloff", "prio
 SETTINGS_FIELDS = tuple(field for field in FIELDS if field != "backend")
 """The settings a scene document carries: every `SolverSettings` field but the choice of loop."""
 ROTATION_MODES = ("QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
-_BLENDER_KEYS = {
+_POSE_BONE_KEYS = {
     "rotation_mode": lambda v, f: _choice(v, f, ROTATION_MODES),
     "lock_rotation": lambda v, f: _flags(v, 3, f),
     "lock_rotation_w": flag,
     "lock_rotations_4d": flag,
     "lock_location": lambda v, f: _flags(v, 3, f),
+}
+POSE_BONE_FIELDS = tuple(_POSE_BONE_KEYS)
+"""The `blender` fields that are the pose bone's properties of the same name: its rotation mode
+and its rotation and location locks."""
+_BLENDER_KEYS = {
+    **_POSE_BONE_KEYS,
     "connected": flag,
     "collections": lambda v, f: [name(c, f"{f}[{k}]") for k, c in enumerate(_list(v, f))],
 }

@@ -1,6 +1,6 @@
 """The armature as a scene document (export, bug reports), read as a solve would read it."""
 
-from ...solver.scene import SETTINGS_FIELDS
+from ...solver.scene import POSE_BONE_FIELDS, SETTINGS_FIELDS
 from ..bridge.pin_reading import read_pins
 from ..bridge.pose_underneath import start_pose
 from ..bridge.rig_cache import rig_for
@@ -65,12 +65,9 @@ def scene_document(obj):
 def _blender_fields(pose_bone):
     """A bone's `blender` field of the scene document."""
     bone = pose_bone.bone
+    values = {key: getattr(pose_bone, key) for key in POSE_BONE_FIELDS}
     return {
-        "rotation_mode": pose_bone.rotation_mode,
-        "lock_rotation": list(pose_bone.lock_rotation),
-        "lock_rotation_w": pose_bone.lock_rotation_w,
-        "lock_rotations_4d": pose_bone.lock_rotations_4d,
-        "lock_location": list(pose_bone.lock_location),
+        **{key: value if isinstance(value, (bool, str)) else list(value) for key, value in values.items()},
         "connected": bone.use_connect,
         "collections": [collection.name for collection in bone.collections],
     }

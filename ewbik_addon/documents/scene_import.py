@@ -19,7 +19,7 @@ import numpy as np
 from mathutils import Matrix, Quaternion, Vector
 
 from ...solver import SolverSettings
-from ...solver.scene import SETTINGS_FIELDS, parse_scene
+from ...solver.scene import POSE_BONE_FIELDS, SETTINGS_FIELDS, parse_scene
 from ...solver.validation import SceneError
 from ..bridge.targets import new_pole, new_target
 from ..com.armature_checks import RigError, armature_scale, check_writable, limits_lock
@@ -142,16 +142,13 @@ def rotation_values(mode, quaternion, euler):
     return channel, quaternion.to_euler(mode, euler)
 
 
-_LOCKS = ("lock_rotation", "lock_rotation_w", "lock_rotations_4d", "lock_location")
-
-
 def bone_assignments(pose_bone, bone):
     """(owner, property, value) for one bone: rotation mode and locks first, then the pose,
     stiffness and stretch."""
     blender = bone.get("blender") or {}
     assignments = [
         (pose_bone, key, tuple(blender[key]) if isinstance(blender[key], list) else blender[key])
-        for key in ("rotation_mode", *_LOCKS)
+        for key in POSE_BONE_FIELDS
         if key in blender
     ]
     mode = blender.get("rotation_mode", pose_bone.rotation_mode)
