@@ -18,6 +18,7 @@ from ..ewbik_addon.com.active import (
 )
 from ..ewbik_addon.com.limit_settings import set_limits
 from ..ewbik_addon.com.messages import count
+from ..ewbik_addon.com.stored_settings import stored_bone_limits
 from ..ewbik_addon.limits.limit_presets import fitted_preset, preset_report, store_preset
 from ..solver import presets
 
@@ -173,7 +174,8 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
             self.report({"WARNING"}, "No bones selected")
             return {"CANCELLED"}
         for pose_bone in chosen:
-            set_limits(pose_bone.bone.ewbik, {})
+            if stored_bone_limits(pose_bone.bone) is not None:
+                set_limits(pose_bone.bone.ewbik, {})
         self.report({"INFO"}, f"Limits cleared on {count(len(chosen), 'bone')}")
         return {"FINISHED"}
 

@@ -17,7 +17,12 @@ from ...solver.kusudama import JointLimits, Kusudama
 from ..com.armature_checks import MIN_BONE_LENGTH, RigError, check_armature
 from ..com.limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
 from ..com.messages import deleted_targets
-from ..com.stored_settings import stored_bone_limits, stored_bone_settings, stored_object
+from ..com.stored_settings import (
+    bone_setting_default,
+    stored_bone_limits,
+    stored_bone_settings,
+    stored_object,
+)
 from ..rigs import production_rigs
 from ..rigs.production_checks import placed_controls, posed_bones, with_mechanism
 from .pose_io import PoseBuffers, read_locks
@@ -287,15 +292,15 @@ def _read_bone_settings(obj):
     from it.
     """
     pins, poles, stiffness, stretch, limit_keys = [], [], [], [], []
-    defaults = bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties
+    default_stiffness, default_stretch = bone_setting_default("stiffness"), bone_setting_default("stretch")
     for pose_bone in obj.pose.bones:
         limits = stored_bone_limits(pose_bone.bone)
         if has_limits(limits):
             limit_keys.append((pose_bone.name, limits_key(limits), limits.comfort))
         props = stored_bone_settings(pose_bone)
         if props is None:
-            stiffness.append(defaults["stiffness"].default)
-            stretch.append(defaults["stretch"].default)
+            stiffness.append(default_stiffness)
+            stretch.append(default_stretch)
             continue
         target = stored_object(props, "target")
         if target is not None:

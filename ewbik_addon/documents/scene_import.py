@@ -25,7 +25,13 @@ from ..bridge.targets import new_pole, new_target
 from ..com.armature_checks import RigError, armature_scale, check_writable, limits_lock
 from ..com.limit_settings import has_limits, limits_dict, same_limits, set_limits
 from ..com.rotation_channels import rotation_channel
-from ..com.stored_settings import batched_updates, bone_target, stored_bone_limits, stored_solver_settings
+from ..com.stored_settings import (
+    batched_updates,
+    bone_setting,
+    bone_target,
+    stored_bone_limits,
+    stored_solver_settings,
+)
 
 MAX_NAME_BYTES = 63  # Blender truncates longer bone names
 REST_TOLERANCE = 1e-4  # of the rig's size: float32 rest matrices of an exported rig match within this
@@ -144,7 +150,8 @@ def rotation_values(mode, quaternion, euler):
 
 def bone_assignments(pose_bone, bone):
     """(owner, property, value) for one bone: rotation mode and locks first, then the pose,
-    stiffness and stretch."""
+    stiffness and stretch; a setting the bone has already is left alone, so a bone that stores
+    no settings is given none (`stored_settings`)."""
     blender = bone.get("blender") or {}
     assignments = [
         (pose_bone, key, tuple(blender[key]) if isinstance(blender[key], list) else blender[key])
@@ -155,15 +162,18 @@ def bone_assignments(pose_bone, bone):
     rotation = Quaternion(bone.get("rotation", (1.0, 0.0, 0.0, 0.0))).normalized()
     assignments.append((pose_bone, *rotation_values(mode, rotation, pose_bone.rotation_euler)))
     assignments.append((pose_bone, "location", tuple(bone.get("location", (0.0, 0.0, 0.0)))))
+    settings = []
     stiffness = float(bone.get("stiffness", 0.0))
     locked = blender.get("lock_rotation", pose_bone.lock_rotation)
     if not (stiffness == 1.0 and all(locked)):
         # Export writes 1 for fully locked bones; the locks already freeze them here,
         # and storing 1 would keep them frozen after the animator unlocks them.
-        assignments.append((pose_bone.ewbik, "stiffness", stiffness))
+        settings.append(("stiffness", stiffness))
     if "stretch" in bone:
-        assignments.append((pose_bone.ewbik, "stretch", float(bone["stretch"])))
-    return assignments
+        settings.append(("stretch", float(bone["stretch"])))
+    return assignments + [
+        (pose_bone.ewbik, name, value) for name, value in settings if value != bone_setting(pose_bone, name)
+    ]
 
 
 def settings_assignments(obj, settings):
