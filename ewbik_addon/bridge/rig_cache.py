@@ -13,9 +13,9 @@ import numpy as np
 
 from ...solver import Skeleton
 from ...solver.balance import Body
-from ...solver.kusudama import JointLimits, Kusudama
+from ...solver.kusudama import JointLimits, Kusudama, cone_direction
 from ..com.armature_checks import MIN_BONE_LENGTH, RigError, check_armature
-from ..com.limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
+from ..com.limit_settings import has_limits, limits_dict, limits_key
 from ..com.messages import deleted_targets
 from ..com.stored_settings import (
     bone_setting_default,
@@ -365,11 +365,10 @@ def _bone_limits(bone, limit):
     any length. Bad limits raise RigError naming the bone."""
     cones = []
     for i, cone in enumerate(limit["cones"]):
-        direction = np.array(cone["direction"], dtype=float)
-        length = np.linalg.norm(direction)
-        if not np.isfinite(length) or length < MIN_DIRECTION:
+        direction = cone_direction(cone["direction"])
+        if direction is None:
             raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
-        cones.append({"direction": (direction / length).tolist(), "radius": float(cone["radius"])})
+        cones.append({"direction": direction.tolist(), "radius": float(cone["radius"])})
     limit = {**limit, "cones": cones}
     try:
         return limit, Kusudama.from_dict(limit, bone=bone)

@@ -5,9 +5,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...solver.kusudama import Kusudama, LimitCone, TwistLimit
-
-MIN_DIRECTION = 1e-9  # shorter cone directions have none: refused by the solve, skipped by the overlay
+from ...solver.kusudama import Kusudama, LimitCone, TwistLimit, cone_direction
 
 
 def scene_bones(obj):
@@ -77,8 +75,8 @@ def _as_stored(limits):
         return tuple(np.asarray(values, dtype=np.float32).tolist())
 
     def unit(direction):
-        direction = np.asarray(direction, dtype=float)
-        return direction / max(float(np.linalg.norm(direction)), MIN_DIRECTION)
+        axis = cone_direction(direction)
+        return direction if axis is None else axis
 
     twist = limits.get("twist")
     return (
@@ -116,10 +114,9 @@ def kusudama_from_key(key):
     cone_rows, twist_range = key
     cones = []
     for *direction, radius in cone_rows:
-        direction = np.asarray(direction, dtype=float)
-        length = float(np.linalg.norm(direction))
-        if np.isfinite(length) and length > MIN_DIRECTION and np.isfinite(radius):
-            cones.append(LimitCone(tuple(direction / length), max(0.0, float(radius))))
+        axis = cone_direction(direction)
+        if axis is not None and np.isfinite(radius):
+            cones.append(LimitCone(tuple(axis), max(0.0, float(radius))))
     twist = None
     if twist_range is not None and twist_range[0] <= twist_range[1]:
         twist = TwistLimit(*twist_range)
