@@ -310,19 +310,16 @@ def _clamped(stored, wanted):
 
 
 def _clamped_limits(bone, limits):
-    settings = bone.ewbik
+    """Notes on the cone radii Blender clamped (to a half turn, which allows every direction); a
+    twist range always fits, the twist properties take the solver's whole range."""
     wanted = [cone["radius"] for cone in limits.get("cones", ())]
-    stored = [cone.radius for cone in settings.cones]
-    notes = [
+    stored = [cone.radius for cone in bone.ewbik.cones]
+    return [
         f"bone '{bone.name}': cone {i + 1} radius {math.degrees(w):.1f} deg was clamped to "
         f"{math.degrees(s):.1f} deg"
         for i, (w, s) in enumerate(zip(wanted, stored))
         if _clamped(s, w)
     ]
-    twist = limits.get("twist")
-    if twist is not None and _clamped((settings.twist_min, settings.twist_max), (twist["min"], twist["max"])):
-        notes.append(f"bone '{bone.name}': twist limits were clamped to Blender's range")
-    return notes
 
 
 def _label(owner):

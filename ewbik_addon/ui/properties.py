@@ -34,6 +34,7 @@ from ...solver.kusudama import cone_direction
 from ...solver.pins import AIM_AXES
 from ...solver.settings import MAX_SOFT_REACH
 from ...solver.stretch import MAX_STRETCH
+from ...solver.validation import MAX_ANGLE
 from ..com import active, messages, stored_settings
 from ..com.stored_settings import batched_updates, bone_target, settings_changed
 from ..limits import body_angles
@@ -318,8 +319,8 @@ class EWBIK_PG_bone_limits(bpy.types.PropertyGroup):
         description="Furthest the bone may twist one way about its own axis (typing a Min above Max moves "
         "Max along)",
         subtype="ANGLE",
-        min=-2.0 * math.pi,
-        max=2.0 * math.pi,
+        min=-MAX_ANGLE,
+        max=MAX_ANGLE,
         soft_min=-math.pi,
         soft_max=math.pi,
         default=math.radians(-45.0),
@@ -331,8 +332,8 @@ class EWBIK_PG_bone_limits(bpy.types.PropertyGroup):
         description="Furthest the bone may twist the other way about its own axis (typing a Max below Min "
         "moves Min along)",
         subtype="ANGLE",
-        min=-2.0 * math.pi,
-        max=2.0 * math.pi,
+        min=-MAX_ANGLE,
+        max=MAX_ANGLE,
         soft_min=-math.pi,
         soft_max=math.pi,
         default=math.radians(45.0),
