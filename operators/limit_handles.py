@@ -63,27 +63,3 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
 
 
 CLASSES = (EWBIK_OT_cone_at_cursor,)
-KEYMAP = ("3D View", "VIEW_3D")  # active in every mode; the operator passes on what is not its click
-_keymap_items = []
-
-
-def register_keymap():
-    """Ctrl+click adds, Ctrl+Shift+click removes: clicks Blender's default keymaps leave free (only
-    Ctrl+drag is bound, to lasso select)."""
-    keyconfig = bpy.context.window_manager.keyconfigs.addon
-    if keyconfig is None:
-        return
-    name, space = KEYMAP
-    keymap = keyconfig.keymaps.new(name=name, space_type=space)
-    for remove in (False, True):
-        item = keymap.keymap_items.new(
-            EWBIK_OT_cone_at_cursor.bl_idname, "LEFTMOUSE", "CLICK", ctrl=True, shift=remove
-        )
-        item.properties.remove = remove
-        _keymap_items.append((keymap, item))
-
-
-def unregister_keymap():
-    for keymap, item in _keymap_items:
-        keymap.keymap_items.remove(item)
-    _keymap_items.clear()
