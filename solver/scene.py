@@ -217,6 +217,76 @@ def pose_document(scene, result):
     }
 
 
+def scene_document(bones, pins=(), settings=None):
+    """A scene document (version 1) as `parse_scene` reads it.
+
+    bones: `scene_bone` entries; pins: entries with some or all of a pin's fields (`scene_pin`
+    writes a `Pin` whole); settings: a dict of settings fields (`scene_settings` writes a
+    `SolverSettings` whole), or None for none (the solver's defaults).
+    """
+    document = {"format": "ewbik-scene", "version": 1, "bones": list(bones), "pins": list(pins)}
+    if settings is not None:
+        document["settings"] = dict(settings)
+    return document
+
+
+def scene_bone(
+    name,
+    parent,
+    rest,
+    length,
+    *,
+    rotation=None,
+    location=None,
+    stiffness=None,
+    stretch=None,
+    limits=None,
+    blender=None,
+):
+    """A `bones` entry: name, parent (None: a root), rest matrix and length, then each of the
+    other fields given (None: left to the parser's default); numpy values as plain lists and
+    floats."""
+    fields = {
+        "rotation": rotation,
+        "location": location,
+        "stiffness": stiffness,
+        "stretch": stretch,
+        "limits": limits,
+        "blender": blender,
+    }
+    return {
+        "name": name,
+        "parent": parent,
+        "rest": _plain(rest),
+        "length": _plain(length),
+        **{key: _plain(value) for key, value in fields.items() if value is not None},
+    }
+
+
+def scene_pin(pin):
+    """A `Pin` as a `pins` entry, every field written (the pole where it has one)."""
+    return {
+        "bone": pin.bone,
+        "target": _plain(pin.target),
+        "weight": pin.weight,
+        "orientation_weights": list(pin.orientation_weights),
+        "falloff": pin.falloff,
+        "priority": pin.priority,
+        **({} if pin.pole is None else {"pole": _plain(pin.pole)}),
+        "aim": pin.aim,
+    }
+
+
+def scene_settings(settings):
+    """A `SolverSettings` as a document's `settings`: every field a document carries."""
+    return {field: getattr(settings, field) for field in SETTINGS_FIELDS}
+
+
+def _plain(value):
+    """numpy arrays and numbers as the lists and floats JSON writes; anything else as it is."""
+    return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
+
+
 def _settings(raw):
     mapping(raw, "settings", SETTINGS_FIELDS)
     return SolverSettings(**raw)

@@ -6,6 +6,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...solver.kusudama import Kusudama, LimitCone, TwistLimit, cone_direction
+from ...solver.scene import scene_bone
 
 
 def scene_bones(obj):
@@ -20,12 +21,7 @@ def scene_bones(obj):
     bones.foreach_get("length", lengths)
     rest = rest.reshape(-1, 4, 4).transpose(0, 2, 1).tolist()  # Blender hands matrices column by column
     return [
-        {
-            "name": bone.name,
-            "parent": bone.parent.name if bone.parent else None,
-            "rest": matrix,
-            "length": length,
-        }
+        scene_bone(bone.name, bone.parent.name if bone.parent else None, matrix, length)
         for bone, matrix, length in zip(bones, rest, lengths.tolist())
     ]
 
