@@ -2,7 +2,7 @@
 
 import bpy
 
-from ..ewbik_addon.com.active import set_selected
+from ..ewbik_addon.com.active import set_selected, show_object
 from ..ewbik_addon.com.stored_settings import bone_target, pinned_bones
 
 
@@ -30,16 +30,6 @@ def _show_bones(context, obj, names):
     for pose_bone in obj.pose.bones:
         set_selected(pose_bone, pose_bone.name in names)
     obj.data.bones.active = obj.data.bones[names[-1]]
-
-
-def _show_object(context, target):
-    if context.object is not None and context.object.mode != "OBJECT":
-        bpy.ops.object.mode_set(mode="OBJECT")
-    for other in context.view_layer.objects:
-        other.select_set(False)
-    target.hide_set(False)
-    target.select_set(True)
-    context.view_layer.objects.active = target
 
 
 class EWBIK_OT_jump_to_target(bpy.types.Operator):
@@ -78,7 +68,7 @@ class EWBIK_OT_jump_to_target(bpy.types.Operator):
             self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
             return {"CANCELLED"}
         if target.type != "ARMATURE":
-            _show_object(context, target)
+            show_object(context, target)
             return {"FINISHED"}
         if target.pose is None or props.target_bone not in target.pose.bones:
             self.report({"WARNING"}, f"Pin '{pose_bone.name}' has no Target Bone in '{target.name}'")

@@ -3,7 +3,7 @@
 import bpy
 from bpy.props import BoolProperty, FloatVectorProperty
 
-from ..ewbik_addon.com.active import active_limit_bone, limits_editable
+from ..ewbik_addon.com.active import active_limit_bone, editable_limit_bone
 from ..ewbik_addon.viewport.limit_gizmos import (
     add_cone,
     editable_bone,
@@ -34,8 +34,7 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        pose_bone = active_limit_bone(context)
-        return pose_bone is not None and limits_editable(cls, pose_bone.id_data)
+        return editable_limit_bone(cls, context) is not None
 
     def invoke(self, context, event):
         pose_bone = editable_bone(context) if context.region_data is not None else None

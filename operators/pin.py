@@ -4,7 +4,7 @@ import bpy
 from bpy.props import StringProperty
 
 from ..ewbik_addon.bridge.pinning import pin_bones, unpin_bones
-from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones
+from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones, show_object
 from ..ewbik_addon.com.armature_checks import RigError
 from ..ewbik_addon.com.stored_settings import bone_target
 
@@ -85,13 +85,7 @@ class EWBIK_OT_select_pin_target(bpy.types.Operator):
         if target.name not in context.view_layer.objects:
             self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
             return {"CANCELLED"}
-        if obj.mode != "OBJECT":
-            bpy.ops.object.mode_set(mode="OBJECT")
-        for other in context.view_layer.objects:
-            other.select_set(False)
-        target.hide_set(False)
-        target.select_set(True)
-        context.view_layer.objects.active = target
+        show_object(context, target)
         return {"FINISHED"}
 
 

@@ -97,14 +97,8 @@ def add_shortcuts():
     for shortcut in SHORTCUTS:
         name, space = shortcut.keymap
         keymap = keyconfig.keymaps.new(name=name, space_type=space)
-        item = keymap.keymap_items.new(
-            shortcut.operator,
-            shortcut.key,
-            shortcut.value,
-            shift=shortcut.shift,
-            ctrl=shortcut.ctrl,
-            alt=shortcut.alt,
-        )
+        modifiers = {name: getattr(shortcut, name) for name in ("shift", "ctrl", "alt")}
+        item = keymap.keymap_items.new(shortcut.operator, shortcut.key, shortcut.value, **modifiers)
         for property_name, value in shortcut.properties:
             setattr(item.properties, property_name, value)
         _added.append((shortcut, keymap, item))
