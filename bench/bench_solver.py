@@ -42,6 +42,7 @@ else:  # run as a script, or imported by another bench script
     sys.path.insert(0, BENCH_DIR)
     import mocap  # noqa: E402
 from solver import Pin, Skeleton, SolverSettings, native, quat, solve  # noqa: E402
+from solver.scene import scene_bone, scene_document, scene_settings  # noqa: E402
 
 MOCAP_DIR = os.environ.get(
     "EWBIK_MOCAP_DIR", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "mocap")
@@ -284,37 +285,26 @@ def memory_use(clip, settings, rows, repeats):
 
 def repro_document(clip, worst, limit_dicts=None):
     """A scene document (solver/scene.py format) replaying one frame of a run exactly."""
-    from solver import scene
-
-    names = clip.skeleton.names
-    stiffness = np.zeros(len(names))
-    stiffness[clip.skeleton.index[HIPS]] = 1.0
-    bones = []
-    for i, name in enumerate(names):
-        bone = {
-            "name": name,
-            "parent": None if clip.skeleton.parents[i] < 0 else names[clip.skeleton.parents[i]],
-            "rest": clip.skeleton.rest[i].tolist(),
-            "length": float(clip.skeleton.lengths[i]),
-            "rotation": worst["rotations"][i].tolist(),
-            "location": worst["locations"][i].tolist(),
-            "stiffness": float(stiffness[i]),
-        }
-        if limit_dicts and name in limit_dicts:
-            bone["limits"] = limit_dicts[name]
-        bones.append(bone)
-    accepted = getattr(scene, "_SETTING_KEYS", None)
-    settings = {
-        k: v
-        for k, v in dataclasses.asdict(worst["settings"]).items()
-        if v is not None and (accepted is None or k in accepted)
-    }
+    skeleton = clip.skeleton
+    bones = [
+        scene_bone(
+            name,
+            None if skeleton.parents[i] < 0 else skeleton.names[skeleton.parents[i]],
+            skeleton.rest[i],
+            skeleton.lengths[i],
+            rotation=worst["rotations"][i],
+            location=worst["locations"][i],
+            stiffness=1.0 if name == HIPS else 0.0,
+            limits=(limit_dicts or {}).get(name),
+        )
+        for i, name in enumerate(skeleton.names)
+    ]
     axes = [worst["orientation_weight"]] * 3
     pins = [
         {"bone": bone, "target": clip.targets[worst["row"], k].tolist(), "orientation_weights": axes}
         for k, bone in enumerate(EFFECTORS)
     ]
-    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": pins, "settings": settings}
+    return scene_document(bones, pins, scene_settings(worst["settings"]))
 
 
 def humanoid_limits(clip):

@@ -19,6 +19,7 @@ if not __package__:  # run as a script or imported from bench/: `solver` lives i
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from solver import quat  # noqa: E402
+from solver.scene import scene_bone, scene_document as document  # noqa: E402
 
 BVH_TO_BLENDER = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
 _Y = np.array([0.0, 1.0, 0.0])
@@ -166,12 +167,9 @@ def _scene_bones(joints, head, tail):
     rest_matrix[:, :3, :3] = quat.to_matrix(rest_rotation)
     rest_matrix[:, :3, 3] = head
     bones = [
-        {
-            "name": joint.name,
-            "parent": None if joint.parent < 0 else joints[joint.parent].name,
-            "rest": rest_matrix[j].tolist(),
-            "length": float(lengths[j]),
-        }
+        scene_bone(
+            joint.name, None if joint.parent < 0 else joints[joint.parent].name, rest_matrix[j], lengths[j]
+        )
         for j, joint in enumerate(joints)
     ]
     return bones, rest_rotation
@@ -224,14 +222,12 @@ def effector_targets(mocap, frame, bone_names):
 
 def scene_document(mocap, frame=None):
     """A scene document of the clip's skeleton, posed at `frame` (rest pose when None)."""
-    bones = []
-    for i, bone in enumerate(mocap.bones):
-        d = dict(bone)
-        if frame is not None:
-            d["rotation"] = mocap.rotations[frame, i].tolist()
-            d["location"] = mocap.locations[frame, i].tolist()
-        bones.append(d)
-    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": []}
+    rotations = [None] * len(mocap.bones) if frame is None else mocap.rotations[frame]
+    locations = [None] * len(mocap.bones) if frame is None else mocap.locations[frame]
+    return document(
+        scene_bone(**bone, rotation=rotation, location=location)
+        for bone, rotation, location in zip(mocap.bones, rotations, locations)
+    )
 
 
 def straight_line_rest(mocap, axis=(1.0, 0.0, 0.0)):

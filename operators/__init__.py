@@ -2,6 +2,7 @@
 
 import bpy
 
+from ..ewbik_addon.ui import keymaps
 from . import (
     bake,
     jump,
@@ -37,9 +38,9 @@ _register_classes, _unregister_classes = bpy.utils.register_classes_factory(CLAS
 
 def register():
     _register_classes()
-    limit_handles.register_keymap()
+    keymaps.add_shortcuts()
 
 
 def unregister():
-    limit_handles.unregister_keymap()
+    keymaps.remove_shortcuts()
     _unregister_classes()

@@ -2,20 +2,19 @@
 
 import bpy
 
-from ..ewbik_addon.com.active import set_selected
+from ..ewbik_addon.com.active import set_selected, show_object
+from ..ewbik_addon.com.stored_settings import bone_target, pinned_bones
 
 
 def _pins_following(context, target, bone_name=""):
     """(armature, pose bone) of every pin in the view layer whose target is `target` (and bone_name)."""
-    found = []
-    for obj in context.view_layer.objects:
-        if obj.type != "ARMATURE" or obj.pose is None:
-            continue
-        for pose_bone in obj.pose.bones:
-            props = pose_bone.ewbik
-            if props.target == target and (not bone_name or props.target_bone == bone_name):
-                found.append((obj, pose_bone))
-    return found
+    return [
+        (obj, pose_bone)
+        for obj in context.view_layer.objects
+        if obj.type == "ARMATURE" and obj.pose is not None
+        for pose_bone in pinned_bones(obj)
+        if bone_target(pose_bone) == target and (not bone_name or pose_bone.ewbik.target_bone == bone_name)
+    ]
 
 
 def _show_bones(context, obj, names):
@@ -31,16 +30,6 @@ def _show_bones(context, obj, names):
     for pose_bone in obj.pose.bones:
         set_selected(pose_bone, pose_bone.name in names)
     obj.data.bones.active = obj.data.bones[names[-1]]
-
-
-def _show_object(context, target):
-    if context.object is not None and context.object.mode != "OBJECT":
-        bpy.ops.object.mode_set(mode="OBJECT")
-    for other in context.view_layer.objects:
-        other.select_set(False)
-    target.hide_set(False)
-    target.select_set(True)
-    context.view_layer.objects.active = target
 
 
 class EWBIK_OT_jump_to_target(bpy.types.Operator):
@@ -61,7 +50,7 @@ class EWBIK_OT_jump_to_target(bpy.types.Operator):
     def execute(self, context):
         obj = context.object
         pose_bone = context.active_pose_bone if obj.type == "ARMATURE" and obj.mode == "POSE" else None
-        if pose_bone is not None and pose_bone.ewbik.target is not None:
+        if pose_bone is not None and bone_target(pose_bone) is not None:
             return self._to_target(context, pose_bone)
         followers = _pins_following(context, obj, pose_bone.name if pose_bone is not None else "")
         if not followers:
@@ -79,7 +68,7 @@ class EWBIK_OT_jump_to_target(bpy.types.Operator):
             self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
             return {"CANCELLED"}
         if target.type != "ARMATURE":
-            _show_object(context, target)
+            show_object(context, target)
             return {"FINISHED"}
         if target.pose is None or props.target_bone not in target.pose.bones:
             self.report({"WARNING"}, f"Pin '{pose_bone.name}' has no Target Bone in '{target.name}'")

@@ -2,7 +2,13 @@
 
 import bpy
 
-from ..ewbik_addon.com.active import active_limit_bone, limits_editable, posed_armature, selected_pose_bones
+from ..ewbik_addon.com.active import (
+    active_limit_bone,
+    editable_limit_bone,
+    limits_editable,
+    posed_armature,
+    selected_pose_bones,
+)
 from ..ewbik_addon.com.limit_settings import limits_dict, set_limits
 from ..ewbik_addon.com.messages import count
 from ..ewbik_addon.limits.limit_mirror import mirror_pairs, mirrored_limits
@@ -63,8 +69,7 @@ class EWBIK_OT_copy_limits(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        pose_bone = active_limit_bone(context)
-        return pose_bone is not None and limits_editable(cls, pose_bone.id_data)
+        return editable_limit_bone(cls, context) is not None
 
     def execute(self, context):
         active = active_limit_bone(context)

@@ -3,7 +3,7 @@
 import bpy
 from bpy.props import BoolProperty, FloatVectorProperty
 
-from ..ewbik_addon.com.active import active_limit_bone, limits_editable
+from ..ewbik_addon.com.active import active_limit_bone, editable_limit_bone
 from ..ewbik_addon.viewport.limit_gizmos import (
     add_cone,
     editable_bone,
@@ -34,8 +34,7 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        pose_bone = active_limit_bone(context)
-        return pose_bone is not None and limits_editable(cls, pose_bone.id_data)
+        return editable_limit_bone(cls, context) is not None
 
     def invoke(self, context, event):
         pose_bone = editable_bone(context) if context.region_data is not None else None
@@ -63,27 +62,3 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
 
 
 CLASSES = (EWBIK_OT_cone_at_cursor,)
-KEYMAP = ("3D View", "VIEW_3D")  # active in every mode; the operator passes on what is not its click
-_keymap_items = []
-
-
-def register_keymap():
-    """Ctrl+click adds, Ctrl+Shift+click removes: clicks Blender's default keymaps leave free (only
-    Ctrl+drag is bound, to lasso select)."""
-    keyconfig = bpy.context.window_manager.keyconfigs.addon
-    if keyconfig is None:
-        return
-    name, space = KEYMAP
-    keymap = keyconfig.keymaps.new(name=name, space_type=space)
-    for remove in (False, True):
-        item = keymap.keymap_items.new(
-            EWBIK_OT_cone_at_cursor.bl_idname, "LEFTMOUSE", "CLICK", ctrl=True, shift=remove
-        )
-        item.properties.remove = remove
-        _keymap_items.append((keymap, item))
-
-
-def unregister_keymap():
-    for keymap, item in _keymap_items:
-        keymap.keymap_items.remove(item)
-    _keymap_items.clear()

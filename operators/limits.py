@@ -11,6 +11,7 @@ from mathutils import Vector
 
 from ..ewbik_addon.com.active import (
     active_limit_bone,
+    editable_limit_bone,
     is_selected,
     limits_editable,
     posed_armature,
@@ -18,6 +19,7 @@ from ..ewbik_addon.com.active import (
 )
 from ..ewbik_addon.com.limit_settings import set_limits
 from ..ewbik_addon.com.messages import count
+from ..ewbik_addon.com.stored_settings import stored_bone_limits
 from ..ewbik_addon.limits.limit_presets import fitted_preset, preset_report, store_preset
 from ..solver import presets
 
@@ -91,8 +93,7 @@ class EWBIK_OT_cone_add(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        pose_bone = active_limit_bone(context)
-        return pose_bone is not None and limits_editable(cls, pose_bone.id_data)
+        return editable_limit_bone(cls, context) is not None
 
     def execute(self, context):
         pose_bone = active_limit_bone(context)
@@ -115,8 +116,8 @@ class EWBIK_OT_cone_remove(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        pose_bone = active_limit_bone(context)
-        if pose_bone is None or not limits_editable(cls, pose_bone.id_data):
+        pose_bone = editable_limit_bone(cls, context)
+        if pose_bone is None:
             return False
         settings = pose_bone.bone.ewbik
         return 0 <= settings.active_cone_index < len(settings.cones)
@@ -139,10 +140,8 @@ class EWBIK_OT_cone_move(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        pose_bone = active_limit_bone(context)
-        if pose_bone is None or not limits_editable(cls, pose_bone.id_data):
-            return False
-        return len(pose_bone.bone.ewbik.cones) > 1
+        pose_bone = editable_limit_bone(cls, context)
+        return pose_bone is not None and len(pose_bone.bone.ewbik.cones) > 1
 
     def execute(self, context):
         settings = active_limit_bone(context).bone.ewbik
@@ -173,7 +172,8 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
             self.report({"WARNING"}, "No bones selected")
             return {"CANCELLED"}
         for pose_bone in chosen:
-            set_limits(pose_bone.bone.ewbik, {})
+            if stored_bone_limits(pose_bone.bone) is not None:
+                set_limits(pose_bone.bone.ewbik, {})
         self.report({"INFO"}, f"Limits cleared on {count(len(chosen), 'bone')}")
         return {"FINISHED"}
 

@@ -4,8 +4,9 @@ import bpy
 from bpy.props import StringProperty
 
 from ..ewbik_addon.bridge.pinning import pin_bones, unpin_bones
-from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones
+from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones, show_object
 from ..ewbik_addon.com.armature_checks import RigError
+from ..ewbik_addon.com.stored_settings import bone_target
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
@@ -51,7 +52,7 @@ class EWBIK_OT_unpin(bpy.types.Operator):
         bones = [
             pose_bone
             for pose_bone in (obj.pose.bones if self.all_bones else selected_pose_bones(obj))
-            if pose_bone.ewbik.target is not None
+            if bone_target(pose_bone) is not None
         ]
         if not bones:
             self.report({"WARNING"}, "No pinned bone selected")
@@ -77,20 +78,14 @@ class EWBIK_OT_select_pin_target(bpy.types.Operator):
     def execute(self, context):
         obj = context.active_object
         pose_bone = obj.pose.bones.get(self.bone)
-        target = pose_bone.ewbik.target if pose_bone is not None else None
+        target = bone_target(pose_bone) if pose_bone is not None else None
         if target is None:
             self.report({"WARNING"}, f"Bone '{self.bone}' is not pinned")
             return {"CANCELLED"}
         if target.name not in context.view_layer.objects:
             self.report({"WARNING"}, f"Target '{target.name}' is not in this view layer")
             return {"CANCELLED"}
-        if obj.mode != "OBJECT":
-            bpy.ops.object.mode_set(mode="OBJECT")
-        for other in context.view_layer.objects:
-            other.select_set(False)
-        target.hide_set(False)
-        target.select_set(True)
-        context.view_layer.objects.active = target
+        show_object(context, target)
         return {"FINISHED"}
 
 

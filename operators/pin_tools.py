@@ -4,6 +4,7 @@ import bpy
 
 from ..ewbik_addon.bridge.pin_reading import follows_pinned_bone
 from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones
+from ..ewbik_addon.com.stored_settings import bone_target
 
 
 class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
@@ -62,7 +63,7 @@ class EWBIK_OT_toggle_pin(bpy.types.Operator):
         if not bones:
             self.report({"ERROR"}, "Select the pose bones to pin or unpin")
             return {"CANCELLED"}
-        if all(pose_bone.ewbik.target is not None for pose_bone in bones):
+        if all(bone_target(pose_bone) is not None for pose_bone in bones):
             return bpy.ops.ewbik.unpin()
         return bpy.ops.ewbik.pin()
 

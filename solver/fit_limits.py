@@ -31,7 +31,7 @@ both in the bone's rest frame, that hold a chosen fraction (`coverage`) of the f
 5. Twist: measured in the twist frame `JointLimits` derives from the fitted cones (the angle of
    (shortest_arc(+Y, centre))^-1 Q about +Y), so the fitted range is what the solver enforces.
    The range is the interval of the kept twists, widened on each side by `margin` times its
-   width (within the same bounds), within [-pi, pi] (as Blender stores it); when it misses less
+   width (within the same bounds), within [-pi, pi] (where twists are measured); when it misses less
    than `FLOOR_TWIST` of the whole turn the bone gets no twist limit.
 
 Floors: cones of at least `FLOOR_RADIUS` and twist ranges of at least `FLOOR_TWIST`. A bone

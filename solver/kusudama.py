@@ -117,11 +117,23 @@ class TwistLimit:
         return self.max - self.min >= 2.0 * np.pi
 
 
+MIN_DIRECTION = 1e-9
+"""Shorter cone directions have none: refused by documents and solves, skipped where drawn."""
+
+
+def cone_direction(direction):
+    """A cone direction of any length (Blender's panel stores it so) as a unit vector, or None
+    when it has none (not finite, or shorter than MIN_DIRECTION)."""
+    v = np.asarray(direction, dtype=float)
+    n = float(np.linalg.norm(v))
+    return v / n if np.isfinite(n) and n >= MIN_DIRECTION else None
+
+
 def _unit_direction(value, field):
     """A unit 3-vector of real numbers (text and booleans are refused), normalized exactly."""
     v = vector(value, 3, field)
     n = float(np.linalg.norm(v))
-    if n < 1e-9:
+    if n < MIN_DIRECTION:
         raise SceneError(field, "is a zero vector")
     if abs(n - 1.0) > _UNIT_TOLERANCE:
         raise SceneError(field, f"is not a unit vector (length {n:.6g})")

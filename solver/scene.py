@@ -36,12 +36,18 @@ _PIN_KEYS = {"bone", "target", "weight", "orientation_weights", "falloff", "prio
 SETTINGS_FIELDS = tuple(field for field in FIELDS if field != "backend")
 """The settings a scene document carries: every `SolverSettings` field but the choice of loop."""
 ROTATION_MODES = ("QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
-_BLENDER_KEYS = {
+_POSE_BONE_KEYS = {
     "rotation_mode": lambda v, f: _choice(v, f, ROTATION_MODES),
     "lock_rotation": lambda v, f: _flags(v, 3, f),
     "lock_rotation_w": flag,
     "lock_rotations_4d": flag,
     "lock_location": lambda v, f: _flags(v, 3, f),
+}
+POSE_BONE_FIELDS = tuple(_POSE_BONE_KEYS)
+"""The `blender` fields that are the pose bone's properties of the same name: its rotation mode
+and its rotation and location locks."""
+_BLENDER_KEYS = {
+    **_POSE_BONE_KEYS,
     "connected": flag,
     "collections": lambda v, f: [name(c, f"{f}[{k}]") for k, c in enumerate(_list(v, f))],
 }
@@ -209,6 +215,76 @@ def pose_document(scene, result):
             },
         },
     }
+
+
+def scene_document(bones, pins=(), settings=None):
+    """A scene document (version 1) as `parse_scene` reads it.
+
+    bones: `scene_bone` entries; pins: entries with some or all of a pin's fields (`scene_pin`
+    writes a `Pin` whole); settings: a dict of settings fields (`scene_settings` writes a
+    `SolverSettings` whole), or None for none (the solver's defaults).
+    """
+    document = {"format": "ewbik-scene", "version": 1, "bones": list(bones), "pins": list(pins)}
+    if settings is not None:
+        document["settings"] = dict(settings)
+    return document
+
+
+def scene_bone(
+    name,
+    parent,
+    rest,
+    length,
+    *,
+    rotation=None,
+    location=None,
+    stiffness=None,
+    stretch=None,
+    limits=None,
+    blender=None,
+):
+    """A `bones` entry: name, parent (None: a root), rest matrix and length, then each of the
+    other fields given (None: left to the parser's default); numpy values as plain lists and
+    floats."""
+    fields = {
+        "rotation": rotation,
+        "location": location,
+        "stiffness": stiffness,
+        "stretch": stretch,
+        "limits": limits,
+        "blender": blender,
+    }
+    return {
+        "name": name,
+        "parent": parent,
+        "rest": _plain(rest),
+        "length": _plain(length),
+        **{key: _plain(value) for key, value in fields.items() if value is not None},
+    }
+
+
+def scene_pin(pin):
+    """A `Pin` as a `pins` entry, every field written (the pole where it has one)."""
+    return {
+        "bone": pin.bone,
+        "target": _plain(pin.target),
+        "weight": pin.weight,
+        "orientation_weights": list(pin.orientation_weights),
+        "falloff": pin.falloff,
+        "priority": pin.priority,
+        **({} if pin.pole is None else {"pole": _plain(pin.pole)}),
+        "aim": pin.aim,
+    }
+
+
+def scene_settings(settings):
+    """A `SolverSettings` as a document's `settings`: every field a document carries."""
+    return {field: getattr(settings, field) for field in SETTINGS_FIELDS}
+
+
+def _plain(value):
+    """numpy arrays and numbers as the lists and floats JSON writes; anything else as it is."""
+    return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
 
 
 def _settings(raw):

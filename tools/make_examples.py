@@ -13,10 +13,15 @@ stay readable and reproducible; tests/solver/test_scene.py checks the files matc
 import json
 import math
 import pathlib
+import sys
 
 import numpy as np
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from solver.scene import scene_bone, scene_document  # noqa: E402
+
+EXAMPLES = REPO / "examples"
 DIGITS = 10
 
 
@@ -46,16 +51,9 @@ def as_list(m):
     return [[round(float(v), DIGITS) for v in row] for row in m]
 
 
-def bone(name, parent, head, tail, **extra):
+def bone(name, parent, head, tail):
     length = float(np.linalg.norm(np.subtract(tail, head)))
-    doc = {
-        "name": name,
-        "parent": parent,
-        "rest": as_list(rest_matrix(head, tail)),
-        "length": round(length, DIGITS),
-    }
-    doc.update(extra)
-    return doc
+    return scene_bone(name, parent, as_list(rest_matrix(head, tail)), round(length, DIGITS))
 
 
 def pin_at(bones, name, offset=(0.0, 0.0, 0.0), turn=None, **extra):
@@ -66,10 +64,6 @@ def pin_at(bones, name, offset=(0.0, 0.0, 0.0), turn=None, **extra):
         target[:3, :3] = turn @ rest[:3, :3]
     target[:3, 3] += offset
     return {"bone": name, "target": as_list(target), **extra}
-
-
-def scene(bones, pins, settings):
-    return {"format": "ewbik-scene", "version": 1, "bones": bones, "pins": pins, "settings": settings}
 
 
 def whole_chain_reference():
@@ -91,7 +85,7 @@ def whole_chain_reference():
         "stabilization_passes": 1,
         "translate_root": False,
     }
-    return scene(bones, pins, settings)
+    return scene_document(bones, pins, settings)
 
 
 def humanoid_bones():
@@ -132,7 +126,7 @@ def humanoid_reach():
         "stabilization_passes": 1,
         "translate_root": False,
     }
-    return scene(bones, pins, settings)
+    return scene_document(bones, pins, settings)
 
 
 def two_arms():
@@ -160,7 +154,7 @@ def two_arms():
         "stabilization_passes": 1,
         "translate_root": False,
     }
-    return scene(bones, pins, settings)
+    return scene_document(bones, pins, settings)
 
 
 SCENES = {

@@ -29,7 +29,7 @@ from ..com.armature_checks import RigError
 from ..com.live_pause import suspended
 from ..com.pose_channels import read_pose_channels, write_pose_channels
 from ..com.rotation_channels import rotation_channel
-from ..com.stored_settings import bone_stretch, pinned_bones
+from ..com.stored_settings import bone_setting, bone_target, pinned_bones
 from ..rigs import production_checks
 from ..solve import armature_solve, crowd_solve
 from . import bake_dependencies
@@ -116,7 +116,7 @@ class PoseBake:
         pinned = pinned_bones(obj)
         if not pinned:
             raise RigError(f"No bone of '{obj.name}' is pinned; pin the bones to bake first")
-        self.pins = [(pose_bone.name, pose_bone.ewbik.target) for pose_bone in pinned]
+        self.pins = [(pose_bone.name, bone_target(pose_bone)) for pose_bone in pinned]
         index = {pose_bone.name: i for i, pose_bone in enumerate(pose_bones)}
         parents = [pose_bone.parent.name if pose_bone.parent else None for pose_bone in pose_bones]
         self.may_move = pinned_chains(index, parents, [bone for bone, _ in self.pins])
@@ -130,7 +130,7 @@ class PoseBake:
         self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
         is_root = np.array([pose_bone.parent is None for pose_bone in pose_bones])
         self.keys_location = (obj.ewbik.translate_root & is_root) | production_checks.placed_controls(obj)
-        self.keys_scale = np.array([bone_stretch(pose_bone) > 1.0 for pose_bone in pose_bones])
+        self.keys_scale = np.array([bone_setting(pose_bone, "stretch") > 1.0 for pose_bone in pose_bones])
         check_action(
             obj,
             {

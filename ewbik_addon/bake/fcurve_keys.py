@@ -14,6 +14,7 @@ from bpy_extras import anim_utils
 from mathutils import Euler
 
 from ..com.armature_checks import RigError
+from ..com.rotation_channels import is_euler
 
 # Blender 4.4+ actions have slots; there the legacy action.fcurves writes into an unassigned
 # "legacy" slot that the armature does not play (and 5.0 removed it), so keys go to the channelbag
@@ -46,7 +47,7 @@ def locked_rotation_components(pose_bone: bpy.types.PoseBone) -> set[int]:
     Euler locks and 4D quaternion/axis-angle locks hold single components; Blender's ordinary
     quaternion locks act on Euler angles and change every component, so none is skipped there.
     """
-    if pose_bone.rotation_mode not in ("QUATERNION", "AXIS_ANGLE"):
+    if is_euler(pose_bone.rotation_mode):
         return {k for k in range(3) if pose_bone.lock_rotation[k]}
     if pose_bone.lock_rotations_4d:
         return ({0} if pose_bone.lock_rotation_w else set()) | {

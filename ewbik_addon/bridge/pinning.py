@@ -15,7 +15,7 @@ import bpy
 from ..com.armature_checks import RigError
 from ..com.live_pause import suspended
 from ..com.messages import count
-from ..com.stored_settings import pinned_bones
+from ..com.stored_settings import bone_target, pinned_bones
 from ..com.target_names import TARGET_MARK, is_targets_collection
 from ..limits import limit_presets
 from ..rigs import production_checks, production_rigs
@@ -40,10 +40,11 @@ def pin_bones(context: bpy.types.Context, obj: bpy.types.Object, bones: Sequence
     if not names:
         raise RigError("; ".join(remarks))
     bones = [obj.pose.bones[name] for name in names]
-    pinned_before = any(not is_deleted(pose_bone.ewbik.target) for pose_bone in pinned_bones(obj))
+    pinned_before = any(not is_deleted(bone_target(pose_bone)) for pose_bone in pinned_bones(obj))
     created = 0
     for pose_bone in bones:
-        if pose_bone.ewbik.target is not None and not is_deleted(pose_bone.ewbik.target):
+        target = bone_target(pose_bone)
+        if target is not None and not is_deleted(target):
             continue
         pose_bone.ewbik.target = new_target(context, obj, pose_bone)
         created += 1
@@ -58,7 +59,7 @@ def pin_bones(context: bpy.types.Context, obj: bpy.types.Object, bones: Sequence
 def unpin_bones(obj: bpy.types.Object, bones: Sequence[bpy.types.PoseBone]) -> str:
     """Unpin `bones` (pinned pose bones of `obj`) and delete their empties that nothing else
     needs; returns what to tell the user."""
-    targets = {pose_bone.ewbik.target for pose_bone in bones}
+    targets = {bone_target(pose_bone) for pose_bone in bones}
     for pose_bone in bones:
         pose_bone.ewbik.target = None
     try:

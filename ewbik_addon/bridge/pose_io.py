@@ -14,7 +14,7 @@ import mathutils
 import numpy as np
 
 from ..com.armature_checks import RigError
-from ..com.rotation_channels import channels_to_quaternions
+from ..com.rotation_channels import channels_to_quaternions, is_euler
 from ..rigs.production_checks import evaluated_locals
 
 _ROTATION_MODE = {
@@ -29,6 +29,9 @@ _QUATERNION = _ROTATION_MODE["QUATERNION"]
 
 
 _AXIS_ANGLE = _ROTATION_MODE["AXIS_ANGLE"]
+
+
+_EULER = tuple(value for name, value in _ROTATION_MODE.items() if is_euler(name))
 
 
 # The narrowest refresh after which Blender re-evaluates a pose written from inside a depsgraph
@@ -119,8 +122,7 @@ def read_locks(pose_bones, buffers):
     pose_bones.foreach_get("lock_rotation_w", buffers.lock_w)
     pose_bones.foreach_get("lock_rotations_4d", buffers.lock_4d)
     pose_bones.foreach_get("lock_location", buffers.lock_location.reshape(-1))
-    euler = (buffers.modes != _QUATERNION) & (buffers.modes != _AXIS_ANGLE)
-    four_d = buffers.lock_4d & ~euler
+    four_d = buffers.lock_4d & ~np.isin(buffers.modes, _EULER)
     any_rotation = buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w)
     # Locking X, Y and Z freezes the bone, whatever W (4D) says.
     fully_locked = buffers.lock_rotation.all(axis=1)
@@ -196,7 +198,7 @@ def _fetch_channels(pose_bones, buffers):
     axis_angle = buffers.modes == _AXIS_ANGLE
     if axis_angle.any():
         pose_bones.foreach_get("rotation_axis_angle", buffers.axis_angle.reshape(-1))
-    if np.count_nonzero(buffers.modes != _QUATERNION) > np.count_nonzero(axis_angle):
+    if np.isin(buffers.modes, _EULER).any():
         pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
 
 
@@ -282,7 +284,7 @@ def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, 
         buffers.axis_angle = axis_angle
         if not buffers.held:
             pose_bones.foreach_set("rotation_axis_angle", axis_angle.reshape(-1))
-    if kinds - {_QUATERNION, _AXIS_ANGLE}:
+    if kinds & set(_EULER):
         buffers.euler = euler
         if not buffers.held:
             pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
@@ -293,7 +295,7 @@ def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):
     mode = int(buffers.modes[i])
     new = mathutils.Quaternion(rotation.tolist())
     locked = locks.rotation[i]
-    if mode not in (_QUATERNION, _AXIS_ANGLE):
+    if mode in _EULER:
         old = mathutils.Euler(buffers.euler[i].tolist(), _MODE_NAME[mode])
         angles = new.to_euler(old.order, old)
         if locks.any_rotation[i]:

@@ -13,11 +13,16 @@ import numpy as np
 
 from ...solver import Skeleton
 from ...solver.balance import Body
-from ...solver.kusudama import JointLimits, Kusudama
+from ...solver.kusudama import JointLimits, Kusudama, cone_direction
 from ..com.armature_checks import MIN_BONE_LENGTH, RigError, check_armature
-from ..com.limit_settings import MIN_DIRECTION, has_limits, limits_dict, limits_key
+from ..com.limit_settings import has_limits, limits_dict, limits_key
 from ..com.messages import deleted_targets
-from ..com.stored_settings import stored_bone_limits, stored_bone_settings, stored_object
+from ..com.stored_settings import (
+    bone_setting_default,
+    stored_bone_limits,
+    stored_bone_settings,
+    stored_object,
+)
 from ..rigs import production_rigs
 from ..rigs.production_checks import placed_controls, posed_bones, with_mechanism
 from .pose_io import PoseBuffers, read_locks
@@ -51,7 +56,6 @@ class PinnedChains:
     pinned: tuple  # the pinned bones' names these chains were made for
     rows: np.ndarray  # pose.bones index of each chain bone, in `skeleton` order
     skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
-    stiffness: np.ndarray = None  # `skeleton` order
     stretch: np.ndarray = None  # `skeleton` order, each bone's maximum stretch
     limits: JointLimits = None
     limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
@@ -102,6 +106,15 @@ class Rig:
     chains: PinnedChains = None  # what a solve_armature hands to the solver
     body: Body | None = None  # segment masses and feet for balance (`balance_body.rig_body`)
     chains_body: tuple = None  # (what it was made from, the Body of `chains`) (`balance_body.chains_body`)
+
+    def solve_stiffness(self, locks, rows=slice(None)):
+        """Each bone's stiffness as a solve hands it to the solver (pose.bones order, or those
+        `rows` of it): 1 where no solve may turn the bone, fully stiff, fully rotation-locked
+        (`read_locks`) or held (`held`). The one rule for what the solver may move: the solves,
+        the driven bones, Target Follow's root and the scene document read it here."""
+        stiffness = self.stiffness[self.to_solver[rows]]
+        stiffness[(locks.fully_locked | self.held)[rows]] = 1.0
+        return stiffness
 
 
 _rigs = {}  # object session uid -> Rig
@@ -279,15 +292,15 @@ def _read_bone_settings(obj):
     from it.
     """
     pins, poles, stiffness, stretch, limit_keys = [], [], [], [], []
-    defaults = bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties
+    default_stiffness, default_stretch = bone_setting_default("stiffness"), bone_setting_default("stretch")
     for pose_bone in obj.pose.bones:
         limits = stored_bone_limits(pose_bone.bone)
         if has_limits(limits):
             limit_keys.append((pose_bone.name, limits_key(limits), limits.comfort))
         props = stored_bone_settings(pose_bone)
         if props is None:
-            stiffness.append(defaults["stiffness"].default)
-            stretch.append(defaults["stretch"].default)
+            stiffness.append(default_stiffness)
+            stretch.append(default_stretch)
             continue
         target = stored_object(props, "target")
         if target is not None:
@@ -312,7 +325,7 @@ def _apply_bone_settings(obj, rig, stiffness, stretch, limit_keys, locks):
         _set_joint_limits(obj, rig, limit_keys)
         rig.limit_keys = limit_keys
     rig.held = _held_bones(rig) | rig.placed
-    rig.driven = _driven_bones(rig, (stiffness >= 1.0) | locks.fully_locked | rig.held)
+    rig.driven = _driven_bones(rig, rig.solve_stiffness(locks) >= 1.0)
     rig.chains = _chains_with_settings(rig)
 
 
@@ -352,11 +365,10 @@ def _bone_limits(bone, limit):
     any length. Bad limits raise RigError naming the bone."""
     cones = []
     for i, cone in enumerate(limit["cones"]):
-        direction = np.array(cone["direction"], dtype=float)
-        length = np.linalg.norm(direction)
-        if not np.isfinite(length) or length < MIN_DIRECTION:
+        direction = cone_direction(cone["direction"])
+        if direction is None:
             raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
-        cones.append({"direction": (direction / length).tolist(), "radius": float(cone["radius"])})
+        cones.append({"direction": direction.tolist(), "radius": float(cone["radius"])})
     limit = {**limit, "cones": cones}
     try:
         return limit, Kusudama.from_dict(limit, bone=bone)
@@ -365,7 +377,7 @@ def _bone_limits(bone, limit):
 
 
 def _chains_with_settings(rig):
-    """The rig's PinnedChains with its current stiffness and limits (None without pins); the
+    """The rig's PinnedChains with its current stretch and limits (None without pins); the
     chains' skeleton is made again only when the pinned bones changed."""
     pinned = tuple(bone for bone, _ in rig.pins)
     if not pinned:
@@ -381,7 +393,6 @@ def _chains_with_settings(rig):
         limits = JointLimits(kusudamas, len(in_rig)) if kusudamas else None
     return dataclasses.replace(
         chains,
-        stiffness=rig.stiffness[in_rig],
         stretch=rig.stretch[in_rig],
         limits=limits,
         limits_of=rig.limits,

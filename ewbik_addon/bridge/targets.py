@@ -16,6 +16,7 @@ from ..com.armature_checks import RigError
 from ..com.messages import deleted_targets
 from ..com.stored_settings import bone_target
 from ..com.target_names import TARGET_BONE, TARGET_MARK, target_collection_name, target_name
+from .rig_cache import rig_for
 
 MIN_SIZE_OF_RIG = 0.06  # smallest empty, as a share of the armature's largest dimension
 
@@ -48,12 +49,14 @@ def check_follow(obj):
     """Raise TargetFollowError when targets cannot follow the armature's chosen parent.
 
     A target parented to a bone the solver moves would move with every solve (a feedback
-    loop), so the root bone must be held: fully stiff or rotation-locked, and not translated.
+    loop), so the root bone must be one no solve turns (`Rig.solve_stiffness`: fully stiff,
+    rotation-locked or held), and not translated. RigError when the rig cannot be read.
     """
     if obj.ewbik.target_follow != "ROOT_BONE":
         return
     root = root_bone(obj)
-    held = root.ewbik.stiffness >= 1.0 or all(root.lock_rotation)
+    rig = rig_for(obj, True)
+    held = rig.solve_stiffness(rig.buffers.locks, [rig.index[root.name]])[0] >= 1.0
     moved = obj.ewbik.translate_root and not all(root.lock_location)
     if not held or moved:
         raise TargetFollowError(

@@ -150,6 +150,27 @@ def active_limit_bone(context: bpy.types.Context) -> bpy.types.PoseBone | None:
     return pose_bone
 
 
+def editable_limit_bone(
+    cls: type[bpy.types.Operator], context: bpy.types.Context
+) -> bpy.types.PoseBone | None:
+    """Operator poll of edits of the active bone's limits: that bone (`active_limit_bone`) when its
+    armature's limits may be changed (`limits_editable`, which says why not), else None."""
+    pose_bone = active_limit_bone(context)
+    return pose_bone if pose_bone is not None and limits_editable(cls, pose_bone.id_data) else None
+
+
+def show_object(context: bpy.types.Context, obj: bpy.types.Object) -> None:
+    """Make `obj` the active and only selected object, unhidden, in Object Mode (Select Target,
+    Jump to a target empty)."""
+    if context.object is not None and context.object.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    for other in context.view_layer.objects:
+        other.select_set(False)
+    obj.hide_set(False)
+    obj.select_set(True)
+    context.view_layer.objects.active = obj
+
+
 def is_selected(pose_bone: bpy.types.PoseBone) -> bool:
     """Selection of a pose bone, wherever this Blender keeps it."""
     owner = pose_bone if _POSE_BONE_HAS_SELECT else pose_bone.bone

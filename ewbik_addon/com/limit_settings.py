@@ -5,9 +5,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...solver.kusudama import Kusudama, LimitCone, TwistLimit
-
-MIN_DIRECTION = 1e-9  # shorter cone directions have none: refused by the solve, skipped by the overlay
+from ...solver.kusudama import Kusudama, LimitCone, TwistLimit, cone_direction
+from ...solver.scene import scene_bone
 
 
 def scene_bones(obj):
@@ -22,12 +21,7 @@ def scene_bones(obj):
     bones.foreach_get("length", lengths)
     rest = rest.reshape(-1, 4, 4).transpose(0, 2, 1).tolist()  # Blender hands matrices column by column
     return [
-        {
-            "name": bone.name,
-            "parent": bone.parent.name if bone.parent else None,
-            "rest": matrix,
-            "length": length,
-        }
+        scene_bone(bone.name, bone.parent.name if bone.parent else None, matrix, length)
         for bone, matrix, length in zip(bones, rest, lengths.tolist())
     ]
 
@@ -77,8 +71,8 @@ def _as_stored(limits):
         return tuple(np.asarray(values, dtype=np.float32).tolist())
 
     def unit(direction):
-        direction = np.asarray(direction, dtype=float)
-        return direction / max(float(np.linalg.norm(direction)), MIN_DIRECTION)
+        axis = cone_direction(direction)
+        return direction if axis is None else axis
 
     twist = limits.get("twist")
     return (
@@ -116,10 +110,9 @@ def kusudama_from_key(key):
     cone_rows, twist_range = key
     cones = []
     for *direction, radius in cone_rows:
-        direction = np.asarray(direction, dtype=float)
-        length = float(np.linalg.norm(direction))
-        if np.isfinite(length) and length > MIN_DIRECTION and np.isfinite(radius):
-            cones.append(LimitCone(tuple(direction / length), max(0.0, float(radius))))
+        axis = cone_direction(direction)
+        if axis is not None and np.isfinite(radius):
+            cones.append(LimitCone(tuple(axis), max(0.0, float(radius))))
     twist = None
     if twist_range is not None and twist_range[0] <= twist_range[1]:
         twist = TwistLimit(*twist_range)

@@ -21,6 +21,12 @@ def rotation_channel(rotation_mode: str) -> str:
     )
 
 
+def is_euler(rotation_mode: str) -> bool:
+    """Whether a bone in this rotation mode turns by Euler angles (every mode but quaternion and
+    axis-angle): its locks hold single angles, and Blender ignores its 4D lock flags."""
+    return rotation_channel(rotation_mode) == "rotation_euler"
+
+
 def channels_to_quaternions(
     modes: Sequence[str] | np.ndarray, quaternion: np.ndarray, euler: np.ndarray, axis_angle: np.ndarray
 ) -> np.ndarray:

@@ -100,10 +100,16 @@ def bone_target(pose_bone: bpy.types.PoseBone) -> bpy.types.Object | None:
     return None if props is None else stored_object(props, "target")
 
 
-def bone_stretch(pose_bone: bpy.types.PoseBone) -> float:
-    """The most the solver may lengthen the bone by (1 = never), asked without storing settings."""
+def bone_setting(pose_bone: bpy.types.PoseBone, name: str) -> Any:
+    """The bone's `PoseBone.ewbik` setting `name` (stiffness, stretch, ...), asked without storing
+    settings: its default on a bone that stores none (`bone_setting_default`)."""
     props = stored_bone_settings(pose_bone)
-    return 1.0 if props is None else props.stretch
+    return bone_setting_default(name) if props is None else getattr(props, name)
+
+
+def bone_setting_default(name: str) -> Any:
+    """What a bone that stores no settings has for `PoseBone.ewbik` setting `name`: its default."""
+    return bpy.types.PoseBone.bl_rna.properties["ewbik"].fixed_type.properties[name].default
 
 
 def pinned_bones(obj: bpy.types.Object) -> list[bpy.types.PoseBone]:

@@ -19,13 +19,19 @@ import numpy as np
 from mathutils import Matrix, Quaternion, Vector
 
 from ...solver import SolverSettings
-from ...solver.scene import SETTINGS_FIELDS, parse_scene
+from ...solver.scene import POSE_BONE_FIELDS, SETTINGS_FIELDS, parse_scene
 from ...solver.validation import SceneError
 from ..bridge.targets import new_pole, new_target
 from ..com.armature_checks import RigError, armature_scale, check_writable, limits_lock
 from ..com.limit_settings import has_limits, limits_dict, same_limits, set_limits
 from ..com.rotation_channels import rotation_channel
-from ..com.stored_settings import batched_updates, bone_target, stored_bone_limits, stored_solver_settings
+from ..com.stored_settings import (
+    batched_updates,
+    bone_setting,
+    bone_target,
+    stored_bone_limits,
+    stored_solver_settings,
+)
 
 MAX_NAME_BYTES = 63  # Blender truncates longer bone names
 REST_TOLERANCE = 1e-4  # of the rig's size: float32 rest matrices of an exported rig match within this
@@ -142,31 +148,32 @@ def rotation_values(mode, quaternion, euler):
     return channel, quaternion.to_euler(mode, euler)
 
 
-_LOCKS = ("lock_rotation", "lock_rotation_w", "lock_rotations_4d", "lock_location")
-
-
 def bone_assignments(pose_bone, bone):
     """(owner, property, value) for one bone: rotation mode and locks first, then the pose,
-    stiffness and stretch."""
+    stiffness and stretch; a setting the bone has already is left alone, so a bone that stores
+    no settings is given none (`stored_settings`)."""
     blender = bone.get("blender") or {}
     assignments = [
         (pose_bone, key, tuple(blender[key]) if isinstance(blender[key], list) else blender[key])
-        for key in ("rotation_mode", *_LOCKS)
+        for key in POSE_BONE_FIELDS
         if key in blender
     ]
     mode = blender.get("rotation_mode", pose_bone.rotation_mode)
     rotation = Quaternion(bone.get("rotation", (1.0, 0.0, 0.0, 0.0))).normalized()
     assignments.append((pose_bone, *rotation_values(mode, rotation, pose_bone.rotation_euler)))
     assignments.append((pose_bone, "location", tuple(bone.get("location", (0.0, 0.0, 0.0)))))
+    settings = []
     stiffness = float(bone.get("stiffness", 0.0))
     locked = blender.get("lock_rotation", pose_bone.lock_rotation)
     if not (stiffness == 1.0 and all(locked)):
         # Export writes 1 for fully locked bones; the locks already freeze them here,
         # and storing 1 would keep them frozen after the animator unlocks them.
-        assignments.append((pose_bone.ewbik, "stiffness", stiffness))
+        settings.append(("stiffness", stiffness))
     if "stretch" in bone:
-        assignments.append((pose_bone.ewbik, "stretch", float(bone["stretch"])))
-    return assignments
+        settings.append(("stretch", float(bone["stretch"])))
+    return assignments + [
+        (pose_bone.ewbik, name, value) for name, value in settings if value != bone_setting(pose_bone, name)
+    ]
 
 
 def settings_assignments(obj, settings):
@@ -303,19 +310,16 @@ def _clamped(stored, wanted):
 
 
 def _clamped_limits(bone, limits):
-    settings = bone.ewbik
+    """Notes on the cone radii Blender clamped (to a half turn, which allows every direction); a
+    twist range always fits, the twist properties take the solver's whole range."""
     wanted = [cone["radius"] for cone in limits.get("cones", ())]
-    stored = [cone.radius for cone in settings.cones]
-    notes = [
+    stored = [cone.radius for cone in bone.ewbik.cones]
+    return [
         f"bone '{bone.name}': cone {i + 1} radius {math.degrees(w):.1f} deg was clamped to "
         f"{math.degrees(s):.1f} deg"
         for i, (w, s) in enumerate(zip(wanted, stored))
         if _clamped(s, w)
     ]
-    twist = limits.get("twist")
-    if twist is not None and _clamped((settings.twist_min, settings.twist_max), (twist["min"], twist["max"])):
-        notes.append(f"bone '{bone.name}': twist limits were clamped to Blender's range")
-    return notes
 
 
 def _label(owner):

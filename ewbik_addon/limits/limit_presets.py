@@ -15,7 +15,7 @@ from ..com import limit_settings
 from ..com.armature_checks import limits_lock
 from ..com.limit_settings import scene_bones, set_limits
 from ..com.messages import count
-from ..com.stored_settings import batched_updates, stored_bone_limits
+from ..com.stored_settings import batched_updates, bone_setting, stored_bone_limits
 from ..rigs.production_checks import preset_overrides
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def store_preset(
     with batched_updates(obj):
         for pose_bone in pose_bones:
             set_limits(pose_bone.bone.ewbik, fitted.limits[pose_bone.name])
-            if pose_bone.name in fitted.stiffness and pose_bone.ewbik.stiffness == 0.0:
+            if pose_bone.name in fitted.stiffness and bone_setting(pose_bone, "stiffness") == 0.0:
                 pose_bone.ewbik.stiffness = fitted.stiffness[pose_bone.name]
 
 

@@ -1,9 +1,9 @@
 """Solve one armature: read its pose and pins, solve, blend by the influence, write the pose back.
 
-Fully locked bones are handed to the solver as stiffness 1 so they never absorb motion that
-would be thrown away. The solver sees only the pinned chains (`rig_cache.PinnedChains`): the
-other bones keep their channels, so a rig's extra bones cost a solve nothing. Arrays in the
-returned SolveResult follow `obj.pose.bones` order.
+Bones no solve may turn (`Rig.solve_stiffness`: fully locked, held) are handed to the solver as
+stiffness 1 so they never absorb motion that would be thrown away. The solver sees only the
+pinned chains (`rig_cache.PinnedChains`): the other bones keep their channels, so a rig's extra
+bones cost a solve nothing. Arrays in the returned SolveResult follow `obj.pose.bones` order.
 """
 
 import dataclasses
@@ -52,9 +52,7 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False, de
     # Before the pins: a zero scale would make their targets infinitely far.
     settings = settings_for(obj, rig, full, only_targets_moved)
     pins = read_pins(obj, rig, depsgraph)
-    chains = rig.chains
-    stiffness = chains.stiffness.copy()
-    stiffness[(locks.fully_locked | rig.held)[chains.rows]] = 1.0
+    stiffness = rig.solve_stiffness(locks, rig.chains.rows)
     start = pose_underneath.start_pose(rig)
     pins, settings = _place_rotation_only(rig, pins, settings, stiffness, *start)
     before = (rotations, locations, locks)

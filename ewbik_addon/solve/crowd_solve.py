@@ -22,7 +22,6 @@ class _Crowd:
     skeleton: Skeleton
     pose_index: list  # per rig: pose.bones index -> combined skeleton index
     limits: JointLimits
-    stiffness: np.ndarray
 
 
 def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
@@ -91,12 +90,12 @@ def _solve_together(settings, entries):
     locks); each pose written."""
     crowd = _crowd_for([entry[1] for entry in entries])
     n = len(crowd.skeleton.names)
-    all_rotations, all_locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), crowd.stiffness.copy()
+    all_rotations, all_locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), np.empty(n)
     pins = []
-    for k, (_obj, _rig, rig_pins, start, before) in enumerate(entries):
+    for k, (_obj, rig, rig_pins, start, before) in enumerate(entries):
         index = crowd.pose_index[k]
         all_rotations[index], all_locations[index] = start
-        stiffness[index[before[2].fully_locked]] = 1.0
+        stiffness[index] = rig.solve_stiffness(before[2])
         pins += [pin.renamed(f"{k}/{pin.bone}") for pin in rig_pins]
     if settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms * len(entries))
@@ -134,8 +133,8 @@ def _solve_together(settings, entries):
 
 
 def _crowd_for(rigs):
-    """The cached combined skeleton, limits and stiffness of these rigs (bone names prefixed by
-    the rig's place, `k/name`)."""
+    """The cached combined skeleton and limits of these rigs (bone names prefixed by the rig's
+    place, `k/name`)."""
     key = tuple((rig.structure_key, rig.settings_key) for rig in rigs)
     crowd = crowds.get(key)
     if crowd is not None:
@@ -148,14 +147,13 @@ def _crowd_for(rigs):
         rest.append(skeleton.rest)
         lengths.append(skeleton.lengths)
     skeleton = Skeleton(names, parents, np.concatenate(rest), np.concatenate(lengths))
-    pose_index, stiffness = [], np.zeros(len(names))
+    pose_index = []
     for k, rig in enumerate(rigs):
         in_skeleton = np.array([skeleton.index[f"{k}/{name}"] for name in rig.skeleton.names])
         pose_index.append(in_skeleton[rig.to_solver])
-        stiffness[in_skeleton] = rig.stiffness
         for bone, limit in (rig.limit_dicts or {}).items():
             kusudamas[skeleton.index[f"{k}/{bone}"]] = Kusudama.from_dict(limit, bone=bone)
     limits = JointLimits(kusudamas, len(names)) if kusudamas else None
     crowds.clear()  # one crowd at a time: the scene's live armatures
-    crowd = crowds[key] = _Crowd(key, skeleton, pose_index, limits, stiffness)
+    crowd = crowds[key] = _Crowd(key, skeleton, pose_index, limits)
     return crowd

@@ -1,44 +1,87 @@
-"""Keyboard shortcuts in Pose Mode, and the add-on preferences where users rebind them.
+"""Keyboard and mouse shortcuts, and the add-on preferences where users rebind them.
 
 The shortcuts live in the add-on key configuration (`keyconfigs.addon`), so Blender lists
-them under Preferences > Keymap > Pose as well as in this add-on's preferences, and a user's
-rebinding survives as a user keymap override. They are removed again on unregister.
+them under Preferences > Keymap as well as in this add-on's preferences, and a user's
+rebinding survives as a user keymap override. A keymap item's operator properties exist only
+once its operator is registered, so `operators` adds the shortcuts after its operators
+(`add_shortcuts`) and removes them before (`remove_shortcuts`).
 """
+
+import dataclasses
 
 import bpy
 import rna_keymap_ui
 
-KEYMAP = ("Pose", "EMPTY")  # name and space of the keymap that is active in Pose Mode
-SHORTCUTS = (  # (operator, key, shift, ctrl, alt): keys the default Pose Mode keymaps leave free
-    ("ewbik.toggle_pin", "P", True, True, False),
-    ("ewbik.jump_to_target", "J", True, True, False),
+
+@dataclasses.dataclass(frozen=True)
+class Shortcut:
+    """One binding of an operator in one of Blender's keymaps."""
+
+    keymap: tuple  # (name, space type) of the keymap it is added to
+    operator: str
+    key: str
+    value: str = "PRESS"
+    shift: bool = False
+    ctrl: bool = False
+    alt: bool = False
+    properties: tuple = ()  # (name, value) of the operator properties the item sets
+
+
+POSE = ("Pose", "EMPTY")  # the keymap that is active in Pose Mode
+VIEW_3D = ("3D View", "VIEW_3D")  # active in every mode; an operator passes on what is not its click
+SHORTCUTS = (
+    # keys the default Pose Mode keymaps leave free
+    Shortcut(POSE, "ewbik.toggle_pin", "P", shift=True, ctrl=True),
+    Shortcut(POSE, "ewbik.jump_to_target", "J", shift=True, ctrl=True),
+    # Ctrl+click adds a limit cone, Ctrl+Shift+click removes one: clicks Blender's default keymaps
+    # leave free (only Ctrl+drag is bound, to lasso select)
+    Shortcut(
+        VIEW_3D, "ewbik.cone_at_cursor", "LEFTMOUSE", "CLICK", ctrl=True, properties=(("remove", False),)
+    ),
+    Shortcut(
+        VIEW_3D,
+        "ewbik.cone_at_cursor",
+        "LEFTMOUSE",
+        "CLICK",
+        shift=True,
+        ctrl=True,
+        properties=(("remove", True),),
+    ),
 )
 ADDON_PACKAGE = __package__.removesuffix(".ewbik_addon.ui")  # the extension's top package
 
-_registered = []  # (keymap, keymap item) pairs this add-on added
+_added = []  # (shortcut, keymap, keymap item) of every shortcut added
 
 
 class EWBIK_AP_preferences(bpy.types.AddonPreferences):
-    """The add-on's preferences: its Pose Mode shortcuts, rebindable in place."""
+    """The add-on's preferences: its shortcuts, rebindable in place."""
 
     bl_idname = ADDON_PACKAGE
 
     def draw(self, context):
         layout = self.layout
-        layout.label(text="Pose Mode shortcuts")
+        layout.label(text="Shortcuts")
         user_keyconfig = context.window_manager.keyconfigs.user
-        for keymap, item in _registered:
+        for shortcut, keymap, item in _added:
             user_keymap = user_keyconfig.keymaps.get(keymap.name)
-            user_item = _matching_item(user_keymap, item) if user_keymap is not None else None
+            user_item = _matching_item(user_keymap, shortcut) if user_keymap is not None else None
             if user_item is None:
                 layout.label(text=f"{item.name}: {_shortcut_text(item)}")
             else:
                 rna_keymap_ui.draw_kmi([], user_keyconfig, user_keymap, user_item, layout, 0)
 
 
-def _matching_item(keymap, item):
-    """The user keymap's copy of an add-on keymap item (same operator)."""
-    return next((candidate for candidate in keymap.keymap_items if candidate.idname == item.idname), None)
+def _matching_item(keymap, shortcut):
+    """The user keymap's copy of a shortcut's item (same operator and operator properties)."""
+    return next(
+        (
+            candidate
+            for candidate in keymap.keymap_items
+            if candidate.idname == shortcut.operator
+            and all(getattr(candidate.properties, name) == value for name, value in shortcut.properties)
+        ),
+        None,
+    )
 
 
 def _shortcut_text(item):
@@ -46,20 +89,30 @@ def _shortcut_text(item):
     return " ".join([*modifiers, item.type])
 
 
-def register():
-    bpy.utils.register_class(EWBIK_AP_preferences)
+def add_shortcuts():
+    """Add every shortcut to the add-on key configuration (call once their operators are registered)."""
     keyconfig = bpy.context.window_manager.keyconfigs.addon
     if keyconfig is None:  # Blender run in the background without a window manager's key configs
         return
-    name, space = KEYMAP
-    keymap = keyconfig.keymaps.new(name=name, space_type=space)
-    for operator, key, shift, ctrl, alt in SHORTCUTS:
-        item = keymap.keymap_items.new(operator, key, "PRESS", shift=shift, ctrl=ctrl, alt=alt)
-        _registered.append((keymap, item))
+    for shortcut in SHORTCUTS:
+        name, space = shortcut.keymap
+        keymap = keyconfig.keymaps.new(name=name, space_type=space)
+        modifiers = {name: getattr(shortcut, name) for name in ("shift", "ctrl", "alt")}
+        item = keymap.keymap_items.new(shortcut.operator, shortcut.key, shortcut.value, **modifiers)
+        for property_name, value in shortcut.properties:
+            setattr(item.properties, property_name, value)
+        _added.append((shortcut, keymap, item))
+
+
+def remove_shortcuts():
+    for _shortcut, keymap, item in _added:
+        keymap.keymap_items.remove(item)
+    _added.clear()
+
+
+def register():
+    bpy.utils.register_class(EWBIK_AP_preferences)
 
 
 def unregister():
-    for keymap, item in _registered:
-        keymap.keymap_items.remove(item)
-    _registered.clear()
     bpy.utils.unregister_class(EWBIK_AP_preferences)

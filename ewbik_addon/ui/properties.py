@@ -28,14 +28,14 @@ from bpy.props import (
     PointerProperty,
     StringProperty,
 )
-from mathutils import Vector
 
 from ...solver import SolverSettings, presets
+from ...solver.kusudama import cone_direction
 from ...solver.pins import AIM_AXES
 from ...solver.settings import MAX_SOFT_REACH
 from ...solver.stretch import MAX_STRETCH
+from ...solver.validation import MAX_ANGLE
 from ..com import active, messages, stored_settings
-from ..com.limit_settings import MIN_DIRECTION
 from ..com.stored_settings import batched_updates, bone_target, settings_changed
 from ..limits import body_angles
 from ..rigs import production_rigs
@@ -48,7 +48,7 @@ def _angle_getter(which):
     float32 axis a hair off reads "0°", never "-0°"."""
 
     def get(cone):
-        if Vector(cone.direction).length < MIN_DIRECTION:
+        if cone_direction(cone.direction) is None:
             return 0.0
         angle = body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
         return 0.0 if abs(angle) < SHOWN_AS_ZERO else angle
@@ -61,7 +61,7 @@ def _angle_setter(which):
         bone = body_angles.cone_bone(cone)
         angles = (
             list(body_angles.flex_abduct(bone, cone.direction))
-            if Vector(cone.direction).length > MIN_DIRECTION
+            if cone_direction(cone.direction) is not None
             else [0.0, 0.0]
         )
         angles[which] = value
@@ -74,14 +74,9 @@ REST_DIRECTION = (0.0, 1.0, 0.0)
 _SOLVER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SolverSettings)}
 
 
-def _has_direction(direction):
-    """Whether a cone axis has a direction: finite and not (0, 0, 0)."""
-    return math.isfinite(sum(direction)) and math.fsum(c * c for c in direction) > 1e-18
-
-
 def _kept_direction(cone, direction, stored, _is_set):
     """Blender 5's `set_transform`: an axis without a direction is refused, the stored one stays."""
-    return direction if _has_direction(direction) else stored
+    return direction if cone_direction(direction) is not None else stored
 
 
 def _direction(cone):
@@ -94,7 +89,7 @@ def _set_direction(cone, direction):
     """Blender 4's setter: an axis without a direction is refused, the stored one stays; stored
     as float32, as Blender stores the property."""
     stored = array.array("f", direction)
-    if _has_direction(stored):
+    if cone_direction(stored) is not None:
         cone["direction"] = stored
 
 
@@ -324,8 +319,8 @@ class EWBIK_PG_bone_limits(bpy.types.PropertyGroup):
         description="Furthest the bone may twist one way about its own axis (typing a Min above Max moves "
         "Max along)",
         subtype="ANGLE",
-        min=-2.0 * math.pi,
-        max=2.0 * math.pi,
+        min=-MAX_ANGLE,
+        max=MAX_ANGLE,
         soft_min=-math.pi,
         soft_max=math.pi,
         default=math.radians(-45.0),
@@ -337,8 +332,8 @@ class EWBIK_PG_bone_limits(bpy.types.PropertyGroup):
         description="Furthest the bone may twist the other way about its own axis (typing a Max below Min "
         "moves Min along)",
         subtype="ANGLE",
-        min=-2.0 * math.pi,
-        max=2.0 * math.pi,
+        min=-MAX_ANGLE,
+        max=MAX_ANGLE,
         soft_min=-math.pi,
         soft_max=math.pi,
         default=math.radians(45.0),

@@ -329,9 +329,9 @@ def test_gizmo_group_keeps_one_gizmo_per_handle_on_its_point(gizmos, rig):
 
 
 def test_ctrl_click_keys_are_free_in_pose_mode_and_go_away_on_disable():
-    handles = addon_module("operators.limit_handles")
+    keymaps = addon_module("ewbik_addon.ui.keymaps")
     bindings = default_pose_mode_bindings()
-    keymap = bpy.context.window_manager.keyconfigs.addon.keymaps[handles.KEYMAP[0]]
+    keymap = bpy.context.window_manager.keyconfigs.addon.keymaps[keymaps.VIEW_3D[0]]
     ours = [item for item in keymap.keymap_items if item.idname == "ewbik.cone_at_cursor"]
     assert sorted(
         (item.type, item.value, item.ctrl, item.shift, item.properties.remove) for item in ours

@@ -62,7 +62,11 @@ def test_shortcuts_are_on_keys_pose_mode_leaves_free_and_go_away_on_disable():
     keymaps = addon_module("ewbik_addon.ui.keymaps")
     bindings = default_pose_mode_bindings()
     assert ("G", False, False, False) in bindings  # the oracle sees Blender's own grab key
-    shortcuts = {operator: (key, shift, ctrl, alt) for operator, key, shift, ctrl, alt in keymaps.SHORTCUTS}
+    shortcuts = {
+        shortcut.operator: (shortcut.key, shortcut.shift, shortcut.ctrl, shortcut.alt)
+        for shortcut in keymaps.SHORTCUTS
+        if shortcut.keymap == keymaps.POSE
+    }
     assert set(shortcuts) == {"ewbik.toggle_pin", "ewbik.jump_to_target"}
     assert not set(shortcuts.values()) & bindings
 
@@ -89,7 +93,9 @@ def test_preferences_list_the_shortcuts():
 
     layout = MenuLayout()
     type(preferences).draw(type("Host", (), {"layout": layout})(), bpy.context)
-    assert "Toggle Pin: Shift Ctrl P" in layout.logged("label")  # no user keyconfig headless: listed as text
+    labels = layout.logged("label")  # no user keyconfig headless: listed as text
+    assert "Toggle Pin: Shift Ctrl P" in labels
+    assert "Add/Remove Limit Cone Here: Shift Ctrl LEFTMOUSE" in labels
 
 
 def test_toggle_pin_pins_then_unpins_the_selection(metarig):

@@ -65,3 +65,34 @@ def test_standalone_solver_reaches_the_same_pose_as_blender(metarig):
         else:
             blender = pose_bone.rotation_euler.to_quaternion()
         assert Quaternion(values["rotation"]).rotation_difference(blender).angle < 1e-4, name
+
+
+def test_scene_document_holds_the_bones_the_solve_holds(metarig, monkeypatch):
+    """A chest that a constraint poses is held, and so are the bones above it on the hands'
+    chains: the document gives them the stiffness the solve gives them."""
+    scene_export = addon_module("ewbik_addon.documents.scene_export")
+    armature_solve = addon_module("ewbik_addon.solve.armature_solve")
+    chest = metarig.pose.bones["spine.003"].constraints.new("COPY_ROTATION")
+    chest.target = bpy.data.objects.new("turn", None)
+    bpy.context.scene.collection.objects.link(chest.target)
+    metarig.pose.bones["upper_arm.L"].lock_rotation = (True, True, True)
+    prepared_rig(metarig)
+    solved = {}
+
+    def recording_solve(skeleton, pins, rotations, locations, settings, limits, stiffness, *rest):
+        solved.update(zip(skeleton.names, stiffness.tolist()))
+        return solve(skeleton, pins, rotations, locations, settings, limits, stiffness, *rest)
+
+    solve = armature_solve.solve
+    monkeypatch.setattr(armature_solve, "solve", recording_solve)
+    assert bpy.ops.ewbik.solve() == {"FINISHED"}, metarig.ewbik.status
+    exported = {bone["name"]: bone["stiffness"] for bone in scene_export.scene_document(metarig)["bones"]}
+    assert {name for name, stiffness in solved.items() if stiffness == 1.0} >= {
+        "spine.003",
+        "spine.002",
+        "spine.001",
+        "spine",
+        "upper_arm.L",
+        "upper_arm.R",
+    }
+    assert {name: exported[name] for name in solved} == solved

@@ -301,6 +301,21 @@ def test_clamped_values_and_a_different_rest_pose_are_reported(metarig, tmp_path
     assert metarig.ewbik.iterations == 10000
 
 
+def test_every_twist_range_the_solver_takes_is_kept(metarig, tmp_path, capfd):
+    """Twist bounds take the solver's whole range (`MAX_ANGLE`), so Blender stores a document's
+    range as the solver reads it."""
+    dress_up(metarig)
+    document = export(tmp_path / "scene.json")
+    elbow = next(bone for bone in document["bones"] if bone["name"] == "forearm.L")
+    bound = addon_module("solver.validation").MAX_ANGLE
+    elbow["limits"]["twist"] = {"min": -bound, "max": 2.5 * math.pi}
+    (tmp_path / "twisted.json").write_text(json.dumps(document))
+    assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "twisted.json")) == {"FINISHED"}
+    assert "clamped" not in "".join(capfd.readouterr())
+    limits = metarig.data.bones["forearm.L"].ewbik
+    assert (limits.twist_min, limits.twist_max) == pytest.approx((-bound, 2.5 * math.pi), rel=1e-6)
+
+
 BAD_EDITS = {
     "limits.cones[0].direction": lambda doc: next(
         bone for bone in doc["bones"] if bone["name"] == "forearm.L"

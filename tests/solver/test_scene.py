@@ -10,7 +10,19 @@ import numpy as np
 import pytest
 
 import solver
-from solver.scene import SETTINGS_FIELDS, parse_scene, solve_scene
+from solver import Pin, Skeleton, SolverSettings, solve
+from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
+from solver.scene import (
+    SETTINGS_FIELDS,
+    Scene,
+    parse_scene,
+    pose_document,
+    scene_bone,
+    scene_document,
+    scene_pin,
+    scene_settings,
+    solve_scene,
+)
 from solver.validation import SceneError
 from tests.solver.conftest import EXAMPLES, REPO, load_example, pose_matrices
 
@@ -379,3 +391,89 @@ def test_blender_fields_are_accepted_and_ignored_by_the_solver():
         )
     )
     assert solve_scene(marked)["bones"] == solve_scene(plain)["bones"]
+
+
+def written(scene):
+    """The document of a `Scene`, every field written by `scene_document` and its parts."""
+    skeleton = scene.skeleton
+    kusudamas = scene.limits.kusudamas if scene.limits is not None else {}
+    bones = [
+        scene_bone(
+            name,
+            None if parent < 0 else skeleton.names[parent],
+            skeleton.rest[i],
+            skeleton.lengths[i],
+            rotation=scene.rotations[i],
+            location=scene.locations[i],
+            stiffness=scene.stiffness[i],
+            stretch=scene.stretch[i],
+            limits=kusudamas[i].to_dict() if i in kusudamas else None,
+        )
+        for i, (name, parent) in enumerate(zip(skeleton.names, skeleton.parents))
+    ]
+    return scene_document(bones, [scene_pin(pin) for pin in scene.pins], scene_settings(scene.settings))
+
+
+def solver_inputs():
+    """A Scene of every kind of input, in numbers a document carries exactly (rest frames and
+    turns that parsing normalizes to themselves)."""
+    bones = [
+        ("hips", None, (0.0, 0.0, 1.0), 0.2, False),
+        ("chest", "hips", (0.0, 0.2, 1.0), 0.4, False),
+        ("arm.L", "chest", (0.2, 0.5, 1.0), 0.3, False),
+        ("hand.L", "arm.L", (0.2, 0.8, 1.0), 0.1, False),
+        ("arm.R", "chest", (-0.2, 0.5, 1.0), 0.3, False),
+        ("hand.R", "arm.R", (-0.2, 0.8, 1.0), 0.1, False),
+        ("leg.L", "hips", (0.1, 0.0, 1.0), 0.5, True),
+        ("foot.L", "leg.L", (0.1, -0.5, 1.0), 0.4, True),
+    ]
+    rest = []
+    for _, _, head, _, down in bones:
+        matrix = np.diag([-1.0, -1.0, 1.0, 1.0]) if down else np.eye(4)
+        matrix[:3, 3] = head
+        rest.append(matrix)
+    skeleton = Skeleton([b[0] for b in bones], [b[1] for b in bones], rest, [b[3] for b in bones])
+    n, index = len(skeleton), skeleton.index
+    rotations = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
+    rotations[index["arm.L"]] = (0.96, 0.0, 0.28, 0.0)
+    rotations[index["leg.L"]] = (0.9, 0.3, -0.3, 0.1)
+    locations = np.zeros((n, 3))
+    locations[index["hips"]] = (0.01, -0.02, 0.03)
+    stiffness, stretch = np.zeros(n), np.ones(n)
+    stiffness[index["chest"]] = 0.4
+    stretch[index["arm.R"]] = 1.5
+    elbow = Kusudama(
+        [LimitCone((1.0, 0.0, 0.0), 0.7), LimitCone((0.0, 1.0, 0.0), 0.4)], TwistLimit(-0.3, 0.5), 0.2
+    )
+    targets = [np.eye(4) for _ in range(3)]
+    for target, place in zip(targets, ((0.5, 0.9, 1.2), (-0.3, 1.0, 0.9), (0.1, -0.9, 1.0))):
+        target[:3, 3] = place
+    pins = [
+        Pin("hand.L", targets[0], 2.0, (0.5, 1.0, 0.0), 0.2, 1.0, (0.4, 0.3, 0.0)),
+        Pin("hand.R", targets[1], aim="Y"),
+        Pin("foot.L", targets[2]),
+    ]
+    limits = JointLimits({index["arm.L"]: elbow}, n)
+    settings = SolverSettings(iterations=40, tolerance=1e-6, time_budget_ms=None)
+    return Scene(skeleton, pins, rotations, locations, stiffness, limits, settings, stretch)
+
+
+def test_a_written_document_reads_back_as_what_it_was_written_from():
+    """`scene_document` writes what `parse_scene` reads: the parsed document writes the same
+    document again, and solves as the inputs it was written from do."""
+    inputs = solver_inputs()
+    document = json.loads(json.dumps(written(inputs)))
+    assert written(parse_scene(document)) == document
+    solved = solve_scene(document)
+    expected = pose_document(inputs, solve(**vars(inputs)))
+    assert solved["bones"] == expected["bones"]
+    assert solved["stats"]["pins"] == expected["stats"]["pins"]
+    assert solved["stats"]["iterations"] == expected["stats"]["iterations"]
+
+
+def test_scene_document_writes_only_the_fields_given():
+    bone = scene_bone("b", None, np.eye(4), np.float64(0.5), stiffness=np.float64(0.25))
+    assert bone == {"name": "b", "parent": None, "rest": np.eye(4).tolist(), "length": 0.5, "stiffness": 0.25}
+    assert type(bone["length"]) is float and type(bone["stiffness"]) is float
+    assert scene_document([bone]) == {"format": "ewbik-scene", "version": 1, "bones": [bone], "pins": []}
+    assert parse_scene(scene_document([bone], settings={"iterations": 3})).settings.iterations == 3
