@@ -14,6 +14,8 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .scene import solve_scene
 
@@ -25,7 +27,7 @@ class _InputError(Exception):
     """A problem to report in one line (exit status 2)."""
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m solver", description="EWBIK solver")
     commands = parser.add_subparsers(dest="command", required=True)
     solve_cmd = commands.add_parser("solve", help="solve a scene document")
@@ -42,7 +44,7 @@ def main(argv=None):
     return 0
 
 
-def _read(path):
+def _read(path: str) -> Any:
     """The scene file's JSON; every way it can fail becomes an _InputError naming the file."""
     try:
         with open(path, "rb") as stream:
@@ -58,14 +60,14 @@ def _read(path):
         raise _InputError(f"{path}: {_reason(error)}") from None
 
 
-def _solve(path, document):
+def _solve(path: str, document: Any) -> dict[str, Any]:
     try:
         return solve_scene(document)
     except ValueError as error:  # SceneError, with the path of the offending field
         raise _InputError(f"{path}: {_reason(error)}") from None
 
 
-def _write(path, text):
+def _write(path: str | None, text: str) -> None:
     try:
         if path:
             _write_file(path, text)
@@ -78,7 +80,7 @@ def _write(path, text):
         raise _InputError(f"{path or 'standard output'}: {_reason(error)}") from None
 
 
-def _write_file(path, text):
+def _write_file(path: str, text: str) -> None:
     """Write through a temporary file in the same directory, renamed over `path` once complete; a
     device or pipe (`/dev/stdout`, `/dev/full`) is written directly, never replaced."""
     try:
@@ -103,13 +105,13 @@ def _write_file(path, text):
         raise
 
 
-def _discard_stdout():
+def _discard_stdout() -> None:
     """Point the standard output at the null device, so the exit does not retry the failed write."""
     with open(os.devnull, "w") as null:
         os.dup2(null.fileno(), sys.stdout.fileno())
 
 
-def _summarize(scene_path, pose):
+def _summarize(scene_path: str, pose: Mapping[str, Any]) -> None:
     stats = pose["stats"]
     outcome = "converged" if stats["converged"] else "not converged"
     lines = [f"{scene_path}: {stats['iterations']} iterations, {outcome}, {stats['ms']:.2f} ms"]
@@ -120,12 +122,12 @@ def _summarize(scene_path, pose):
     _report("\n".join(lines))
 
 
-def _reason(error):
+def _reason(error: Exception) -> str:
     text = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
     return " ".join(text.split())
 
 
-def _report(text):
+def _report(text: str) -> None:
     """Write to stderr; a stderr that cannot be written (closed, a full disk) is not worth a traceback."""
     try:
         print(text, file=sys.stderr, flush=True)

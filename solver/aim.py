@@ -17,19 +17,38 @@ few rounds do. Either way the answer is a function of the targets, the settings 
 pose.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import quat
-from .pins import AIM_AXES
+from .pins import AIM_AXES, Pin
+
+if TYPE_CHECKING:
+    from .kusudama import JointLimits
+    from .skeleton import Skeleton
+    from .solve import SolveResult
 
 AIM_ROUNDS = 8  # at most this many re-aimed solves after the heads are placed
 _AXIS = {name: (k // 2, 1.0 if k % 2 == 0 else -1.0) for k, name in enumerate(AIM_AXES)}
 _SAME_POINT = 1e-12  # relative distance below which the target sits on the head: no direction
 
 
-def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance, frozen=None, limits=None):
+def solve_aimed(
+    solve_pins: Callable[[Sequence[Pin], np.ndarray, np.ndarray], SolveResult],
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    tolerance: float,
+    frozen: np.ndarray | None = None,
+    limits: JointLimits | None = None,
+) -> SolveResult:
     """The SolveResult of pins some of which aim (`Pin.aim`): a solve of the others, then each
     aimed bone turned to its target (`_turned_to_aims`) or, where that cannot serve, re-aimed
     solves.
@@ -72,7 +91,7 @@ def solve_aimed(solve_pins, skeleton, pins, rotations, locations, tolerance, fro
     return result
 
 
-def _turnable(skeleton, pins, bones, frozen):
+def _turnable(skeleton: Skeleton, pins: Sequence[Pin], bones: np.ndarray, frozen: np.ndarray) -> bool:
     """Whether each aimed bone can turn alone: not frozen, and no other pin hangs from it (its
     turn would move that pin) nor from another aimed bone."""
     for pin, bone in zip(pins, bones):
@@ -83,7 +102,14 @@ def _turnable(skeleton, pins, bones, frozen):
     return True
 
 
-def _turned_to_aims(result, skeleton, pins, aiming, bones, tolerance):
+def _turned_to_aims(
+    result: SolveResult,
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    aiming: np.ndarray,
+    bones: np.ndarray,
+    tolerance: float,
+) -> SolveResult:
     """`result` (the solve of the pins that do not aim) with each aimed bone turned about its
     head by the shortest arc from its axis to the way to its target, its per-pin measures for
     every pin. An aim pin holds no position, so where its bone turns alone, nothing else
@@ -92,19 +118,21 @@ def _turned_to_aims(result, skeleton, pins, aiming, bones, tolerance):
     rotations = result.rotations.copy()
     moved = result.moved.copy()
     angles = np.zeros(len(pins))
-    for k in np.flatnonzero(aiming):
+    for k, pin in enumerate(pins):
+        if pin.aim is None:
+            continue
         bone = int(bones[k])
         world, heads = skeleton.frames(rotations, result.locations, skeleton.kinematic_levels([bone]))
-        column, sign = _AXIS[pins[k].aim]
+        column, sign = _AXIS[pin.aim]
         axis = sign * world[bone][:, column]
-        way = pins[k].target_position - heads[bone]
+        way = pin.target_position - heads[bone]
         if np.linalg.norm(way) > _SAME_POINT * skeleton.unit:
             turn = quat.shortest_arc(axis, way)
             frame = skeleton.parent_frames(np.array([bone]), world)[0]
             local = np.concatenate([turn[:1], turn[1:] @ frame])
             rotations[bone] = quat.normalize(quat.multiply(local, rotations[bone]))
             angles[k] = aim_angle(
-                quat.to_matrix(turn) @ world[bone], heads[bone], pins[k].target_position, pins[k].aim
+                quat.to_matrix(turn) @ world[bone], heads[bone], pin.target_position, pin.aim
             )
         moved[bone] = True
     result.rotations, result.moved = rotations, moved
@@ -122,7 +150,7 @@ def _turned_to_aims(result, skeleton, pins, aiming, bones, tolerance):
     return result
 
 
-def _way_turned(pins, heads, new_heads):
+def _way_turned(pins: Sequence[Pin], heads: np.ndarray, new_heads: np.ndarray) -> np.ndarray:
     """(P,) the most the way from each bone's head to its pin's target can have turned (radians)
     when the head moved from `heads` to `new_heads` (P, 3): the shift over the new distance."""
     targets = np.array([pin.target_position for pin in pins])
@@ -131,7 +159,9 @@ def _way_turned(pins, heads, new_heads):
     return np.where(shifts > 0.0, shifts / np.maximum(distances, 1e-300), 0.0)
 
 
-def aim_errors(skeleton, pins, rotations, locations):
+def aim_errors(
+    skeleton: Skeleton, pins: Sequence[Pin], rotations: np.ndarray, locations: np.ndarray
+) -> np.ndarray:
     """(P,) radians between each aim pin's axis and the way from its bone's head to its target
     (0 for other pins)."""
     world, heads = skeleton.forward(rotations, locations)
@@ -143,7 +173,7 @@ def aim_errors(skeleton, pins, rotations, locations):
     return angles
 
 
-def aim_angle(basis, head, target, aim):
+def aim_angle(basis: ArrayLike, head: ArrayLike, target: ArrayLike, aim: str) -> float:
     """Radians between axis `aim` of a bone with world `basis` (3, 3, columns = its axes, any
     scale) and head `head`, and the way from there to `target`; 0 when the target is on the head.
     One measure for the solver's errors and for what Blender evaluated."""
@@ -155,13 +185,13 @@ def aim_angle(basis, head, target, aim):
     return float(np.arctan2(np.linalg.norm(np.cross(axis, way)), axis @ way))
 
 
-def _world_axis(rotation, aim):
+def _world_axis(rotation: np.ndarray, aim: str) -> np.ndarray:
     """The aimed axis of a bone turned by world `rotation` (w, x, y, z), a unit vector."""
     column, sign = _AXIS[aim]
     return sign * quat.to_matrix(rotation)[:, column]
 
 
-def _placed(skeleton, pins, pose):
+def _placed(skeleton: Skeleton, pins: Sequence[Pin], pose: tuple[np.ndarray, np.ndarray]) -> list[Pin]:
     """The pins as the loops take them: each aim pin holds its bone's head in `pose` and weighs
     only its axis, turned (by the shortest arc from where the bone points now) toward the target."""
     world, heads = skeleton.forward(*pose)

@@ -211,6 +211,7 @@ class Attempt:
 
     def _missed_bones_each(self, groups):
         """`_missed_bones` of each row of `groups` (K, P) bool at once: (K, N) bool."""
+        assert self.limits is not None  # restarts under limits only
         movable = ~self.frozen & self.limits.limited
         return missed_bones_each(self.plan, self.state.skeleton, self.state.pin_bones, movable, groups)
 

@@ -13,14 +13,25 @@ Dempster's cadaver data (docs/balance.md); bones with no role take the segment o
 ancestor with one, and a segment's mass is shared by its bones by length.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import functools
 import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import quat
 from .validation import SceneError, vector
+
+if TYPE_CHECKING:
+    from .pins import Pin
+    from .settings import SolverSettings
+    from .skeleton import Skeleton
+    from .solve import SolveResult, _Solving
 
 # Share of the body's mass per segment (Winter 2009, Table 4.1, after Dempster 1955).
 SEGMENT_MASS = {
@@ -76,8 +87,9 @@ class Body:
     feet: dict
     up: np.ndarray = dataclasses.field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
     centres: np.ndarray | None = None
+    _support: tuple[tuple, Support | None] | None = dataclasses.field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         masses = np.asarray(self.masses, dtype=float)
         if masses.ndim != 1 or not np.isfinite(masses).all() or (masses < 0).any() or not masses.sum() > 0:
             raise SceneError("body.masses", "must be finite, not negative, and not all zero")
@@ -100,7 +112,7 @@ class Body:
         object.__setattr__(self, "feet", feet)
         object.__setattr__(self, "_support", None)  # (feet pins' targets, unit, Support): `support_of`
 
-    def centres_in(self, skeleton):
+    def centres_in(self, skeleton: Skeleton) -> np.ndarray:
         """(N, 3) each bone's mass centre in its frame (the middle where `centres` is None)."""
         if self.centres is not None:
             return self.centres
@@ -108,12 +120,18 @@ class Body:
         centres[:, 1] = skeleton.lengths * 0.5
         return centres
 
-    def within(self, whole, part, rotations=None, locations=None):
+    def within(
+        self,
+        whole: Skeleton,
+        part: Skeleton,
+        rotations: np.ndarray | None = None,
+        locations: np.ndarray | None = None,
+    ) -> Body:
         """This body (of skeleton `whole`) for `part`, a skeleton of some of its bones (the
         pinned chains): each bone's mass carried by its nearest ancestor in `part`, at the place
         the local pose `rotations`, `locations` (`whole` order) holds it in that ancestor's frame
         (the solve turns no bone off the chains, so it stays there; None: the rest pose)."""
-        if rotations is None:
+        if rotations is None or locations is None:
             rotations = np.tile(quat.IDENTITY, (len(whole), 1))
             locations = np.zeros((len(whole), 3))
         axes, heads = whole.frames(rotations, locations)
@@ -135,18 +153,19 @@ class Body:
         return Body(masses, feet, self.up, centres)
 
 
-def body_of(skeleton, roles, up=(0.0, 0.0, 1.0)):
+def body_of(skeleton: Skeleton, roles: Mapping[str, str], up: ArrayLike = (0.0, 0.0, 1.0)) -> Body:
     """The Body of `skeleton` whose bones have `roles` ({bone name: role}, `presets.bone_roles`):
     masses from `SEGMENT_MASS`, feet the foot bones with contact points at their heads, heels and
     tails and the tails of the toe bones under them (at rest; `up` says which way is across)."""
-    return Body(bone_masses(skeleton, roles), _feet(skeleton, roles, up), np.asarray(up, dtype=float))
+    up = np.asarray(up, dtype=float)
+    return Body(bone_masses(skeleton, roles), _feet(skeleton, roles, up), up)
 
 
-def bone_masses(skeleton, roles):
+def bone_masses(skeleton: Skeleton, roles: Mapping[str, str]) -> np.ndarray:
     """(N,) share of the body's mass per bone: each segment's share split over its bones by
     length; bones without a role belong to the nearest ancestor's segment; by length alone when
     no bone has a role."""
-    segments = [None] * len(skeleton)
+    segments: list[tuple[str, str] | None] = [None] * len(skeleton)
     for i in range(len(skeleton)):  # parents first
         role = roles.get(skeleton.names[i])
         parent = skeleton.parents[i]
@@ -154,21 +173,21 @@ def bone_masses(skeleton, roles):
     if not any(segments):
         return skeleton.lengths / skeleton.lengths.sum()
     masses = np.zeros(len(skeleton))
-    for segment in set(segments) - {None}:
+    for segment in {s for s in segments if s is not None}:
         members = np.array([s == segment for s in segments])
         lengths = skeleton.lengths[members]
         masses[members] = SEGMENT_MASS[segment[0]] * lengths / lengths.sum()
     return masses / masses.sum()
 
 
-def _segment(role):
+def _segment(role: str) -> tuple[str, str]:
     """(segment, side) of a role ("forearm.L" -> ("forearm", "L"), "clavicle.L" -> ("trunk", ""))."""
     base, _, side = role.partition(".")
     segment = _SEGMENT_OF_ROLE.get(base, "hand")
     return segment, "" if segment in _CENTRAL else side
 
 
-def _feet(skeleton, roles, up):
+def _feet(skeleton: Skeleton, roles: Mapping[str, str], up: np.ndarray) -> dict[str, np.ndarray]:
     """{foot bone: (K, 3) contact points in its frame}: its head (the ankle), the heel behind it
     (`HEEL`) and its tail, these two `FOOT_WIDTH` wide across the foot (a foot has a breadth: the
     polygon of one planted foot has an inside), and the tails of the toe bones below it, at rest."""
@@ -191,18 +210,20 @@ def _feet(skeleton, roles, up):
     return feet
 
 
-def centre_of_mass(masses, heads, tails):
+def centre_of_mass(masses: np.ndarray, heads: np.ndarray, tails: np.ndarray) -> np.ndarray:
     """The centre of mass of bones weighing `masses` (N,) each at the middle of its `heads` and
     `tails` (N, 3): the overlay's measure of the pose Blender shows."""
     return masses @ ((heads + tails) * 0.5) / masses.sum()
 
 
-def pose_centre_of_mass(skeleton, body, rotations, locations):
+def pose_centre_of_mass(
+    skeleton: Skeleton, body: Body, rotations: np.ndarray, locations: np.ndarray
+) -> np.ndarray:
     """The centre of mass of `skeleton` in a local pose."""
     return _centre_of_mass(body, body.centres_in(skeleton), *skeleton.frames(rotations, locations))
 
 
-def _centre_of_mass(body, centres, world, heads):
+def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: np.ndarray) -> np.ndarray:
     """The centre of mass of bones whose frames are `world` (N, 3, 3) and `heads` (N, 3)."""
     return body.masses @ (heads + np.einsum("nij,nj->ni", world, centres)) / body.masses.sum()
 
@@ -217,8 +238,14 @@ class Support:
     corners: np.ndarray
     axes: np.ndarray
     up: np.ndarray
+    _flat: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _middle: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _edges: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _spans: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _normals: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _offsets: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         flat = self.corners @ self.axes.T
         edges = np.concatenate((flat[1:], flat[:1])) - flat
         lengths = np.sqrt(np.einsum("ij,ij->i", edges, edges))
@@ -230,12 +257,12 @@ class Support:
         object.__setattr__(self, "_normals", normals)
         object.__setattr__(self, "_offsets", np.einsum("ij,ij->i", normals, flat))
 
-    def depth(self, point):
+    def depth(self, point: np.ndarray) -> float:
         """How far `point`'s ground projection lies inside the polygon (negative: outside by
         that much; a polygon of one or two corners has no inside)."""
         return self._placed(self.axes @ point)[0]
 
-    def depth_and_shift(self, point, margin):
+    def depth_and_shift(self, point: np.ndarray, margin: float) -> tuple[float, np.ndarray]:
         """(`depth` of `point`, (3,) the horizontal move that takes its ground projection to the
         nearest point at least `margin` inside the polygon (toward its middle where it is
         narrower); zero when it is there already)."""
@@ -248,7 +275,7 @@ class Support:
         goal = near + inward * (min(margin, length) / length) if length > 0 else self._middle
         return depth, (goal - p) @ self.axes
 
-    def _placed(self, p):
+    def _placed(self, p: np.ndarray) -> tuple[float, np.ndarray]:
         """(signed distance of the ground point `p` (2,) inside the polygon (fewer than 3 corners:
         minus the distance to them), the nearest point of the polygon to it (`p` when inside))."""
         if len(self._flat) >= 3:
@@ -263,7 +290,7 @@ class Support:
         return -math.sqrt(gaps[nearest]), near[nearest]
 
 
-def support_of(pins, body, unit):
+def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
     """The Support of the pinned feet whose lowest contact lies within `PLANTED` x `unit` of the
     lowest pinned foot's, their contact points placed by the pins' targets (pins are met
     exactly, so the polygon is a function of the targets); None when no foot is pinned. The
@@ -280,7 +307,7 @@ def support_of(pins, body, unit):
     return support
 
 
-def support_from(points, up, unit):
+def support_from(points: Sequence[np.ndarray], up: np.ndarray, unit: float) -> Support | None:
     """The Support of feet whose contact points are `points` ((K, 3) arrays, armature space):
     those whose lowest point lies within `PLANTED` x `unit` of the lowest carry the body; None
     for no feet. The overlay draws the polygon of the posed feet with it."""
@@ -294,46 +321,54 @@ def support_from(points, up, unit):
     return Support(hull @ axes + up * lowest.min(), axes, up)
 
 
-def _ground_axes(up):
+def _ground_axes(up: ArrayLike) -> np.ndarray:
     """(2, 3) two unit directions along the ground, a right-handed pair about `up`."""
     return _axes_about(tuple(np.asarray(up, dtype=float).tolist()))
 
 
 @functools.lru_cache(maxsize=16)
-def _axes_about(up):
+def _axes_about(up: tuple[float, ...]) -> np.ndarray:
     """`_ground_axes` of an `up` given as a tuple, kept: a live drag asks for the same one."""
-    up = np.array(up)
-    other = np.eye(3)[int(np.argmin(np.abs(up)))]
-    first = np.cross(up, other)
+    normal = np.array(up)
+    other = np.eye(3)[int(np.argmin(np.abs(normal)))]
+    first = np.cross(normal, other)
     first /= np.linalg.norm(first)
-    axes = np.array([first, np.cross(up, first)])
+    axes = np.array([first, np.cross(normal, first)])
     axes.setflags(write=False)
     return axes
 
 
-def _hull(points):
+def _hull(points: np.ndarray) -> np.ndarray:
     """The convex hull of (K, 2) points, counter-clockwise (Andrew's monotone chain; on Python
     floats: a foot has a handful of points)."""
-    points = sorted(set(map(tuple, np.round(points, 12).tolist())))
-    if len(points) < 3:
-        return np.array(points).reshape(-1, 2)
+    unique = sorted(set(map(tuple, np.round(points, 12).tolist())))
+    if len(unique) < 3:
+        return np.array(unique).reshape(-1, 2)
 
-    def half(ordered):
-        chain = []
+    def half(ordered: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
+        chain: list[tuple[float, ...]] = []
         for p in ordered:
             while len(chain) >= 2 and _cross(chain[-2], chain[-1], p) <= 0:
                 chain.pop()
             chain.append(p)
         return chain[:-1]
 
-    return np.array(half(points) + half(points[::-1]))
+    return np.array(half(unique) + half(unique[::-1]))
 
 
-def _cross(o, a, b):
+def _cross(o: Sequence[float], a: Sequence[float], b: Sequence[float]) -> float:
     return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
 
 
-def balanced(solving, skeleton, pins, rotations, locations, body, settings):
+def balanced(
+    solving: _Solving,
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    body: Body,
+    settings: SolverSettings,
+) -> SolveResult:
     """The SolveResult of `pins` with the centre of mass kept over the support polygon.
 
     `solving(settings)(pins, rotations, locations)` solves checked arguments (aim pins included)
@@ -411,12 +446,12 @@ class _Reach:
     targets: np.ndarray
 
     @classmethod
-    def of(cls, skeleton, pins, root):
+    def of(cls, skeleton: Skeleton, pins: Sequence[Pin], root: int) -> _Reach:
         bones = [skeleton.index[pin.bone] for pin in pins]
         targets = np.array([pin.target_position for pin in pins]).reshape(-1, 3)
         return cls(_arcs(skeleton)[bones] - _arcs(skeleton)[root], targets)
 
-    def within(self, head, step):
+    def within(self, head: np.ndarray, step: np.ndarray) -> np.ndarray:
         """`step` (3,) shortened so the root's `head` (3,) moved by it stays within every pin's
         reach that it is within now (a pin out of reach before stays so whatever the step)."""
         away = head - self.targets
@@ -432,7 +467,7 @@ class _Reach:
 
 
 @functools.lru_cache(maxsize=16)
-def _arcs(skeleton):
+def _arcs(skeleton: Skeleton) -> np.ndarray:
     """(N,) each bone's arc length: the chain of heads from its root's head to its own, end to end."""
     parents = skeleton.parents
     steps = np.linalg.norm(skeleton.rest_head - skeleton.rest_head[parents], axis=1)
@@ -443,7 +478,7 @@ def _arcs(skeleton):
     return arc
 
 
-def _free_root(skeleton, pins):
+def _free_root(skeleton: Skeleton, pins: Sequence[Pin]) -> int | None:
     """The one root all `pins` hang from, when no pin holds it; else None (balance has no root
     to move)."""
     roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
@@ -453,12 +488,12 @@ def _free_root(skeleton, pins):
     return root
 
 
-def _gain(share):
+def _gain(share: float) -> float:
     """A share the centre of mass follows the root by, kept within `_GAIN_RANGE`."""
     return min(max(float(share), _GAIN_RANGE[0]), _GAIN_RANGE[1])
 
 
-def following_share(skeleton, pins, body, root):
+def following_share(skeleton: Skeleton, pins: Sequence[Pin], body: Body, root: int) -> float:
     """How far the centre of mass follows the root's head while the pins hold their bones, per
     unit of the root's shift: the first round's guess (later rounds measure it). Each pinned
     chain bends evenly: a mass at arc length s from the root's head, whose nearest pinned bone
@@ -471,10 +506,13 @@ def following_share(skeleton, pins, body, root):
 
 
 @functools.lru_cache(maxsize=16)
-def _following_share(skeleton, pinned_bones, masses, middles, root):
-    """`following_share` of the bones `pinned_bones` (indices), `masses` and the mass centres'
-    distances along their bones `middles` as bytes, kept: a drag asks again every update."""
-    masses, middles = np.frombuffer(masses), np.frombuffer(middles)
+def _following_share(
+    skeleton: Skeleton, pinned_bones: tuple[int, ...], mass_bytes: bytes, middle_bytes: bytes, root: int
+) -> float:
+    """`following_share` of the bones `pinned_bones` (indices), the masses and the mass centres'
+    distances along their bones given as bytes (`mass_bytes`, `middle_bytes`), kept: a drag asks
+    again every update."""
+    masses, middles = np.frombuffer(mass_bytes), np.frombuffer(middle_bytes)
     parents = skeleton.parents
     pinned = np.zeros(len(skeleton), dtype=bool)
     pinned[list(pinned_bones)] = True
@@ -500,7 +538,7 @@ def _following_share(skeleton, pinned_bones, masses, middles, root):
 
 
 @functools.lru_cache(maxsize=16)
-def round_settings(settings):
+def round_settings(settings: SolverSettings) -> SolverSettings:
     """A round's settings: the root holds its head where the round puts it (`translate_root`
     off), the round starts from the round before, next to its answer (no carried start,
     `stage_targets`), no pin gives way (`pins_give_way`: a round whose pins cannot all be met is

@@ -40,13 +40,21 @@ every frame of CMU capture solved from the clip's first frame put the hips 41 mm
 actor's, against 66 with the rigid fit alone.
 """
 
+from __future__ import annotations
+
 import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import floats, quat
 from .presets import bone_roles
 from .qcp import rotation_from_covariance
+
+if TYPE_CHECKING:
+    from .pins import Pin
+    from .skeleton import Levels, Skeleton
 
 FULL_CARRY = 0.3  # how far most of a root's pins miss, in rig units, from which it takes their whole motion
 NO_CARRY = 1e-4  # ... and below which it takes none (targets made at the bones, in float32, miss by 1e-7)
@@ -55,7 +63,15 @@ _kept_torso: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 FOOT_ROLES = ("foot.L", "foot.R", "toes.L", "toes.R")
 
 
-def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
+def carry_roots(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    roots: Sequence[tuple[int, np.ndarray, np.ndarray]],
+    levels: Levels,
+    stiffness: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """(rotations, locations) of the start with each root of `roots` carried with its pins.
 
     roots: (root bone, indices of the pins it sees (P,), their falloff factors (P,)) per
@@ -91,13 +107,15 @@ def carry_roots(skeleton, pins, rotations, locations, roots, levels, stiffness):
     return rotations, locations
 
 
-def places_roots(skeleton, pins, roots):
+def places_roots(
+    skeleton: Skeleton, pins: Sequence[Pin], roots: Sequence[tuple[int, np.ndarray, np.ndarray]]
+) -> bool:
     """Whether the torso places some root of `roots` (`carry_roots`'s) rather than the rigid fit:
     the solve's stages then keep that root's head where the carry put it."""
     return any(_torso_pins(skeleton, root, [pins[p] for p in seen]) is not None for root, seen, _ in roots)
 
 
-def _torso_pins(skeleton, root, pins):
+def _torso_pins(skeleton: Skeleton, root: int, pins: Sequence[Pin]) -> tuple[int, list[int]] | None:
     """(head pin's place in `pins`, foot pins' places) when `pins` (those `root` sees) hold a
     head with a turn and at least one foot, and none lies on the root or the trunk between it
     and the head; else None."""
@@ -111,7 +129,7 @@ def _torso_pins(skeleton, root, pins):
     return at_head, feet
 
 
-def _torso_layout(skeleton, root, bones):
+def _torso_layout(skeleton: Skeleton, root: int, bones: tuple[int, ...]) -> tuple[int, list[int]]:
     """(place of the head among `bones` or -1, places of the feet) for `_torso_pins`, kept per
     skeleton, root and pinned bones (a live drag asks every update). The head is the one of the
     root's own body (a crowd's skeleton holds one per armature)."""
@@ -127,14 +145,23 @@ def _torso_layout(skeleton, root, bones):
         own = [h for h in heads if skeleton.root_of[h] == skeleton.root_of[root]]
         head = own[0] if len(own) == 1 else -1
         trunk = skeleton.ancestors(head)[1:] if head >= 0 else []
-        layout = (-1, [])
+        layout: tuple[int, list[int]] = (-1, [])
         if head in bones and root in trunk and not set(trunk).intersection(bones):
             layout = (bones.index(head), [p for p, bone in enumerate(bones) if bone in feet])
         kept[key] = layout
     return kept[key]
 
 
-def _torso_place(pins, weights, torso, turn, world, heads, bones, root):
+def _torso_place(
+    pins: Sequence[Pin],
+    weights: np.ndarray,
+    torso: tuple[int, list[int]],
+    turn: np.ndarray,
+    world: np.ndarray,
+    heads: np.ndarray,
+    bones: Sequence[int],
+    root: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """(turn, root head) of the root placed by the torso: its head a trunk's length from the head
     pin's target, in the direction the head's turn carries the start's trunk swung toward the
     feet by half the turn that takes the line from head to feet, so carried, to where the
@@ -158,12 +185,12 @@ def _torso_place(pins, weights, torso, turn, world, heads, bones, root):
     return turn, place
 
 
-def _unit(v):
+def _unit(v: np.ndarray) -> np.ndarray:
     length = np.sqrt(v @ v)
     return v / length if length > 1e-300 else v
 
 
-def _arc_turned(a, b, v):
+def _arc_turned(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray:
     """v turned by the shortest turn taking unit a to unit b (none when they are opposite)."""
     dot = float(a @ b)
     if dot <= -0.999:
@@ -172,17 +199,19 @@ def _arc_turned(a, b, v):
     return v * dot + _cross(axis, v) + axis * (axis @ v) / (1.0 + dot)
 
 
-def _cross(a, b):
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a x b of two 3-vector arrays (np.cross costs ten times as much on one pair)."""
     return np.array(floats.cross(a.tolist(), b.tolist()))
 
 
-def _start_frames(skeleton, bones, rotations, locations, levels):
+def _start_frames(
+    skeleton: Skeleton, bones: tuple[int, ...], rotations: np.ndarray, locations: np.ndarray, levels: Levels
+) -> tuple[np.ndarray, np.ndarray]:
     """World frames (N, 3, 3) and heads (N, 3) of the start's pinned chains (`levels`, those of
     the pinned `bones`), not to be modified; kept (`Skeleton.kept`): measuring the pose
     underneath again cost more than the rest of the carry."""
 
-    def frames():
+    def frames() -> tuple[np.ndarray, np.ndarray]:
         n = len(skeleton)
         world, heads = np.empty((n, 3, 3)), np.empty((n, 3))
         skeleton.forward_into(rotations, locations, world, heads, levels)
@@ -191,7 +220,7 @@ def _start_frames(skeleton, bones, rotations, locations, levels):
     return skeleton.kept(("chain frames", bones, rotations.tobytes(), locations.tobytes()), frames)
 
 
-def _miss(pins, weights, effectors):
+def _miss(pins: Sequence[Pin], weights: np.ndarray, effectors: np.ndarray) -> float:
     """How far most of the pins are from their targets (armature units): the smallest distance
     within which pins of more than half the weight lie (an order statistic of the distances, so
     continuous in them)."""
@@ -202,7 +231,9 @@ def _miss(pins, weights, effectors):
     return float(distances[order][np.argmax(held)]) if held.any() else 0.0
 
 
-def _rigid_fit(pins, weights, effector_axes, effectors, unit):
+def _rigid_fit(
+    pins: Sequence[Pin], weights: np.ndarray, effector_axes: np.ndarray, effectors: np.ndarray, unit: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(turn quaternion, pivot, shift): the weighted rigid motion taking the pinned bones' heads
     `effectors` (P, 3) and axes (P, 3, 3, columns) to their targets, a turn about the effectors'
     weighted centre `pivot` and then a shift (armature units). Weights as a bone step's, with

@@ -49,8 +49,11 @@ bones get no limits, and neither does any bone of a clip in which no bone turns 
 """
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import quat
 from .kusudama import Kusudama, LimitCone, TwistLimit
@@ -85,12 +88,18 @@ _GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
 class FitError(ValueError):
     """Bad input to `fit_limits`; `field` names the offending argument."""
 
-    def __init__(self, field, message):
+    def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
 
 
-def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES, margin=DEFAULT_MARGIN):
+def fit_limits(
+    bones: Sequence[Mapping[str, Any]],
+    rotations: ArrayLike,
+    coverage: float = 0.99,
+    max_cones: int = DEFAULT_MAX_CONES,
+    margin: float = DEFAULT_MARGIN,
+) -> dict[str, dict[str, Any]]:
     """Fit joint limits to a clip: {bone name: scene-document limits dict}.
 
     `bones` are scene-document bone dicts (name, parent, ...); `rotations` is (F, N, 4), the
@@ -132,7 +141,9 @@ def fit_limits(bones, rotations, coverage=0.99, max_cones=DEFAULT_MAX_CONES, mar
     }
 
 
-def _still_ends(fitted, parents, names, spread):
+def _still_ends(
+    fitted: np.ndarray, parents: Sequence[str | None], names: Sequence[str], spread: np.ndarray
+) -> np.ndarray:
     """(B,) whether each fitted bone turns at most `STILL_SPREAD` and so does every fitted bone
     below it."""
     row = {names[bone]: i for i, bone in enumerate(fitted)}
@@ -146,7 +157,7 @@ def _still_ends(fitted, parents, names, spread):
     return ~moving & ~above_moving
 
 
-def _check_bones(bones):
+def _check_bones(bones: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str | None]]:
     if not isinstance(bones, (list, tuple)) or not bones:
         raise FitError("bones", "must be a non-empty list of bone dicts")
     names, parents = [], []
@@ -160,7 +171,7 @@ def _check_bones(bones):
     return names, parents
 
 
-def _check_rotations(rotations, n_bones):
+def _check_rotations(rotations: ArrayLike, n_bones: int) -> np.ndarray:
     try:
         rotations = np.asarray(rotations, dtype=float)
     except (TypeError, ValueError):
@@ -174,7 +185,7 @@ def _check_rotations(rotations, n_bones):
     return rotations
 
 
-def _check_coverage(coverage):
+def _check_coverage(coverage: object) -> float:
     if isinstance(coverage, bool) or not isinstance(coverage, (int, float, np.number)):
         raise FitError("coverage", f"is not a number ({coverage!r})")
     if not 0.0 < float(coverage) <= 1.0:
@@ -182,7 +193,7 @@ def _check_coverage(coverage):
     return float(coverage)
 
 
-def _check_max_cones(max_cones):
+def _check_max_cones(max_cones: object) -> int:
     if isinstance(max_cones, bool) or not isinstance(max_cones, (int, np.integer)):
         raise FitError("max_cones", f"is not an integer ({max_cones!r})")
     if max_cones < 1:
@@ -190,7 +201,7 @@ def _check_max_cones(max_cones):
     return int(max_cones)
 
 
-def _check_margin(margin):
+def _check_margin(margin: object) -> float:
     if isinstance(margin, bool) or not isinstance(margin, (int, float, np.number)):
         raise FitError("margin", f"is not a number ({margin!r})")
     if not 0.0 <= float(margin) <= 1.0:
@@ -198,11 +209,11 @@ def _check_margin(margin):
     return float(margin)
 
 
-def _swing_directions(q):
+def _swing_directions(q: np.ndarray) -> np.ndarray:
     return quat.rotate(q, _Y)
 
 
-def _twist_angles(q, centres):
+def _twist_angles(q: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """Twist (..., F) of rotations q (B, F, 4) about +Y in the frame shortest_arc(+Y, centre)."""
     frame = quat.conjugate(quat.shortest_arc(_Y, centres))
     local = quat.multiply(frame[:, None, :], q)
@@ -210,7 +221,7 @@ def _twist_angles(q, centres):
     return 2.0 * np.arctan2(np.where(w < 0.0, -y, y), np.abs(w))
 
 
-def _drop_outliers(q, coverage):
+def _drop_outliers(q: np.ndarray, coverage: float) -> np.ndarray:
     """The ceil(coverage * F) frames (B, M, 4) of each bone that lie closest to the others.
 
     Frames are compared by chord distances: |d_i - d_j|^2 of the swing directions plus the same
@@ -234,19 +245,19 @@ def _drop_outliers(q, coverage):
     return np.take_along_axis(q, kept[..., None], axis=1)
 
 
-def _neighbour_closeness(features, references, k):
+def _neighbour_closeness(features: np.ndarray, references: np.ndarray, k: int) -> np.ndarray:
     """f_i.f_j of every frame with its k-th nearest reference frame (larger = closer)."""
     similarity = np.einsum("bfk,brk->bfr", features, features[:, references])
     largest_first = similarity.shape[2] - 1 - k
     return np.partition(similarity, largest_first, axis=2)[:, :, largest_first]
 
 
-def _unit(v):
+def _unit(v: np.ndarray) -> np.ndarray:
     n = np.linalg.norm(v, axis=-1, keepdims=True)
     return np.where(n > 1e-9, v / np.where(n > 1e-9, n, 1.0), _Y)
 
 
-def _enclosing_caps(points, member):
+def _enclosing_caps(points: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Smallest caps holding subsets of each bone's points: centres (B, S, 3), radii (B, S).
 
     `points` (B, M, 3) are unit directions, `member` (B, S, M) picks S subsets per bone. The
@@ -279,11 +290,11 @@ def _enclosing_caps(points, member):
     return centre, np.where(member.any(-1), radius, -1.0)
 
 
-def _floored(radius):
+def _floored(radius: np.ndarray) -> np.ndarray:
     return np.maximum(radius + _MARGIN, FLOOR_RADIUS)
 
 
-def _fit_cones(dirs, max_cones):
+def _fit_cones(dirs: np.ndarray, max_cones: int) -> tuple[list[list[tuple[np.ndarray, float]]], np.ndarray]:
     """Per bone, the ordered cones [(direction, radius), ...] of the smallest candidate region,
     and the radius of the smallest cap holding all directions (the spread of the motion, (B,))."""
     n_bones, n_kept, _ = dirs.shape
@@ -302,7 +313,9 @@ def _fit_cones(dirs, max_cones):
             for earlier in cuts[:cut]:
                 repeated |= np.all(earlier == labels, axis=1)
             for bone in np.flatnonzero(~repeated):
-                chain = [(c, _floored(r)) for c, r in zip(run_centre[bone], run_radius[bone]) if r >= 0.0]
+                chain = [
+                    (c, float(_floored(r))) for c, r in zip(run_centre[bone], run_radius[bone]) if r >= 0.0
+                ]
                 widest = 2.0 * np.pi * (1.0 - np.cos(max(r for _, r in chain)))
                 if widest >= _CHAIN_GAIN * best_area[bone]:
                     continue
@@ -312,7 +325,9 @@ def _fit_cones(dirs, max_cones):
     return best, radius
 
 
-def _hinge_bands(dirs, cones, widen):
+def _hinge_bands(
+    dirs: np.ndarray, cones: list[list[tuple[np.ndarray, float]]], widen: np.ndarray
+) -> list[list[tuple[np.ndarray, float]]]:
     """`cones` with each one-axis joint's region replaced by a band along its arc of motion.
 
     A bone whose directions and rest direction lie within `HINGE_WIDTH` of a great circle, over
@@ -345,7 +360,7 @@ def _hinge_bands(dirs, cones, widen):
     return out
 
 
-def _principal_position(dirs, centre):
+def _principal_position(dirs: np.ndarray, centre: np.ndarray) -> np.ndarray:
     """Position (B, M) of each direction along the principal axis of the set (log map at centre)."""
     e1 = quat.perpendicular(centre)
     e2 = np.cross(centre, e1)
@@ -358,7 +373,7 @@ def _principal_position(dirs, centre):
     return np.einsum("bmk,bk->bm", plane, axis)
 
 
-def _runs(dirs, position, n):
+def _runs(dirs: np.ndarray, position: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Cuts of the directions into n runs (labels (B, M)), in order along the principal axis.
 
     Equal lengths and equal counts along the axis, each then settled by a few spherical k-means
@@ -374,7 +389,7 @@ def _runs(dirs, position, n):
     return _settled(dirs, by_length, n), _settled(dirs, by_count, n)
 
 
-def _settled(dirs, labels, n):
+def _settled(dirs: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
     for _ in range(_KMEANS_ROUNDS):
         member = labels[:, None, :] == np.arange(n)[None, :, None]
         means = _unit(member @ dirs)
@@ -382,7 +397,7 @@ def _settled(dirs, labels, n):
     return labels
 
 
-def _region_area(chain, around):
+def _region_area(chain: Sequence[tuple[np.ndarray, float]], around: np.ndarray) -> float:
     """Solid angle of the Kusudama of `chain`, sampled by a Fibonacci lattice over a bounding cap.
 
     The bounding cap (centre `around`) holds every cone, hence their bridges, which lie within
@@ -401,7 +416,9 @@ def _region_area(chain, around):
     return 2.0 * np.pi * (1.0 - np.cos(bound)) * float(kusudama.allows(samples).mean())
 
 
-def _twist_ranges(kept, centres, margin, floor):
+def _twist_ranges(
+    kept: np.ndarray, centres: np.ndarray, margin: float, floor: np.ndarray
+) -> list[TwistLimit | None]:
     """Per bone a TwistLimit holding every kept twist (at least `floor` (B,) wide, widened by
     `margin` of the range (within [`MIN_SPREAD`, `MAX_SPREAD`]) on each side, within [-pi, pi]),
     or None when the range misses less than `FLOOR_TWIST` of the full turn (the twist is free in

@@ -13,13 +13,20 @@ the nearest region's circle turned toward p by r, so a single arg-min over a pad
 regions answers every bone of a batch at once with no loop over bones or cones.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import quat
 from .validation import MAX_ANGLE, SceneError, mapping, number, vector
+
+if TYPE_CHECKING:
+    from .native_limits import NativeLimits
 
 _Y = np.array([0.0, 1.0, 0.0])
 _UNIT_TOLERANCE = 1e-4
@@ -33,7 +40,7 @@ _AFTER = np.array([2, 0, 1])
 _Y_TURN = np.array([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], [-1.0, 0.0, 0.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
 
 
-def _swing_form():
+def _swing_form() -> np.ndarray:
     """(16, 3) matrix M with outer(q, q).reshape(16) @ M = q applied to +Y, for unit q."""
     form = np.zeros((4, 4, 3))
     form[1, 2, 0], form[0, 3, 0] = 2.0, -2.0
@@ -46,32 +53,34 @@ def _swing_form():
 _SWING_FORM = _swing_form()
 
 
-def _cross(a, b):
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cross product over the last axis (np.cross is several times slower on small arrays)."""
     return a[..., _NEXT] * b[..., _AFTER] - a[..., _AFTER] * b[..., _NEXT]
 
 
-def _dot(a, b):
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=-1)
 
 
-def _unit(v, fallback):
+def _unit(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     n = np.linalg.norm(v, axis=-1, keepdims=True)
     return np.where(n > 1e-12, v / np.where(n > 1e-12, n, 1.0), fallback)
 
 
-def _as_unit(v):
+def _as_unit(v: np.ndarray) -> np.ndarray:
     """Normalize, but keep vectors that are already unit to rounding bit for bit (idempotence)."""
     n = np.linalg.norm(v, axis=-1, keepdims=True)
     return np.where(np.abs(n - 1.0) < 1e-12, v, _unit(v, _Y))
 
 
-def _angle_between(a, b):
+def _angle_between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Accurate angle between unit vectors, also near 0 and pi (atan2 of |a x b| and a . b)."""
     return np.arctan2(np.linalg.norm(_cross(a, b), axis=-1), _dot(a, b))
 
 
-def _turn_toward(centre, target, angle, fallback):
+def _turn_toward(
+    centre: np.ndarray, target: np.ndarray, angle: np.ndarray, fallback: np.ndarray
+) -> np.ndarray:
     """The point at `angle` from `centre` on the great circle toward `target`.
 
     When target is (anti)parallel to centre every direction is equally good; `fallback` (a unit
@@ -92,7 +101,7 @@ class LimitCone:
     direction: tuple
     radius: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "direction", _unit_direction(self.direction, "direction"))
         object.__setattr__(self, "radius", number(self.radius, "radius", 0.0, MAX_ANGLE))
 
@@ -104,7 +113,7 @@ class TwistLimit:
     min: float
     max: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         low = number(self.min, "min", -MAX_ANGLE, MAX_ANGLE)
         high = number(self.max, "max", -MAX_ANGLE, MAX_ANGLE)
         if low > high:
@@ -113,7 +122,7 @@ class TwistLimit:
         object.__setattr__(self, "max", high)
 
     @property
-    def unlimited(self):
+    def unlimited(self) -> bool:
         return self.max - self.min >= 2.0 * np.pi
 
 
@@ -129,7 +138,7 @@ def cone_direction(direction):
     return v / n if np.isfinite(n) and n >= MIN_DIRECTION else None
 
 
-def _unit_direction(value, field):
+def _unit_direction(value: object, field: str) -> tuple[float, ...]:
     """A unit 3-vector of real numbers (text and booleans are refused), normalized exactly."""
     v = vector(value, 3, field)
     n = float(np.linalg.norm(v))
@@ -152,7 +161,7 @@ class Kusudama:
 
     def __init__(
         self, cones: Sequence[LimitCone] = (), twist: TwistLimit | None = None, comfort: float = 0.0
-    ):
+    ) -> None:
         self.cones = tuple(cones)
         for i, cone in enumerate(self.cones):
             if not isinstance(cone, LimitCone):
@@ -163,10 +172,10 @@ class Kusudama:
         self.comfort = number(comfort, "comfort", 0.0, 1.0)
         self._pack = _Packed([self], 1)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Kusudama(cones={self.cones!r}, twist={self.twist!r}, comfort={self.comfort})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Kusudama)
             and self.cones == other.cones
@@ -175,7 +184,7 @@ class Kusudama:
         )
 
     @classmethod
-    def from_dict(cls, d, bone="?", field="limits"):
+    def from_dict(cls, d: Mapping[str, Any], bone: str = "?", field: str = "limits") -> Kusudama:
         """Build from a scene document's `limits` field.
 
         Bad input raises SceneError whose field is the path below `field`
@@ -187,7 +196,7 @@ class Kusudama:
             raise SceneError(error.within(field).field, f"{error.reason} (bone '{bone}')") from None
 
     @classmethod
-    def _parse(cls, d):
+    def _parse(cls, d: Mapping[str, Any]) -> Kusudama:
         mapping(d, "", {"cones", "twist", "comfort"})
         cones_raw = d.get("cones", [])
         if not isinstance(cones_raw, (list, tuple)):
@@ -214,7 +223,7 @@ class Kusudama:
                 raise error.within("twist") from None
         return cls(cones, twist, d.get("comfort", 0.0))
 
-    def widened(self, angle):
+    def widened(self, angle: float) -> Kusudama:
         """This limit grown by `angle` radians: each cone's radius, both ends of the twist range."""
         cones = [LimitCone(c.direction, min(c.radius + angle, MAX_ANGLE)) for c in self.cones]
         twist = None
@@ -224,43 +233,47 @@ class Kusudama:
             )
         return Kusudama(cones, twist, self.comfort)
 
-    def to_dict(self):
-        d = {"cones": [{"direction": list(c.direction), "radius": c.radius} for c in self.cones]}
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "cones": [{"direction": list(c.direction), "radius": c.radius} for c in self.cones]
+        }
         if self.twist is not None:
             d["twist"] = {"min": self.twist.min, "max": self.twist.max}
         if self.comfort:
             d["comfort"] = self.comfort
         return d
 
-    def allows(self, dirs):
+    def allows(self, dirs: ArrayLike) -> np.ndarray:
         """Whether each unit direction (..., 3) lies in the allowed swing region."""
         dirs = np.asarray(dirs, dtype=float)
         flat = _as_unit(dirs.reshape(-1, 3))
         _, inside, _ = self._pack.closest(flat, self._rows(len(flat)))
         return inside.reshape(dirs.shape[:-1])
 
-    def closest_allowed(self, dirs):
+    def closest_allowed(self, dirs: ArrayLike) -> np.ndarray:
         """Nearest allowed direction (great-circle distance) of each direction (..., 3)."""
         dirs = np.asarray(dirs, dtype=float)
         flat = _as_unit(dirs.reshape(-1, 3))
         out, _, _ = self._pack.closest(flat, self._rows(len(flat)))
         return out.reshape(dirs.shape)
 
-    def _rows(self, count):
+    def _rows(self, count: int) -> _Rows:
         return self._pack.gather(np.zeros(count, dtype=np.intp), cache=False)
 
     @property
-    def centre(self):
+    def centre(self) -> np.ndarray:
         """A unit direction well inside the allowed region (the twist frame's axis)."""
         return self._pack.centre[0].copy()
 
-    def tangent_cones(self):
+    def tangent_cones(self) -> tuple[np.ndarray, np.ndarray]:
         """(direction, radius) of the tangent cones actually used (for drawing and tests)."""
         on = self._pack.tangent_on[0]
         return self._pack.tangent_dir[0][on].copy(), self._pack.tangent_radius[0][on].copy()
 
 
-def _tangents(a, ra, b, rb):
+def _tangents(
+    a: np.ndarray, ra: float, b: np.ndarray, rb: float
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
     """Tangent cones bridging cones (a, ra) and (b, rb): (t, T1, T2) or None when no bridge.
 
     No bridge when the cones are nested (one inside the other, identical included) or when
@@ -292,7 +305,7 @@ class _Packed:
     (zero for a cone), so one batched matrix product answers every test for every region.
     """
 
-    def __init__(self, kusudamas, n_rows, rows=None):
+    def __init__(self, kusudamas: Sequence[Kusudama], n_rows: int, rows: Iterable[int] | None = None) -> None:
         rows = list(range(len(kusudamas))) if rows is None else list(rows)
         n_cones = max([len(k.cones) for k in kusudamas] + [1])
         n_regions = n_cones + 2 * (n_cones - 1)
@@ -311,22 +324,23 @@ class _Packed:
         self.twist_frame = np.tile(quat.IDENTITY, (n_rows, 1))
         self.twist_half = np.full(n_rows, np.pi)
         self.comfort = np.zeros(n_rows)
-        self._gathered = {}
+        self._gathered: dict[bytes | None, _Rows] = {}
         fresh = [(row, k) for row, k in zip(rows, kusudamas) if getattr(k, "_pack", None) is None]
         for row, kusudama in fresh:
             self._fill_regions(row, kusudama, n_cones)
         self._build_probe()
         for row, kusudama in fresh:
             self._fill_twist(row, kusudama)
-        by_cones = {}
+        by_cones: dict[int, list[tuple[int, _Packed]]] = {}
         for row, kusudama in zip(rows, kusudamas):
             if getattr(kusudama, "_pack", None) is not None:
                 by_cones.setdefault(len(kusudama.cones), []).append((row, kusudama._pack))
         for k, packed in by_cones.items():
-            self._copy_rows(*zip(*packed), k, n_cones)
+            cone_rows, packs = zip(*packed)
+            self._copy_rows(cone_rows, packs, k, n_cones)
         self.any_comfort = bool(np.any(self.comfort > 0.0))
 
-    def _copy_rows(self, rows, packs, k, n_cones):
+    def _copy_rows(self, rows: ArrayLike, packs: Sequence[_Packed], k: int, n_cones: int) -> None:
         """Rows `rows` from Kusudamas' own one-row packs (`k` cones each), their tangent cones
         moved to where `n_cones` cones put them: packing a skeleton's limits repeats no geometry,
         and the rows of one cone count are copied together."""
@@ -343,7 +357,7 @@ class _Packed:
         for name in ("swing_on", "centre", "twist_on", "twist_frame", "twist_half", "comfort"):
             getattr(self, name)[rows] = np.stack([getattr(pack, name)[0] for pack in packs])
 
-    def _fill_regions(self, row, kusudama, n_cones):
+    def _fill_regions(self, row: int, kusudama: Kusudama, n_cones: int) -> None:
         cones = kusudama.cones
         for i, cone in enumerate(cones):
             d = np.array(cone.direction)
@@ -376,7 +390,7 @@ class _Packed:
                 self.tangent_on[row, 2 * i + side] = True
         self.swing_on[row] = bool(cones)
 
-    def _build_probe(self):
+    def _build_probe(self) -> None:
         x, y, z = self.centres[..., 0], self.centres[..., 1], self.centres[..., 2]
         zero = np.zeros_like(x)
         cross_matrix = np.stack(
@@ -384,7 +398,7 @@ class _Packed:
         )
         self.probe = np.concatenate((self.centres[..., None, :], cross_matrix, self.planes), -2)
 
-    def _fill_twist(self, row, kusudama):
+    def _fill_twist(self, row: int, kusudama: Kusudama) -> None:
         cones = kusudama.cones
         if cones:
             weights = np.array([c.radius for c in cones]) + 1e-3
@@ -401,7 +415,7 @@ class _Packed:
             self.twist_half[row] = 0.5 * (twist.max - twist.min)
         self.comfort[row] = kusudama.comfort
 
-    def gather(self, rows, cache=True):
+    def gather(self, rows: np.ndarray, cache: bool = True) -> _Rows:
         """The arrays of `rows`; cached per distinct row set, since the solver repeats its groups."""
         key = rows.tobytes() if cache else None
         found = self._gathered.get(key)
@@ -412,14 +426,15 @@ class _Packed:
         return found
 
     @staticmethod
-    def closest(p, g):
+    def closest(p: np.ndarray, g: _Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(closest allowed direction, inside, angular distance) for unit directions p (k, 3)."""
         probed = g.probe @ p[:, None, :, None]
         dot = probed[..., 0, 0]
         cross = probed[..., 1:4, 0]
-        ang = np.arctan2(np.sqrt(np.add.reduce(cross * cross, -1)), dot)
+        # numpy's stubs type ufunc.reduce through typing.override, which Python 3.11 lacks.
+        ang = np.arctan2(np.sqrt(np.add.reduce(cross * cross, -1)), dot)  # type: ignore[call-overload]
         dist = np.maximum(g.sign * (ang - g.radii), 0.0)
-        dist[(np.minimum.reduce(probed[..., 4:, 0], -1) < -PLANE_TOLERANCE) | g.off] = np.inf
+        dist[(np.minimum.reduce(probed[..., 4:, 0], -1) < -PLANE_TOLERANCE) | g.off] = np.inf  # type: ignore[call-overload]
         best = dist.argmin(1)
         k = g.arange
         gap = dist[k, best]
@@ -428,16 +443,16 @@ class _Packed:
             return p, inside, np.zeros(len(p))
         centre = g.centres[k, best]
         off = p - dot[k, best][:, None] * centre
-        norm = np.sqrt(np.add.reduce(off * off, -1))[:, None]
+        norm = np.sqrt(np.add.reduce(off * off, -1))[:, None]  # type: ignore[call-overload]
         off = np.where(norm > 1e-12, off / np.where(norm > 1e-12, norm, 1.0), g.fallback[k, best])
         radius = g.radii[k, best][:, None]
         moved = np.cos(radius) * centre + np.sin(radius) * off
         # A fallback off the centre's plane by rounding would leave `moved` a hair off unit.
-        moved /= np.sqrt(np.add.reduce(moved * moved, -1))[:, None]
+        moved /= np.sqrt(np.add.reduce(moved * moved, -1))[:, None]  # type: ignore[call-overload]
         return np.where(inside[:, None], p, moved), inside, np.where(inside, 0.0, gap)
 
     @staticmethod
-    def twist_offset(rotations, g):
+    def twist_offset(rotations: np.ndarray, g: _Rows) -> np.ndarray:
         """Twist of each rotation relative to the middle of its range, in [-pi, pi].
 
         Rows of `g.twist_probe` give the w and y components of (twist frame)^-1 * rotation; with
@@ -451,7 +466,7 @@ class _Packed:
 class _Rows:
     """The packed arrays of one set of rows (a batch of bones), gathered once."""
 
-    def __init__(self, pack, rows):
+    def __init__(self, pack: _Packed, rows: np.ndarray) -> None:
         self.probe = pack.probe[rows]
         self.centres = pack.centres[rows]
         self.radii = pack.radii[rows]
@@ -473,12 +488,12 @@ class _Rows:
         self.centre = pack.centre[rows]
 
 
-def _swing_direction(q):
+def _swing_direction(q: np.ndarray) -> np.ndarray:
     """q applied to +Y for a batch of unit quaternions (k, 4): a quadratic form in q."""
     return (q[:, :, None] * q[:, None, :]).reshape(-1, 16) @ _SWING_FORM
 
 
-def _about_y(rotations, angles):
+def _about_y(rotations: np.ndarray, angles: np.ndarray) -> np.ndarray:
     """rotations * (rotation by `angles` about +Y): turns each bone about its own axis.
 
     q * (c, 0, s, 0) = c q + s (q @ _Y_TURN), with (q @ _Y_TURN) = (-y, -z, w, x).
@@ -487,7 +502,7 @@ def _about_y(rotations, angles):
     return np.cos(half) * rotations + np.sin(half) * (rotations @ _Y_TURN)
 
 
-def _swing_to(rotations, current, wanted):
+def _swing_to(rotations: np.ndarray, current: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Pre-multiply by the shortest arc turning unit direction `current` into `wanted`."""
     arc = np.concatenate((1.0 + np.sum(current * wanted, axis=-1)[:, None], _cross(current, wanted)), axis=1)
     opposite = arc[:, 0] < 1e-9
@@ -505,7 +520,9 @@ class JointLimits:
     `kusudamas` maps bone index -> Kusudama; other bones are free.
     """
 
-    def __init__(self, kusudamas: Mapping[int, Kusudama], n_bones: int):
+    _native: NativeLimits  # set on first use by `native_limits.native_limits`
+
+    def __init__(self, kusudamas: Mapping[int, Kusudama], n_bones: int) -> None:
         n_bones = int(n_bones)
         for index, kusudama in kusudamas.items():
             if not 0 <= int(index) < n_bones:
@@ -518,9 +535,9 @@ class JointLimits:
         self._pack = _Packed([self.kusudamas[i] for i in order], n_bones, rows=order)
         self.limited = self._pack.swing_on | self._pack.twist_on
         self._widened: dict[float, JointLimits] = {}
-        self._centres = None
+        self._centres: np.ndarray | None = None
 
-    def widened(self, angle):
+    def widened(self, angle: float) -> JointLimits:
         """These limits grown by `angle` radians (every cone's radius and both ends of every twist
         range; cached): where pins win over limits, how far the limits may yield."""
         found = self._widened.get(angle)
@@ -530,7 +547,7 @@ class JointLimits:
             )
         return found
 
-    def constrain(self, bones, rotations, iteration=0):
+    def constrain(self, bones: ArrayLike, rotations: ArrayLike, iteration: int = 0) -> np.ndarray:
         """Bring local rotations (k, 4) of `bones` (k,) back inside their limits (swing, then twist).
 
         Comfort (soft limit): before the hard clamp each bone's swing direction turns toward the
@@ -559,7 +576,7 @@ class JointLimits:
                 rotations = _about_y(rotations, -excess)
         return rotations
 
-    def centres(self):
+    def centres(self) -> np.ndarray:
         """(N, 4) local rotations in the middle of each bone's limits (identity for free bones).
 
         The swing points at the centre of the allowed region and the twist sits in the middle of
@@ -574,7 +591,7 @@ class JointLimits:
         return self._centres
 
     @staticmethod
-    def _comfort(g, rotations, iteration):
+    def _comfort(g: _Rows, rotations: np.ndarray, iteration: int) -> np.ndarray:
         fraction = COMFORT_RATE * g.comfort * COMFORT_DECAY ** max(0, int(iteration))
         current = _swing_direction(rotations)
         ang = _angle_between(current, g.centre)
@@ -584,7 +601,7 @@ class JointLimits:
         offset = np.where(g.twist_on, _Packed.twist_offset(rotations, g), 0.0)
         return _about_y(rotations, -fraction * offset)
 
-    def violation(self, rotations):
+    def violation(self, rotations: ArrayLike) -> np.ndarray:
         """Radians by which each bone's local rotation (N, 4) lies outside its limits (0 inside).
 
         The larger of the swing distance (angle from the swing direction to the allowed region)

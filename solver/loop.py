@@ -224,6 +224,7 @@ class _Loop:
         Returns whether the misfit dropped (else this iteration is a sweep)."""
         state, tolerance = self.state, self.settings.tolerance
         before = self.total
+        assert self.polisher is not None  # polish_due
         self.total, self.reached, kept = polish(state, self.polisher, self.limits, self.iterations, tolerance)
         self.polishing |= kept
         # A failed polish gives the sweeps a few iterations to move on before the next one.

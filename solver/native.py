@@ -10,11 +10,16 @@ skeleton to another, equally good pose). The numpy loop is what runs where the
 library was not built.
 """
 
+from __future__ import annotations
+
 import ctypes
 import time
 import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .loop_constants import (
     BEND_TILT,
@@ -36,6 +41,15 @@ from .loop_constants import (
 from .native_library import load_library
 from .native_limits import NativeLimits, native_limits
 from .qcp import ADJUGATE_TRUST, PREFER_SMALL
+
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr
+
+    from .kusudama import JointLimits
+    from .settings import SolverSettings
+    from .skeleton import Levels, Skeleton
+    from .loop import State
+    from .plan import Plan
 
 ABI_VERSION = 8  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
@@ -110,7 +124,7 @@ class _Problem(ctypes.Structure):
     ]
 
 
-def _checked_library():
+def _checked_library() -> ctypes.CDLL | None:
     """The library, if built and its version, structure sizes and field offsets match the mirrors
     here (else None)."""
     library = load_library()
@@ -134,24 +148,31 @@ def _checked_library():
     return library
 
 
-def _same_layout(layout, mirror):
+def _same_layout(layout: CFuncPtr, mirror: type[ctypes.Structure]) -> bool:
     """Whether the library puts every field of a structure where its ctypes mirror does."""
     capacity = len(mirror._fields_) + 1
     offsets = (ctypes.c_longlong * capacity)()
     layout.restype = _INT
     count = layout(offsets, capacity)
-    return list(offsets[:count]) == [getattr(mirror, name).offset for name, _ in mirror._fields_]
+    return list(offsets[:count]) == [getattr(mirror, name).offset for name, *_ in mirror._fields_]
 
 
 _LIBRARY = _checked_library()
 
 
-def available():
+def available() -> bool:
     """Whether the compiled loop was built for this machine."""
     return _LIBRARY is not None
 
 
-def forward_into(skeleton, rotations, locations, world, head, levels):
+def forward_into(
+    skeleton: Skeleton,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    world: np.ndarray,
+    head: np.ndarray,
+    levels: Levels | None,
+) -> bool:
     """`Skeleton.forward_into` in C (no scales): True when done, False where the library is
     missing or `world`/`head` are not arrays C can write in place (numpy does it then)."""
     if _LIBRARY is None or not all(a.flags.c_contiguous and a.dtype == np.float64 for a in (world, head)):
@@ -177,7 +198,7 @@ class _SkeletonArrays:
     parents first, their count, address)}. Packed once: a skeleton does not change after it is
     built, and the levels of a plan or a limb are kept with it."""
 
-    def __init__(self, skeleton):
+    def __init__(self, skeleton: Skeleton) -> None:
         self.arrays = (
             _ints(skeleton.parents),
             _floats(skeleton.local_rest_matrix),
@@ -186,9 +207,9 @@ class _SkeletonArrays:
         self.addresses = tuple(array.ctypes.data for array in self.arrays)
         everything = _ints(np.concatenate(skeleton.levels))
         self.everything = (None, everything, len(everything), everything.ctypes.data)
-        self.orders = {}
+        self.orders: dict[int, tuple[Levels, np.ndarray, int, int]] = {}
 
-    def order(self, levels):
+    def order(self, levels: Levels | None) -> tuple[Levels | None, np.ndarray, int, int]:
         """(levels, bones parents first, their count, address) of `levels` (None: every bone),
         packed on first use; the oldest is dropped past `_KEPT_ORDERS`."""
         if levels is None:
@@ -206,22 +227,22 @@ _skeletons: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton 
 _KEPT_ORDERS = 256  # kinematic orders kept per skeleton, the oldest dropped first
 
 
-def _skeleton_arrays(skeleton):
+def _skeleton_arrays(skeleton: Skeleton) -> _SkeletonArrays:
     found = _skeletons.get(skeleton)
     if found is None:
         found = _skeletons[skeleton] = _SkeletonArrays(skeleton)
     return found
 
 
-def _ints(values):
+def _ints(values: ArrayLike) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.intc)
 
 
-def _floats(values):
+def _floats(values: ArrayLike) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float64)
 
 
-def _csr(groups):
+def _csr(groups: Sequence[Sequence[int]]) -> tuple[np.ndarray, list[int]]:
     """(start offsets, flat values) of a list of lists."""
     starts = np.zeros(len(groups) + 1, dtype=np.intc)
     starts[1:] = np.cumsum([len(g) for g in groups])
@@ -231,7 +252,7 @@ def _csr(groups):
 class _Template:
     """The skeleton and plan arrays of one plan, packed once and kept alive for C."""
 
-    def __init__(self, skeleton, plan):
+    def __init__(self, skeleton: Skeleton, plan: Plan) -> None:
         roots, steps = plan.levels
         bones, seen, factors, moved, translating = [], [], [], [], []
         batch_start = [0]
@@ -274,9 +295,9 @@ class _Template:
         problem.n_solved = len(self.arrays["solved"])
         problem.n_limbs = len(limbs.pin)
         self.problem = problem
-        self._outputs = {}  # pin count -> _Outputs
+        self._outputs: dict[int, _Outputs] = {}  # pin count -> _Outputs
 
-    def outputs(self, n_pins):
+    def outputs(self, n_pins: int) -> _Outputs:
         """The answer arrays for this pin count (reused: `run` copies the errors out)."""
         found = self._outputs.get(n_pins)
         if found is None:
@@ -284,14 +305,24 @@ class _Template:
         return found
 
 
-def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, deadline):
+def run(
+    skeleton: Skeleton,
+    plan: Plan,
+    state: State,
+    settings: SolverSettings,
+    limits: JointLimits | None,
+    max_step: np.ndarray,
+    frozen: np.ndarray,
+    initial: np.ndarray,
+    deadline: float | None,
+) -> tuple[int, bool, np.ndarray, np.ndarray]:
     """Iterate in C on `state` (its rotations and locations change in place) until the
     `time.perf_counter()` deadline (None: no time budget) or another stopping rule.
 
     Returns (iterations, converged, position errors, orientation errors in radians).
     """
     template = plan.native_template
-    if template is None:
+    if not isinstance(template, _Template):
         template = plan.native_template = _Template(skeleton, plan)
     problem = _Problem.from_buffer_copy(template.problem)
     _configure(problem, settings, limits, plan.polish is not None)
@@ -314,6 +345,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
         setattr(problem, name, address)
     problem.n_pins = len(state.pin_bones)
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
+    assert _LIBRARY is not None  # the loop runs in C only where `available()`
     if _LIBRARY.ewbik_solve(ctypes.byref(problem)) != 0:
         raise MemoryError("the native solver could not allocate its workspace")
     return (
@@ -327,7 +359,7 @@ def run(skeleton, plan, state, settings, limits, max_step, frozen, initial, dead
 class _Outputs:
     """The arrays C writes its answer into, for one pin count, with their addresses."""
 
-    def __init__(self, n_pins):
+    def __init__(self, n_pins: int) -> None:
         self.position_errors = np.zeros(n_pins)
         self.orientation_errors = np.zeros(n_pins)
         self.iterations_done = np.zeros(1, dtype=np.intc)
@@ -338,7 +370,7 @@ class _Outputs:
         )
 
 
-def _configure(problem, settings, limits, polish):
+def _configure(problem: _Problem, settings: SolverSettings, limits: JointLimits | None, polish: bool) -> None:
     """The settings' and the loop constants' fields of a problem, and its limits."""
     problem.limits = None if limits is None else ctypes.addressof(native_limits(limits))
     problem.iterations = int(settings.iterations)

@@ -26,7 +26,7 @@ _MACHINES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm6
 OVERRIDE_VARIABLE = "EWBIK_NATIVE_LIBRARY"
 
 
-def this_platform(system=None, machine=None):
+def this_platform(system: str | None = None, machine: str | None = None) -> str | None:
     """Blender's name of the running platform (`platform.system()`/`machine()` by default),
     or None where no library is built (the numpy loop runs there)."""
     system = _SYSTEMS.get((system or platform.system()).lower())
@@ -35,7 +35,10 @@ def this_platform(system=None, machine=None):
     return name if name in PLATFORMS else None
 
 
-def library_path(package_dir=pathlib.Path(__file__).resolve().parent, platform_name=None):
+def library_path(
+    package_dir: str | os.PathLike[str] = pathlib.Path(__file__).resolve().parent,
+    platform_name: str | None = None,
+) -> pathlib.Path | None:
     """The shared library's path inside the solver package, for the given platform
     (default: this one); None for a platform without a library."""
     platform_name = platform_name or this_platform()
@@ -44,7 +47,7 @@ def library_path(package_dir=pathlib.Path(__file__).resolve().parent, platform_n
     return pathlib.Path(package_dir) / f"_ewbik_native-{platform_name}{PLATFORMS[platform_name]}"
 
 
-def load_library():
+def load_library() -> ctypes.CDLL | None:
     """The loaded library, or None when it was not built for this machine (numpy loop then)."""
     path = os.environ.get(OVERRIDE_VARIABLE) or library_path()
     if path is None or not pathlib.Path(path).is_file():

@@ -42,7 +42,7 @@ class NativeLimits(ctypes.Structure):
     )
 
 
-def native_limits(limits):
+def native_limits(limits: kusudama.JointLimits) -> NativeLimits:
     """The `NativeLimits` of a `JointLimits`, built on first use and cached on it."""
     found = getattr(limits, "_native", None)
     if found is None:
@@ -71,7 +71,7 @@ def native_limits(limits):
 _SURE = 1e-12  # how far inside a bound the quick tests below ask a rotation to be
 
 
-def _sure_inside(pack):
+def _sure_inside(pack: kusudama._Packed) -> dict[str, np.ndarray]:
     """{"inside_cos": (n, R), "twist_tan": (n,)}: bounds that let C tell without an arc tangent
     that a rotation is inside its limits, as the angle tests (`_Packed.closest`, the twist
     offset) would decide, a hair on the safe side of them; near a boundary C measures the angle.

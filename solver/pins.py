@@ -1,8 +1,11 @@
 """Pins: the targets an animator drags, as small validated value objects."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .skeleton import rigid_frame
 from .validation import MAX_WEIGHT, SceneError, name, number, vector, weight
@@ -39,14 +42,14 @@ class Pin:
     target_rotation: np.ndarray = field(init=False, repr=False, compare=False)
     target_position: np.ndarray = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         bone = name(self.bone, "bone")
         try:
             self._check()
         except SceneError as error:
             raise SceneError(error.field, f"{error.reason} (pin '{bone}')") from None
 
-    def _check(self):
+    def _check(self) -> None:
         rotation, position = rigid_frame(self.target, "target")
         object.__setattr__(self, "target_rotation", rotation)
         object.__setattr__(self, "target_position", position)
@@ -64,7 +67,7 @@ class Pin:
         if self.aim is not None and (not isinstance(self.aim, str) or self.aim not in AIM_AXES):
             raise SceneError("aim", f"expected one of {', '.join(AIM_AXES)} or null, got {self.aim!r}")
 
-    def moved_to(self, target, rotation, position):
+    def moved_to(self, target: np.ndarray, rotation: np.ndarray, position: np.ndarray) -> Pin:
         """This pin with a new target that the caller built rigid: `target` (4, 4) with unit
         quaternion `rotation` and `position` as its frame. Only the target changed, so the
         weights stay validated and the 4x4 is not checked again (the live bridge, every drag)."""
@@ -74,20 +77,20 @@ class Pin:
         object.__setattr__(pin, "target_position", position)
         return pin
 
-    def with_pole(self, pole):
+    def with_pole(self, pole: ArrayLike | None) -> Pin:
         """This pin with another pole (a point, or None), only the pole validated: the live
         bridge, when a pole object moves."""
         pin = self._copy()
         object.__setattr__(pin, "pole", None if pole is None else vector(pole, 3, "pole"))
         return pin
 
-    def renamed(self, bone):
+    def renamed(self, bone: str) -> Pin:
         """This pin on another name of the same bone (a crowd's combined skeleton), unvalidated."""
         pin = self._copy()
         object.__setattr__(pin, "bone", bone)
         return pin
 
-    def _copy(self):
+    def _copy(self) -> Pin:
         """A shallow copy, made directly: `copy.copy` goes through `__reduce_ex__` and costs four
         times as much, on every pin of every live update."""
         pin = object.__new__(type(self))

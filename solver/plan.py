@@ -113,8 +113,8 @@ def plan_solve(
 def _pins_per_bone(skeleton, pin_bones, falloffs):
     """Per bone: the (pin, falloff factor) pairs it sees, and every pin on it or below it."""
     pinned_falloff = dict(zip(pin_bones, falloffs))
-    seen = [[] for _ in range(len(skeleton))]
-    below = [[] for _ in range(len(skeleton))]
+    seen: list[list[tuple[int, float]]] = [[] for _ in range(len(skeleton))]
+    below: list[list[int]] = [[] for _ in range(len(skeleton))]
     for p, bone in enumerate(pin_bones):
         factor = 1.0
         for node in skeleton.ancestors(bone):

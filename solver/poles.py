@@ -17,13 +17,23 @@ Joint limits win over the pole: a swivel that would take the upper bone or the p
 further outside its limits than it was is cut back to the largest share that does not.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import math
 import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import floats
+
+if TYPE_CHECKING:
+    from .kusudama import JointLimits
+    from .pins import Pin
+    from .skeleton import Skeleton
 
 
 FULL_BEND = math.radians(10.0)  # bend from which only the limb's real bend says where it points
@@ -32,7 +42,15 @@ _TINY = 1e-9  # share of the limb's length below which a direction is undefined
 _CACHED = 64  # poled limbs kept per skeleton (one entry per set of pinned and frozen bones)
 
 
-def turn_to_poles(skeleton, pins, rotations, locations, limits, frozen, unit=1.0):
+def turn_to_poles(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    limits: JointLimits | None,
+    frozen: np.ndarray,
+    unit: float = 1.0,
+) -> np.ndarray:
     """`rotations` (N, 4) with each limb of a pin that has a pole swivelled toward it (a new
     array; the same one when no pin has a pole). `locations` (N, 3) and the poles are in the
     units of `skeleton` times `unit` (a solve's normalized skeleton passes its unit). `frozen`
@@ -41,11 +59,13 @@ def turn_to_poles(skeleton, pins, rotations, locations, limits, frozen, unit=1.0
         return rotations
     rotations = rotations.copy()
     for k, limb in _poled_limbs(skeleton, pins, frozen).items():
-        _swivel(skeleton, rotations, locations, limb, pins[k].pole / unit, limits)
+        pole = pins[k].pole
+        assert pole is not None  # `_poled_limbs` holds only pins with a pole
+        _swivel(skeleton, rotations, locations, limb, pole / unit, limits)
     return rotations
 
 
-def poled_bones(skeleton, pins, frozen):
+def poled_bones(skeleton: Skeleton, pins: Sequence[Pin], frozen: np.ndarray) -> np.ndarray:
     """(N,) bool: the bones `turn_to_poles` may turn (upper bones and pinned bones of limbs)."""
     turned = np.zeros(len(skeleton), dtype=bool)
     if any(pin.pole is not None for pin in pins):
@@ -69,7 +89,7 @@ class _Limb:
 _LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {key: poled limbs}
 
 
-def _poled_limbs(skeleton, pins, frozen):
+def _poled_limbs(skeleton: Skeleton, pins: Sequence[Pin], frozen: np.ndarray) -> dict[int, _Limb]:
     """{pin index: _Limb} of the pins with a pole whose limb `_limb` finds, cached per skeleton,
     pinned bones and frozen bones (a stage and the solve ask again for the same ones)."""
     key = (tuple((pin.bone, pin.pole is not None) for pin in pins), np.packbits(frozen).tobytes())
@@ -90,7 +110,9 @@ def _poled_limbs(skeleton, pins, frozen):
     return known[key]
 
 
-def _limb(skeleton, pinned, k, frozen):
+def _limb(
+    skeleton: Skeleton, pinned: Sequence[int], k: int, frozen: np.ndarray
+) -> tuple[int, int, int] | None:
     """(upper, lower, end) of pin k's limb: the pinned bone and the two bones above it; None
     where there are not two, where the upper or the pinned bone is frozen, or where another pin
     hangs from the limb's two bones but not from the pinned bone (the swivel would move it)."""
@@ -106,7 +128,14 @@ def _limb(skeleton, pinned, k, frozen):
     return upper, lower, end
 
 
-def _swivel(skeleton, rotations, locations, limb, pole, limits):
+def _swivel(
+    skeleton: Skeleton,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    limb: _Limb,
+    pole: np.ndarray,
+    limits: JointLimits | None,
+) -> None:
     """Turn the limb's upper bone about the line from its head to the end's head so the limb's
     bend direction points at `pole`, the end's frame kept (in place)."""
     world, heads = skeleton.frames(rotations, locations, limb.levels)
@@ -121,15 +150,15 @@ def _swivel(skeleton, rotations, locations, limb, pole, limits):
     if toward_pole is None:
         return
     angle = math.atan2(floats.dot(axis, floats.cross(bend, toward_pole)), floats.dot(bend, toward_pole))
-    axis = np.array(axis)
+    turn_axis = np.array(axis)
     frames = skeleton.parent_frames(np.array([limb.upper, limb.end]), world)
-    turned = _turned(rotations, frames, limb, axis, angle)
+    turned = _turned(rotations, frames, limb, turn_axis, angle)
     if limits is not None:
-        turned = _within_limits(rotations, turned, limb, limits, frames, axis, angle)
+        turned = _within_limits(rotations, turned, limb, limits, frames, turn_axis, angle)
     rotations[[limb.upper, limb.end]] = turned
 
 
-def bend_direction(root, middle, end, own):
+def bend_direction(root: ArrayLike, middle: ArrayLike, end: ArrayLike, own: ArrayLike) -> np.ndarray | None:
     """The unit direction, across the line from `root` to `end` (a limb's joints in armature
     space), in which the limb bends: toward the middle joint, blended toward `own` (the limb's
     own bend direction in armature space, `own_bend` turned by the lower bone) as the limb
@@ -139,7 +168,9 @@ def bend_direction(root, middle, end, own):
     return None if bend is None else np.array(bend)
 
 
-def _bend_floats(root, middle, end, own):
+def _bend_floats(
+    root: Sequence[float], middle: Sequence[float], end: Sequence[float], own: Sequence[float]
+) -> list[float] | None:
     """`bend_direction` on lists of floats, returning a list (or None)."""
     axis, first, second = floats.minus(end, root), floats.minus(middle, root), floats.minus(end, middle)
     length, first_length, second_length = (math.sqrt(floats.dot(v, v)) for v in (axis, first, second))
@@ -149,15 +180,17 @@ def _bend_floats(root, middle, end, own):
     cosine = floats.dot(first, second) / max(first_length * second_length, 1e-300)
     straightness = max(0.0, 1.0 - math.acos(min(1.0, max(-1.0, cosine))) / FULL_BEND)
     real = floats.across(first, axis, _TINY)
-    own = floats.across(own, axis, _TINY) if straightness else None
-    if own is None:
+    own_across = floats.across(own, axis, _TINY) if straightness else None
+    if own_across is None:
         return real
-    real = real if real is not None else (0.0, 0.0, 0.0)
-    blended = [straightness * o + (1.0 - straightness) * r for o, r in zip(own, real)]
+    real = real if real is not None else [0.0, 0.0, 0.0]
+    blended = [straightness * o + (1.0 - straightness) * r for o, r in zip(own_across, real)]
     return floats.across(blended, axis, _TINY)
 
 
-def own_bend(rest_root, rest_middle, rest_end, lower_rest):
+def own_bend(
+    rest_root: np.ndarray, rest_middle: np.ndarray, rest_end: np.ndarray, lower_rest: np.ndarray
+) -> np.ndarray:
     """A limb's own bend direction in its lower bone's frame (`lower_rest`: that bone's rest
     rotation matrix): the rest pose's bend, or the lower bone's Z axis where the rest pose
     holds the limb straight (within a degree)."""
@@ -169,7 +202,9 @@ def own_bend(rest_root, rest_middle, rest_end, lower_rest):
     return lower_rest.T @ (across / np.linalg.norm(across))
 
 
-def _turned(rotations, frames, limb, axis, angle):
+def _turned(
+    rotations: np.ndarray, frames: np.ndarray, limb: _Limb, axis: np.ndarray, angle: float
+) -> np.ndarray:
     """Local rotations (2, 4) of the upper and the end bone once the upper bone has turned by
     `angle` about `axis` in armature space and the end bone has kept its armature frame;
     `frames`: the upper's and the end's parent frames (3, 3) before the turn."""
@@ -181,14 +216,22 @@ def _turned(rotations, frames, limb, axis, angle):
     return np.array([floats.product(cosine, *turn, *rotation) for turn, rotation in zip(turns, local)])
 
 
-def _within_limits(rotations, turned, limb, limits, frames, axis, angle):
+def _within_limits(
+    rotations: np.ndarray,
+    turned: np.ndarray,
+    limb: _Limb,
+    limits: JointLimits,
+    frames: np.ndarray,
+    axis: np.ndarray,
+    angle: float,
+) -> np.ndarray:
     """`turned`, or where it takes the upper or the end bone further outside its limits, the
     largest share of the swivel (to 1/4096) that does not."""
     upper, end = limb.upper, limb.end
     trial = rotations.copy()
     before = limits.violation(trial)[[upper, end]]
 
-    def breaks(candidate):
+    def breaks(candidate: np.ndarray) -> bool:
         trial[[upper, end]] = candidate
         return bool((limits.violation(trial)[[upper, end]] > before + 1e-9).any())
 

@@ -25,9 +25,14 @@ The linear system is solved in whichever space is smaller: the parameters' (J^T 
 the residuals' (J D^-1 J^T + mu I), which give the same step.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import quat
 from .loop_constants import (
@@ -40,6 +45,10 @@ from .loop_constants import (
     POLISH_TRIES,
     POLISH_TURN_CAP,
 )
+
+if TYPE_CHECKING:
+    from .kusudama import JointLimits
+    from .loop import State
 
 ROUNDING = (
     16 * np.finfo(float).eps
@@ -59,7 +68,13 @@ class PolishPlan:
     translating: np.ndarray  # (C,) bool: a root that may also move
 
 
-def polish_plan(solved, below, seen, translating_bones, trees):
+def polish_plan(
+    solved: np.ndarray,
+    below: list[list[int]],
+    seen: list[list[tuple[int, float]]],
+    translating_bones: np.ndarray,
+    trees: Sequence[Sequence[int]],
+) -> tuple[PolishPlan, ...] | None:
     """The polish's trees (`trees`: `pin_trees` of the solved bones), or None when the sweeps
     solve another problem.
 
@@ -79,33 +94,35 @@ def polish_plan(solved, below, seen, translating_bones, trees):
     return tuple(_tree_plan(bones, below, pins, translating_bones) for pins in trees)
 
 
-def pin_trees(bones, below):
+def pin_trees(bones: np.ndarray, below: list[list[int]]) -> list[list[int]]:
     """The pins grouped by the bones they share (two pins below one solved bone are in one tree),
     each group ascending, groups in the order of their first pin."""
-    tree_of = {}
+    tree_of: dict[int, int] = {}
     for b in bones:
         roots = {_tree_root(tree_of, p) for p in below[b]}
         smallest = min(roots)
         for root in roots:
             tree_of[root] = smallest
-    groups = {}
+    groups: dict[int, list[int]] = {}
     for p in sorted(tree_of):
         groups.setdefault(_tree_root(tree_of, p), []).append(p)
     return list(groups.values())
 
 
-def _tree_root(tree_of, p):
+def _tree_root(tree_of: dict[int, int], p: int) -> int:
     while tree_of.setdefault(p, p) != p:
         p = tree_of[p]
     return p
 
 
-def _tree_plan(bones, below, pins, translating_bones):
+def _tree_plan(
+    bones: np.ndarray, below: list[list[int]], pins: Sequence[int], translating_bones: np.ndarray
+) -> PolishPlan:
     local = {p: k for k, p in enumerate(pins)}
-    own = [b for b in bones if below[b][0] in local]
-    pairs = [(local[p], c) for c, b in enumerate(own) for p in below[b]]
+    own_bones = [b for b in bones if below[b][0] in local]
+    pairs = [(local[p], c) for c, b in enumerate(own_bones) for p in below[b]]
     pair_pin, pair_column = np.array(pairs, dtype=int).T
-    own = np.array(own, dtype=int)
+    own = np.array(own_bones, dtype=int)
     return PolishPlan(own, np.array(pins, dtype=int), pair_pin, pair_column, np.isin(own, translating_bones))
 
 
@@ -119,7 +136,7 @@ class TreePolish:
     damping: float
 
     @classmethod
-    def make(cls, plan, max_step):
+    def make(cls, plan: PolishPlan, max_step: np.ndarray) -> TreePolish:
         own = max_step[plan.bones]
         reference = float(own.max())
         rotation_scale = np.repeat(own / reference, 3)
@@ -135,11 +152,11 @@ class Polisher:
     trees: list
 
     @classmethod
-    def make(cls, plans, max_step):
+    def make(cls, plans: Sequence[PolishPlan], max_step: np.ndarray) -> Polisher:
         return cls([TreePolish.make(plan, max_step) for plan in plans])
 
 
-def residuals(state):
+def residuals(state: State) -> tuple[np.ndarray, np.ndarray]:
     """(P, 4, 3) weighted position error and axis chords, and the (P, 4) weights used."""
     sqrt_weights = np.sqrt(
         np.concatenate(
@@ -156,7 +173,7 @@ def residuals(state):
     return sqrt_weights[..., None] * errors, sqrt_weights
 
 
-def jacobian(state, plan, sqrt_weights):
+def jacobian(state: State, plan: PolishPlan, sqrt_weights: np.ndarray) -> np.ndarray:
     """(12P, 3C + 3T) derivative of the tree's residuals by its bones' world turns (then the
     translating roots' shifts, which move every pin below them)."""
     pins, columns = len(plan.pins), len(plan.bones)
@@ -179,7 +196,7 @@ def jacobian(state, plan, sqrt_weights):
     return np.concatenate((rotation.reshape(12 * pins, -1), translation.reshape(12 * pins, -1)), axis=1)
 
 
-def _cross_matrices(v):
+def _cross_matrices(v: np.ndarray) -> np.ndarray:
     x, y, z = v[..., 0], v[..., 1], v[..., 2]
     zero = np.zeros_like(x)
     return np.stack(
@@ -187,7 +204,7 @@ def _cross_matrices(v):
     )
 
 
-def damped_step(scaled, residual, damping):
+def damped_step(scaled: np.ndarray, residual: np.ndarray, damping: float) -> np.ndarray:
     """z minimising |A z + r|^2 + mu |z|^2 for the column-scaled Jacobian A (the step is then
     scale * z), with mu = damping times the mean diagonal of A^T A."""
     rows, cols = scaled.shape
@@ -200,7 +217,9 @@ def damped_step(scaled, residual, damping):
     return -(scaled.T @ np.linalg.solve(gram + mu * np.eye(rows), residual))
 
 
-def polish(state, polisher, limits, iteration, tolerance):
+def polish(
+    state: State, polisher: Polisher, limits: JointLimits | None, iteration: int, tolerance: float
+) -> tuple[float, bool, bool]:
     """One guarded polish step of every tree; returns (total, reached, kept). A tree's pose
     changes only if its own misfit drops; kept says whether the total dropped by more than its
     rounding (a tree at its floor gains rounding noise, which must not decide for the others;
@@ -218,11 +237,11 @@ def polish(state, polisher, limits, iteration, tolerance):
     residual, sqrt_weights = residuals(state)
     costs = state.weight * state.pin_costs()
     start = float(np.sum(costs))
-    reached = state.reached(tolerance)
+    reached_pins = state.reached(tolerance)
     trying = [
         _TreeTry.start(state, tree, residual, sqrt_weights, costs)
         for tree in polisher.trees
-        if not reached[tree.plan.pins].all()
+        if not reached_pins[tree.plan.pins].all()
     ]
     active = trying
     while active:
@@ -238,7 +257,7 @@ def polish(state, polisher, limits, iteration, tolerance):
         one.settle(state)
     state.forward()
     polished, reached = state.errors(tolerance)
-    return polished, reached, polished < (1.0 - ROUNDING) * start
+    return polished, reached, bool(polished < (1.0 - ROUNDING) * start)
 
 
 @dataclass
@@ -260,7 +279,14 @@ class _TreeTry:
     restricted: int = 0
 
     @classmethod
-    def start(cls, state, tree, residual, sqrt_weights, costs):
+    def start(
+        cls,
+        state: State,
+        tree: TreePolish,
+        residual: np.ndarray,
+        sqrt_weights: np.ndarray,
+        costs: np.ndarray,
+    ) -> _TreeTry:
         plan = tree.plan
         bones = plan.bones
         return cls(
@@ -274,21 +300,23 @@ class _TreeTry:
         )
 
     @property
-    def kept(self):
+    def kept(self) -> bool:
         return self.best is not None
 
-    def next_step(self):
+    def next_step(self) -> bool:
         """The next try's step; False (this tree is done) when the system is not solvable."""
         self.step = _restricted_step(self.jac, self.residual, self.tree, self.free)
         return bool(np.all(np.isfinite(self.step)))
 
-    def apply(self, state, limits, iteration):
+    def apply(self, state: State, limits: JointLimits | None, iteration: int) -> None:
+        assert self.step is not None  # `next_step` made it
         self.corrections = _apply(
             state, self.tree.plan, self.tree.max_step, limits, iteration, self.step, self.frame, *self.saved
         )
 
-    def judge(self, state, costs):
+    def judge(self, state: State, costs: np.ndarray) -> bool:
         """Keep the try if it lowers the tree's misfit; whether the tree tries again."""
+        assert self.corrections is not None  # `apply` made them
         bones = self.tree.plan.bones
         misfit = float(np.sum(costs[self.tree.plan.pins]))
         if misfit < self.misfit:
@@ -302,15 +330,15 @@ class _TreeTry:
         self.grown += 1
         return True
 
-    def settle(self, state):
+    def settle(self, state: State) -> None:
         """The best try's pose (the damping eases), or the start's."""
         bones = self.tree.plan.bones
         if self.kept:
             self.tree.damping = max(self.tree.damping / POLISH_SHRINK, POLISH_LAMBDA_MIN)
-        state.rotations[bones], state.locations[bones] = self.best if self.kept else self.saved
+        state.rotations[bones], state.locations[bones] = self.best if self.best is not None else self.saved
 
 
-def _restricted_step(jac, residual, tree, free):
+def _restricted_step(jac: np.ndarray, residual: np.ndarray, tree: TreePolish, free: np.ndarray) -> np.ndarray:
     """The damped step with each bone's turn kept in the span of its projector `free` (C, 3, 3)."""
     columns = len(free)
     rotation = np.einsum("rci,cij->rcj", jac[:, : 3 * columns].reshape(len(jac), columns, 3), free)
@@ -326,7 +354,7 @@ def _restricted_step(jac, residual, tree, free):
     return np.concatenate((turns.ravel(), z[3 * columns :]))
 
 
-def _restrict(free, corrections):
+def _restrict(free: np.ndarray, corrections: np.ndarray) -> bool:
     """Take each clamp's correction direction out of its bone's allowed turns; whether any was new."""
     direction = (free @ corrections[..., None])[..., 0]
     size = np.linalg.norm(direction, axis=-1)
@@ -338,7 +366,17 @@ def _restrict(free, corrections):
     return True
 
 
-def _apply(state, plan, cap, limits, iteration, step, frame, old_rotations, old_locations):
+def _apply(
+    state: State,
+    plan: PolishPlan,
+    cap: np.ndarray,
+    limits: JointLimits | None,
+    iteration: int,
+    step: np.ndarray,
+    frame: np.ndarray,
+    old_rotations: np.ndarray,
+    old_locations: np.ndarray,
+) -> np.ndarray:
     """Turn each bone by its world turn (capped at POLISH_TURN_CAP dampenings) about its head, in its
     constraint frame as a sweep step does, limit it, and move translating roots. Returns (C, 3)
     the limits' corrections as world rotation vectors (0 where nothing was clamped)."""
@@ -367,7 +405,7 @@ def _apply(state, plan, cap, limits, iteration, step, frame, old_rotations, old_
     return corrections
 
 
-def rotation_vectors(q):
+def rotation_vectors(q: ArrayLike) -> np.ndarray:
     """Rotation vectors of unit quaternions (angle in [0, pi])."""
     q = quat.normalize(q)
     xyz = q[..., 1:]

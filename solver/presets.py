@@ -13,15 +13,19 @@ neutrals come from that pose, while the cones stay in each bone's rest frame, so
 local rotations are judged whichever rest the rig was built with.
 """
 
+from __future__ import annotations
+
 import copy
 import functools
 import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import quat
 from .kusudama import Kusudama, LimitCone
@@ -46,7 +50,7 @@ _LEGS_DOWN = 0.5
 
 
 @functools.cache
-def _load(name):
+def _load(name: str) -> dict[str, Any]:
     """A data file, read once (shared: callers never change it)."""
     with open(os.path.join(_DATA, name + ".json"), encoding="utf-8") as f:
         return json.load(f)
@@ -55,7 +59,7 @@ def _load(name):
 _NAMES = _load("bone_names")
 
 
-def available_presets():
+def available_presets() -> list[tuple[str, str, str]]:
     """[(id, label, description)] of the presets shipped in solver/data."""
     out = []
     for preset in _PRESETS:
@@ -65,7 +69,7 @@ def available_presets():
 
 
 @functools.lru_cache(maxsize=4096)
-def _split(name):
+def _split(name: str) -> tuple[str, str | None, bool]:
     """(core, side, segment) of a bone name: core lower-case without separators, side 'L'/'R'/None.
     A namespace before ':' (an FBX or Mixamo rig's) or '/' (an armature's place in a crowd) is
     not part of the name."""
@@ -98,14 +102,14 @@ def _split(name):
 
 
 @functools.cache
-def body_roles():
+def body_roles() -> tuple[str, ...]:
     """Every role a bone can have ("hips", "upper_arm.L", ...): what a name mapping may assign."""
     centre = sorted(set(_NAMES["centre"].values()))
     sided = sorted({role for role in _load("humanoid")["roles"]} - set(centre))
     return tuple(centre + [f"{role}.{side}" for role in sided for side in "LR"])
 
 
-def bone_roles(names, overrides=None):
+def bone_roles(names: Iterable[str], overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """{bone name: role} for the names this module recognises ("upper_arm.L", "spine", ...).
 
     overrides: {bone name: role, or "" for none} that the user mapped by hand; they win over the
@@ -127,7 +131,7 @@ def bone_roles(names, overrides=None):
 
 
 @functools.lru_cache(maxsize=16)
-def _roles_from_names(names):
+def _roles_from_names(names: tuple[str, ...]) -> dict[str, str]:
     """{name: role} of a rig's bone names (a tuple); kept for the last rigs asked about, since
     applying a preset asks several times (shared: callers copy before changing it)."""
     split = {name: _split(name) for name in names}
@@ -163,7 +167,7 @@ def _roles_from_names(names):
     return roles
 
 
-def has_humanoid_limbs(names, overrides=None):
+def has_humanoid_limbs(names: Iterable[str], overrides: Mapping[str, str] | None = None) -> bool:
     """True when both legs (thigh and shin) or both arms (upper arm and forearm) are recognised:
     enough of a body for the humanoid preset to be worth applying unasked."""
     found = set(bone_roles(names, overrides).values())
@@ -173,7 +177,7 @@ def has_humanoid_limbs(names, overrides=None):
     )
 
 
-def _finger_role(finger, segment, has_metacarpal):
+def _finger_role(finger: str, segment: str, has_metacarpal: bool) -> str | None:
     if segment.isdigit():
         number = int(segment)
     elif segment == "proximal" and finger == "thumb" and has_metacarpal:
@@ -185,13 +189,13 @@ def _finger_role(finger, segment, has_metacarpal):
     return f"thumb_{number}" if finger == "thumb" else f"finger_{number}"
 
 
-def _units(v, fallback):
+def _units(v: np.ndarray, fallback: ArrayLike) -> np.ndarray:
     """Rows of v made unit; `fallback` rows (as given) where a row has no length."""
     n = np.linalg.norm(v, axis=-1, keepdims=True)
     return np.where(n > 1e-9, v / np.where(n > 1e-9, n, 1.0), fallback)
 
 
-def _orthogonals(v, axis, fallback):
+def _orthogonals(v: np.ndarray, axis: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """Rows of v made perpendicular to the unit rows of `axis`, unit; `fallback` (also made
     perpendicular) where v is parallel to its axis."""
     out = v - _dots(v, axis) * axis
@@ -201,20 +205,20 @@ def _orthogonals(v, axis, fallback):
     return _units(out, _any_perpendiculars(axis))
 
 
-def _any_perpendiculars(axis):
+def _any_perpendiculars(axis: np.ndarray) -> np.ndarray:
     other = np.where(np.abs(axis[..., :1]) < 0.9, [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
     return _units(np.cross(axis, other), [0.0, 0.0, 1.0])
 
 
-def _dots(a, b):
+def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=-1, keepdims=True)
 
 
-def _unit(v, fallback):
+def _unit(v: ArrayLike, fallback: ArrayLike) -> np.ndarray:
     return _units(np.asarray(v, dtype=float)[None], np.asarray(fallback, dtype=float))[0]
 
 
-def _orthogonal(v, axis, fallback):
+def _orthogonal(v: ArrayLike, axis: np.ndarray, fallback: ArrayLike) -> np.ndarray:
     return _orthogonals(
         np.asarray(v, dtype=float)[None], axis[None], np.asarray(fallback, dtype=float)[None]
     )[0]
@@ -225,14 +229,14 @@ class PresetError(ValueError):
     ("preset", "rest", "pose" or "pose.<bone>"), `message` says what is wrong with it and `why`
     is the short reason a reference pose cannot be read."""
 
-    def __init__(self, field, message, why=None):
+    def __init__(self, field: str, message: str, why: str | None = None) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
         self.why = why or message
 
 
-def _unreadable(field, why):
+def _unreadable(field: str, why: str) -> PresetError:
     pose = "the rest pose" if field == "rest" else "the given pose"
     return PresetError(
         field,
@@ -251,8 +255,14 @@ class _Rig:
     world direction d is the local swing direction frames[i].T @ d.
     """
 
-    def __init__(self, bones, roles, table, pose=None):
-        self.parent = {b["name"]: b.get("parent") for b in bones}
+    def __init__(
+        self,
+        bones: Sequence[Mapping[str, Any]],
+        roles: Mapping[str, str],
+        table: Mapping[str, Any],
+        pose: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.parent: dict[str, str | None] = {b["name"]: b.get("parent") for b in bones}
         self.roles = roles
         self.table = table
         skeleton = Skeleton(
@@ -268,28 +278,28 @@ class _Rig:
         self.frames = self.world @ np.swapaxes(quat.to_matrix(rotations), -1, -2)
         self.reference = rotations
         self.lengths = skeleton.lengths
-        self.by_role = {}
+        self.by_role: dict[str, str] = {}
         for name, role in roles.items():
             self.by_role.setdefault(role, name)
         self.up, self.left = self._body_frame("rest" if pose is None else "pose")
         self.forward = np.cross(self.left, self.up)
-        self._segments = {}
+        self._segments: dict[str, tuple[np.ndarray, float, bool]] = {}
 
-    def direction(self, name):
+    def direction(self, name: str) -> np.ndarray:
         return self.world[self.index[name]][:, 1]
 
-    def _position(self, *roles):
+    def _position(self, *roles: str) -> np.ndarray | None:
         for role in roles:
             if role in self.by_role:
                 return self.heads[self.index[self.by_role[role]]]
         return None
 
-    def _body_frame(self, field):
+    def _body_frame(self, field: str) -> tuple[np.ndarray, np.ndarray]:
         """(up, left) read from where the body parts are; PresetError when they do not tell."""
         bottom = self._position("hips", "spine")
-        thighs = [self._position(f"thigh.{s}") for s in "LR"]
-        if all(t is not None for t in thighs):
-            bottom = 0.5 * (thighs[0] + thighs[1])
+        left_thigh, right_thigh = (self._position(f"thigh.{s}") for s in "LR")
+        if left_thigh is not None and right_thigh is not None:
+            bottom = 0.5 * (left_thigh + right_thigh)
         top = self._position("head", "neck")
         extent = float(np.ptp(self.heads, axis=0).max())
         up = np.array([0.0, 0.0, 1.0])
@@ -310,7 +320,7 @@ class _Rig:
         left = _orthogonal(across, up, np.array([1.0, 0.0, 0.0]))
         return up, left
 
-    def _check_legs_hang(self, up, field):
+    def _check_legs_hang(self, up: np.ndarray, field: str) -> None:
         for side in "LR":
             hip, ankle = self._position(f"thigh.{side}"), self._position(f"foot.{side}", f"shin.{side}")
             if hip is None or ankle is None or np.linalg.norm(ankle - hip) < 1e-9:
@@ -318,7 +328,7 @@ class _Rig:
             if np.dot(_unit(ankle - hip, up), up) > -_LEGS_DOWN:
                 raise _unreadable(field, "the legs do not hang below the hips")
 
-    def segment(self, name):
+    def segment(self, name: str) -> tuple[np.ndarray, float, bool]:
         """(world axis of the bone's body segment, its reach, True where the bone points against it).
 
         A bone's tail says where its segment points, except for stubs much shorter than their
@@ -328,14 +338,14 @@ class _Rig:
         for the bones asked about and their ancestors only (a rig's props and cloth never are).
         """
         chain = [name]
-        while self.parent[chain[-1]] is not None and self.parent[chain[-1]] not in self._segments:
-            chain.append(self.parent[chain[-1]])
+        while (parent := self.parent[chain[-1]]) is not None and parent not in self._segments:
+            chain.append(parent)
         for bone in reversed(chain):
             if bone not in self._segments:
                 self._segments[bone] = self._segment_of(bone)
         return self._segments[name]
 
-    def _segment_of(self, name):
+    def _segment_of(self, name: str) -> tuple[np.ndarray, float, bool]:
         own, length = self.direction(name), self.lengths[self.index[name]]
         parent = self.parent[name]
         if parent is None:
@@ -350,7 +360,7 @@ class _Rig:
             axis = -own
         return axis, reach, bool(np.dot(own, axis) < 0.0)
 
-    def below_roll(self, name, roll_roles):
+    def below_roll(self, name: str, roll_roles: Collection[str]) -> bool:
         """True when a bone with one of `roll_roles` lies between this bone and its forearm."""
         current = self.parent[name]
         while current is not None and self.roles.get(current, "").partition(".")[0] != "forearm":
@@ -359,9 +369,9 @@ class _Rig:
             current = self.parent[current]
         return False
 
-    def hand_axis(self, name):
+    def hand_axis(self, name: str) -> np.ndarray:
         """The segment axis of the hand this bone belongs to (the bone's own without one)."""
-        current = name
+        current: str | None = name
         while current is not None:
             if self.roles.get(current, "").split(".")[0] in ("hand", "wrist"):
                 return self.segment(current)[0]
@@ -369,7 +379,7 @@ class _Rig:
         return self.segment(name)[0]
 
 
-def _rest_matrices(bones):
+def _rest_matrices(bones: Sequence[Mapping[str, Any]]) -> np.ndarray | list[Any]:
     """The bones' rest matrices as one (N, 4, 4) array when they are numbers (the Skeleton's quick
     path); as given otherwise, so the Skeleton names the bad one."""
     rest = [b["rest"] for b in bones]
@@ -380,7 +390,7 @@ def _rest_matrices(bones):
     return array if array.dtype.kind in "fiu" else rest
 
 
-def _pose_arrays(skeleton, pose):
+def _pose_arrays(skeleton: Skeleton, pose: Mapping[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
     """(rotations (N, 4), locations (N, 3)) in skeleton order from a {bone: {rotation, location}}."""
     n = len(skeleton.names)
     rotations, locations = np.tile(quat.IDENTITY, (n, 1)), np.zeros((n, 3))
@@ -408,7 +418,7 @@ def _pose_arrays(skeleton, pose):
     return rotations, locations
 
 
-def _placements(rig, placed):
+def _placements(rig: _Rig, placed: Sequence[tuple[str, Mapping[str, Any], float]]) -> np.ndarray:
     """(k, 3, 3) orthogonal matrices taking each placed bone's cones from the role's own frame
     (`_role_cones`: reference +Y, flex +Z, L +X) into the bone's rest frame, for (name, spec,
     side sign) rows; one batch for the whole body.
@@ -420,7 +430,12 @@ def _placements(rig, placed):
     """
     names = [name for name, _, _ in placed]
     own = np.array([rig.segment(name)[0] for name in names])
-    parent = np.array([rig.segment(rig.parent[name])[0] for name in names])
+    parent_axes = []
+    for name in names:
+        parent_name = rig.parent[name]
+        assert parent_name is not None  # `preset_limits` places no root bone
+        parent_axes.append(rig.segment(parent_name)[0])
+    parent = np.array(parent_axes)
     side = np.array([[sign] for _, _, sign in placed])
     up, forward = np.broadcast_to(rig.up, own.shape), np.broadcast_to(rig.forward, own.shape)
     choices = {"own": own, "parent": parent, "down": -up, "level": _orthogonals(own, up, forward)}
@@ -449,7 +464,7 @@ def _placements(rig, placed):
 
 
 @functools.cache
-def _role(preset, base):
+def _role(preset: str, base: str) -> dict[str, Any]:
     """A role's row of the preset, with the cones, twist and range of its region merged in for
     the roles that share one (the spine's bones share the trunk's and the neck's)."""
     data = _load(preset)
@@ -457,7 +472,7 @@ def _role(preset, base):
     return spec if "region" not in spec else {**data["regions"][spec["region"]], **spec}
 
 
-def _shares(preset, bases):
+def _shares(preset: str, bases: Sequence[str]) -> list[float]:
     """Per placed bone the part of its region's range it may take (1 for a joint of its own).
 
     A region's range is the whole spine's (or neck's); each of the rig's n bones in it takes
@@ -474,27 +489,29 @@ def _shares(preset, bases):
 
 
 @functools.cache
-def _role_cones(preset, base, share=1.0):
+def _role_cones(preset: str, base: str, share: float = 1.0) -> tuple[np.ndarray, np.ndarray, Kusudama]:
     """(unit directions (k, 3), radii (k,), Kusudama) of a role's cones in the role's own frame
     (the reference direction +Y, the flex direction +Z, L +X), scaled by the bone's share of its
     region. The same for every rig, so they are built once; `_placements` turns them into each
     bone's rest frame."""
-    directions, radii = [], []
+    direction_rows, radius_rows = [], []
     for a, b, radius in _role(preset, base)["cones"]:
         a, b = math.radians(a * share), math.radians(b * share)
         theta = math.hypot(a, b)
         scale = math.sin(theta) / theta if theta > 0.0 else 0.0
-        directions.append((b * scale, math.cos(theta), a * scale))
-        radii.append(math.radians(radius * share))
-    directions, radii = _units(np.array(directions), _Y), np.array(radii)
+        direction_rows.append((b * scale, math.cos(theta), a * scale))
+        radius_rows.append(math.radians(radius * share))
+    directions, radii = _units(np.array(direction_rows), _Y), np.array(radius_rows)
     return directions, radii, _kusudama(directions, radii)
 
 
-def _kusudama(directions, radii):
+def _kusudama(directions: np.ndarray, radii: np.ndarray) -> Kusudama:
     return Kusudama([LimitCone(tuple(d), float(r)) for d, r in zip(directions, radii)])
 
 
-def _region_centres(preset, kinds, reference):
+def _region_centres(
+    preset: str, kinds: Sequence[tuple[str, float]], reference: np.ndarray
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """(centres of the regions that hold each bone's reference swing direction, the radii of its
     cones), in the roles' own frames (k, 3), (k, cones); `kinds`: (role, share) per bone.
 
@@ -503,7 +520,7 @@ def _region_centres(preset, kinds, reference):
     splayed sideways, a finger curled at rest), the nearest cone grows just enough to include
     it, so applying a preset never snaps that pose.
     """
-    centres, radii = np.empty_like(reference), [None] * len(kinds)
+    centres, radii = np.empty_like(reference), {}
     for kind in set(kinds):
         rows = [k for k, other in enumerate(kinds) if other == kind]
         directions, kind_radii, kusudama = _role_cones(preset, *kind)
@@ -514,13 +531,15 @@ def _region_centres(preset, kinds, reference):
                 continue
             gaps = np.arccos(np.clip(directions @ reference[k], -1.0, 1.0)) - kind_radii
             nearest = int(np.argmin(gaps))
-            radii[k] = kind_radii.copy()
-            radii[k][nearest] += gaps[nearest] + _REFERENCE_MARGIN
-            centres[k] = _kusudama(directions, radii[k]).centre
-    return centres, radii
+            grown = kind_radii.copy()
+            grown[nearest] += gaps[nearest] + _REFERENCE_MARGIN
+            radii[k], centres[k] = grown, _kusudama(directions, grown).centre
+    return centres, [radii[k] for k in range(len(kinds))]
 
 
-def _twists(preset, rig, placed, shares):
+def _twists(
+    preset: str, rig: _Rig, placed: Sequence[tuple[str, str, float]], shares: Sequence[float]
+) -> np.ndarray:
     """(k, 2) radians: each placed bone's twist range in the table's terms (the right side and
     reversed bones mirrored, a shared region's scaled), before `_twist_ranges` places it.
 
@@ -540,7 +559,9 @@ def _twists(preset, rig, placed, shares):
     return np.radians(out)
 
 
-def _twist_ranges(centres, zeros, reference, low, high):
+def _twist_ranges(
+    centres: np.ndarray, zeros: np.ndarray, reference: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(min, max) twists centred like the table's ranges on the anatomical zeros' twists.
 
     The kusudama measures twist against a frame turned from +Y to its region's `centre`. The
@@ -558,7 +579,12 @@ def _twist_ranges(centres, zeros, reference, low, high):
     return middle - 0.5 * (high - low), middle + 0.5 * (high - low)
 
 
-def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
+def preset_limits(
+    bones: Sequence[Mapping[str, Any]],
+    preset: str = "humanoid",
+    pose: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
     """{bone name: scene-document limits dict} for the bones whose names the preset recognises.
 
     `bones`: scene-document bone dicts (name, parent, rest 4x4 row-major armature space, length).
@@ -601,14 +627,16 @@ def preset_limits(bones, preset="humanoid", pose=None, overrides=None):
     return limits
 
 
-def _roles_table(preset):
+def _roles_table(preset: str) -> dict[str, Any]:
     """The preset's role table; PresetError (field "preset") for a preset that is not shipped."""
     if preset not in _PRESETS:
         raise PresetError("preset", f"unknown preset {preset!r} (available: {', '.join(_PRESETS)})")
     return _load(preset)["roles"]
 
 
-def preset_stiffness(bones, preset="humanoid", overrides=None):
+def preset_stiffness(
+    bones: Sequence[Mapping[str, Any]], preset: str = "humanoid", overrides: Mapping[str, str] | None = None
+) -> dict[str, float]:
     """{bone name: stiffness} for the recognised bones whose role the preset makes stiff.
 
     Stiffness is not a limit: it shapes how the solver shares a move between bones (a
@@ -624,7 +652,12 @@ def preset_stiffness(bones, preset="humanoid", overrides=None):
     return out
 
 
-def apply_limit_preset(scene, preset="humanoid", pose=None, overrides=None):
+def apply_limit_preset(
+    scene: dict[str, Any],
+    preset: str = "humanoid",
+    pose: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A copy of the scene document with preset limits (and stiffness) on the bones it recognises.
 
     `pose` and `overrides` as for `preset_limits`; the scene's own bone rotations are not used.

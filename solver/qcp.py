@@ -8,6 +8,7 @@ third of the decrease per step, so it is kept only for comparison.
 """
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import quat
 
@@ -19,17 +20,17 @@ NEWTON_STEPS = 20  # Newton steps on the characteristic polynomial before the fa
 NEWTON_TOLERANCE = 1e-11  # a Newton step this small relative to the start ends the search (quadratic: the error left is its square)
 
 
-def covariance(moved, targets, weights):
+def covariance(moved: np.ndarray, targets: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """S (B, 3, 3) with S_ab = sum(w m_a t_b) for moved/targets (B, P, 3), weights (B, P)."""
     return np.swapaxes(moved * weights[..., None], -1, -2) @ targets
 
 
-def key_from_covariance(s):
+def key_from_covariance(s: np.ndarray) -> np.ndarray:
     """The symmetric 4x4 key matrix of each 3x3 covariance."""
     return quat.key_matrix(s).reshape(-1, 4, 4)
 
 
-def qcp_rotations(moved, targets, weights, exact=True):
+def qcp_rotations(moved: ArrayLike, targets: ArrayLike, weights: ArrayLike, exact: bool = True) -> np.ndarray:
     """Rotations R (B, 4) maximizing sum(w (R m) . t) for each batch entry.
 
     When the optimum is not unique (one point pair, collinear points) the
@@ -46,7 +47,7 @@ def qcp_rotations(moved, targets, weights, exact=True):
     return rotations_from_covariance(covariance(moved, targets, weights), e0)
 
 
-def _biased_keys(s):
+def _biased_keys(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key matrices (B, 4, 4), their scales (B,)): each key with the bias toward the smallest
     turn that picks one rotation where several fit equally well."""
     k = key_from_covariance(s)
@@ -55,7 +56,7 @@ def _biased_keys(s):
     return k, scale
 
 
-def rotation_from_covariance(s):
+def rotation_from_covariance(s: np.ndarray) -> np.ndarray:
     """The rotation (4,) of one covariance (3, 3), as `rotations_from_covariance` finds it, by
     LAPACK's eigh: for a single matrix the batched closed form pays numpy's per-call overhead
     twenty times over (120 us against 6 us), and ties are settled by the same bias."""
@@ -65,7 +66,7 @@ def rotation_from_covariance(s):
     return quat.normalize(np.linalg.eigh(k[0])[1][:, -1])
 
 
-def rotations_from_covariance(s, e0=None):
+def rotations_from_covariance(s: np.ndarray, e0: np.ndarray | None = None) -> np.ndarray:
     """QCP on precomputed covariances; `e0` given selects the references' approximation."""
     k, scale = _biased_keys(s)
     if e0 is None:
@@ -82,7 +83,7 @@ def rotations_from_covariance(s, e0=None):
     return q
 
 
-def top_eigenvectors(k, trust=ADJUGATE_TRUST):
+def top_eigenvectors(k: ArrayLike, trust: float = ADJUGATE_TRUST) -> np.ndarray:
     """The eigenvector of the largest eigenvalue of each symmetric 4x4 matrix k (B, 4, 4).
 
     Closed form where it is exact: Newton on the characteristic polynomial for the largest
@@ -99,7 +100,7 @@ def top_eigenvectors(k, trust=ADJUGATE_TRUST):
     return q
 
 
-def closed_form_eigenvectors(k, trust=ADJUGATE_TRUST):
+def closed_form_eigenvectors(k: np.ndarray, trust: float = ADJUGATE_TRUST) -> tuple[np.ndarray, np.ndarray]:
     """The closed-form step of `top_eigenvectors`: (B, 4) unit vectors and (B,) trusted flags.
 
     Newton's root carries the polynomial's rounding (|K|^4 eps over the product of the gaps),
@@ -118,7 +119,7 @@ def closed_form_eigenvectors(k, trust=ADJUGATE_TRUST):
     return vector / np.where(trusted, strength, 1.0)[:, None], trusted
 
 
-def characteristic_polynomial(b):
+def characteristic_polynomial(b: np.ndarray) -> np.ndarray:
     """(c2, c1, c0) (B, 3) of det(x I - B) = x^4 + c2 x^2 + c1 x + c0 for traceless symmetric b."""
     b2 = b @ b
     return np.stack(
@@ -127,7 +128,7 @@ def characteristic_polynomial(b):
     )
 
 
-def eigenvalue_bound(b):
+def eigenvalue_bound(b: np.ndarray) -> np.ndarray:
     """An upper bound of each symmetric b's largest eigenvalue: the smaller of Gershgorin's and the
     Frobenius norm; Newton started there descends to the largest root without overshooting."""
     diagonal = np.diagonal(b, axis1=1, axis2=2)
@@ -135,7 +136,9 @@ def eigenvalue_bound(b):
     return np.minimum(gershgorin, np.sqrt((b * b).sum(axis=(1, 2))))
 
 
-def largest_root(coefficients, start, steps=NEWTON_STEPS):
+def largest_root(
+    coefficients: np.ndarray, start: np.ndarray, steps: int = NEWTON_STEPS
+) -> tuple[np.ndarray, np.ndarray]:
     """Newton from above on x^4 + c2 x^2 + c1 x + c0 (all roots real): it decreases monotonically
     to the largest root. Returns the roots (B,) and whether each converged within `steps`
     (a double root converges only linearly and is left to the fallback)."""
@@ -155,7 +158,7 @@ def largest_root(coefficients, start, steps=NEWTON_STEPS):
 _OTHERS = np.array([[j for j in range(4) if j != i] for i in range(4)])
 
 
-def adjugate_eigenvector(m):
+def adjugate_eigenvector(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The null vector of a nearly singular symmetric M from its adjugate, and its strength.
 
     adj(M) = (product of M's other eigenvalues) v v^T, so its largest column is the one of its

@@ -21,19 +21,36 @@ limb further from straight, by at most the arc that takes its end a soft zone's 
 The answer is a function of the targets, the settings and the start pose, with one solve.
 """
 
+from __future__ import annotations
+
 import math
 import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import floats
 from .poles import bend_direction, own_bend
 
+if TYPE_CHECKING:
+    from .pins import Pin
+    from .settings import SolverSettings
+    from .skeleton import Skeleton
+    from .solve import SolveResult
+
 _STRAIGHT_AT_REST = 1e-4  # share of its length below which a limb's rest pose is straight
 _LIMBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # skeleton -> {pins' bones: soft limbs}
 
 
-def solve_softened(solve_pins, skeleton, pins, rotations, locations, settings):
+def solve_softened(
+    solve_pins: Callable[[Sequence[Pin], np.ndarray, np.ndarray], SolveResult],
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    settings: SolverSettings,
+) -> SolveResult:
     """The SolveResult of `solve_pins(pins, rotations, locations)` with each limb whose target
     lies in its soft zone bent to meet its softened target, each pin's position error measured
     from its own target."""
@@ -45,7 +62,9 @@ def solve_softened(solve_pins, skeleton, pins, rotations, locations, settings):
     return result
 
 
-def _soft_limbs(skeleton, bones):
+def _soft_limbs(
+    skeleton: Skeleton, bones: tuple[tuple[str, bool], ...]
+) -> dict[int, tuple[int, int, int, float, np.ndarray]]:
     """The soft limbs of pins on `bones` ((bone name, holds a position) per pin), cached per
     skeleton: {pin index: (upper, lower, end, limb length, own bend)} for each
     position-holding pin whose bone has a parent and a grandparent that are not straight at rest
@@ -73,7 +92,13 @@ def _soft_limbs(skeleton, bones):
     return known[bones]
 
 
-def _soften(skeleton, pins, limbs, result, soft):
+def _soften(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    limbs: Mapping[int, tuple[int, int, int, float, np.ndarray]],
+    result: SolveResult,
+    soft: float,
+) -> None:
     """Bend each limb of `limbs` (`_soft_limbs`) whose target lies in its soft zone from its
     root joint in `result`'s pose so its pinned bone meets the softened target (in place)."""
     moved = result.moved
@@ -103,7 +128,15 @@ def _soften(skeleton, pins, limbs, result, soft):
         result.rotations = rotations
 
 
-def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
+def _bend_limb(
+    skeleton: Skeleton,
+    world: np.ndarray,
+    heads: np.ndarray,
+    rotations: np.ndarray,
+    limb: tuple[int, int, int],
+    own: np.ndarray,
+    point: Sequence[float],
+) -> list[float] | None:
     """Turn a two-bone limb (upper, lower, end) so its end's head goes to `point` (or as near as
     the limb reaches along the way there), in its own bend plane (`poles.bend_direction` with
     `own`, the limb's own bend in its lower bone's frame), the end keeping its armature-space
@@ -115,11 +148,11 @@ def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
     root, middle, tip = heads[upper].tolist(), heads[lower].tolist(), heads[end].tolist()
     way = floats.minus(list(point), root)
     distance = math.sqrt(floats.dot(way, way))
-    bend = bend_direction(root, middle, tip, world[lower] @ own)
-    if bend is None or not distance > 0.0:
+    direction = bend_direction(root, middle, tip, world[lower] @ own)
+    if direction is None or not distance > 0.0:
         return None
     along = [w / distance for w in way]
-    bend = bend.tolist()
+    bend = direction.tolist()
     bend = floats.minus(bend, [floats.dot(bend, along) * a for a in along])
     bend_length = math.sqrt(floats.dot(bend, bend))
     if not bend_length > 1e-9:
@@ -145,7 +178,7 @@ def _bend_limb(skeleton, world, heads, rotations, limb, own, point):
     return reached
 
 
-def soft_distance(distance, length, soft):
+def soft_distance(distance: float, length: float, soft: float) -> float:
     """The distance from a limb's root joint at which a target `distance` away is reached, for a
     limb of `length` with soft zone `soft` (share of the length): the same below the zone, then
     approaching `length` asymptotically with a continuous rate."""

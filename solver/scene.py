@@ -5,7 +5,9 @@ field (`bones[3].limits.cones[0].direction`), so a bad document never reaches th
 never yields NaN.
 """
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +18,7 @@ from .presets import bone_roles
 from .settings import FIELDS, SolverSettings
 from .skeleton import Skeleton
 from .stretch import MAX_STRETCH
-from .solve import solve
+from .solve import SolveResult, solve
 from .validation import SceneError, flag, mapping, name, number, vector, whole
 
 _TOP_KEYS = {"format", "version", "bones", "pins", "settings"}
@@ -69,7 +71,7 @@ class Scene:
     stretch: np.ndarray  # (N,) each bone's maximum stretch (1 = none)
 
 
-def parse_scene(doc):
+def parse_scene(doc: Mapping[str, Any]) -> Scene:
     """Validate a scene document and build the solver objects; bad input raises SceneError."""
     mapping(doc, "", _TOP_KEYS)
     if doc.get("format") != "ewbik-scene":
@@ -85,7 +87,7 @@ def parse_scene(doc):
     return Scene(skeleton, pins, rotations, locations, stiffness, limits, settings, _stretch(bones, skeleton))
 
 
-def _stretch(bones, skeleton):
+def _stretch(bones: Sequence[Mapping[str, Any]], skeleton: Skeleton) -> np.ndarray:
     """(N,) the document's `bones[].stretch` (1 where absent), in skeleton order."""
     stretch = np.ones(len(skeleton))
     for k, bone in enumerate(bones):
@@ -96,7 +98,7 @@ def _stretch(bones, skeleton):
     return stretch
 
 
-def _skeleton(bones):
+def _skeleton(bones: Sequence[Mapping[str, Any]]) -> Skeleton:
     for i, bone in enumerate(bones):
         mapping(bone, f"bones[{i}]", _BONE_KEYS)
         name(bone.get("name"), f"bones[{i}].name")
@@ -113,7 +115,9 @@ def _skeleton(bones):
     )
 
 
-def _pose(bones, skeleton):
+def _pose(
+    bones: Sequence[Mapping[str, Any]], skeleton: Skeleton
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, JointLimits | None]:
     """(rotations, locations, stiffness, limits) of the document's bones, in skeleton order."""
     n = len(skeleton)
     rotations = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
@@ -138,7 +142,7 @@ def _pose(bones, skeleton):
     return rotations, locations, stiffness, JointLimits(kusudamas, n) if kusudamas else None
 
 
-def _pins(raw_pins, skeleton):
+def _pins(raw_pins: object, skeleton: Skeleton) -> list[Pin]:
     if not isinstance(raw_pins, list):
         raise SceneError("pins", "expected a list")
     pins, pinned = [], set()
@@ -171,7 +175,7 @@ def _pins(raw_pins, skeleton):
     return pins
 
 
-def solve_scene(doc):
+def solve_scene(doc: Mapping[str, Any]) -> dict[str, Any]:
     """Solve a scene document; returns the pose document."""
     scene = parse_scene(doc)
     result = solve(
@@ -188,9 +192,10 @@ def solve_scene(doc):
     return pose_document(scene, result)
 
 
-def pose_document(scene, result):
+def pose_document(scene: Scene, result: SolveResult) -> dict[str, Any]:
     """The pose document of a solve: every bone's local pose plus statistics."""
-    names = scene.skeleton.names
+    names, scales = scene.skeleton.names, result.scales
+    assert scales is not None  # `solve` gives every bone's scale
     return {
         "format": "ewbik-pose",
         "version": 1,
@@ -198,7 +203,7 @@ def pose_document(scene, result):
             name: {
                 "rotation": result.rotations[i].tolist(),
                 "location": result.locations[i].tolist(),
-                **({"stretch": float(result.scales[i])} if result.scales[i] != 1.0 else {}),
+                **({"stretch": float(scales[i])} if scales[i] != 1.0 else {}),
             }
             for i, name in enumerate(names)
         },
@@ -287,31 +292,31 @@ def _plain(value):
     return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
 
 
-def _settings(raw):
+def _settings(raw: Mapping[str, Any]) -> SolverSettings:
     mapping(raw, "settings", SETTINGS_FIELDS)
     return SolverSettings(**raw)
 
 
-def _blender_fields(raw, field):
+def _blender_fields(raw: Mapping[str, Any], field: str) -> None:
     mapping(raw, field, _BLENDER_KEYS)
     for key, check in _BLENDER_KEYS.items():
         if key in raw:
             check(raw[key], f"{field}.{key}")
 
 
-def _list(value, field):
+def _list(value: object, field: str) -> list[Any]:
     if not isinstance(value, list):
         raise SceneError(field, "must be a list")
     return value
 
 
-def _flags(value, size, field):
+def _flags(value: object, size: int, field: str) -> list[bool]:
     if not isinstance(value, list) or len(value) != size:
         raise SceneError(field, f"must be a list of {size} true/false values")
     return [flag(v, f"{field}[{k}]") for k, v in enumerate(value)]
 
 
-def _choice(value, field, choices):
+def _choice(value: object, field: str, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise SceneError(field, f"must be one of {', '.join(choices)}")
     return value

@@ -67,7 +67,7 @@ class SolverSettings:
     soft_reach: float = 0.0
     balance: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field in FIELDS:
             object.__setattr__(self, field, _CHECKS[field](getattr(self, field), f"settings.{field}"))
 
@@ -76,7 +76,7 @@ FIELDS = tuple(f.name for f in dataclasses.fields(SolverSettings))
 """Every settings field, in declaration order: the one list scene documents and Blender derive theirs from."""
 
 
-def _backend(value, field):
+def _backend(value: object, field: str) -> str:
     if not isinstance(value, str) or value not in BACKENDS:
         raise SceneError(field, f"must be 'auto', 'native' or 'numpy', got {value!r}")
     return value

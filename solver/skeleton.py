@@ -4,9 +4,14 @@ Bones are stored parents-first so that one pass over depth levels computes
 every world frame; each level is a single batch of numpy operations.
 """
 
+from __future__ import annotations
+
 import copy
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import native, quat
 from .validation import MAX_COORDINATE, MIN_LENGTH, SceneError, is_real, matrix, name, number
@@ -15,9 +20,12 @@ _ORTHONORMAL_TOL = 1e-3
 
 
 _KEPT_ANSWERS = 8  # answers a skeleton keeps (`Skeleton.kept`)
+_Kept = TypeVar("_Kept")
+Levels = tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]
+"""Forward-kinematics levels (`Skeleton.kinematic_levels`): the roots, then per depth (bones, parents)."""
 
 
-def rigid_frame(value, field):
+def rigid_frame(value: object, field: str) -> tuple[np.ndarray, np.ndarray]:
     """(rotation quaternion, translation) of a 4x4 matrix; scale is removed.
 
     Raises SceneError naming `field` for non-finite, out-of-range or degenerate matrices.
@@ -31,7 +39,7 @@ def rigid_frame(value, field):
     return quat.from_matrix(basis[0]), m[:3, 3].copy()
 
 
-def _unscaled_bases(bases):
+def _unscaled_bases(bases: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(N, 3, 3) bases with each column's scale removed, and per basis whether it is degenerate
     (a zero scale) and whether it is no rotation (sheared or mirrored): the rules every rest
     frame and pin target meets."""
@@ -47,7 +55,13 @@ def _unscaled_bases(bases):
 class Skeleton:
     """Names, parents, armature-space rest frames and lengths of an armature's bones."""
 
-    def __init__(self, names, parents, rest, lengths):
+    def __init__(
+        self,
+        names: Sequence[str],
+        parents: Sequence[str | None],
+        rest: np.ndarray | Sequence[ArrayLike],
+        lengths: np.ndarray | Sequence[float],
+    ) -> None:
         """Bad input raises SceneError naming `bones[i].<field>`, i the bone's place in `names`."""
         names = [name(n, f"bones[{i}].name") for i, n in enumerate(names)]
         if not names:
@@ -70,8 +84,8 @@ class Skeleton:
         self.names = tuple(order)
         self.index = {n: i for i, n in enumerate(order)}
         n = len(order)
-        self.parents = np.array(
-            [-1 if parent_of[b] is None else self.index[parent_of[b]] for b in order], dtype=int
+        self.parents: np.ndarray = np.array(
+            [-1 if (parent := parent_of[b]) is None else self.index[parent] for b in order], dtype=int
         )
         source = np.array([given[bone] for bone in order], dtype=int)
         frames = _rigid_frames(rest, lengths, n)
@@ -97,13 +111,13 @@ class Skeleton:
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1 if n else 0)]
         self.level_parents = [(idx, self.parents[idx]) for idx in self.levels[1:]]
         self.local_rest_matrix = quat.to_matrix(self.local_rest_rotation)
-        self.plan_cache = {}
-        self._kept = {}  # `kept`
-        self._levels_of = {}
+        self.plan_cache: dict[Hashable, Any] = {}
+        self._kept: dict[Hashable, Any] = {}  # `kept`
+        self._levels_of: dict[tuple[int, ...], Levels] = {}
         self.unit = _length_unit(self)
-        self._normalized = None
+        self._normalized: Skeleton | None = None
 
-    def normalized(self):
+    def normalized(self) -> Skeleton:
         """This skeleton measured in its own `unit` (same names and order; cached).
 
         The solver iterates on it, so its length constants (basis scaling, guards, the
@@ -124,7 +138,7 @@ class Skeleton:
             self._normalized = scaled
         return self._normalized
 
-    def kept(self, key, make):
+    def kept(self, key: Hashable, make: Callable[[], _Kept]) -> _Kept:
         """`make()`, kept under `key` with the last few answers (the least recently used dropped
         first): a drag or a bake solves again and again from the same pose underneath, and what
         the solver works out of that pose alone need not be worked out again."""
@@ -136,16 +150,16 @@ class Skeleton:
         self._kept[key] = found
         return found
 
-    def _local_offsets(self):
+    def _local_offsets(self) -> np.ndarray:
         """Each rest head in its parent's rest frame (armature space for roots)."""
         parent_rot = np.where(self.parents[:, None] >= 0, self.rest_rotation[self.parents], quat.IDENTITY)
         parent_head = np.where(self.parents[:, None] >= 0, self.rest_head[self.parents], 0.0)
         return quat.rotate(quat.conjugate(parent_rot), self.rest_head - parent_head)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.names)
 
-    def ancestors(self, bone):
+    def ancestors(self, bone: int) -> list[int]:
         """Indices from `bone` itself up to its root."""
         chain = []
         while bone >= 0:
@@ -153,14 +167,16 @@ class Skeleton:
             bone = self.parents[bone]
         return chain
 
-    def limb_above(self, end):
+    def limb_above(self, end: int) -> tuple[int, int] | None:
         """(upper, lower): the two bones above `end`, the limb that ends at it (upper arm and
         forearm above a hand, thigh and shin above a foot), or None without a grandparent."""
         lower = self.parents[end]
         upper = self.parents[lower] if lower >= 0 else -1
         return None if upper < 0 else (int(upper), int(lower))
 
-    def forward(self, rotations, locations, scales=None):
+    def forward(
+        self, rotations: np.ndarray, locations: np.ndarray, scales: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """World (armature-space) rotations (N, 4) and heads (N, 3) of a pose.
 
         Blender's rule: pose = parent_pose @ (parent_rest^-1 @ rest) @ T(location) @ R(rotation)
@@ -169,7 +185,13 @@ class Skeleton:
         world, head = self.frames(rotations, locations, scales=scales)
         return quat.from_matrix(world), head
 
-    def frames(self, rotations, locations, levels=None, scales=None):
+    def frames(
+        self,
+        rotations: np.ndarray,
+        locations: np.ndarray,
+        levels: Levels | None = None,
+        scales: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """World rotation matrices (N, 3, 3) and heads (N, 3) of a pose (`forward_into` into new
         arrays; with `levels`, only their bones' rows are set)."""
         n = len(self.names)
@@ -177,7 +199,15 @@ class Skeleton:
         self.forward_into(rotations, locations, world, head, levels, scales)
         return world, head
 
-    def forward_into(self, rotations, locations, world, head, levels=None, scales=None):
+    def forward_into(
+        self,
+        rotations: np.ndarray,
+        locations: np.ndarray,
+        world: np.ndarray,
+        head: np.ndarray,
+        levels: Levels | None = None,
+        scales: np.ndarray | None = None,
+    ) -> None:
         """World rotation matrices (N, 3, 3) and heads (N, 3) into preallocated arrays.
 
         Matrices make each depth level two batched matmuls; where the compiled library is built
@@ -206,7 +236,7 @@ class Skeleton:
             world[idx] = parent_world @ local[idx]
             head[idx] = head[parent] + (parent_world @ offset[idx][..., None])[..., 0]
 
-    def kinematic_levels(self, bones):
+    def kinematic_levels(self, bones: Iterable[int]) -> Levels:
         """Depth levels of `bones` and all their ancestors, for `forward_into(levels=...)`; kept
         per set of bones (the controls ask for the same limbs every solve; not to be modified)."""
         key = tuple(sorted({int(b) for b in bones}))
@@ -222,7 +252,7 @@ class Skeleton:
             )
         return found
 
-    def parent_frames(self, bones, world):
+    def parent_frames(self, bones: np.ndarray, world: np.ndarray) -> np.ndarray:
         """World rotation matrix of each bone's rest frame under its posed parent: the constraint frame."""
         p = self.parents[bones]
         if np.all(p >= 0):
@@ -231,7 +261,9 @@ class Skeleton:
         return parent_world @ self.local_rest_matrix[bones]
 
 
-def _rigid_frames(rest, lengths, n):
+def _rigid_frames(
+    rest: np.ndarray | Sequence[ArrayLike], lengths: np.ndarray | Sequence[float], n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(rest rotations (N, 4), rest heads (N, 3), lengths (N,)) in the given order, every bone
     checked at once; None when some bone fails a check or the input is not numeric arrays (then
     `_rigid_frames_one_by_one` names the bone). The bounds are `number`'s, the frames
@@ -259,7 +291,12 @@ def _rigid_frames(rest, lengths, n):
     return quat.from_matrix(basis), rest[:, :3, 3].copy(), lengths
 
 
-def _rigid_frames_one_by_one(rest, lengths, order, given):
+def _rigid_frames_one_by_one(
+    rest: np.ndarray | Sequence[ArrayLike],
+    lengths: np.ndarray | Sequence[float],
+    order: Sequence[str],
+    given: Mapping[str, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What `_rigid_frames` gives, in `order`, bone by bone: the first bad bone raises its SceneError."""
     n = len(order)
     frames = np.empty((n, 4)), np.empty((n, 3)), np.empty(n)
@@ -273,7 +310,7 @@ def _rigid_frames_one_by_one(rest, lengths, order, given):
     return frames
 
 
-def _length_unit(skeleton):
+def _length_unit(skeleton: Skeleton) -> float:
     """The rig's size: the farthest rest head or tail from the head of its root bone.
 
     About 1 for a standing human in metres (hips to toes or head), and scaled with the rig
@@ -291,11 +328,14 @@ def _length_unit(skeleton):
     return float(reach) if reach > 0.0 else 1.0
 
 
-def _parents_first(names, parent_of, given):
-    order, state = [], {}
+def _parents_first(
+    names: Sequence[str], parent_of: Mapping[str, str | None], given: Mapping[str, int]
+) -> list[str]:
+    order: list[str] = []
+    state: dict[str, str] = {}
     for start in names:
         path = []
-        node = start
+        node: str | None = start
         while node is not None and state.get(node) is None:
             state[node] = "visiting"
             path.append(node)

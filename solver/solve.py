@@ -86,8 +86,8 @@ class _Solving:
     solve, the tree of each root apart. Balance's rounds solve under settings of their own
     (`balance.round_settings`)."""
 
-    skeleton: object
-    limits: object
+    skeleton: Skeleton
+    limits: JointLimits | None
     stiffness: np.ndarray
     started: float
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import quat
-from .attempt import attempt_for, time_left
+from .attempt import Attempt, attempt_for, time_left
 from .carried_root import carry_roots, places_roots
 from .loop import target_axes
 from .plan import missed_bones_each, plan_solve
@@ -217,7 +217,8 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
     """
     rotations, locations = start
     stages = stages.copy()
-    attempt, active, stage = None, [], 0
+    attempt: Attempt | None = None
+    active, stage = np.empty(0, dtype=np.intp), 0
     while stage < len(targets_at[0]) and time_left(settings, started):
         if len(active) != np.count_nonzero(stages > stage):
             if attempt is not None:
@@ -235,6 +236,7 @@ def _carried(skeleton, pins, start, targets_at, stages, trees, settings, limits,
                 stiffness,
                 started,
             )
+        assert attempt is not None  # made at the first stage
         saved = attempt.state.rotations.copy(), attempt.state.locations.copy()
         attempt.state.aim(targets_at[0][stage, active], targets_at[1][stage, active])
         attempt.run()

@@ -9,13 +9,29 @@ leaves the reach: the pose follows the target continuously, and is still a funct
 targets, settings and start pose.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from .pins import Pin
+    from .skeleton import Skeleton
+    from .solve import SolveResult
 
 MAX_STRETCH = 10.0  # largest scale factor a bone may stretch to
 _STRAIGHT = 1e-6  # 1 - cosine between a bone and the way to the target below which it points there
 
 
-def stretch_to_pins(skeleton, pins, result, stretch, tolerance):
+def stretch_to_pins(
+    skeleton: Skeleton,
+    pins: Sequence[Pin],
+    result: SolveResult,
+    stretch: np.ndarray | None,
+    tolerance: float,
+) -> SolveResult:
     """`result` with `scales` (N,): each bone's Y scale, 1 but where a pin's straight chain
     stretches toward its target beyond reach (`stretch` (N,): each bone's maximum, >= 1); the
     stretched pins' position errors measured on the stretched pose, those it meets no longer
@@ -24,13 +40,13 @@ def stretch_to_pins(skeleton, pins, result, stretch, tolerance):
     result.scales = np.ones(len(skeleton))
     if stretch is None or not (stretch > 1.0).any():
         return result
-    stretched, world, heads = [], None, None
+    stretched, frames = [], None
     for k, pin in enumerate(pins):
         chain = _stretchable(skeleton, skeleton.index[pin.bone], stretch)
         if pin.aim is None and result.position_errors[k] > tolerance and len(chain):
-            if world is None:
-                world, heads = skeleton.frames(result.rotations, result.locations)
-            factor = _factor(chain, skeleton.index[pin.bone], pin.target_position, world, heads)
+            if frames is None:
+                frames = skeleton.frames(result.rotations, result.locations)
+            factor = _factor(chain, skeleton.index[pin.bone], pin.target_position, *frames)
             if factor > 1.0:
                 result.scales[chain] = min(factor, stretch[chain].min())
                 stretched.append(k)
@@ -49,7 +65,7 @@ def stretch_to_pins(skeleton, pins, result, stretch, tolerance):
     return result
 
 
-def _stretchable(skeleton, bone, stretch):
+def _stretchable(skeleton: Skeleton, bone: int, stretch: np.ndarray) -> np.ndarray:
     """(C,) the run of `bone`'s ancestors, parent first, whose maximum stretch is above 1."""
     chain = []
     parent = skeleton.parents[bone]
@@ -59,7 +75,7 @@ def _stretchable(skeleton, bone, stretch):
     return np.array(chain, dtype=int)
 
 
-def _factor(chain, end, target, world, heads):
+def _factor(chain: np.ndarray, end: int, target: np.ndarray, world: np.ndarray, heads: np.ndarray) -> float:
     """The Y scale of every bone of `chain` (world rotation matrices `world` (N, 3, 3), heads (N, 3)) that puts `end`'s head at the distance of `target`
     from the chain's root joint, or 0 when a bone of the chain does not point at the target.
 

@@ -5,11 +5,18 @@ oracle for the iterative solver. Vectorized over leading dimensions.
 """
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .quat import perpendicular
 
 
-def two_bone_ik(root, target, upper_length, lower_length, bend_direction):
+def two_bone_ik(
+    root: ArrayLike,
+    target: ArrayLike,
+    upper_length: ArrayLike,
+    lower_length: ArrayLike,
+    bend_direction: ArrayLike,
+) -> tuple[np.ndarray, np.ndarray]:
     """Joint and end positions of a two-bone limb reaching from `root` toward `target`.
 
     The joint lies on the circle where the spheres |x - root| = r1 and

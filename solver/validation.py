@@ -10,8 +10,8 @@ eigenvalue step, stay far below overflow and above underflow.
 
 import math
 import numbers
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -35,12 +35,12 @@ MAX_ANGLE = 4.0 * math.pi
 class SceneError(ValueError):
     """Bad solver input. `field` is the path of the offending value, `reason` what is wrong with it."""
 
-    def __init__(self, field, reason):
+    def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}" if field else f"the document {reason}")
         self.field = field
         self.reason = reason
 
-    def within(self, prefix):
+    def within(self, prefix: str) -> "SceneError":
         """The same error with its field seen from an enclosing document (`prefix` + "." + field)."""
         joined = (
             prefix if not self.field else f"{prefix}{'' if self.field.startswith('[') else '.'}{self.field}"
@@ -48,12 +48,20 @@ class SceneError(ValueError):
         return SceneError(joined, self.reason)
 
 
-def is_real(value):
+def is_real(value: object) -> TypeGuard[numbers.Real]:
     """A real number that is not a bool (JSON true/false and Python bools are not numbers here)."""
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
-def number(value, field, low=-math.inf, high=math.inf, *, open_low=False, open_high=False):
+def number(
+    value: object,
+    field: str,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
     """`value` as a float inside [low, high] (open ends on request); finite always."""
     if not is_real(value):
         raise SceneError(field, f"must be a number, got {_shown(value)}")
@@ -74,25 +82,26 @@ def number(value, field, low=-math.inf, high=math.inf, *, open_low=False, open_h
     return result
 
 
-def whole(value, field, low, high):
+def whole(value: object, field: str, low: int, high: int) -> int:
     """`value` as an int inside [low, high]; whole floats (12.0) count, bools and text do not."""
     if is_real(value) and not isinstance(value, numbers.Integral) and float(value).is_integer():
-        value = int(value)
+        value = int(value)  # type: ignore[call-overload]  # numbers.Real declares no __int__; every real here has one
     if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
         raise SceneError(field, f"must be a whole number, got {_shown(value)}")
-    if not low <= value <= high:
+    result = int(value)
+    if not low <= result <= high:
         raise SceneError(field, f"must be a whole number in [{low}, {high}], got {_shown(value)}")
-    return int(value)
+    return result
 
 
-def flag(value, field):
+def flag(value: object, field: str) -> bool:
     """`value` as a bool; only true and false are accepted."""
     if not isinstance(value, (bool, np.bool_)):
         raise SceneError(field, f"must be true or false, got {_shown(value)}")
     return bool(value)
 
 
-def weight(value, field):
+def weight(value: object, field: str) -> float:
     """A pin or axis weight: 0, or within [MIN_WEIGHT, MAX_WEIGHT]."""
     result = number(value, field, 0.0, MAX_WEIGHT)
     if 0.0 < result < MIN_WEIGHT:
@@ -100,11 +109,11 @@ def weight(value, field):
     return result
 
 
-def coordinate(value, field):
+def coordinate(value: object, field: str) -> float:
     return number(value, field, -MAX_COORDINATE, MAX_COORDINATE)
 
 
-def vector(value, size, field, bound=MAX_COORDINATE):
+def vector(value: object, size: int, field: str, bound: float = MAX_COORDINATE) -> np.ndarray:
     """A list of `size` numbers, each within [-bound, bound], as a float array."""
     fast = _checked_array(value, (size,), bound)
     if fast is not None:
@@ -116,7 +125,7 @@ def vector(value, size, field, bound=MAX_COORDINATE):
     return np.array([number(v, f"{field}[{k}]", -bound, bound) for k, v in enumerate(value)])
 
 
-def matrix(value, field):
+def matrix(value: object, field: str) -> np.ndarray:
     """A 4x4 matrix (4 rows of 4 numbers within MAX_COORDINATE) as a float array."""
     fast = _checked_array(value, (4, 4), MAX_COORDINATE)
     if fast is not None:
@@ -169,7 +178,7 @@ def bone_stretch(skeleton: "Skeleton", stretch: np.ndarray) -> np.ndarray:
     return stretch
 
 
-def _checked_array(value, shape, bound):
+def _checked_array(value: object, shape: tuple[int, ...], bound: float) -> np.ndarray | None:
     """A float copy of a numeric array that passes every check at once, else None (then the
     element-wise checks find and name the culprit). Solver calls from Blender pass arrays."""
     if not isinstance(value, np.ndarray) or value.shape != shape or value.dtype.kind not in "fiu":
@@ -178,7 +187,7 @@ def _checked_array(value, shape, bound):
     return copy if bool((np.abs(copy) <= bound).all()) else None
 
 
-def name(value, field):
+def name(value: object, field: str) -> str:
     """A non-empty bone name without NUL characters (which would cut the name short in Blender) that
     UTF-8 can write: JSON spells lone surrogates (`"\\ud800"`), which no file or Blender name holds."""
     if not isinstance(value, str) or not value:
@@ -192,7 +201,7 @@ def name(value, field):
     return value
 
 
-def mapping(value, field, allowed):
+def mapping(value: object, field: str, allowed: Collection[str]) -> Mapping[str, Any]:
     """`value` must be an object whose keys are all in `allowed`; returns it."""
     if not isinstance(value, Mapping):
         raise SceneError(field, f"must be an object, got {_shown(value)}")
@@ -202,7 +211,7 @@ def mapping(value, field, allowed):
     return value
 
 
-def _bound(value):
+def _bound(value: float) -> str:
     if value == math.inf:
         return "inf"
     if value == -math.inf:
@@ -210,7 +219,7 @@ def _bound(value):
     return f"{value:g}"
 
 
-def _shown(value, limit=40):
+def _shown(value: object, limit: int = 40) -> str:
     """A short repr (a 400-digit integer or a long string would flood a one-line message)."""
     try:
         text = repr(value)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Ruff's rules and formatting (pyproject.toml) on the tree; mypy on the solver package, and with
-# check_untyped_defs on the glue modules that import no Blender module (bpy, mathutils, gpu). The
+# Ruff's rules and formatting (pyproject.toml) on the tree; mypy with check_untyped_defs on the solver
+# package and on the glue modules that import no Blender module (bpy, mathutils, gpu). The
 # tools live in the Blender 5.2 venv (tools/bootstrap.sh installs them at the versions of constraints.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
