@@ -16,8 +16,8 @@ import numpy as np
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.mocap import load_bvh  # noqa: E402
 from solver import JointLimits, Kusudama, fit_limits, quat  # noqa: E402
+from tests.support.mocap import load_bvh  # noqa: E402
 
 MOCAP = REPO_ROOT / "tests" / "data" / "mocap"
 REPEATS = 5

@@ -100,7 +100,7 @@ def straight_rig(tmp_path):
     through ewbik.import_scene standing in the clip's first frame; returns (armature, document)."""
     if not MOCAP_CLIP.is_file():
         pytest.skip(f"{MOCAP_CLIP} is missing")
-    from bench.mocap import load_bvh, scene_document, straight_line_rest
+    from tests.support.mocap import load_bvh, scene_document, straight_line_rest
 
     document = scene_document(straight_line_rest(load_bvh(str(MOCAP_CLIP))), frame=0)
     path = tmp_path / "straight.json"

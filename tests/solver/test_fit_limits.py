@@ -7,19 +7,17 @@ fitted limits is measured with `JointLimits.violation`, i.e. what the solver enf
 """
 
 import math
-import pathlib
 
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from bench.mocap import load_bvh
+from tests.support.mocap import CLIPS, MOCAP_DIR, load_bvh
 from solver import FitError, JointLimits, Kusudama, fit_limits
 from solver.fit_limits import DEFAULT_MARGIN, END_RADIUS, END_TWIST, FLOOR_RADIUS
 
 from .conftest import wxyz
 
-MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
 INSIDE = 1e-9
 N_SAMPLES = 1500
 
@@ -269,11 +267,11 @@ def test_same_input_gives_the_same_limits():
     assert fit_one(samples) == fit_one(samples)
 
 
-@pytest.mark.skipif(not (MOCAP / "cmu_131_01.bvh").exists(), reason="mocap data not present")
+@pytest.mark.skipif(not CLIPS[0].exists(), reason="mocap data not present")
 @pytest.mark.parametrize("fitted_name, other_name", [("131_01", "131_03"), ("131_03", "131_01")])
 def test_limits_fitted_on_a_clip_hold_its_frames_and_most_of_another_clip(fitted_name, other_name, capsys):
-    fitted_on = load_bvh(str(MOCAP / f"cmu_{fitted_name}.bvh"))
-    other = load_bvh(str(MOCAP / f"cmu_{other_name}.bvh"))
+    fitted_on = load_bvh(MOCAP_DIR / f"cmu_{fitted_name}.bvh")
+    other = load_bvh(MOCAP_DIR / f"cmu_{other_name}.bvh")
     assert other.names == fitted_on.names
     index = {name: i for i, name in enumerate(fitted_on.names)}
 

@@ -4,12 +4,11 @@ import dataclasses
 import importlib
 import math
 import os
-import pathlib
 
 import numpy as np
 import pytest
 
-from bench.mocap import load_bvh
+from tests.support.mocap import CLIPS, load_bvh
 from solver import quat
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.pins import Pin
@@ -22,8 +21,6 @@ from tests.solver.conftest import ONE_ATTEMPT, captured_pins
 
 solve_module = importlib.import_module("solver.solve")  # the package's `solve` is the function
 
-MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
-CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
 Y = np.array([0.0, 1.0, 0.0])
 
 
@@ -100,8 +97,7 @@ def test_comfort_settles_across_warm_started_calls():
 @pytest.fixture(scope="module")
 def clips():
     out = []
-    for name in CLIPS:
-        path = os.path.join(MOCAP, name)
+    for path in CLIPS:
         if not os.path.exists(path):
             pytest.skip("mocap data not present")
         mocap = load_bvh(path)
@@ -117,7 +113,7 @@ def clips():
             {skeleton.index[n]: Kusudama.from_dict(d, bone=n) for n, d in preset_limits(mocap.bones).items()},
             len(skeleton),
         )
-        out.append((name, mocap, skeleton, mocap.rotations[:, order], mocap.locations[:, order], limits))
+        out.append((path.name, mocap, skeleton, mocap.rotations[:, order], mocap.locations[:, order], limits))
     return out
 
 

@@ -26,7 +26,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bench import bench_solver
 from solver import (
     JointLimits,
     Kusudama,
@@ -40,7 +39,8 @@ from solver import (
 )
 from solver.loop_constants import POLISH_AFTER
 from tests.solver.conftest import EXPLICIT_UNLESS_EXPLORING, ONE_ATTEMPT, REPO, pose_matrices, translation
-from tests.solver.test_mocap import CLIPS
+from tests.support import mocap_frames
+from tests.support.mocap import CLIPS
 from tests.solver.test_solve import random_problem
 
 pytestmark = pytest.mark.compares_backends
@@ -225,16 +225,16 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
 
 def test_mocap_frames_reach_their_targets_with_both_loops():
     """Full default settings on real frames: the same accuracy either way."""
-    clip = bench_solver.load_clip(CLIPS[0], 32)
+    clip = mocap_frames.load_clip(CLIPS[0], 32)
     stiffness = np.zeros(len(clip.skeleton))
-    stiffness[clip.skeleton.index[bench_solver.HIPS]] = 1.0
+    stiffness[clip.skeleton.index[mocap_frames.HIPS]] = 1.0
     config = SolverSettings(iterations=50)
     errors = {"numpy": [], "native": []}
     for backend in errors:
         previous = None
         for row in range(len(clip.frames)):
-            rotations, locations = bench_solver.hips_given_start(clip, row, previous)
-            pins = bench_solver.frame_pins(clip, row)
+            rotations, locations = mocap_frames.hips_given_start(clip, row, previous)
+            pins = mocap_frames.frame_pins(clip, row)
             result = solve(
                 clip.skeleton,
                 pins,

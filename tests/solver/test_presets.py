@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from bench.mocap import forward_kinematics, load_bvh, straight_line_rest
+from tests.support.mocap import CLIPS, forward_kinematics, load_bvh, straight_line_rest
 from solver import PresetError, quat
 from solver.kusudama import JointLimits, Kusudama
 from solver.presets import (
@@ -780,7 +780,7 @@ def test_apply_limit_preset_returns_new_document():
 
 def test_preset_stiffness_by_role():
     """Stiff roles follow the names, whatever the convention; roots and other roles get none."""
-    cmu = preset_stiffness(load_bvh(str(MOCAP / "cmu_131_01.bvh")).bones)
+    cmu = preset_stiffness(load_bvh(CLIPS[0]).bones)
     assert cmu == {"LHipJoint": 1.0, "RHipJoint": 1.0, "LeftCollar": 0.8, "RightCollar": 0.8}
     mixamo = preset_stiffness(build_rig("mixamo"))
     assert {bone_roles([n])[n] for n in mixamo} == {"clavicle.L", "clavicle.R"}
@@ -789,14 +789,12 @@ def test_preset_stiffness_by_role():
     assert error.value.field == "preset"
 
 
-MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
-CLIPS = [MOCAP / "cmu_131_01.bvh", MOCAP / "cmu_131_03.bvh"]
 needs_mocap = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 
 
 @pytest.fixture(scope="module", params=CLIPS, ids=lambda p: p.stem)
 def clip(request):
-    return load_bvh(str(request.param))
+    return load_bvh(request.param)
 
 
 @needs_mocap
@@ -891,7 +889,7 @@ def test_a_persons_clinical_ranges_are_inside_on_a_capture_rig():
     """The same sweeps on the CMU rig: arms hanging at rest, three trunk and three neck bones, the
     forearm's roll on its wrist bone (the hand below it barely twists), whole-digit thumbs and
     fingers."""
-    bones = load_bvh(str(CLIPS[0])).bones
+    bones = load_bvh(CLIPS[0]).bones
     violations = clinical_violations(bones)
     roles = bone_roles([b["name"] for b in bones])
     assert {roles[name].partition(".")[0] for name, _ in violations} == {

@@ -2,27 +2,25 @@
 
 import dataclasses
 import os
-import pathlib
 
 import numpy as np
 import pytest
 
-from bench.mocap import load_bvh
+from tests.support.mocap import CLIPS, load_bvh
 from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_limits, quat, solve
 from tests.solver.conftest import captured_pins
 
-MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
 QUARTER_TURN_ABOUT_X = np.array(
     [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
 )
-pytestmark = pytest.mark.skipif(not os.path.exists(MOCAP), reason="mocap data not present")
+pytestmark = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 
 
 def knee_lift(scale, turn):
     """The CMU rig at its first frame, every length times `scale` and armature space turned by
     `turn`, with hands, feet and head pinned and the left foot lifted by 0.4 of the rig's height
     over 1.75 (and forward): a big move that coordinate descent takes many iterations for."""
-    clip = load_bvh(str(MOCAP))
+    clip = load_bvh(CLIPS[0])
     rest = np.array([b["rest"] for b in clip.bones])
     rest[:, :3, 3] *= scale
     rest = turn @ rest
