@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from tests.support.mocap import CLIPS, MOCAP_DIR, load_bvh
+from tests.support.mocap import MOCAP_DIR, load_bvh
 from solver import FitError, JointLimits, Kusudama, fit_limits
 from solver.fit_limits import DEFAULT_MARGIN, END_RADIUS, END_TWIST, FLOOR_RADIUS
 
@@ -267,7 +267,6 @@ def test_same_input_gives_the_same_limits():
     assert fit_one(samples) == fit_one(samples)
 
 
-@pytest.mark.skipif(not CLIPS[0].exists(), reason="mocap data not present")
 @pytest.mark.parametrize("fitted_name, other_name", [("131_01", "131_03"), ("131_03", "131_01")])
 def test_limits_fitted_on_a_clip_hold_its_frames_and_most_of_another_clip(fitted_name, other_name, capsys):
     fitted_on = load_bvh(MOCAP_DIR / f"cmu_{fitted_name}.bvh")

@@ -8,8 +8,6 @@ from scipy.spatial.transform import Rotation
 
 from tests.support.mocap import CLIPS, effector_targets, forward_kinematics, load_bvh
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
-
 
 def plain_bvh_positions(path, frames):
     """World joint positions in BVH space: G_j = G_parent * T(offset) * R(channels in file order)."""

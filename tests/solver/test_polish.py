@@ -8,7 +8,6 @@ same motion re-expressed on rigs with other bone rolls and a straight-line rest.
 """
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
@@ -205,7 +204,6 @@ def test_limited_polished_solves_reach_targets_inside_the_limits_in_both_loops()
 RIGS = {"cmu": lambda m: m, "rolled": mocap.rolled_rest, "straight": mocap.straight_line_rest}
 
 
-@pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 @pytest.mark.parametrize("rig", sorted(RIGS))
 def test_warm_frames_of_captured_motion_converge_in_a_few_iterations_on_any_rig(rig, default_backend):
     """Every frame of a stretch of the walk, warm-started, at tolerance 1e-6 m: the errors are
@@ -347,7 +345,6 @@ def test_polished_crowds_agree_between_the_loops(translate_root):
         )
 
 
-@pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 def test_a_crowd_of_captured_rigs_converges_as_fast_as_one(default_backend):
     """Four CMU rigs (20 pins), each at its own stretch of the walk, warm frames at tolerance
     1e-6 m: the sweeps alone need a median of ~24 iterations here and miss some frames within

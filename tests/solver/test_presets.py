@@ -3,7 +3,6 @@
 import copy
 import dataclasses
 import math
-import os
 import pathlib
 
 import numpy as np
@@ -789,15 +788,11 @@ def test_preset_stiffness_by_role():
     assert error.value.field == "preset"
 
 
-needs_mocap = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
-
-
 @pytest.fixture(scope="module", params=CLIPS, ids=lambda p: p.stem)
 def clip(request):
     return load_bvh(request.param)
 
 
-@needs_mocap
 def test_straight_line_rest_keeps_every_frames_joints(clip):
     straight = straight_line_rest(clip)
     rest = np.array([b["rest"] for b in straight.bones])
@@ -857,7 +852,6 @@ WRISTS = ("LeftWrist", "RightWrist")
 ONE_DEGREE = math.radians(1.0)
 
 
-@needs_mocap
 def test_captured_poses_inside_on_any_rest(clip):
     """Every captured bone-frame of the clip lies inside the preset, on the clip's own rig and with
     its wrists rebuilt as stubs (before the preset held a person's whole range: 98.9 / 99.2 % of
@@ -884,7 +878,6 @@ def test_captured_poses_inside_on_any_rest(clip):
     assert set(straight) == set(normal) and set(stubs) == set(normal)
 
 
-@needs_mocap
 def test_a_persons_clinical_ranges_are_inside_on_a_capture_rig():
     """The same sweeps on the CMU rig: arms hanging at rest, three trunk and three neck bones, the
     forearm's roll on its wrist bone (the hand below it barely twists), whole-digit thumbs and
@@ -900,7 +893,6 @@ def test_a_persons_clinical_ranges_are_inside_on_a_capture_rig():
     assert not outside, f"clinical motions outside the preset (degrees): {outside}"
 
 
-@needs_mocap
 def test_pose_rule_judges_local_rotations_whatever_the_rest(clip):
     """Limits read from the same standing pose judge each captured frame identically on the
     clip's rig and on its straight-line rebuild, and allow that pose itself."""
@@ -913,7 +905,6 @@ def test_pose_rule_judges_local_rotations_whatever_the_rest(clip):
         assert on_straight[name][0] <= 1e-9, name
 
 
-@needs_mocap
 def test_straight_rest_without_pose_is_an_error(clip):
     with pytest.raises(PresetError, match="rest pose|standing pose") as caught:
         preset_limits(straight_line_rest(clip).bones)
@@ -921,7 +912,6 @@ def test_straight_rest_without_pose_is_an_error(clip):
     assert "standing pose" in str(caught.value)
 
 
-@needs_mocap
 def test_wrist_stub_gets_a_real_cone_and_twist(clip):
     """A wrist stub aimed back up the forearm gets the wrist's own cone and its forearm roll."""
     stub_clip = stub_wrists(clip)

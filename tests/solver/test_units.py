@@ -1,7 +1,6 @@
 """The same rig in metres, centimetres or millimetres, or turned, solves the same way."""
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from tests.solver.conftest import captured_pins
 QUARTER_TURN_ABOUT_X = np.array(
     [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
 )
-pytestmark = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 
 
 def knee_lift(scale, turn):
