@@ -54,10 +54,10 @@ from tests.support.mocap_frames import (  # noqa: E402
     FrameSolve,
     frame_pins,
     hips_given_start,
-    joint_limits,
     load_clip,
     solve_sequence,
 )
+from tests.support.kusudamas import joint_limits  # noqa: E402
 from tests.support.natural_measures import (  # noqa: E402
     BEND_MIN_DEG,
     Solved,
@@ -155,7 +155,7 @@ def no_limits(source, stride):
 def humanoid_preset(source, stride):
     """The preset as Presets > Humanoid sets it: limits, and the stiffness it gives some roles."""
     clip = source["clip"]
-    return clip, joint_limits(clip, preset_limits(clip.bones)), preset_stiffness(clip.bones)
+    return clip, joint_limits(clip.skeleton.names, preset_limits(clip.bones)), preset_stiffness(clip.bones)
 
 
 def fitted_on_other_clip(source, stride):
@@ -166,7 +166,11 @@ def fitted_on_other_clip(source, stride):
     other = source["other"]
     if other is None:
         raise Skipped("needs a second clip to fit on")
-    return source["clip"], joint_limits(source["clip"], fit_limits(other.bones, other.rotations)), {}
+    return (
+        source["clip"],
+        joint_limits(source["clip"].skeleton.names, fit_limits(other.bones, other.rotations)),
+        {},
+    )
 
 
 def straight_rest_clip(source, stride):
@@ -187,7 +191,11 @@ def preset_on_straight_rest(source, stride):
     """The preset built from a straight-line rest alone: what a rig without a natural rest gets."""
     clip, straight = straight_rest_clip(source, stride)
     try:
-        return clip, joint_limits(clip, preset_limits(straight.bones)), preset_stiffness(straight.bones)
+        return (
+            clip,
+            joint_limits(clip.skeleton.names, preset_limits(straight.bones)),
+            preset_stiffness(straight.bones),
+        )
     except ValueError as error:
         raise Skipped(f"the preset refuses this rest ({error})") from None
 
@@ -206,7 +214,7 @@ def preset_on_straight_rest_with_pose(source, stride):
         per_bone = preset_limits(straight.bones, pose=first)
     except TypeError as error:
         raise Skipped(f"preset_limits takes no pose yet ({error})") from None
-    return clip, joint_limits(clip, per_bone), preset_stiffness(straight.bones)
+    return clip, joint_limits(clip.skeleton.names, per_bone), preset_stiffness(straight.bones)
 
 
 # (label, how to build the clip and limits, whether the targets for limited runs apply, where solves

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_limits, preset_stiffness, quat
+from solver import Pin, Skeleton, SolverSettings, preset_limits, preset_stiffness, quat
 from solver.presets import apply_limit_preset
 from solver.scene import parse_scene
 from solver.carried_root import FULL_CARRY, NO_CARRY, carry_roots
@@ -14,6 +14,7 @@ from solver.solve import plan_solve, solve
 from tests.solver.conftest import EXAMPLES
 from tests.support import mocap_frames
 from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
 HIPS = mocap_frames.HIPS
 HUMANOID = EXAMPLES / "humanoid_reach.json"
@@ -220,10 +221,7 @@ def test_a_deep_knee_bend_lowers_the_hips_between_the_feet():
     stiffness = np.zeros(len(skeleton))
     for bone, value in preset_stiffness(clip.bones).items():
         stiffness[skeleton.index[bone]] = value
-    limits = JointLimits(
-        {skeleton.index[b]: Kusudama.from_dict(d, bone=b) for b, d in preset_limits(clip.bones).items()},
-        len(skeleton),
-    )
+    limits = joint_limits(skeleton.names, preset_limits(clip.bones))
     result = solve(
         skeleton,
         mocap_frames.frame_pins(clip, row),

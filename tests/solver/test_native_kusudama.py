@@ -91,7 +91,7 @@ def awkward_kusudama(rng):
     return Kusudama(cones, twist, float(rng.choice([0.0, 0.5, 1.0])))
 
 
-def random_limits(rng, n_bones=10):
+def awkward_limits(rng, n_bones=10):
     """Mostly limited bones; some free, one with only comfort (not limited)."""
     kusudamas = {i: awkward_kusudama(rng) for i in range(n_bones) if rng.random() < 0.8}
     kusudamas[n_bones - 1] = Kusudama([], None, 1.0)
@@ -101,7 +101,7 @@ def random_limits(rng, n_bones=10):
 @pytest.mark.parametrize("seed", range(40))
 def test_matches_numpy_on_random_kusudamas(library, seed):
     rng = np.random.default_rng(seed)
-    limits = random_limits(rng)
+    limits = awkward_limits(rng)
     bones = rng.integers(limits.n_bones, size=300)
     q = random_unit_quaternions(rng, len(bones))
     for iteration in range(4):
@@ -112,7 +112,7 @@ def test_matches_numpy_on_random_kusudamas(library, seed):
 @pytest.mark.parametrize("seed", range(10))
 def test_result_lies_inside_the_limits(library, seed):
     rng = np.random.default_rng(100 + seed)
-    limits = random_limits(rng, 8)
+    limits = awkward_limits(rng, 8)
     for iteration in range(4):
         q = random_unit_quaternions(rng, limits.n_bones)
         got = native_constrain(library, limits, np.arange(limits.n_bones), q, iteration)
@@ -122,7 +122,7 @@ def test_result_lies_inside_the_limits(library, seed):
 
 def test_unlimited_bones_are_untouched(library):
     rng = np.random.default_rng(5)
-    limits = random_limits(rng, 12)
+    limits = awkward_limits(rng, 12)
     free = np.flatnonzero(~limits.limited)
     assert len(free) >= 2
     bones = np.repeat(free, 50)

@@ -26,10 +26,9 @@ from solver import (
 from solver.loop_constants import POLISH_MAX_PINS
 from solver.polish import Polisher, damped_step, jacobian, residuals
 from solver.solve import _State, plan_solve
-from tests.solver.conftest import ONE_ATTEMPT, pose_matrices
+from tests.solver.conftest import ONE_ATTEMPT, chain_skeleton, pose_matrices, random_problem
 from tests.support import mocap, mocap_frames
 from tests.support.mocap import CLIPS
-from tests.solver.test_solve import chain_skeleton, random_problem
 
 
 def polished_problem(seed, n_bones=10, n_pins=3, translate_root=False):

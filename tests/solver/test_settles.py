@@ -10,6 +10,7 @@ import pytest
 from solver import SolverSettings, preset_limits, preset_stiffness, solve
 from tests.support import mocap_frames
 from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
 ROW = 10
 SETTLED_MM = 0.1
@@ -18,7 +19,7 @@ SETTLED_MM = 0.1
 @pytest.fixture(scope="module")
 def problem():
     clip = mocap_frames.load_clip(CLIPS[0], 4)
-    limits = mocap_frames.joint_limits(clip, preset_limits(clip.bones))
+    limits = joint_limits(clip.skeleton.names, preset_limits(clip.bones))
     stiffness = np.zeros(len(clip.skeleton))
     for name, value in preset_stiffness(clip.bones).items():
         stiffness[clip.skeleton.index[name]] = value

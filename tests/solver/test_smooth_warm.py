@@ -17,6 +17,7 @@ from solver.solve import solve
 from tests.solver.conftest import translation
 from tests.support import mocap_frames, natural_measures
 from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
 Y = np.array([0.0, 1.0, 0.0])
 JUMP = 0.015  # m/frame^2 a solved frame's free joints may accelerate beyond the capture's fastest
@@ -131,7 +132,7 @@ def preset_sequence(warm, rows):
     bench_natural), each frame warm-started from the last or solved from rest."""
     clip = mocap_frames.load_clip(CLIPS[0], 4)
     body = natural_measures.body_of(clip.skeleton)
-    limits = mocap_frames.joint_limits(clip, preset_limits(clip.bones))
+    limits = joint_limits(clip.skeleton.names, preset_limits(clip.bones))
     stiffness = np.zeros(len(clip.skeleton))
     for name, value in preset_stiffness(clip.bones).items():
         stiffness[clip.skeleton.index[name]] = value

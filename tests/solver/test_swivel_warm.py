@@ -11,6 +11,7 @@ from solver.settings import SolverSettings
 from tests.solver.conftest import BACKENDS
 from tests.support import mocap, mocap_frames, natural_measures
 from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
 JUMP = 0.015  # m/frame^2 the elbow may accelerate beyond the capture's fastest frame of the window
 
@@ -21,7 +22,7 @@ def fitted_sequence(rows):
     bench_natural's fitted run), each frame warm-started from the last."""
     clip = mocap_frames.load_clip(CLIPS[1], 4)
     other = mocap.load_bvh(CLIPS[0], height=mocap_frames.RIG_HEIGHT)
-    limits = mocap_frames.joint_limits(clip, fit_limits(other.bones, other.rotations))
+    limits = joint_limits(clip.skeleton.names, fit_limits(other.bones, other.rotations))
     body = natural_measures.body_of(clip.skeleton)
     elbow = body.joints.index("RightElbow")
     frames = mocap_frames.solve_sequence(

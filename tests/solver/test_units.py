@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tests.support.mocap import CLIPS, load_bvh
-from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_limits, quat, solve
+from tests.support.kusudamas import joint_limits
+from solver import Pin, Skeleton, SolverSettings, preset_limits, quat, solve
 from tests.solver.conftest import captured_pins
 
 QUARTER_TURN_ABOUT_X = np.array(
@@ -33,10 +34,7 @@ def knee_lift(scale, turn):
     target = pins[lifted].target.copy()
     target[:3, 3] += turn[:3, :3] @ np.array([0.0, -0.2, 0.4]) * scale
     pins[lifted] = Pin("LeftAnkle", target)
-    limits = JointLimits(
-        {skeleton.index[n]: Kusudama.from_dict(d, bone=n) for n, d in preset_limits(clip.bones).items()},
-        len(skeleton),
-    )
+    limits = joint_limits(skeleton.names, preset_limits(clip.bones))
     stiffness = np.zeros(len(skeleton))
     stiffness[skeleton.index["Hips"]] = 1.0
     return skeleton, pins, rotations, locations, limits, stiffness

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, quat, solve
+from solver import Pin, Skeleton, SolverSettings, quat, solve
 from tests.support import mocap
 
 EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
@@ -139,9 +139,3 @@ def solve_sequence(
             previous = result.rotations
         if not seeding:
             yield FrameSolve(int(row), rotations, locations, used, result, cpu_ms, pins_cpu_ms)
-
-
-def joint_limits(clip, per_bone):
-    """JointLimits of the clip's skeleton from {bone: scene-document limits dict}."""
-    kusudamas = {clip.skeleton.index[name]: Kusudama.from_dict(d, bone=name) for name, d in per_bone.items()}
-    return JointLimits(kusudamas, len(clip.skeleton))
