@@ -14,7 +14,7 @@ import pytest
 from hypothesis import Phase, settings
 from scipy.spatial.transform import Rotation
 
-from solver import Pin, Skeleton, native, quat
+from solver import Pin, Skeleton, native, native_library, quat
 from solver.scene import solve_scene
 from solver.solve import solve
 from tests.support.mocap_frames import EFFECTORS
@@ -73,6 +73,19 @@ def default_backend(request, monkeypatch):
             )
         pytest.skip("the compiled loop is not built (test_native.py::test_the_native_loop_is_built fails)")
     return backend
+
+
+def native_library_with(function, argtypes):
+    """The compiled library with `function` declared (these arguments, no result); the test fails
+    where the library is missing or older than the function."""
+    library = native_library.load_library()
+    if library is None or not hasattr(library, function):
+        pytest.fail(
+            "the native library is missing or stale: run `python tools/build_native.py`", pytrace=False
+        )
+    getattr(library, function).argtypes = argtypes
+    getattr(library, function).restype = None
+    return library
 
 
 def scipy_rotation(q):

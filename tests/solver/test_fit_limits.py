@@ -56,7 +56,7 @@ def area(limits):
     return 4.0 * math.pi * float(Kusudama.from_dict(limits).allows(points).mean())
 
 
-def bone_limits(limits):
+def one_bone(limits):
     """The JointLimits of one bone with these scene-document `limits`."""
     return JointLimits({0: Kusudama.from_dict(limits)}, 1)
 
@@ -122,7 +122,7 @@ def test_fitted_limits_hold_coverage_of_samples_in_a_small_region(truth, coverag
     samples = sample_inside(truth, N_SAMPLES, seed=7)
     fitted = fit_one(samples, coverage=coverage)
     assert set(fitted) == {"b0"}
-    held = violations(bone_limits(fitted["b0"]), samples) <= INSIDE
+    held = violations(one_bone(fitted["b0"]), samples) <= INSIDE
     assert held.mean() >= coverage
     assert area(fitted["b0"]) <= 1.5 * area(truth)
 
@@ -162,7 +162,7 @@ def test_outlier_frames_are_dropped_jointly_for_swing_and_twist():
     )
     samples = np.concatenate((inliers, far_swing, far_twist))
     fitted = fit_one(samples, coverage=0.98)["b0"]
-    outside = violations(bone_limits(fitted), samples) > INSIDE
+    outside = violations(one_bone(fitted), samples) > INSIDE
     assert outside[980:].all()
     assert not outside[:980].any()
     assert area(fitted) <= 1.5 * area(truth)
@@ -196,15 +196,15 @@ def test_roots_get_no_limits_and_bones_the_clip_never_turns_keep_only_the_floor_
     room = FLOOR_RADIUS
     for name, pose in (("b0", at_rest[0]), ("b1", held[0])):
         near, far = turned_about_z(pose, 0.8 * room), turned_about_z(pose, 3.0 * room)
-        assert violations(bone_limits(fitted[name]), np.array([pose, near])).max() <= INSIDE
-        assert violations(bone_limits(fitted[name]), far[None])[0] > 0.0
+        assert violations(one_bone(fitted[name]), np.array([pose, near])).max() <= INSIDE
+        assert violations(one_bone(fitted[name]), far[None])[0] > 0.0
     hand = fitted["b3"]
     assert all(c["radius"] >= END_RADIUS for c in hand["cones"])
     assert hand["twist"]["max"] - hand["twist"]["min"] >= END_TWIST - 1e-12
     near, far = turned_about_z(at_rest[0], 0.9 * END_RADIUS), turned_about_z(at_rest[0], 1.2 * END_RADIUS)
-    assert violations(bone_limits(hand), np.array([at_rest[0], near])).max() <= INSIDE
-    assert violations(bone_limits(hand), far[None])[0] > 0.0
-    assert (violations(bone_limits(hand), nudged) <= INSIDE).mean() >= 0.99
+    assert violations(one_bone(hand), np.array([at_rest[0], near])).max() <= INSIDE
+    assert violations(one_bone(hand), far[None])[0] > 0.0
+    assert (violations(one_bone(hand), nudged) <= INSIDE).mean() >= 0.99
 
 
 def test_a_clip_in_which_nothing_turns_gets_no_limits():
@@ -224,9 +224,9 @@ def test_one_axis_motion_gets_a_thin_band_from_the_straight_limb_that_bends_only
     rng = np.random.default_rng(6)
     fitted = fit_one(bent(rng.uniform(25.0, 120.0, 400)), margin=DEFAULT_MARGIN)["b0"]
     assert len(fitted["cones"]) == 2
-    assert violations(bone_limits(fitted), bent(np.arange(0.0, 121.0, 5.0))).max() <= INSIDE
-    assert violations(bone_limits(fitted), bent([-12.0, -25.0, 150.0])).min() > 0.0
-    assert violations(bone_limits(fitted), bent([10.0, 60.0, 110.0], off_plane_deg=12.0)).min() > 0.0
+    assert violations(one_bone(fitted), bent(np.arange(0.0, 121.0, 5.0))).max() <= INSIDE
+    assert violations(one_bone(fitted), bent([-12.0, -25.0, 150.0])).min() > 0.0
+    assert violations(one_bone(fitted), bent([10.0, 60.0, 110.0], off_plane_deg=12.0)).min() > 0.0
     radius = max(c["radius"] for c in fitted["cones"])
     assert radius <= math.radians(6.0)
     length = math.acos(np.dot(fitted["cones"][0]["direction"], fitted["cones"][1]["direction"]))
@@ -238,9 +238,9 @@ def test_one_axis_motion_gets_a_thin_band_from_the_straight_limb_that_bends_only
 def test_the_margin_holds_motion_the_clip_did_not_show(truth):
     seen = sample_inside(truth, 80, seed=12)
     unseen = sample_inside(truth, N_SAMPLES, seed=13)
-    tight = (violations(bone_limits(fit_one(seen, margin=0.0)["b0"]), unseen) <= INSIDE).mean()
+    tight = (violations(one_bone(fit_one(seen, margin=0.0)["b0"]), unseen) <= INSIDE).mean()
     fitted = fit_one(seen, margin=DEFAULT_MARGIN)["b0"]
-    assert (violations(bone_limits(fitted), unseen) <= INSIDE).mean() >= max(0.98, tight + 0.05)
+    assert (violations(one_bone(fitted), unseen) <= INSIDE).mean() >= max(0.98, tight + 0.05)
     assert area(fitted) <= 2.5 * area(truth)
 
 

@@ -8,9 +8,8 @@ import pytest
 
 from solver import quat
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
-from solver.native_library import load_library
 from solver.native_limits import NativeLimits, native_limits
-from tests.solver.conftest import random_unit_quaternions
+from tests.solver.conftest import native_library_with, random_unit_quaternions
 
 TOLERANCE = 1e-10
 S = math.sqrt(0.5)
@@ -18,20 +17,16 @@ S = math.sqrt(0.5)
 
 @pytest.fixture(scope="module")
 def library():
-    lib = load_library()
-    if lib is None or not hasattr(lib, "ewbik_constrain_batch"):
-        pytest.fail(
-            "the native library is missing or stale: run `python tools/build_native.py`", pytrace=False
-        )
-    lib.ewbik_constrain_batch.argtypes = (
-        ctypes.POINTER(NativeLimits),
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_int,
+    return native_library_with(
+        "ewbik_constrain_batch",
+        (
+            ctypes.POINTER(NativeLimits),
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int,
+        ),
     )
-    lib.ewbik_constrain_batch.restype = None
-    return lib
 
 
 def native_constrain(lib, limits, bones, rotations, iteration=0):
