@@ -65,25 +65,6 @@ def solver_kusudama(kusudama, cones):
     return kusudama.Kusudama([kusudama.LimitCone(tuple(Vector(d).normalized()), r) for d, r in cones])
 
 
-def triangle_area(triangles):
-    a, b, c = triangles[:, 0], triangles[:, 1], triangles[:, 2]
-    return 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1).sum()
-
-
-def test_filled_area_is_the_share_of_directions_the_solver_allows(kusudama):
-    mesh = addon_module("ewbik_addon.viewport.kusudama_mesh")
-    limits = solver_kusudama(kusudama, SHOULDER)
-    region = mesh.region_mesh(limits)
-    lattice = fibonacci_sphere(40000)
-    allowed_share = limits.allows(lattice).mean()
-    sphere = triangle_area(region.allowed) + triangle_area(region.forbidden)
-    assert triangle_area(region.allowed) / sphere == pytest.approx(allowed_share, abs=0.004)
-    boundary = region.outline.reshape(-1, 3)
-    nearest = limits.closest_allowed(boundary)
-    assert np.degrees(np.arccos(np.clip(np.sum(boundary * nearest, axis=1), -1.0, 1.0))).max() < 0.1
-    assert len(boundary) > 100
-
-
 def test_region_is_placed_in_the_limit_frame_of_the_posed_parent(overlay, kusudama, posed_rig):
     pose_bone = posed_rig.pose.bones["forearm.L"]
     set_cones(pose_bone, *SHOULDER)
