@@ -40,7 +40,9 @@ def test_a_drag_poses_exactly_as_if_every_update_read_the_pose_from_blender(monk
     drag(targets, DRAG)
     kept = channels(rig)
     bpy.ops.wm.read_homefile(use_empty=True)
-    monkeypatch.setattr(addon_module("ewbik_addon.solve.live"), "_armature_changed", lambda obj, changed: True)
+    monkeypatch.setattr(
+        addon_module("ewbik_addon.solve.live"), "_armature_changed", lambda obj, changed: True
+    )
     rig, targets = pinned_metarig()
     drag(targets, DRAG)
     for ours, fresh in zip(kept, channels(rig)):

@@ -156,7 +156,9 @@ def test_the_sidebar_overlay_and_checks_store_no_settings_on_bones_that_have_non
     )()
     flags, _order = pin_list.filter_items(fake, bpy.context, metarig.pose, "bones")
     assert sum(flags) == 2
-    assert [b.name for b in addon_module("ewbik_addon.viewport.overlay").shown_bones(metarig)] == ["forearm.L"]
+    assert [b.name for b in addon_module("ewbik_addon.viewport.overlay").shown_bones(metarig)] == [
+        "forearm.L"
+    ]
     addon_module("ewbik_addon.limits.limit_status").limit_status(metarig)
     assert addon_module("ewbik_addon.limits.limit_presets").has_limits(metarig)
     assert set(addon_module("ewbik_addon.rigs.production_checks").evaluated_pin_errors(metarig)) == {

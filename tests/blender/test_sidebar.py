@@ -148,7 +148,9 @@ def test_pin_details_follow_the_bone_selected_in_the_viewport_and_in_the_list(me
 def test_a_click_on_a_pin_row_selects_that_bone_only(metarig):
     pin(metarig, "hand.R", "foot.L")
     metarig.ewbik.active_pin_index = metarig.pose.bones.find("foot.L")
-    assert addon_module("ewbik_addon.com.active").selected_pose_bones(metarig) == [metarig.pose.bones["foot.L"]]
+    assert addon_module("ewbik_addon.com.active").selected_pose_bones(metarig) == [
+        metarig.pose.bones["foot.L"]
+    ]
     metarig.ewbik.active_pin_index = metarig.pose.bones.find("spine")  # not a row of the list
     assert metarig.data.bones.active.name == "foot.L"
 
