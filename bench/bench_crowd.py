@@ -18,9 +18,9 @@ import numpy as np
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench import bench_solver, mocap  # noqa: E402
 from solver import Skeleton, SolverSettings, quat, solve  # noqa: E402
 from solver import polish as polish_module  # noqa: E402
+from tests.support import mocap, mocap_frames  # noqa: E402
 
 CLIP = REPO_ROOT / "tests" / "data" / "mocap" / "cmu_131_01.bvh"
 FRAMES_APART = 37
@@ -43,15 +43,15 @@ def run(clip, count, frames, backend):
     crowd, places = crowd_skeleton(clip.skeleton, count)
     stiffness = np.zeros(len(crowd))
     for place in places:
-        stiffness[place[clip.skeleton.index[bench_solver.HIPS]]] = 1.0
+        stiffness[place[clip.skeleton.index[mocap_frames.HIPS]]] = 1.0
     previous, rows = [None] * count, []
     for row in range(frames + 1):
         rotations = np.tile(quat.IDENTITY, (len(crowd), 1))
         locations, pins = np.zeros((len(crowd), 3)), []
         for k, place in enumerate(places):
             frame = row + FRAMES_APART * k
-            rotations[place], locations[place] = bench_solver.hips_given_start(clip, frame, previous[k])
-            pins += [pin.renamed(f"{k}/{pin.bone}") for pin in bench_solver.frame_pins(clip, frame)]
+            rotations[place], locations[place] = mocap_frames.hips_given_start(clip, frame, previous[k])
+            pins += [pin.renamed(f"{k}/{pin.bone}") for pin in mocap_frames.frame_pins(clip, frame)]
         settings = SolverSettings(iterations=500 if row == 0 else 100, tolerance=1e-6, backend=backend)
         start = time.process_time()
         result = solve(crowd, pins, rotations, locations, settings, stiffness=stiffness)
@@ -77,7 +77,7 @@ def main(argv=None):
     parser.add_argument("--frames", type=int, default=40)
     parser.add_argument("--backend", default="native", choices=("native", "numpy"))
     args = parser.parse_args(argv)
-    clip = bench_solver.load_clip(str(CLIP), 1, mocap.load_bvh(str(CLIP), height=bench_solver.RIG_HEIGHT))
+    clip = mocap_frames.load_clip(str(CLIP), 1, mocap.load_bvh(str(CLIP), height=mocap_frames.RIG_HEIGHT))
     print("| rigs | solve | iterations median / max | pin error p95 / max mm | CPU ms per frame |")
     print("|---|---|---|---|---|")
     limit = polish_module.POLISH_MAX_PINS

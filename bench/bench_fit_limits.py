@@ -16,8 +16,9 @@ import numpy as np
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.mocap import load_bvh  # noqa: E402
-from solver import JointLimits, Kusudama, fit_limits, quat  # noqa: E402
+from solver import fit_limits, quat  # noqa: E402
+from tests.support.kusudamas import joint_limits  # noqa: E402
+from tests.support.mocap import load_bvh  # noqa: E402
 
 MOCAP = REPO_ROOT / "tests" / "data" / "mocap"
 REPEATS = 5
@@ -34,8 +35,7 @@ def best_time(bones, rotations):
 
 def held(bones, limits, rotations):
     """Per limited bone, the share of frames inside its limits: (worst, mean)."""
-    names = [b["name"] for b in bones]
-    joint = JointLimits({names.index(n): Kusudama.from_dict(d) for n, d in limits.items()}, len(names))
+    joint = joint_limits([b["name"] for b in bones], limits)
     inside = np.array([joint.violation(frame) <= 1e-9 for frame in rotations])[:, joint.limited]
     share = inside.mean(0)
     return share.min(), share.mean()

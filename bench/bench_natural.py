@@ -39,21 +39,36 @@ import time
 import numpy as np
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-if __package__:  # imported as bench.bench_natural (the tests): sys.path stays as the importer set it
+if __package__:  # imported as bench.bench_natural: sys.path stays as the importer set it
     from . import bench_solver as bs
-    from . import mocap
 else:  # run as a script
     sys.path.insert(0, os.path.dirname(BENCH_DIR))
     sys.path.insert(0, BENCH_DIR)
     import bench_solver as bs  # noqa: E402
-    import mocap  # noqa: E402
-from solver import JointLimits, Kusudama, SolverSettings, preset_limits, preset_stiffness, solve  # noqa: E402
-from solver.presets import bone_roles  # noqa: E402
+from solver import SolverSettings, preset_limits, preset_stiffness, solve  # noqa: E402
+from tests.support import mocap  # noqa: E402
+from tests.support.mocap_frames import (  # noqa: E402
+    EFFECTORS,
+    HIPS,
+    RIG_HEIGHT,
+    FrameSolve,
+    frame_pins,
+    hips_given_start,
+    load_clip,
+    solve_sequence,
+)
+from tests.support.kusudamas import joint_limits  # noqa: E402
+from tests.support.natural_measures import (  # noqa: E402
+    BEND_MIN_DEG,
+    Solved,
+    body_of,
+    captured_heads,
+    heads_of,
+    measure,
+)
 
 NATURAL_BEGIN = "<!-- bench:natural -->"
 NATURAL_END = "<!-- /bench:natural -->"
-BEND_MIN_DEG = 10.0
-LIMBS = (("upper_arm", "forearm"), ("thigh", "shin"))
 TARGETS = {
     "hips_free_mm": 50.0,
     "free_vs_blender": 0.6,
@@ -69,75 +84,21 @@ class Skipped(Exception):
     """A run that cannot be made yet (its solver API is not there); the table prints why."""
 
 
-@dataclasses.dataclass
-class Body:
-    """Which heads the measures read: `joints` (names, in this order in every heads array), the
-    free ones among them, and per elbow/knee the joints above, at and below the bend."""
-
-    joints: list
-    free: np.ndarray
-    bends: np.ndarray
-
-
-@dataclasses.dataclass
-class Solved:
-    """One way of solving one clip: per counted frame the body's heads (metres), the captured
-    heads of the same frames, pin errors and time."""
-
-    heads: np.ndarray
-    truth: np.ndarray
-    position_mm: np.ndarray
-    orientation_deg: np.ndarray
-    cpu_ms: np.ndarray
-    pelvis_mm: np.ndarray | None = None  # per frame, where the hips are solved (None: given)
-
-
-def body_of(skeleton):
-    """The Body of a skeleton with the bench's pins and hips (names from bench_solver)."""
-    hips = skeleton.index[bs.HIPS]
-    pinned = [skeleton.index[e] for e in bs.EFFECTORS]
-    chain = sorted({a for p in pinned for a in skeleton.ancestors(p)} - set(skeleton.ancestors(hips)))
-    names = [skeleton.names[i] for i in chain]
-    free = [k for k, i in enumerate(chain) if i not in pinned and skeleton.parents[i] != hips]
-    by_role = {role: name for name, role in bone_roles(names).items()}
-    bends = []
-    for side in "LR":
-        for upper, lower in LIMBS:
-            u, m = names.index(by_role[f"{upper}.{side}"]), names.index(by_role[f"{lower}.{side}"])
-            below = next(k for k, i in enumerate(chain) if skeleton.parents[i] == chain[m])
-            bends.append((u, m, below))
-    return Body(names, np.array(free), np.array(bends))
-
-
-def heads_of(clip, body, rotations, locations):
-    """(joints, 3) heads of the body's joints in a pose of the clip's skeleton."""
-    return clip.skeleton.forward(rotations, locations)[1][[clip.skeleton.index[j] for j in body.joints]]
-
-
-def captured_heads(clip, body):
-    """(frames, joints, 3) heads of the captured pose at the clip's sampled frames."""
-    out = []
-    for row in range(len(clip.frames)):
-        rotations, locations = bs.hips_given_start(clip, row, clip.clip_rotations[row])
-        out.append(heads_of(clip, body, rotations, locations))
-    return np.array(out)
-
-
 def solve_rows(
     clip, body, truth, settings, rest_settings, limits, warm, start=None, stiff=None, hips_free=False
 ):
-    """Solve the sampled frames in order (`bench_solver.solve_sequence`: warm from the previous
+    """Solve the sampled frames in order (`solve_sequence`: warm from the previous
     solution, seeded from `start`; otherwise every frame from `start`). `stiff`: {bone:
     stiffness} beside the given hips. `hips_free`: the hips are solved too (`hips_free_sequence`)."""
     stiffness = np.zeros(len(clip.skeleton))
     for name, value in (stiff or {}).items():
         stiffness[clip.skeleton.index[name]] = value
-    hips = clip.skeleton.index[bs.HIPS]
+    hips = clip.skeleton.index[HIPS]
     if hips_free:
         sequence = hips_free_sequence(clip, settings, warm, rest_settings, limits, stiffness)
     else:
         stiffness[hips] = 1.0
-        sequence = bs.solve_sequence(clip, settings, warm, rest_settings, limits, stiffness, start=start)
+        sequence = solve_sequence(clip, settings, warm, rest_settings, limits, stiffness, start=start)
     out = {"heads": [], "position_mm": [], "orientation_deg": [], "cpu_ms": [], "pelvis_mm": []}
     pelvis = captured_pelvis(clip)
     for solved in sequence:
@@ -156,25 +117,25 @@ def solve_rows(
 
 def captured_pelvis(clip):
     """(frames, 3) the captured hips' heads at the clip's sampled frames."""
-    hips = clip.skeleton.index[bs.HIPS]
+    hips = clip.skeleton.index[HIPS]
     return np.array(
         [
-            clip.skeleton.forward(*bs.hips_given_start(clip, row, clip.clip_rotations[row]))[1][hips]
+            clip.skeleton.forward(*hips_given_start(clip, row, clip.clip_rotations[row]))[1][hips]
             for row in range(len(clip.frames))
         ]
     )
 
 
 def hips_free_sequence(clip, settings, warm, rest_settings, limits, stiffness):
-    """`bench_solver.solve_sequence` with the hips solved: only hands, feet and head pinned, root
+    """`solve_sequence` with the hips solved: only hands, feet and head pinned, root
     translation on, each row (warm: the first, not counted) solved from the clip's first frame,
     hips included, as Blender solves from the pose underneath; warm rows from the previous
-    solution. Yields `bench_solver.FrameSolve`s."""
-    start = bs.hips_given_start(clip, 0, clip.clip_rotations[0])
+    solution. Yields `FrameSolve`s."""
+    start = hips_given_start(clip, 0, clip.clip_rotations[0])
     settings, rest_settings = (dataclasses.replace(s, translate_root=True) for s in (settings, rest_settings))
     previous = None
     for row in range(len(clip.frames)):
-        pins = bs.frame_pins(clip, row)
+        pins = frame_pins(clip, row)
         seeding = warm and previous is None
         rotations, locations = start if previous is None else previous
         used = rest_settings if seeding else settings
@@ -184,13 +145,7 @@ def hips_free_sequence(clip, settings, warm, rest_settings, limits, stiffness):
         if warm:
             previous = (result.rotations, result.locations)
         if not seeding:
-            yield bs.FrameSolve(row, rotations, locations, used, result, cpu_ms, 0.0)
-
-
-def joint_limits(clip, per_bone):
-    """JointLimits of the clip's skeleton from {bone: scene-document limits dict}."""
-    kusudamas = {clip.skeleton.index[name]: Kusudama.from_dict(d, bone=name) for name, d in per_bone.items()}
-    return JointLimits(kusudamas, len(clip.skeleton))
+            yield FrameSolve(row, rotations, locations, used, result, cpu_ms, 0.0)
 
 
 def no_limits(source, stride):
@@ -200,7 +155,7 @@ def no_limits(source, stride):
 def humanoid_preset(source, stride):
     """The preset as Presets > Humanoid sets it: limits, and the stiffness it gives some roles."""
     clip = source["clip"]
-    return clip, joint_limits(clip, preset_limits(clip.bones)), preset_stiffness(clip.bones)
+    return clip, joint_limits(clip.skeleton.names, preset_limits(clip.bones)), preset_stiffness(clip.bones)
 
 
 def fitted_on_other_clip(source, stride):
@@ -211,16 +166,20 @@ def fitted_on_other_clip(source, stride):
     other = source["other"]
     if other is None:
         raise Skipped("needs a second clip to fit on")
-    return source["clip"], joint_limits(source["clip"], fit_limits(other.bones, other.rotations)), {}
+    return (
+        source["clip"],
+        joint_limits(source["clip"].skeleton.names, fit_limits(other.bones, other.rotations)),
+        {},
+    )
 
 
 def straight_rest_clip(source, stride):
     """(the clip on a straight-line rest rig, that rig's Mocap); Skipped while mocap.py lacks it."""
     straight_line_rest = getattr(mocap, "straight_line_rest", None)
     if straight_line_rest is None:
-        raise Skipped("bench/mocap.py has no straight_line_rest yet")
+        raise Skipped("tests/support/mocap.py has no straight_line_rest yet")
     straight = straight_line_rest(source["mocap"])
-    return bs.load_clip(source["clip"].path, stride, loaded=straight), straight
+    return load_clip(source["clip"].path, stride, loaded=straight), straight
 
 
 def no_limits_on_straight_rest(source, stride):
@@ -232,7 +191,11 @@ def preset_on_straight_rest(source, stride):
     """The preset built from a straight-line rest alone: what a rig without a natural rest gets."""
     clip, straight = straight_rest_clip(source, stride)
     try:
-        return clip, joint_limits(clip, preset_limits(straight.bones)), preset_stiffness(straight.bones)
+        return (
+            clip,
+            joint_limits(clip.skeleton.names, preset_limits(straight.bones)),
+            preset_stiffness(straight.bones),
+        )
     except ValueError as error:
         raise Skipped(f"the preset refuses this rest ({error})") from None
 
@@ -251,7 +214,7 @@ def preset_on_straight_rest_with_pose(source, stride):
         per_bone = preset_limits(straight.bones, pose=first)
     except TypeError as error:
         raise Skipped(f"preset_limits takes no pose yet ({error})") from None
-    return clip, joint_limits(clip, per_bone), preset_stiffness(straight.bones)
+    return clip, joint_limits(clip.skeleton.names, per_bone), preset_stiffness(straight.bones)
 
 
 # (label, how to build the clip and limits, whether the targets for limited runs apply, where solves
@@ -299,77 +262,6 @@ HIPS_GIVEN = {  # each hips-free run beside the run that gives the same solves t
 }
 
 
-@dataclasses.dataclass
-class Measures:
-    """The naturalness and accuracy numbers of one run over one or more clips."""
-
-    free_mm: float
-    flip_share: float
-    flip_frames: int
-    limb_flip_shares: np.ndarray
-    jitter_mm: float
-    pins_p95_mm: float
-    pins_p95_deg: float
-    cpu_ms: float
-    frames: int
-    pelvis_mm: float = float("nan")  # mean distance of the solved hips from the captured (nan: given)
-
-
-def bend_planes(heads, bends):
-    """Per frame and limb: the bend-plane normal (cross of upper and lower direction) and the bend in degrees."""
-    upper = heads[:, bends[:, 1]] - heads[:, bends[:, 0]]
-    lower = heads[:, bends[:, 2]] - heads[:, bends[:, 1]]
-    normal = np.cross(upper, lower)
-    bend = np.degrees(np.arctan2(np.linalg.norm(normal, axis=-1), np.sum(upper * lower, axis=-1)))
-    return normal, bend
-
-
-def flipped_limbs(heads, truth, bends):
-    """(flipped, countable) per frame and limb: countable = bent at least BEND_MIN_DEG in both
-    poses, flipped = countable with the bend-plane normals more than 90 deg apart."""
-    solved_normal, solved_bend = bend_planes(heads, bends)
-    true_normal, true_bend = bend_planes(truth, bends)
-    countable = (solved_bend >= BEND_MIN_DEG) & (true_bend >= BEND_MIN_DEG)
-    return countable & (np.sum(solved_normal * true_normal, axis=-1) < 0.0), countable
-
-
-def wrong_way_frames(heads, truth, bends):
-    """(frames where a countable elbow or knee bends the other way than captured, frames with a countable one)."""
-    flipped, countable = flipped_limbs(heads, truth, bends)
-    return int(flipped.any(axis=1).sum()), int(countable.any(axis=1).sum())
-
-
-def second_differences(heads):
-    return np.linalg.norm(heads[2:] - 2.0 * heads[1:-1] + heads[:-2], axis=-1).ravel()
-
-
-def measure(solved, body):
-    """Measures over a list of Solved (one per clip); jitter never spans two clips."""
-    heads = np.concatenate([s.heads for s in solved])
-    truth = np.concatenate([s.truth for s in solved])
-    flipped, counted = wrong_way_frames(heads, truth, body.bends)
-    by_limb, countable = flipped_limbs(heads, truth, body.bends)
-    jitter = np.mean(np.concatenate([second_differences(s.heads[:, body.free]) for s in solved])) - np.mean(
-        np.concatenate([second_differences(s.truth[:, body.free]) for s in solved])
-    )
-    return Measures(
-        free_mm=1e3 * float(np.linalg.norm(heads[:, body.free] - truth[:, body.free], axis=-1).mean()),
-        flip_share=flipped / max(counted, 1),
-        flip_frames=counted,
-        limb_flip_shares=by_limb.sum(axis=0) / np.maximum(countable.sum(axis=0), 1),
-        jitter_mm=1e3 * float(jitter),
-        pins_p95_mm=float(np.percentile(np.concatenate([s.position_mm for s in solved]), 95)),
-        pins_p95_deg=float(np.percentile(np.concatenate([s.orientation_deg for s in solved]), 95)),
-        cpu_ms=float(np.median(np.concatenate([s.cpu_ms for s in solved]))),
-        frames=len(heads),
-        pelvis_mm=(
-            float(np.mean(np.concatenate([s.pelvis_mm for s in solved])))
-            if all(s.pelvis_mm is not None for s in solved)
-            else float("nan")
-        ),
-    )
-
-
 def run_blender(python, clip, body, repeats):
     """({"warm": Solved, "rest": Solved}, the bpy run's document) for Blender's IK on the clip."""
     doc = bs.blender_ik_document(
@@ -391,11 +283,11 @@ def run_blender(python, clip, body, repeats):
 
 def load_sources(names, stride):
     """Per clip: its Mocap, its sampled bench Clip and the Mocaps of the other clips (for fitting)."""
-    mocaps = {name: mocap.load_bvh(os.path.join(bs.MOCAP_DIR, name), height=bs.RIG_HEIGHT) for name in names}
+    mocaps = {name: mocap.load_bvh(os.path.join(bs.MOCAP_DIR, name), height=RIG_HEIGHT) for name in names}
     return [
         {
             "mocap": mocaps[name],
-            "clip": bs.load_clip(os.path.join(bs.MOCAP_DIR, name), stride, loaded=mocaps[name]),
+            "clip": load_clip(os.path.join(bs.MOCAP_DIR, name), stride, loaded=mocaps[name]),
             "other": next((mocaps[n] for n in names if n != name), None),
         }
         for name in names
@@ -642,14 +534,14 @@ def hips_free_lines(numbers):
             )
         warm, rest = (numbers[label]["all"][mode] for mode in ("warm", "rest"))
         limit = TARGETS["hips_free_mm"]
-        for measure, field in (
+        for quantity, field in (
             ("hips mm", "pelvis_mm"),
             ("free joints mm", "free_mm"),
             ("added jitter mm/frame^2", "jitter_mm"),
         ):
             checks.append(
                 check(
-                    f"{label}: {measure} from the first frame, as the add-on solves "
+                    f"{label}: {quantity} from the first frame, as the add-on solves "
                     f"(warm-started, for comparison: {getattr(warm, field):.1f})",
                     [getattr(rest, field)],
                     limit,
@@ -681,11 +573,11 @@ def passes_apart(clip, body, settings, limits, stiffness, warm):
     stiff = np.zeros(len(clip.skeleton))
     for name, value in (stiffness or {}).items():
         stiff[clip.skeleton.index[name]] = value
-    stiff[clip.skeleton.index[bs.HIPS]] = 1.0
+    stiff[clip.skeleton.index[HIPS]] = 1.0
     rows = np.arange(len(clip.frames))
     heads = {}
     for order in (rows, rows[::-1]):
-        for solved in bs.solve_sequence(clip, settings[0], warm, settings[1], limits, stiff, rows=order):
+        for solved in solve_sequence(clip, settings[0], warm, settings[1], limits, stiff, rows=order):
             result = solved.result
             heads.setdefault(solved.row, []).append(heads_of(clip, body, result.rotations, result.locations))
     apart = np.array(
@@ -797,7 +689,7 @@ def notes(args, sources, body, settings, blender_doc, mismatch):
     lines = [
         f"Machine: {bs.machine_line(bs.solver_fingerprint())}",
         "",
-        f"Clips: {clip_text}: one clip frame in {args.stride}; pins {', '.join(bs.EFFECTORS)} (position + "
+        f"Clips: {clip_text}: one clip frame in {args.stride}; pins {', '.join(EFFECTORS)} (position + "
         f"orientation), hips given. Free joints: {', '.join(body.joints[k] for k in body.free)}.",
         f"EWBIK warm: {bs.settings_text(settings[0])}; from rest: iterations={settings[1].iterations}.",
         f"Wrong-way bends: elbows and knees; a limb bent under {BEND_MIN_DEG:.0f} deg (solved or captured) is "

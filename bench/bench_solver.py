@@ -11,7 +11,7 @@ humanoid limit preset when the solver has presets. Blender's IK constraints
 once per installed bpy version, in the same run, so the speed ratio compares
 numbers taken under the same machine load.
 
-The rig is scaled to 1.75 m (bench/mocap.py), so metres * 1000 are millimetres on
+The rig is scaled to 1.75 m (tests/support/mocap.py), so metres * 1000 are millimetres on
 a human-sized body. Results go to stdout and into docs/BENCHMARKS.md between the
 result markers.
 """
@@ -35,22 +35,25 @@ import numpy as np
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
-if __package__:  # imported as bench.bench_solver (the tests): sys.path stays as the importer set it
-    from . import mocap
-else:  # run as a script, or imported by another bench script
+if not __package__:  # run as a script, or imported by another bench script
     sys.path.insert(0, REPO_ROOT)
-    sys.path.insert(0, BENCH_DIR)
-    import mocap  # noqa: E402
-from solver import Pin, Skeleton, SolverSettings, native, quat, solve  # noqa: E402
+from solver import SolverSettings, native, solve  # noqa: E402
+from tests.support import mocap  # noqa: E402
+from tests.support.mocap_frames import (  # noqa: E402
+    EFFECTORS,
+    HIPS,
+    RIG_HEIGHT,
+    frame_pins,
+    hips_given_start,
+    load_clip,
+    solve_sequence,
+)
 from solver.scene import scene_bone, scene_document, scene_settings  # noqa: E402
 
 MOCAP_DIR = os.environ.get(
     "EWBIK_MOCAP_DIR", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "mocap")
 )
 CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
-EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
-HIPS = "Hips"
-RIG_HEIGHT = 1.75
 CMU_METRES_PER_UNIT = 0.056444
 BENCHMARKS_MD = os.path.join(REPO_ROOT, "docs", "BENCHMARKS.md")
 RESULTS_BEGIN = "<!-- bench:results -->"
@@ -68,22 +71,6 @@ TARGETS = {
     "limits": {"position_p95_mm": 2.0, "orientation_p95_deg": 1.0},
     "speed_ratio": 2.0,
 }
-
-
-@dataclasses.dataclass
-class Clip:
-    """One clip's sampled test frames: targets, hips pose and the solver skeleton."""
-
-    name: str
-    path: str
-    bones: list
-    skeleton: Skeleton
-    frames: np.ndarray
-    targets: np.ndarray
-    hips_rotation: np.ndarray
-    hips_location: np.ndarray
-    clip_rotations: np.ndarray
-    scale: float
 
 
 @dataclasses.dataclass
@@ -106,112 +93,6 @@ class Run:
     def __post_init__(self):
         if len(self.sources) != len(self.frames):
             self.sources = np.array([self.clip] * len(self.frames), dtype=object)
-
-
-def load_clip(path, step, loaded=None):
-    """Read a clip (or take the already `loaded` mocap.Mocap of it) and take every `step`-th frame's
-    effector matrices with the solver's own FK (identical to bench/mocap.py's forward_kinematics),
-    so targets and solves share one convention."""
-    clip = loaded if loaded is not None else mocap.load_bvh(path, height=RIG_HEIGHT)
-    names = [b["name"] for b in clip.bones]
-    skeleton = Skeleton(
-        names,
-        [b["parent"] for b in clip.bones],
-        [np.array(b["rest"]) for b in clip.bones],
-        [b["length"] for b in clip.bones],
-    )
-    order = [names.index(n) for n in skeleton.names]
-    frames = np.arange(0, len(clip.rotations), step)
-    rotations = clip.rotations[:, order]
-    locations = clip.locations[:, order]
-    pinned = [skeleton.index[e] for e in EFFECTORS]
-    targets = np.tile(np.eye(4), (len(frames), len(pinned), 1, 1))
-    for row, f in enumerate(frames):
-        world_rotation, world_head = skeleton.forward(rotations[f], locations[f])
-        targets[row, :, :3, :3] = quat.to_matrix(world_rotation[pinned])
-        targets[row, :, :3, 3] = world_head[pinned]
-    root = skeleton.index[HIPS]
-    return Clip(
-        name=os.path.splitext(os.path.basename(path))[0],
-        path=path,
-        bones=clip.bones,
-        skeleton=skeleton,
-        frames=frames,
-        targets=targets,
-        hips_rotation=rotations[frames, root],
-        hips_location=locations[frames, root],
-        clip_rotations=rotations[frames],
-        scale=clip.scale,
-    )
-
-
-def hips_given_start(clip, row, previous=None):
-    """Start pose for sampled frame `row`: `previous` (or rest) with the clip's hips."""
-    n = len(clip.skeleton)
-    rotations = np.tile(quat.IDENTITY, (n, 1)) if previous is None else previous.copy()
-    locations = np.zeros((n, 3))
-    root = clip.skeleton.index[HIPS]
-    rotations[root] = clip.hips_rotation[row]
-    locations[root] = clip.hips_location[row]
-    return rotations, locations
-
-
-def frame_pins(clip, row, orientation_weight=1.0):
-    axes = (orientation_weight,) * 3
-    return [Pin(bone, clip.targets[row, k], orientation_weights=axes) for k, bone in enumerate(EFFECTORS)]
-
-
-@dataclasses.dataclass
-class FrameSolve:
-    """One counted row of a solved sequence: where it started and how it ended."""
-
-    row: int
-    rotations: np.ndarray  # the start pose
-    locations: np.ndarray
-    settings: SolverSettings
-    result: object  # SolveResult
-    cpu_ms: float
-    pins_cpu_ms: float
-
-
-def solve_sequence(
-    clip,
-    settings,
-    warm,
-    rest_settings=None,
-    limits=None,
-    stiffness=None,
-    rows=None,
-    start=None,
-    orientation_weight=1.0,
-):
-    """Solve the sampled rows in order, yielding a FrameSolve for each counted one.
-
-    Warm runs start every row from the previous row's solution; their first row has none, is
-    solved from `start` (local rotations; None = rest) with `rest_settings` and not counted.
-    Other runs solve every row from `start`. `stiffness` (None: only the given hips frozen).
-    """
-    rows = np.arange(len(clip.frames)) if rows is None else np.asarray(rows)
-    if stiffness is None:
-        stiffness = np.zeros(len(clip.skeleton))
-        stiffness[clip.skeleton.index[HIPS]] = 1.0
-    previous = None
-    for row in rows:
-        start_cpu = time.process_time()
-        pins = frame_pins(clip, row, orientation_weight)
-        pins_cpu_ms = (time.process_time() - start_cpu) * 1e3
-        seeding = warm and previous is None
-        rotations, locations = hips_given_start(clip, row, start if previous is None else previous)
-        used = rest_settings if seeding else settings
-        start_cpu = time.process_time()
-        result = solve(clip.skeleton, pins, rotations, locations, used, limits=limits, stiffness=stiffness)
-        cpu_ms = (time.process_time() - start_cpu) * 1e3
-        if not np.all(np.isfinite(result.rotations)):
-            raise RuntimeError(f"non-finite rotations solving {clip.name} frame {clip.frames[row]}")
-        if warm:
-            previous = result.rotations
-        if not seeding:
-            yield FrameSolve(int(row), rotations, locations, used, result, cpu_ms, pins_cpu_ms)
 
 
 def solve_clip(

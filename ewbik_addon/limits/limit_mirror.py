@@ -4,7 +4,7 @@ A bone's partner is named as Blender's own mirror tools name it (`.L`/`.R`, `_L`
 `Left`/`Right`, ...), also behind a namespace such as Mixamo's `mixamorig:LeftArm`. Limits are
 carried through the armature's X mirror: a rest-frame direction d of the source becomes
 R_target^T S R_source d (S flips armature X, R the bones' rest orientations), and since a mirror
-reverses turning, the twist range [min, max] becomes [-max, -min].
+reverses turning, the twist range [min, max] becomes [-max, -min] (`mirror_maths`, without Blender).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any
 import bpy
 from mathutils import Matrix, Vector
 
+from . import mirror_maths
+
 _FLIP_X = Matrix.Diagonal((-1.0, 1.0, 1.0))
 
 
 def mirror_name(name: str) -> str:
     """The other side's bone name, or the same name for a bone in the middle."""
-    namespace, colon, rest = name.rpartition(":")
-    return namespace + colon + bpy.utils.flip_name(rest)
+    return mirror_maths.mirror_name(name, bpy.utils.flip_name)
 
 
 def mirror_bone(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> bpy.types.PoseBone | None:
@@ -37,17 +38,9 @@ def mirrored_limits(source: bpy.types.Bone, target: bpy.types.Bone, limits: dict
         @ _FLIP_X
         @ source.matrix_local.to_3x3().normalized()
     )
-    mirrored = {
-        "cones": [
-            {"direction": tuple((carry @ Vector(cone["direction"])).normalized()), "radius": cone["radius"]}
-            for cone in limits.get("cones", ())
-        ]
-    }
-    if "twist" in limits:
-        mirrored["twist"] = {"min": -limits["twist"]["max"], "max": -limits["twist"]["min"]}
-    if "comfort" in limits:
-        mirrored["comfort"] = limits["comfort"]
-    return mirrored
+    return mirror_maths.mirrored_limits(
+        limits, lambda direction: tuple((carry @ Vector(direction)).normalized())
+    )
 
 
 def mirror_pairs(

@@ -67,8 +67,6 @@ def metarig():
 
 @pytest.fixture
 def mocap_rig():
-    if not MOCAP_CLIP.is_file():
-        pytest.skip(f"{MOCAP_CLIP} is missing")
     return import_mocap_rig()
 
 
@@ -98,9 +96,7 @@ def pytest_sessionfinish(session, exitstatus):
 def straight_rig(tmp_path):
     """The CMU clip's skeleton rebuilt with a straight-line rest (as LAFAN-style exports), imported
     through ewbik.import_scene standing in the clip's first frame; returns (armature, document)."""
-    if not MOCAP_CLIP.is_file():
-        pytest.skip(f"{MOCAP_CLIP} is missing")
-    from bench.mocap import load_bvh, scene_document, straight_line_rest
+    from tests.support.mocap import load_bvh, scene_document, straight_line_rest
 
     document = scene_document(straight_line_rest(load_bvh(str(MOCAP_CLIP))), frame=0)
     path = tmp_path / "straight.json"

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import addon_module, bone_world, make_active, pin, pose_values, update
+from tests.support.blender_helpers import (
+    addon_module,
+    bone_world,
+    make_active,
+    pin,
+    pose_values,
+    solve_fully_on_update,
+    update,
+)
 
 
 def assert_unchanged(obj, before):
@@ -16,8 +24,7 @@ def assert_unchanged(obj, before):
 
 
 def pinned(metarig, *bones):
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 100
+    solve_fully_on_update(metarig, 100)
     targets = pin(metarig, *bones)
     bpy.ops.object.mode_set(mode="OBJECT")
     update()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from mathutils import Euler, Quaternion, Vector
 
-from tests.support.blender_helpers import addon_module, pin, select_pose_bones
+from tests.support.blender_helpers import addon_module, fcurve_keys, pin, select_pose_bones
 from tests.support.modal_bake import RunningBake
 from tests.support.ui_layout import RecordingLayout
 
@@ -26,10 +26,6 @@ MATRIX_TOLERANCE = 1e-5  # pose matrices of a 2 m rig, float32 keys
 @pytest.fixture
 def bake_engine():
     return addon_module("ewbik_addon.bake.bake_engine")
-
-
-def fcurve_keys():
-    return addon_module("ewbik_addon.bake.fcurve_keys")
 
 
 @pytest.fixture

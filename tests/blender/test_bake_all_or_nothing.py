@@ -6,12 +6,8 @@ import numpy as np
 import pytest
 from mathutils import Quaternion, Vector
 
-from tests.support.blender_helpers import addon_module, build_metarig, make_active, pin
+from tests.support.blender_helpers import addon_module, build_metarig, fcurve_keys, make_active, pin
 from tests.support.modal_bake import RunningBake
-
-
-def fcurve_keys():
-    return addon_module("ewbik_addon.bake.fcurve_keys")
 
 
 def keys_of(obj):

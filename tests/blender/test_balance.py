@@ -8,7 +8,7 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
-from tests.support.blender_helpers import addon_module, bone_world, pin, settle, update
+from tests.support.blender_helpers import addon_module, pin, settle, update, worst_distance
 
 PINNED = ("hand.R", "foot.L", "foot.R")
 REACH = Vector((0.1, -0.7, -0.9))  # the right hand's way: forward (-Y) and down, below the hips
@@ -25,14 +25,6 @@ def inside(obj):
     return balance.Support(corners, balance._ground_axes(np.array([0.0, 0.0, 1.0])), None).depth(com)
 
 
-def pin_miss(obj):
-    """The largest distance of a pinned bone from its target (scene units)."""
-    return max(
-        (bone_world(obj, b).translation - obj.pose.bones[b].ewbik.target.matrix_world.translation).length
-        for b in PINNED
-    )
-
-
 def dragged(obj, target):
     """(share of the drag's frames with the centre of mass over the feet, largest pin miss)."""
     start = target.location.copy()
@@ -42,7 +34,7 @@ def dragged(obj, target):
         update()
         settle()
         over += inside(obj) >= 0.0
-        miss = max(miss, pin_miss(obj))
+        miss = max(miss, worst_distance(obj, PINNED))
     target.location = start
     update()
     settle()
@@ -81,14 +73,16 @@ def test_solve_and_the_bake_honour_the_keyed_option(metarig):
     assert metarig.ewbik.balance  # the key sets the option
     bpy.context.view_layer.objects.active = metarig
     assert bpy.ops.ewbik.solve() == {"FINISHED"}
-    assert inside(metarig) >= 0.0 and pin_miss(metarig) <= 1e-5
+    assert inside(metarig) >= 0.0 and worst_distance(metarig, PINNED) <= 1e-5
     solved = {b.name: b.matrix.copy() for b in metarig.pose.bones}
     metarig.ewbik.live = True
     assert bpy.ops.ewbik.bake() == {"FINISHED"}
     metarig.ewbik.live = False
     scene.frame_set(4)
     scene.frame_set(5)
-    assert inside(metarig) >= 0.0 and pin_miss(metarig) <= 1e-5  # the keys play the balanced pose
+    assert (
+        inside(metarig) >= 0.0 and worst_distance(metarig, PINNED) <= 1e-5
+    )  # the keys play the balanced pose
     for bone in metarig.pose.bones:
         assert (bone.matrix.translation - solved[bone.name].translation).length < 1e-4, bone.name
     metarig.animation_data.action = None

@@ -6,15 +6,16 @@ import bpy
 import pytest
 from mathutils import Quaternion
 
-from tests.support.blender_helpers import build_metarig, make_active, select_pose_bones, update
+from tests.support.blender_helpers import (
+    build_metarig,
+    make_active,
+    select_pose_bones,
+    solve_fully_on_update,
+    update,
+)
 from tests.support.ui_layout import RecordingLayout
 
 CONTROL = "hand_control.L"
-
-
-def solve_fully_on_update(obj):
-    obj.ewbik.time_budget_ms = 0.0
-    obj.ewbik.iterations = 200
 
 
 def world(obj, bone):

@@ -15,6 +15,7 @@ from tests.support.blender_helpers import (
     make_active,
     pin,
     select_pose_bones,
+    solve_fully_on_update,
     update,
 )
 
@@ -71,8 +72,7 @@ def character():
     obj = build_armature("Armature", bones, connect_touching=True)
     obj.rotation_euler = (math.pi / 2, 0.0, 0.0)
     obj.scale = (0.01, 0.01, 0.01)
-    obj.ewbik.time_budget_ms = 0.0
-    obj.ewbik.iterations = 60
+    solve_fully_on_update(obj, 60)
     update()
     return obj
 

@@ -8,18 +8,12 @@ import bpy
 import numpy as np
 import pytest
 
-from tests.support.blender_helpers import make_active, pin
-
-
-def export(obj, path):
-    make_active(obj)
-    assert bpy.ops.ewbik.export_scene(filepath=str(path)) == {"FINISHED"}
-    with open(path, encoding="utf-8") as stream:
-        return json.load(stream)
+from tests.support.blender_helpers import export_scene, make_active, pin
 
 
 def test_an_armature_in_edit_mode_is_refused_and_keeps_its_edits(metarig, tmp_path):
-    export(metarig, tmp_path / "scene.json")
+    make_active(metarig)
+    export_scene(tmp_path / "scene.json")
     bpy.ops.object.mode_set(mode="EDIT")
     metarig.data.edit_bones["hand.L"].name = "palm.L"
     metarig.data.edit_bones.remove(metarig.data.edit_bones["hand.R"])
@@ -34,7 +28,8 @@ def test_an_armature_in_edit_mode_is_refused_and_keeps_its_edits(metarig, tmp_pa
 def test_a_linked_armature_is_refused_without_a_library_override(metarig, tmp_path):
     pin(metarig, "hand.L")
     bpy.ops.object.mode_set(mode="OBJECT")
-    export(metarig, tmp_path / "scene.json")
+    make_active(metarig)
+    export_scene(tmp_path / "scene.json")
     path = str(tmp_path / "library.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.read_homefile(use_empty=True)

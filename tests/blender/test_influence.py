@@ -4,14 +4,8 @@ import bpy
 import numpy as np
 from mathutils import Quaternion, Vector
 
-from tests.support.blender_helpers import pin
+from tests.support.blender_helpers import pin, pose_quaternions, solve_fully_on_update
 from tests.support.ui_layout import RecordingLayout
-
-
-def pose_quaternions(obj):
-    values = np.empty(len(obj.pose.bones) * 4, np.float32)
-    obj.pose.bones.foreach_get("rotation_quaternion", values)
-    return values.reshape(-1, 4).astype(float)
 
 
 def action_quaternions(obj, frame):
@@ -49,8 +43,7 @@ def angles_between(a, b):
 def keyed_arm_with_pinned_hand(metarig, influence):
     """Every bone keyed (the arm swinging from frame 1 to 10), hand.L and foot.R pinned, the hand's
     target moved away; the armature at `influence`, solved fully on each update."""
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 200
+    solve_fully_on_update(metarig)
     for frame, angle in ((1, 0.0), (10, 0.6)):
         metarig.pose.bones["upper_arm.L"].rotation_quaternion = Quaternion((1.0, 0.0, 0.0), angle)
         for pose_bone in metarig.pose.bones:

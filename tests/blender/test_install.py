@@ -15,6 +15,7 @@ from tests.support.blender_helpers import (
     extension_enabled,
     load_build_tool,
     pin,
+    solve_fully_on_update,
     update,
 )
 
@@ -191,8 +192,7 @@ def test_reenabled_extension_still_pins_and_solves(metarig):
     disable_extension()
     assert not hasattr(metarig, "ewbik")
     enable_extension()
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 200
+    solve_fully_on_update(metarig)
     targets = pin(metarig, "hand.L")
     targets["hand.L"].location.x += 0.1
     update()

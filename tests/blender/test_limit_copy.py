@@ -13,16 +13,17 @@ import pytest
 from mathutils import Matrix, Quaternion
 
 from tests.support.blender_helpers import addon_module, make_active, select_pose_bones
+from tests.support.kusudamas import violations
 from tests.support.limit_rigs import build_mixamo_rig, set_cones
 
 LIMITS = (((0.3, 0.9, 0.2), math.radians(35.0)), ((0.9, 0.1, -0.4), math.radians(20.0)))
 TWIST = (math.radians(-25.0), math.radians(60.0))
 
 
-def violations(pose_bone, rotations):
+def solver_limits(pose_bone):
+    """The JointLimits of the bone's stored limits alone, as the solver reads them."""
     kusudama = addon_module("ewbik_addon.com.limit_settings").kusudama_of(pose_bone.bone.ewbik)
-    joint_limits = addon_module("solver.kusudama").JointLimits
-    return np.array([joint_limits({0: kusudama}, 1).violation(np.array([tuple(q)]))[0] for q in rotations])
+    return addon_module("solver.kusudama").JointLimits({0: kusudama}, 1)
 
 
 def random_rotations(count, seed):
@@ -57,8 +58,10 @@ def test_mirrored_limits_allow_exactly_the_mirrored_rotations(metarig_factory, r
     assert bpy.ops.ewbik.mirror_limits() == {"FINISHED"}
     assert len(target.bone.ewbik.cones) == 2 and target.bone.ewbik.use_twist_limit
     rotations = random_rotations(400, seed=11)
-    before = violations(source, rotations)
-    after = violations(target, [mirrored(source.bone, target.bone, q) for q in rotations])
+    before = violations(solver_limits(source), [tuple(q) for q in rotations])
+    after = violations(
+        solver_limits(target), [tuple(mirrored(source.bone, target.bone, q)) for q in rotations]
+    )
     assert np.abs(before - after).max() < 1e-4
     assert 0.02 < np.mean(before == 0.0) < 0.98, "the samples fall on both sides"
 

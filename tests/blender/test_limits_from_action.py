@@ -18,8 +18,10 @@ from tests.support.blender_helpers import (
     make_active,
     pin,
     select_pose_bones,
+    solve_fully_on_update,
     update,
 )
+from tests.support.kusudamas import violations
 from tests.support.ui_layout import draw
 
 FIRST, LAST = 1, 240
@@ -41,15 +43,14 @@ def stored_limits(obj):
     return limits
 
 
-def violations(obj, rotations):
-    """Radians outside the stored limits, (F, N) in pose.bones order, for rotations (F, N, 4)."""
+def stored_joint_limits(obj):
+    """The JointLimits of the limits stored on the rig's bones, in pose.bones order."""
     kusudama = addon_module("solver.kusudama")
     names = [pose_bone.name for pose_bone in obj.pose.bones]
-    joint = kusudama.JointLimits(
+    return kusudama.JointLimits(
         {names.index(n): kusudama.Kusudama.from_dict(d, bone=n) for n, d in stored_limits(obj).items()},
         len(names),
     )
-    return np.array([joint.violation(frame) for frame in rotations])
 
 
 def local_rotations(obj, frames):
@@ -104,7 +105,10 @@ def test_fitted_limits_hold_the_rigs_own_frames(mocap_rig, capfd):
     roots = {pose_bone.name for pose_bone in mocap_rig.pose.bones if pose_bone.parent is None}
     assert len(limits) >= 20 and not roots & set(limits)
     assert any(len(d["cones"]) > 1 for d in limits.values())
-    outside = violations(mocap_rig, local_rotations(mocap_rig, range(FIRST, LAST + 1))) > INSIDE
+    outside = (
+        violations(stored_joint_limits(mocap_rig), local_rotations(mocap_rig, range(FIRST, LAST + 1)))
+        > INSIDE
+    )
     names = [pose_bone.name for pose_bone in mocap_rig.pose.bones]
     held = {name: 1.0 - outside[:, names.index(name)].mean() for name in limits}
     assert min(held.values()) >= 0.98, held
@@ -139,8 +143,7 @@ def test_keeps_comfort_and_only_changes_selected_bones(mocap_rig):
 def test_a_solve_with_fitted_limits_still_reaches_and_respects_them(mocap_rig):
     use_range()
     assert bpy.ops.ewbik.limits_from_action(coverage=1.0) == {"FINISHED"}
-    mocap_rig.ewbik.time_budget_ms = 0.0
-    mocap_rig.ewbik.iterations = 100
+    solve_fully_on_update(mocap_rig, 100)
     targets = pin(mocap_rig, "LeftWrist", "LeftAnkle", "RightAnkle")
     bpy.ops.object.mode_set(mode="OBJECT")
     hand = targets["LeftWrist"]
@@ -150,7 +153,7 @@ def test_a_solve_with_fitted_limits_still_reaches_and_respects_them(mocap_rig):
     assert (bone_world(mocap_rig, "LeftWrist").translation - hand.matrix_world.translation).length < 1e-3
     pose = np.array([[tuple(b.matrix_basis.to_quaternion()) for b in mocap_rig.pose.bones]])
     assert np.all(np.isfinite(pose))
-    assert violations(mocap_rig, pose).max() <= 1e-4
+    assert violations(stored_joint_limits(mocap_rig), pose).max() <= 1e-4
 
 
 @pytest.mark.parametrize(

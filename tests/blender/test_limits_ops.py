@@ -9,6 +9,7 @@ from mathutils import Quaternion, Vector
 from tests.support import clinical
 from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones
 from tests.support.ui_layout import RecordingLayout, draw
+from tests.support.limit_rigs import is_limited
 
 LIMBS = ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R", "thigh.L", "shin.L", "thigh.R", "shin.R")
 
@@ -26,10 +27,6 @@ def stored_kusudama(pose_bone):
     if settings.use_twist_limit:
         limits["twist"] = {"min": settings.twist_min, "max": settings.twist_max}
     return addon_module("solver.kusudama").Kusudama.from_dict(limits, bone=pose_bone.name)
-
-
-def is_limited(pose_bone):
-    return len(pose_bone.bone.ewbik.cones) > 0 or pose_bone.bone.ewbik.use_twist_limit
 
 
 def test_preset_limits_arms_legs_and_spine_and_allows_the_rest_pose(metarig, capfd):

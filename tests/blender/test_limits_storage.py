@@ -8,16 +8,9 @@ import math
 import bpy
 import pytest
 
-from tests.support.blender_helpers import addon_module, make_active, pin
+from tests.support.blender_helpers import addon_module, make_active, pin, stored_properties
 
 LIMIT_NAMES = {"cones", "active_cone_index", "use_twist_limit", "twist_min", "twist_max", "comfort"}
-
-
-def stored(struct, create=False):
-    """The stored bpy.props values of `struct` (Blender 5 keeps them apart from custom properties)."""
-    if hasattr(struct, "bl_system_properties_get"):
-        return struct.bl_system_properties_get(do_create=create)
-    return struct
 
 
 def bone_limits(obj):
@@ -50,10 +43,10 @@ def test_limits_live_on_the_bones_and_the_pose_bones_store_none(metarig):
     bone_target = addon_module("ewbik_addon.com.stored_settings").bone_target
     for name in bone_limits(metarig):
         pose_bone = metarig.pose.bones[name]
-        pose_store = stored(pose_bone)
+        pose_store = stored_properties(pose_bone)
         if bone_target(pose_bone) is None and pose_store is not None and "ewbik" in pose_store:
             assert set(pose_store["ewbik"].keys()) <= {"stiffness"}, name
-        for cone in stored(pose_bone.bone)["ewbik"].get("cones", ()):
+        for cone in stored_properties(pose_bone.bone)["ewbik"].get("cones", ()):
             assert set(cone.keys()) <= {"direction", "radius"}, name
 
 
@@ -87,7 +80,7 @@ def write_as_earlier_versions(obj):
     """Store each bone's limits raw on its pose bone, as versions before `Bone.ewbik` did (float32
     axes and radii, each cone's last good axis beside it), and remove them from the bone."""
     for bone in obj.data.bones:
-        bone_store = stored(bone)
+        bone_store = stored_properties(bone)
         if bone_store is None or "ewbik" not in bone_store:
             continue
         settings = bone.ewbik
@@ -108,7 +101,7 @@ def write_as_earlier_versions(obj):
             old["comfort"] = settings.comfort
         if settings.active_cone_index:
             old["active_cone_index"] = settings.active_cone_index
-        pose_store = stored(obj.pose.bones[bone.name], create=True)
+        pose_store = stored_properties(obj.pose.bones[bone.name], create=True)
         group = pose_store.get("ewbik")
         if group is None:
             pose_store["ewbik"] = old
@@ -133,7 +126,7 @@ def test_a_file_with_limits_on_the_pose_bones_loads_them_onto_the_bones(metarig,
     assert bone_limits(rig) == limits
     assert rig.data.bones["forearm.L"].ewbik.active_cone_index == 1
     for pose_bone in rig.pose.bones:
-        pose_store = stored(pose_bone)
+        pose_store = stored_properties(pose_bone)
         kept = set(pose_store["ewbik"].keys()) if pose_store is not None and "ewbik" in pose_store else set()
         assert kept == ({"stiffness"} if pose_bone.name in stiffness else set()), pose_bone.name
         assert pose_bone.ewbik.stiffness == pytest.approx(stiffness.get(pose_bone.name, 0.0))
@@ -142,12 +135,12 @@ def test_a_file_with_limits_on_the_pose_bones_loads_them_onto_the_bones(metarig,
 def test_limits_that_cannot_be_moved_stay_on_the_pose_bone_and_are_reported(metarig):
     with_preset(metarig)
     write_as_earlier_versions(metarig)
-    old = stored(metarig.pose.bones["forearm.L"])["ewbik"]
+    old = stored_properties(metarig.pose.bones["forearm.L"])["ewbik"]
     old["cones"][0]["direction"] = "not an axis"
     problems = addon_module("ewbik_addon.com.stored_settings").move_limits_to_bones(metarig)
     assert len(problems) == 1 and "forearm.L" in problems[0] and "not an axis" in problems[0]
-    assert "cones" in stored(metarig.pose.bones["forearm.L"])["ewbik"]
-    bone_store = stored(metarig.data.bones["forearm.L"])
+    assert "cones" in stored_properties(metarig.pose.bones["forearm.L"])["ewbik"]
+    bone_store = stored_properties(metarig.data.bones["forearm.L"])
     assert bone_store is None or "ewbik" not in bone_store
     assert "forearm.R" in bone_limits(metarig)
 
@@ -158,8 +151,8 @@ def test_a_shared_armature_keeps_the_first_limits_and_reports_other_ones(metarig
     bpy.context.scene.collection.objects.link(twin)
     write_as_earlier_versions(metarig)
     stored_settings = addon_module("ewbik_addon.com.stored_settings")
-    old = stored(metarig.pose.bones["forearm.L"])["ewbik"]
-    twin_old = stored(twin.pose.bones["forearm.L"], create=True)
+    old = stored_properties(metarig.pose.bones["forearm.L"])["ewbik"]
+    twin_old = stored_properties(twin.pose.bones["forearm.L"], create=True)
     twin_old["ewbik"] = {
         "cones": [{"direction": array.array("f", (0.0, 1.0, 0.0)), "radius": math.radians(10)}]
     }
@@ -167,7 +160,7 @@ def test_a_shared_armature_keeps_the_first_limits_and_reports_other_ones(metarig
     assert stored_settings.move_limits_to_bones(metarig) == []
     problems = stored_settings.move_limits_to_bones(twin)
     assert len(problems) == 1 and "forearm.L" in problems[0]
-    assert "cones" in stored(twin.pose.bones["forearm.L"])["ewbik"]
+    assert "cones" in stored_properties(twin.pose.bones["forearm.L"])["ewbik"]
     assert math.degrees(metarig.data.bones["forearm.L"].ewbik.cones[0].radius) != pytest.approx(10.0)
 
 
@@ -183,7 +176,7 @@ def test_a_linked_armature_with_earlier_limits_is_left_and_names_its_library(met
     bpy.context.scene.collection.objects.link(rig)
     problems = addon_module("ewbik_addon.com.stored_settings").move_limits_to_bones(rig)
     assert len(problems) == 1 and "library.blend" in problems[0] and name in problems[0]
-    assert "cones" in stored(rig.pose.bones["forearm.L"])["ewbik"]
+    assert "cones" in stored_properties(rig.pose.bones["forearm.L"])["ewbik"]
 
 
 def overridden(rig, path):

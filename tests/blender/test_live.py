@@ -10,21 +10,14 @@ from tests.support.blender_helpers import (
     addon_module,
     bone_world,
     build_metarig,
+    distance_to_target,
     make_active,
     pin,
+    pose_quaternions,
+    solve_fully_on_update,
     update,
+    worst_distance,
 )
-
-
-def pose_quaternions(obj):
-    values = np.empty(len(obj.pose.bones) * 4, np.float32)
-    obj.pose.bones.foreach_get("rotation_quaternion", values)
-    return values.reshape(-1, 4)
-
-
-def distance_to_target(obj, bone):
-    target = obj.pose.bones[bone].ewbik.target
-    return (bone_world(obj, bone).translation - target.matrix_world.translation).length
 
 
 def drag_past_the_budget(metarig):
@@ -96,8 +89,7 @@ def test_moving_an_unrelated_object_does_not_solve(metarig, counted_solves):
 
 def test_suspended_pauses_live_solving(metarig, counted_solves):
     live_pause = addon_module("ewbik_addon.com.live_pause")
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 200
+    solve_fully_on_update(metarig)
     target = pin(metarig, "hand.L")["hand.L"]
     update()
     counted_solves.clear()
@@ -119,8 +111,7 @@ def test_changing_a_setting_resolves(metarig, counted_solves):
     targets["hand.L"].location.z += 0.05
     update()
     assert counted_solves == []
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 200
+    solve_fully_on_update(metarig)
     metarig.ewbik.live = True
     update()
     assert counted_solves == ["metarig"]
@@ -131,8 +122,7 @@ def test_two_armatures_solve_in_the_same_update(metarig):
     second = build_metarig(location=(2.0, 0.0, 0.0))
     moved = {}
     for obj in (metarig, second):
-        obj.ewbik.time_budget_ms = 0.0
-        obj.ewbik.iterations = 200
+        solve_fully_on_update(obj)
         moved[obj.name] = pin(obj, "hand.R", "foot.L")["hand.R"]
     assert metarig.pose.bones["hand.R"].ewbik.target != second.pose.bones["hand.R"].ewbik.target
     for target in moved.values():
@@ -149,8 +139,7 @@ def crowd(metarig):
     rigs = [metarig, build_metarig(location=(2.0, 0.0, 0.0)), build_metarig(location=(4.0, 0.0, 0.0))]
     targets = {}
     for obj in rigs:
-        obj.ewbik.time_budget_ms = 0.0
-        obj.ewbik.iterations = 200
+        solve_fully_on_update(obj)
         targets[obj.name] = pin(obj, "hand.L", "hand.R", "foot.L", "foot.R")
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
@@ -233,8 +222,7 @@ def test_an_exception_in_the_solve_stays_inside_the_handler(metarig, monkeypatch
 
 
 def test_animated_target_is_followed_on_frame_change(metarig):
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 200
+    solve_fully_on_update(metarig)
     target = pin(metarig, "hand.L")["hand.L"]
     bpy.ops.object.mode_set(mode="OBJECT")
     start = target.location.copy()
@@ -306,8 +294,7 @@ def test_refinement_stops_for_unreachable_targets(metarig, counted_solves):
 
 
 def test_undo_restores_the_pose_and_pins(metarig):
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 200
+    solve_fully_on_update(metarig)
     target = pin(metarig, "hand.L")["hand.L"]
     bpy.ops.object.mode_set(mode="OBJECT")
     update()
@@ -405,10 +392,6 @@ def test_the_evaluated_pose_and_what_hangs_off_it_follow_each_drag(metarig):
         assert (skin.matrix_world @ vertex - tail).length < 1e-4, step
 
 
-def worst_distance(obj, bones):
-    return max(distance_to_target(obj, bone) for bone in bones)
-
-
 def test_a_quick_drag_with_the_default_settings_shows_what_solve_gives(metarig):
     """A quick 52 cm hand move across the body: once the timer has run (if the budget cut the
     update), the pose is the one Solve gives for the same targets, every pin on its target."""
@@ -422,7 +405,7 @@ def test_a_quick_drag_with_the_default_settings_shows_what_solve_gives(metarig):
         live.refine_unconverged()
         update()
     shown = pose_quaternions(metarig).copy()
-    assert max(distance_to_target(metarig, bone) for bone in HANDS_FEET_HEAD) < 1e-3
+    assert worst_distance(metarig, HANDS_FEET_HEAD) < 1e-3
     bpy.ops.object.mode_set(mode="POSE")
     assert bpy.ops.ewbik.solve() == {"FINISHED"}
     np.testing.assert_allclose(pose_quaternions(metarig), shown, atol=1e-6)
@@ -442,7 +425,7 @@ def test_solve_keeps_its_pose_under_a_tight_time_budget(metarig):
     solved = pose_quaternions(metarig).copy()
     update()
     np.testing.assert_array_equal(pose_quaternions(metarig), solved)
-    assert max(distance_to_target(metarig, bone) for bone in HANDS_FEET_HEAD) < 1e-3
+    assert worst_distance(metarig, HANDS_FEET_HEAD) < 1e-3
 
 
 def test_a_new_live_error_is_reported_once_with_an_error_icon(metarig, capfd):

@@ -3,15 +3,14 @@
 import bpy
 from mathutils import Vector
 
-from tests.support.blender_helpers import bone_world, pin, update
+from tests.support.blender_helpers import bone_world, pin, solve_fully_on_update, update
 
 PINNED = ("LeftWrist", "RightWrist", "LeftAnkle", "RightAnkle", "Head")
 
 
 def test_mocap_rig_reaches_posed_targets_live(mocap_rig):
     assert {b.rotation_mode for b in mocap_rig.pose.bones} - {"QUATERNION", "AXIS_ANGLE"}  # Euler bones
-    mocap_rig.ewbik.time_budget_ms = 0.0
-    mocap_rig.ewbik.iterations = 100
+    solve_fully_on_update(mocap_rig, 100)
     mocap_rig.ewbik.auto_limits = False  # reaching free targets; limits are tested elsewhere
     targets = pin(mocap_rig, *PINNED)
     bpy.ops.object.mode_set(mode="OBJECT")
@@ -30,8 +29,7 @@ def test_mocap_rig_reaches_posed_targets_live(mocap_rig):
 
 
 def test_mocap_rig_follows_targets_across_animated_frames(mocap_rig):
-    mocap_rig.ewbik.time_budget_ms = 0.0
-    mocap_rig.ewbik.iterations = 100
+    solve_fully_on_update(mocap_rig, 100)
     targets = pin(mocap_rig, "LeftWrist", "LeftAnkle", "RightAnkle")
     bpy.ops.object.mode_set(mode="OBJECT")
     hand = targets["LeftWrist"]

@@ -14,14 +14,14 @@ from tests.support.blender_helpers import (
     pin,
     pose_values,
     select_pose_bones,
+    solve_fully_on_update,
     update,
 )
 from tests.support.ui_layout import draw
 
 
 def pinned_hand(metarig):
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 100
+    solve_fully_on_update(metarig, 100)
     target = pin(metarig, "hand.L")["hand.L"]
     bpy.ops.object.mode_set(mode="OBJECT")
     update()

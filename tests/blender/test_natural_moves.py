@@ -23,7 +23,6 @@ import pytest
 from mathutils import Matrix
 
 from tests.support import moves
-from tests.support.blender_helpers import MOCAP_CLIP
 
 PIN_TOLERANCE_MM = 2.0
 EDGE_OF_REACH_FRACTION = 0.01
@@ -42,17 +41,11 @@ DEFAULT_CASES = [case for case in CASES if case.values[2] == "default"]
 
 
 @functools.cache
-def performed(rig, move, config):
+def outcome_of(rig, move, config):
     """The move performed once per session from an empty file (every check below reads it)."""
     bpy.ops.wm.read_homefile(use_empty=True)
     _, _, outcome = moves.perform(rig, move, config)
     return outcome
-
-
-def outcome_of(rig, move, config):
-    if rig == "cmu" and not MOCAP_CLIP.is_file():
-        pytest.skip(f"{MOCAP_CLIP} is missing")
-    return performed(rig, move, config)
 
 
 def pin_tolerance_mm(outcome, bone):

@@ -8,22 +8,14 @@ from tests.support.blender_helpers import (
     HANDS_FEET_HEAD,
     addon_module,
     bone_world,
+    distance_to_target,
     make_active,
     pin,
     select_pose_bones,
+    solve_fully_on_update,
     update,
 )
-
-
-def solve_fully_on_update(obj):
-    """Live updates run to convergence (no time budget), so one update is enough to check reaching."""
-    obj.ewbik.time_budget_ms = 0.0
-    obj.ewbik.iterations = 200
-
-
-def distance_to_target(obj, bone):
-    target = obj.pose.bones[bone].ewbik.target
-    return (bone_world(obj, bone).translation - target.matrix_world.translation).length
+from tests.support.limit_rigs import is_limited
 
 
 def test_pin_creates_one_empty_per_bone_at_its_pose(metarig):
@@ -188,10 +180,6 @@ def test_solve_without_pins_reports(metarig):
     with pytest.raises(RuntimeError, match="no pinned bones"):
         bpy.ops.ewbik.solve()
     assert "no pinned bones" in metarig.ewbik.status
-
-
-def is_limited(pose_bone):
-    return len(pose_bone.bone.ewbik.cones) > 0 or pose_bone.bone.ewbik.use_twist_limit
 
 
 def knee_ahead_of_leg_line(obj, side):

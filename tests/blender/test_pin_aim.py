@@ -8,7 +8,7 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import bone_world, pin, update
+from tests.support.blender_helpers import bone_world, pin, solve_fully_on_update, update
 
 METARIG_HOLDS = ("hand.L", "hand.R", "foot.L", "foot.R")
 MOCAP_HOLDS = ("LeftWrist", "RightWrist", "LeftAnkle", "RightAnkle")
@@ -37,8 +37,7 @@ def hold_error(obj, bone):
 
 def aim_the_head(obj, head, holds, axis):
     """Pin the holds and the head, make the head an aim pin at an empty 1 m in front of it (-Y)."""
-    obj.ewbik.time_budget_ms = 0.0
-    obj.ewbik.iterations = 200
+    solve_fully_on_update(obj)
     targets = pin(obj, *holds, head)
     props = obj.pose.bones[head].ewbik
     props.pin_kind, props.aim_axis = "AIM", axis

@@ -6,14 +6,16 @@ import bpy
 import pytest
 from mathutils import Euler, Vector
 
-from tests.support.blender_helpers import addon_module, bone_world, build_metarig, pin, update
+from tests.support.blender_helpers import (
+    addon_module,
+    bone_world,
+    build_metarig,
+    pin,
+    solve_fully_on_update,
+    update,
+)
 
 HANDS_FEET = ("hand.L", "hand.R", "foot.L", "foot.R")
-
-
-def solve_fully_on_update(obj):
-    obj.ewbik.time_budget_ms = 0.0
-    obj.ewbik.iterations = 200
 
 
 def position_error(obj, bone):

@@ -15,6 +15,7 @@ from tests.support.blender_helpers import (
     addon_module,
     make_active,
     select_pose_bones,
+    solve_fully_on_update,
     update,
 )
 from tests.support.ui_layout import draw
@@ -40,8 +41,7 @@ def rigify_file(tmp_path_factory, installed_extension):
 def rig(rigify_file):
     bpy.ops.wm.open_mainfile(filepath=str(rigify_file))
     obj = bpy.data.objects["rig"]
-    obj.ewbik.time_budget_ms = 0.0
-    obj.ewbik.iterations = 60
+    solve_fully_on_update(obj, 60)
     make_active(obj)
     bpy.ops.object.mode_set(mode="POSE")
     update()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mathutils import Euler, Quaternion, Vector
 
-from tests.support.blender_helpers import addon_module, build_metarig, pin, update
+from tests.support.blender_helpers import addon_module, build_metarig, pin, solve_fully_on_update, update
 
 MODES = ("QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE")
 START_POSE = {
@@ -21,8 +21,7 @@ MOVES = {"hand.L": Vector((0.06, -0.08, 0.05)), "foot.R": Vector((0.0, -0.08, 0.
 def posed_rig(mode, location):
     """A metarig in the given rotation mode everywhere, in START_POSE, hands/feet/head pinned."""
     rig = build_metarig(location)
-    rig.ewbik.time_budget_ms = 0.0
-    rig.ewbik.iterations = 60
+    solve_fully_on_update(rig, 60)
     for pose_bone in rig.pose.bones:
         pose_bone.rotation_quaternion = START_POSE.get(pose_bone.name, Quaternion())
         pose_bone.rotation_mode = mode  # Blender converts the current rotation to the new mode

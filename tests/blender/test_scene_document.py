@@ -6,14 +6,13 @@ import bpy
 import numpy as np
 from mathutils import Quaternion, Vector
 
-from tests.support.blender_helpers import addon_module, pin, update
+from tests.support.blender_helpers import addon_module, pin, solve_fully_on_update, update
 
 
 def prepared_rig(metarig):
     metarig.ewbik.stand_on_pin = False  # only the bones asked for: no feet planted by the first Pin
     metarig.ewbik.live = False
-    metarig.ewbik.time_budget_ms = 0.0
-    metarig.ewbik.iterations = 40
+    solve_fully_on_update(metarig, 40)
     metarig.pose.bones["forearm.L"].rotation_mode = "XYZ"
     metarig.pose.bones["forearm.L"].rotation_euler = (0.4, 0.0, 0.2)
     metarig.pose.bones["upper_arm.R"].lock_rotation = (True, True, True)

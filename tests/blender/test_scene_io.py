@@ -8,7 +8,7 @@ import bpy
 import pytest
 from mathutils import Matrix, Quaternion, Vector
 
-from tests.support.blender_helpers import addon_module, make_active
+from tests.support.blender_helpers import addon_module, export_scene, make_active
 
 POSED = {
     "upper_arm.L": Quaternion((1.0, 0.2, 0.0), math.radians(40.0)),
@@ -59,12 +59,6 @@ def dress_up(obj):
     obj.ewbik.translate_root = True
     bpy.context.view_layer.update()
     return obj
-
-
-def export(path):
-    assert bpy.ops.ewbik.export_scene(filepath=str(path)) == {"FINISHED"}
-    with open(path, encoding="utf-8") as stream:
-        return json.load(stream)
 
 
 def assert_documents_equal(got, want, path="document"):
@@ -124,7 +118,7 @@ def clear_everything(obj, keep_targets=False):
 
 def test_export_import_round_trip_on_the_same_rig(metarig, tmp_path):
     dress_up(metarig)
-    before = export(tmp_path / "before.json")
+    before = export_scene(tmp_path / "before.json")
     assert before["format"] == "ewbik-scene" and len(before["bones"]) == 159
     world_before = pose_world(metarig)
     targets = {name: metarig.pose.bones[name].ewbik.target for name in PINNED}
@@ -150,7 +144,7 @@ def test_export_import_round_trip_on_the_same_rig(metarig, tmp_path):
     assert elbow.comfort == pytest.approx(0.25)
     assert metarig.pose.bones["forearm.L"].ewbik.stiffness == pytest.approx(0.4)
     assert_same_pose(pose_world(metarig), world_before)
-    assert_documents_equal(export(tmp_path / "after.json"), before)
+    assert_documents_equal(export_scene(tmp_path / "after.json"), before)
 
 
 def test_round_trip_does_not_turn_rotation_locks_into_stiffness(metarig, tmp_path):
@@ -159,21 +153,23 @@ def test_round_trip_does_not_turn_rotation_locks_into_stiffness(metarig, tmp_pat
     bpy.context.view_layer.objects.active = metarig
     shin = metarig.pose.bones["shin.L"]
     shin.lock_rotation = (True, True, True)
-    document = export(tmp_path / "locked.json")
+    document = export_scene(tmp_path / "locked.json")
     assert next(b for b in document["bones"] if b["name"] == "shin.L")["stiffness"] == 1.0
 
     assert bpy.ops.ewbik.import_scene(filepath=str(tmp_path / "locked.json")) == {"FINISHED"}
     assert shin.ewbik.stiffness == 0.0
     shin.lock_rotation = (False, False, False)
     assert (
-        next(b for b in export(tmp_path / "unlocked.json")["bones"] if b["name"] == "shin.L")["stiffness"]
+        next(b for b in export_scene(tmp_path / "unlocked.json")["bones"] if b["name"] == "shin.L")[
+            "stiffness"
+        ]
         == 0.0
     )
 
 
 def test_import_builds_a_new_armature_when_the_bones_do_not_match(metarig, tmp_path):
     dress_up(metarig)
-    document = export(tmp_path / "scene.json")
+    document = export_scene(tmp_path / "scene.json")
     world = pose_world(metarig)
     metarig_world = metarig.matrix_world.copy()
 
@@ -199,12 +195,12 @@ def test_import_builds_a_new_armature_when_the_bones_do_not_match(metarig, tmp_p
         assert target is not None and target.type == "EMPTY"
     # The new armature sits at the origin, so its world pose is the original's armature-space pose.
     assert_same_pose(pose_world(obj), {name: metarig_world.inverted() @ m for name, m in world.items()})
-    assert_documents_equal(export(tmp_path / "again.json"), document)
+    assert_documents_equal(export_scene(tmp_path / "again.json"), document)
 
 
 def test_import_onto_a_different_rig_is_refused_unless_asked_for_a_new_armature(metarig, tmp_path):
     dress_up(metarig)
-    export(tmp_path / "scene.json")
+    export_scene(tmp_path / "scene.json")
     bpy.ops.object.armature_basic_human_metarig_add()
     other = bpy.context.active_object
     other_pose = pose_world(other)
@@ -226,7 +222,7 @@ def test_import_onto_a_different_rig_is_refused_unless_asked_for_a_new_armature(
 
 def test_a_new_armature_keeps_bone_collections_and_connect_flags(metarig, tmp_path):
     dress_up(metarig)
-    export(tmp_path / "scene.json")
+    export_scene(tmp_path / "scene.json")
     want = {
         bone.name: (bone.use_connect, sorted(c.name for c in bone.collections)) for bone in metarig.data.bones
     }
@@ -248,7 +244,7 @@ def test_exported_scene_imported_solves_to_the_same_pose(metarig, tmp_path):
     forearm.rotation_mode = "YXZ"
     forearm.rotation_euler = POSED["forearm.L"].to_euler("YXZ")
     bpy.context.view_layer.update()
-    document = export(tmp_path / "scene.json")
+    document = export_scene(tmp_path / "scene.json")
     assert set(document["settings"]) == {
         "iterations",
         "time_budget_ms",
@@ -287,7 +283,7 @@ def test_exported_scene_imported_solves_to_the_same_pose(metarig, tmp_path):
 
 def test_clamped_values_and_a_different_rest_pose_are_reported(metarig, tmp_path, capfd):
     dress_up(metarig)
-    document = export(tmp_path / "scene.json")
+    document = export_scene(tmp_path / "scene.json")
     document["settings"]["iterations"] = 50_000
     document["settings"]["relaxation"] = 1.5
     elbow = next(bone for bone in document["bones"] if bone["name"] == "forearm.L")
@@ -305,7 +301,7 @@ def test_every_twist_range_the_solver_takes_is_kept(metarig, tmp_path, capfd):
     """Twist bounds take the solver's whole range (`MAX_ANGLE`), so Blender stores a document's
     range as the solver reads it."""
     dress_up(metarig)
-    document = export(tmp_path / "scene.json")
+    document = export_scene(tmp_path / "scene.json")
     elbow = next(bone for bone in document["bones"] if bone["name"] == "forearm.L")
     bound = addon_module("solver.validation").MAX_ANGLE
     elbow["limits"]["twist"] = {"min": -bound, "max": 2.5 * math.pi}
@@ -344,11 +340,11 @@ def rename(doc, old, new):
 @pytest.mark.parametrize("field", sorted(BAD_EDITS))
 def test_bad_document_is_reported_and_changes_nothing(metarig, tmp_path, field):
     dress_up(metarig)
-    document = export(tmp_path / "good.json")
+    document = export_scene(tmp_path / "good.json")
     BAD_EDITS[field](document)
     (tmp_path / "bad.json").write_text(json.dumps(document))
     clear_everything(metarig)
-    before = export(tmp_path / "before.json")
+    before = export_scene(tmp_path / "before.json")
     objects = sorted(obj.name for obj in bpy.data.objects)
 
     with pytest.raises(RuntimeError) as failure:
@@ -357,7 +353,7 @@ def test_bad_document_is_reported_and_changes_nothing(metarig, tmp_path, field):
     assert "Invalid scene document" in message
     assert field in message or (field == "pins" and "no such bone" in message), message
     assert sorted(obj.name for obj in bpy.data.objects) == objects
-    assert_documents_equal(export(tmp_path / "after.json"), before)
+    assert_documents_equal(export_scene(tmp_path / "after.json"), before)
 
 
 @pytest.mark.parametrize("content", ["{not json", "", "[1, 2, 3]"])
@@ -390,7 +386,7 @@ def test_export_to_an_unwritable_path_is_reported(metarig, tmp_path):
 def test_rotation_written_in_the_bones_own_mode(metarig, tmp_path):
     """A document without Blender's fields (written by hand or another tool) keeps the rig's rotation modes."""
     dress_up(metarig)
-    document = export(tmp_path / "scene.json")
+    document = export_scene(tmp_path / "scene.json")
     for bone in document["bones"]:
         del bone["blender"]
     (tmp_path / "plain.json").write_text(json.dumps(document))

@@ -7,7 +7,14 @@ import bpy
 import pytest
 from mathutils import Vector
 
-from tests.support.blender_helpers import HANDS_FEET_HEAD, bone_world, build_metarig, pin, update
+from tests.support.blender_helpers import (
+    HANDS_FEET_HEAD,
+    bone_world,
+    build_metarig,
+    pin,
+    solve_fully_on_update,
+    update,
+)
 
 LIFTED = "foot.L"
 
@@ -26,8 +33,7 @@ def fbx_layout(obj):
 
 def lift_left_foot(obj):
     """Pin hands, feet and head; lift the left foot 35 cm and bring it 20 cm forward in the scene."""
-    obj.ewbik.time_budget_ms = 0.0
-    obj.ewbik.iterations = 60
+    solve_fully_on_update(obj, 60)
     targets = pin(obj, *HANDS_FEET_HEAD)
     bpy.ops.object.mode_set(mode="OBJECT")
     targets[LIFTED].location += Vector((0.0, -0.2, 0.35))

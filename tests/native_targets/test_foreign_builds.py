@@ -21,9 +21,8 @@ from solver import JointLimits, Pin, SolverSettings, native
 from solver.native_limits import NativeLimits
 from tests.native_targets import binaries
 from tests.native_targets.golden import capture
-from tests.solver.conftest import REPO
-from tests.solver.test_native import canonical, random_kusudama
-from tests.solver.test_solve import random_problem
+from tests.solver.conftest import REPO, canonical, random_problem
+from tests.support.kusudamas import random_kusudama
 
 spec = importlib.util.spec_from_file_location("build_native", REPO / "tools" / "build_native.py")
 build_native = importlib.util.module_from_spec(spec)
@@ -67,7 +66,9 @@ def golden_problems():
         pins = [Pin(pin.bone, pin.target, pin.weight, (1.0, 0.5, 1.0), pin.falloff) for pin in pins]
         limits = None
         if changes.pop("limits", False):
-            limits = JointLimits({b: random_kusudama(rng) for b in range(0, n_bones, 2)}, n_bones)
+            limits = JointLimits(
+                {b: random_kusudama(rng, int(rng.integers(0, 4))) for b in range(0, n_bones, 2)}, n_bones
+            )
         cases.append(capture(skeleton, pins, rotations, locations, SolverSettings(**changes), limits=limits))
     return cases
 

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import Phase, settings
 from scipy.spatial.transform import Rotation
 
-from solver import Pin, native
+from solver import Pin, Skeleton, native, native_library, quat
 from solver.scene import solve_scene
 from solver.solve import solve
+from tests.support.mocap_frames import EFFECTORS
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -36,6 +37,9 @@ EXPLICIT_UNLESS_EXPLORING = (Phase.explicit, Phase.generate, Phase.shrink) if EX
 # The loops the solving tests run on; the sanitizer run of tools/run_tests.sh asks for "native" only.
 BACKENDS = tuple(os.environ.get("EWBIK_TEST_BACKENDS", "native,numpy").split(","))
 
+
+POSITION_ONLY = (0.0, 0.0, 0.0)
+"""The orientation weights of a pin that holds only its bone's head."""
 
 ONE_ATTEMPT = {"stage_targets": False, "pins_give_way": False, "strict_limits": True}
 """Settings for a solve that is one run of the loop from the start given: the loop's own
@@ -69,6 +73,19 @@ def default_backend(request, monkeypatch):
             )
         pytest.skip("the compiled loop is not built (test_native.py::test_the_native_loop_is_built fails)")
     return backend
+
+
+def native_library_with(function, argtypes):
+    """The compiled library with `function` declared (these arguments, no result); the test fails
+    where the library is missing or older than the function."""
+    library = native_library.load_library()
+    if library is None or not hasattr(library, function):
+        pytest.fail(
+            "the native library is missing or stale: run `python tools/build_native.py`", pytrace=False
+        )
+    getattr(library, function).argtypes = argtypes
+    getattr(library, function).restype = None
+    return library
 
 
 def scipy_rotation(q):
@@ -134,6 +151,41 @@ def random_tree(rng, n_bones, chain_bias=0.7):
     return names, parents, np.array(rest), lengths
 
 
+def random_pose_targets(skeleton, rng, pinned, orientation=True, spread=1.0):
+    """Pins on `pinned` bones at the pose matrices of a random pose: reachable by construction."""
+    n = len(skeleton)
+    rotations = quat.normalize(np.array([1.0, 0, 0, 0]) + spread * rng.normal(size=(n, 4)) * 0.5)
+    world_rot, world_head = skeleton.forward(rotations, np.zeros((n, 3)))
+    matrices = [frame(quat.to_matrix(world_rot[b]), world_head[b]) for b in pinned]
+    weights = (1.0, 1.0, 1.0) if orientation else POSITION_ONLY
+    return [Pin(skeleton.names[b], m, orientation_weights=weights) for b, m in zip(pinned, matrices)]
+
+
+def random_problem(seed, n_bones, n_pins, chain_bias=0.6):
+    rng = np.random.default_rng(seed)
+    skeleton = Skeleton(*random_tree(rng, n_bones, chain_bias=chain_bias))
+    pinned = sorted(rng.choice(n_bones, size=min(n_pins, n_bones), replace=False).tolist())
+    pins = []
+    for pin in random_pose_targets(skeleton, rng, pinned, spread=float(rng.uniform(0.2, 2.0))):
+        weights = tuple(rng.choice([0.0, 0.3, 1.0], size=3))
+        pins.append(
+            Pin(
+                pin.bone,
+                pin.target,
+                weight=float(rng.uniform(0.1, 3.0)),
+                orientation_weights=weights,
+                falloff=float(rng.choice([0.0, 0.5, 1.0])),
+            )
+        )
+    rotations = random_unit_quaternions(rng, n_bones)
+    return skeleton, pins, rotations, np.zeros((n_bones, 3)), rng
+
+
+def canonical(q):
+    """q and -q are one rotation; the loops may keep either sign where nothing normalizes."""
+    return q * np.where(q[:, :1] < 0.0, -1.0, 1.0)
+
+
 def pose_matrices(names, parents, rest, rotations, locations):
     """Armature-space pose matrices by Blender's rule, one 4x4 product per bone.
 
@@ -165,8 +217,6 @@ def load_example(name):
 
 def chain_skeleton(n_bones, length=1.0):
     """A straight chain of `n_bones` along +Y from the origin, identity rest orientations."""
-    from solver import Skeleton
-
     names = ["root"] + [f"b{i}" for i in range(1, n_bones)]
     parents = [None] + names[:-1]
     rest = [translation((0.0, i * length, 0.0)) for i in range(n_bones)]
@@ -177,14 +227,11 @@ def identity_pose(n_bones):
     return np.tile([1.0, 0.0, 0.0, 0.0], (n_bones, 1)), np.zeros((n_bones, 3))
 
 
-MOCAP_EFFECTORS = ("lhand", "rhand", "LeftAnkle", "RightAnkle", "Head")
-
-
 def captured_pins(skeleton, rotations, locations):
     """The CMU rig's hands, feet and head pinned where a captured pose puts them (full orientation)."""
     world_rotation, world_head = skeleton.forward(rotations, locations)
     pins = []
-    for effector in MOCAP_EFFECTORS:
+    for effector in EFFECTORS:
         target = np.eye(4)
         target[:3, :3] = scipy_rotation(world_rotation[skeleton.index[effector]]).as_matrix()
         target[:3, 3] = world_head[skeleton.index[effector]]

@@ -9,10 +9,9 @@ import pytest
 from solver import Pin, SceneError, SolverSettings, quat, solve
 from solver.aim import aim_errors
 from solver.scene import parse_scene, solve_scene
-from tests.solver.conftest import translation
-from tests.solver.test_give_way import SKELETON, STIFFNESS, rest_pose
+from tests.solver.conftest import POSITION_ONLY, translation
+from tests.support.upper_body import SKELETON, STIFFNESS, rest_pose
 
-POSITION_ONLY = (0.0, 0.0, 0.0)
 SETTINGS = SolverSettings(iterations=200, tolerance=1e-6)
 HANDS = {"hand.L": (0.5, -0.3, 1.2), "hand.R": (-0.5, -0.2, 1.3)}
 LOOKS = [(0.5, -1.0, 1.8), (-1.0, -0.3, 2.5), (0.0, 1.0, 1.0), (2.0, 2.0, 0.5), (0.0, -0.2, 1.75)]

@@ -26,7 +26,7 @@ from solver.presets import bone_roles
 from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
-from tests.solver.test_straight_limb import standing_character
+from tests.support.tpose_rig import standing_character
 
 HAND = "mixamorig:RightHand"
 FEET = ("mixamorig:LeftFoot", "mixamorig:RightFoot")

@@ -2,22 +2,22 @@
 
 import copy
 import json
-import os
 
 import numpy as np
 import pytest
 
-from bench import bench_solver
-from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_limits, preset_stiffness, quat
+from solver import Pin, Skeleton, SolverSettings, preset_limits, preset_stiffness, quat
 from solver.presets import apply_limit_preset
 from solver.scene import parse_scene
 from solver.carried_root import FULL_CARRY, NO_CARRY, carry_roots
 from solver.plan import plan_solve
 from solver.solve import solve
 from tests.solver.conftest import EXAMPLES
+from tests.support import mocap_frames
+from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
-CLIP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap", "cmu_131_01.bvh")
-HIPS = bench_solver.HIPS
+HIPS = mocap_frames.HIPS
 HUMANOID = EXAMPLES / "humanoid_reach.json"
 
 
@@ -25,9 +25,9 @@ HUMANOID = EXAMPLES / "humanoid_reach.json"
 def body():
     """(skeleton, start rotations, start locations, pins at the start's own frames) of the CMU
     clip's first frame: hands, feet and head pinned where they are."""
-    clip = bench_solver.load_clip(CLIP, 64)
-    rotations, locations = bench_solver.hips_given_start(clip, 0, clip.clip_rotations[0])
-    return clip.skeleton, rotations, locations, bench_solver.frame_pins(clip, 0)
+    clip = mocap_frames.load_clip(CLIPS[0], 64)
+    rotations, locations = mocap_frames.hips_given_start(clip, 0, clip.clip_rotations[0])
+    return clip.skeleton, rotations, locations, mocap_frames.frame_pins(clip, 0)
 
 
 def moved(pin, matrix):
@@ -214,21 +214,18 @@ def test_a_deep_knee_bend_lowers_the_hips_between_the_feet():
     feet and head pinned and the humanoid preset: the torso places the hips (the rigid carry alone
     left them 29 cm from the actor's, 20 cm too high, the spine bent where the actor bent the
     knees); every pin is reached."""
-    clip = bench_solver.load_clip(CLIP, 40)
+    clip = mocap_frames.load_clip(CLIPS[0], 40)
     row = 9
     skeleton, hips = clip.skeleton, clip.skeleton.index[HIPS]
-    rotations, locations = bench_solver.hips_given_start(clip, 0, clip.clip_rotations[0])
-    captured = skeleton.forward(*bench_solver.hips_given_start(clip, row, clip.clip_rotations[row]))[1][hips]
+    rotations, locations = mocap_frames.hips_given_start(clip, 0, clip.clip_rotations[0])
+    captured = skeleton.forward(*mocap_frames.hips_given_start(clip, row, clip.clip_rotations[row]))[1][hips]
     stiffness = np.zeros(len(skeleton))
     for bone, value in preset_stiffness(clip.bones).items():
         stiffness[skeleton.index[bone]] = value
-    limits = JointLimits(
-        {skeleton.index[b]: Kusudama.from_dict(d, bone=b) for b, d in preset_limits(clip.bones).items()},
-        len(skeleton),
-    )
+    limits = joint_limits(skeleton.names, preset_limits(clip.bones))
     result = solve(
         skeleton,
-        bench_solver.frame_pins(clip, row),
+        mocap_frames.frame_pins(clip, row),
         rotations,
         locations,
         SolverSettings(iterations=500, tolerance=1e-5, translate_root=True),
@@ -244,11 +241,11 @@ def test_a_deep_knee_bend_lowers_the_hips_between_the_feet():
 def test_each_body_of_a_crowd_places_its_hips_as_it_does_alone():
     """Two copies of the CMU rig in one skeleton (bones `k/name`, as a crowd's): each finds its
     own head and feet, so the torso places each one's hips as it places a lone rig's."""
-    clip = bench_solver.load_clip(CLIP, 40)
+    clip = mocap_frames.load_clip(CLIPS[0], 40)
     row, skeleton = 9, clip.skeleton
-    rotations, locations = bench_solver.hips_given_start(clip, 0, clip.clip_rotations[0])
+    rotations, locations = mocap_frames.hips_given_start(clip, 0, clip.clip_rotations[0])
     settings = SolverSettings(iterations=500, tolerance=1e-7, translate_root=True)
-    frame_pins = bench_solver.frame_pins(clip, row)
+    frame_pins = mocap_frames.frame_pins(clip, row)
     lone = solve(skeleton, frame_pins, rotations, locations, settings)
     names = [f"{k}/{name}" for k in range(2) for name in skeleton.names]
     parents = [None if p < 0 else f"{k}/{skeleton.names[p]}" for k in range(2) for p in skeleton.parents]

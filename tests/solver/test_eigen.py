@@ -10,27 +10,23 @@ import numpy as np
 import pytest
 
 from solver import quat
-from solver.native_library import load_library
 from solver.qcp import ADJUGATE_TRUST, closed_form_eigenvectors, top_eigenvectors
 from tests.support.qcp_oracles import key_matrix
+from tests.solver.conftest import native_library_with
 
 
 @pytest.fixture(scope="module")
 def library():
-    lib = load_library()
-    if lib is None or not hasattr(lib, "ewbik_top_eigenvectors"):
-        pytest.fail(
-            "the native library is missing or stale: run `python tools/build_native.py`", pytrace=False
-        )
-    lib.ewbik_top_eigenvectors.argtypes = (
-        ctypes.c_void_p,
-        ctypes.c_int,
-        ctypes.c_double,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
+    return native_library_with(
+        "ewbik_top_eigenvectors",
+        (
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_double,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ),
     )
-    lib.ewbik_top_eigenvectors.restype = None
-    return lib
 
 
 def native_top_eigenvectors(lib, k):

@@ -7,26 +7,20 @@ fitted limits is measured with `JointLimits.violation`, i.e. what the solver enf
 """
 
 import math
-import pathlib
 
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from bench.mocap import load_bvh
+from tests.support.kusudamas import fibonacci_sphere, joint_limits, violations
+from tests.support.mocap import MOCAP_DIR, load_bvh
 from solver import FitError, JointLimits, Kusudama, fit_limits
 from solver.fit_limits import DEFAULT_MARGIN, END_RADIUS, END_TWIST, FLOOR_RADIUS
 
 from .conftest import wxyz
 
-MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
 INSIDE = 1e-9
 N_SAMPLES = 1500
-
-
-def unit(*v):
-    v = np.array(v, dtype=float)
-    return list(v / np.linalg.norm(v))
 
 
 def polar(tilt_deg, azimuth_deg):
@@ -56,24 +50,15 @@ def bones(count):
     ]
 
 
-def fibonacci_sphere(count):
-    k = np.arange(count) + 0.5
-    y = 1.0 - 2.0 * k / count
-    ring = np.sqrt(1.0 - y * y)
-    turn = math.pi * (3.0 - math.sqrt(5.0)) * k
-    return np.stack((ring * np.cos(turn), y, ring * np.sin(turn)), -1)
-
-
 def area(limits):
     """Solid angle of the allowed swing region, counted on a dense Fibonacci sphere."""
     points = fibonacci_sphere(200_000)
     return 4.0 * math.pi * float(Kusudama.from_dict(limits).allows(points).mean())
 
 
-def violations(limits, rotations):
-    """Radians outside `limits` of each rotation (F, 4), as the solver measures it."""
-    joint = JointLimits({0: Kusudama.from_dict(limits)}, 1)
-    return np.array([joint.violation(q[None])[0] for q in rotations])
+def one_bone(limits):
+    """The JointLimits of one bone with these scene-document `limits`."""
+    return JointLimits({0: Kusudama.from_dict(limits)}, 1)
 
 
 def rotations_about(directions, twists):
@@ -137,7 +122,7 @@ def test_fitted_limits_hold_coverage_of_samples_in_a_small_region(truth, coverag
     samples = sample_inside(truth, N_SAMPLES, seed=7)
     fitted = fit_one(samples, coverage=coverage)
     assert set(fitted) == {"b0"}
-    held = violations(fitted["b0"], samples) <= INSIDE
+    held = violations(one_bone(fitted["b0"]), samples) <= INSIDE
     assert held.mean() >= coverage
     assert area(fitted["b0"]) <= 1.5 * area(truth)
 
@@ -177,7 +162,7 @@ def test_outlier_frames_are_dropped_jointly_for_swing_and_twist():
     )
     samples = np.concatenate((inliers, far_swing, far_twist))
     fitted = fit_one(samples, coverage=0.98)["b0"]
-    outside = violations(fitted, samples) > INSIDE
+    outside = violations(one_bone(fitted), samples) > INSIDE
     assert outside[980:].all()
     assert not outside[:980].any()
     assert area(fitted) <= 1.5 * area(truth)
@@ -211,15 +196,15 @@ def test_roots_get_no_limits_and_bones_the_clip_never_turns_keep_only_the_floor_
     room = FLOOR_RADIUS
     for name, pose in (("b0", at_rest[0]), ("b1", held[0])):
         near, far = turned_about_z(pose, 0.8 * room), turned_about_z(pose, 3.0 * room)
-        assert violations(fitted[name], np.array([pose, near])).max() <= INSIDE
-        assert violations(fitted[name], far[None])[0] > 0.0
+        assert violations(one_bone(fitted[name]), np.array([pose, near])).max() <= INSIDE
+        assert violations(one_bone(fitted[name]), far[None])[0] > 0.0
     hand = fitted["b3"]
     assert all(c["radius"] >= END_RADIUS for c in hand["cones"])
     assert hand["twist"]["max"] - hand["twist"]["min"] >= END_TWIST - 1e-12
     near, far = turned_about_z(at_rest[0], 0.9 * END_RADIUS), turned_about_z(at_rest[0], 1.2 * END_RADIUS)
-    assert violations(hand, np.array([at_rest[0], near])).max() <= INSIDE
-    assert violations(hand, far[None])[0] > 0.0
-    assert (violations(hand, nudged) <= INSIDE).mean() >= 0.99
+    assert violations(one_bone(hand), np.array([at_rest[0], near])).max() <= INSIDE
+    assert violations(one_bone(hand), far[None])[0] > 0.0
+    assert (violations(one_bone(hand), nudged) <= INSIDE).mean() >= 0.99
 
 
 def test_a_clip_in_which_nothing_turns_gets_no_limits():
@@ -239,9 +224,9 @@ def test_one_axis_motion_gets_a_thin_band_from_the_straight_limb_that_bends_only
     rng = np.random.default_rng(6)
     fitted = fit_one(bent(rng.uniform(25.0, 120.0, 400)), margin=DEFAULT_MARGIN)["b0"]
     assert len(fitted["cones"]) == 2
-    assert violations(fitted, bent(np.arange(0.0, 121.0, 5.0))).max() <= INSIDE
-    assert violations(fitted, bent([-12.0, -25.0, 150.0])).min() > 0.0
-    assert violations(fitted, bent([10.0, 60.0, 110.0], off_plane_deg=12.0)).min() > 0.0
+    assert violations(one_bone(fitted), bent(np.arange(0.0, 121.0, 5.0))).max() <= INSIDE
+    assert violations(one_bone(fitted), bent([-12.0, -25.0, 150.0])).min() > 0.0
+    assert violations(one_bone(fitted), bent([10.0, 60.0, 110.0], off_plane_deg=12.0)).min() > 0.0
     radius = max(c["radius"] for c in fitted["cones"])
     assert radius <= math.radians(6.0)
     length = math.acos(np.dot(fitted["cones"][0]["direction"], fitted["cones"][1]["direction"]))
@@ -253,9 +238,9 @@ def test_one_axis_motion_gets_a_thin_band_from_the_straight_limb_that_bends_only
 def test_the_margin_holds_motion_the_clip_did_not_show(truth):
     seen = sample_inside(truth, 80, seed=12)
     unseen = sample_inside(truth, N_SAMPLES, seed=13)
-    tight = (violations(fit_one(seen, margin=0.0)["b0"], unseen) <= INSIDE).mean()
+    tight = (violations(one_bone(fit_one(seen, margin=0.0)["b0"]), unseen) <= INSIDE).mean()
     fitted = fit_one(seen, margin=DEFAULT_MARGIN)["b0"]
-    assert (violations(fitted, unseen) <= INSIDE).mean() >= max(0.98, tight + 0.05)
+    assert (violations(one_bone(fitted), unseen) <= INSIDE).mean() >= max(0.98, tight + 0.05)
     assert area(fitted) <= 2.5 * area(truth)
 
 
@@ -269,21 +254,19 @@ def test_same_input_gives_the_same_limits():
     assert fit_one(samples) == fit_one(samples)
 
 
-@pytest.mark.skipif(not (MOCAP / "cmu_131_01.bvh").exists(), reason="mocap data not present")
 @pytest.mark.parametrize("fitted_name, other_name", [("131_01", "131_03"), ("131_03", "131_01")])
 def test_limits_fitted_on_a_clip_hold_its_frames_and_most_of_another_clip(fitted_name, other_name, capsys):
-    fitted_on = load_bvh(str(MOCAP / f"cmu_{fitted_name}.bvh"))
-    other = load_bvh(str(MOCAP / f"cmu_{other_name}.bvh"))
+    fitted_on = load_bvh(MOCAP_DIR / f"cmu_{fitted_name}.bvh")
+    other = load_bvh(MOCAP_DIR / f"cmu_{other_name}.bvh")
     assert other.names == fitted_on.names
-    index = {name: i for i, name in enumerate(fitted_on.names)}
 
     def held(limits, rotations):
-        joint = JointLimits({index[n]: Kusudama.from_dict(d) for n, d in limits.items()}, len(index))
+        joint = joint_limits(fitted_on.names, limits)
         inside = np.array([joint.violation(q) <= INSIDE for q in rotations])
         return inside[:, np.flatnonzero(joint.limited)].mean(0)
 
     limits = fit_limits(fitted_on.bones, fitted_on.rotations, coverage=0.99)
-    assert len(limits) == len(index) - 1
+    assert len(limits) == len(fitted_on.names) - 1
     assert held(limits, fitted_on.rotations).min() >= 0.99
     other_held = held(limits, other.rotations)
     tight_held = held(fit_limits(fitted_on.bones, fitted_on.rotations, margin=0.0), other.rotations)

@@ -25,7 +25,7 @@ from solver import native
 from solver.scene import ROTATION_MODES, parse_scene, pose_document
 from solver.solve import solve
 from solver.validation import MAX_COORDINATE, MAX_WEIGHT, MIN_WEIGHT, SceneError
-from tests.solver.conftest import REPO
+from tests.solver.conftest import REPO, frame
 
 pytestmark = pytest.mark.compares_backends
 
@@ -91,13 +91,6 @@ def random_rotation(rng):
     )
 
 
-def frame(rotation, position):
-    m = np.eye(4)
-    m[:3, :3] = rotation
-    m[:3, 3] = position
-    return m.tolist()
-
-
 def log_uniform(rng, low, high):
     return float(math.exp(rng.uniform(math.log(low), math.log(high))))
 
@@ -116,7 +109,7 @@ def valid_document(rng):
         else:
             p = np.array(rests[parent])
             head = p[:3, 3] + p[:3, 1] * bones[parent]["length"] * float(rng.random() < 0.8)
-        rests.append(frame(rotation, head))
+        rests.append(frame(rotation, head).tolist())
         bone = {
             "name": f"bone{i}",
             "parent": None if parent is None else f"bone{parent}",
@@ -165,7 +158,7 @@ def _random_pose(rng, bone, scale):
 
 
 def _random_pin(rng, bone, scale):
-    pin = {"bone": bone, "target": frame(random_rotation(rng), rng.normal(size=3) * scale * 2)}
+    pin = {"bone": bone, "target": frame(random_rotation(rng), rng.normal(size=3) * scale * 2).tolist()}
     if rng.random() < 0.5:
         pin["weight"] = float(
             rng.choice([0.0, MIN_WEIGHT, MAX_WEIGHT, log_uniform(rng, MIN_WEIGHT, MAX_WEIGHT)])
@@ -489,7 +482,7 @@ def test_both_loops_solve_at_the_bounds_of_accepted_magnitudes(scale, weight):
             {
                 "name": f"b{i}",
                 "parent": None if i == 0 else f"b{i - 1}",
-                "rest": frame(np.eye(3), (0.0, i * scale, 0.0)),
+                "rest": frame(np.eye(3), (0.0, i * scale, 0.0)).tolist(),
                 "length": scale,
             }
             for i in range(3)
@@ -497,7 +490,7 @@ def test_both_loops_solve_at_the_bounds_of_accepted_magnitudes(scale, weight):
         "pins": [
             {
                 "bone": "b2",
-                "target": frame(np.eye(3), (1.2 * scale, 0.9 * scale, 0.0)),
+                "target": frame(np.eye(3), (1.2 * scale, 0.9 * scale, 0.0)).tolist(),
                 "weight": weight,
                 "orientation_weights": [0.0, 0.0, 0.0],
             }

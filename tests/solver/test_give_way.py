@@ -6,44 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from solver import Pin, SceneError, Skeleton, SolverSettings, quat, solve
-from tests.solver.conftest import frame, translation
+from solver import Pin, SceneError, SolverSettings, solve
+from tests.solver.conftest import POSITION_ONLY, translation
+from tests.support.upper_body import ARM, SKELETON, STIFFNESS, rest_pose
 
-POSITION_ONLY = (0.0, 0.0, 0.0)
-ARM = 0.3 + 0.25  # upper arm + forearm
-
-
-def upper_body():
-    """hips -> spine -> chest -> {upper.L -> fore.L -> hand.L, upper.R -> fore.R -> hand.R, neck -> head}."""
-    bones = [
-        ("hips", None, (0, 0, 1.0), (0, 0, 1.1)),
-        ("spine", "hips", (0, 0, 1.1), (0, 0, 1.3)),
-        ("chest", "spine", (0, 0, 1.3), (0, 0, 1.5)),
-        ("upper.L", "chest", (0.2, 0, 1.5), (0.5, 0, 1.5)),
-        ("fore.L", "upper.L", (0.5, 0, 1.5), (0.75, 0, 1.5)),
-        ("hand.L", "fore.L", (0.75, 0, 1.5), (0.85, 0, 1.5)),
-        ("upper.R", "chest", (-0.2, 0, 1.5), (-0.5, 0, 1.5)),
-        ("fore.R", "upper.R", (-0.5, 0, 1.5), (-0.75, 0, 1.5)),
-        ("hand.R", "fore.R", (-0.75, 0, 1.5), (-0.85, 0, 1.5)),
-        ("neck", "chest", (0, 0, 1.5), (0, 0, 1.6)),
-        ("head", "neck", (0, 0, 1.6), (0, 0, 1.8)),
-    ]
-    rest, lengths = [], []
-    for _, _, head, tail in bones:
-        y = np.subtract(tail, head)
-        lengths.append(float(np.linalg.norm(y)))
-        rest.append(frame(quat.to_matrix(quat.shortest_arc([0, 1, 0], y)), head))
-    return Skeleton([b[0] for b in bones], [b[1] for b in bones], rest, lengths)
-
-
-SKELETON = upper_body()
-STIFFNESS = np.where(np.array(SKELETON.names) == "hips", 1.0, 0.0)
 SETTINGS = SolverSettings(iterations=200, tolerance=1e-7)
-
-
-def rest_pose():
-    n = len(SKELETON)
-    return np.tile([1.0, 0.0, 0.0, 0.0], (n, 1)), np.zeros((n, 3))
 
 
 def pins(far_left=(2.5, 0.5, 1.4), priorities=None):

@@ -7,14 +7,7 @@ import numpy as np
 import pytest
 
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit, _Packed
-
-
-def random_kusudama(rng, n_cones):
-    directions = rng.normal(size=(n_cones, 3))
-    cones = [LimitCone(tuple(d / np.linalg.norm(d)), float(rng.uniform(0.1, 0.9))) for d in directions]
-    low = float(rng.uniform(-2.0, 0.0))
-    twist = TwistLimit(low, low + float(rng.uniform(0.1, 2.0))) if rng.random() < 0.7 else None
-    return Kusudama(cones, twist, comfort=float(rng.choice([0.0, 0.4])))
+from tests.support.kusudamas import random_kusudama
 
 
 def fresh(kusudama):

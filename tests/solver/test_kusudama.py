@@ -8,19 +8,12 @@ from hypothesis import given, settings, strategies as st
 
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.validation import SceneError
+from tests.support.kusudamas import fibonacci_sphere, random_kusudama
 
 
 def unit(v):
     v = np.asarray(v, dtype=float)
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
-
-
-def fibonacci_sphere(n):
-    i = np.arange(n) + 0.5
-    z = 1.0 - 2.0 * i / n
-    r = np.sqrt(1.0 - z * z)
-    phi = i * math.pi * (3.0 - math.sqrt(5.0))
-    return np.stack((r * np.cos(phi), r * np.sin(phi), z), axis=-1)
 
 
 SPHERE = fibonacci_sphere(60000)
@@ -116,20 +109,20 @@ def oracle_allowed(points, cones):
     return allowed
 
 
-def random_kusudama(rng, n_cones):
+def separated_kusudama(rng, n_cones):
+    """A random Kusudama whose neighbouring cones are neither nearly the same direction nor nearly
+    opposite, where the oracle's tangent construction holds."""
     while True:
-        dirs = unit(rng.normal(size=(n_cones, 3)))
-        seps = [angle(dirs[i], dirs[i + 1]) for i in range(n_cones - 1)]
-        if all(0.1 < s < math.pi - 0.1 for s in seps):
-            break
-    radii = rng.uniform(0.0, 1.0, size=n_cones)
-    return Kusudama([LimitCone(d, r) for d, r in zip(dirs, radii)])
+        kusudama = random_kusudama(rng, n_cones)
+        dirs = [np.array(cone.direction) for cone in kusudama.cones]
+        if all(0.1 < angle(a, b) < math.pi - 0.1 for a, b in zip(dirs, dirs[1:])):
+            return kusudama
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_brute_force_oracle(seed):
     rng = np.random.default_rng(seed)
-    kusudama = random_kusudama(rng, 1 + seed % 4)
+    kusudama = separated_kusudama(rng, 1 + seed % 4)
     allowed_samples = SPHERE[oracle_allowed(SPHERE, kusudama.cones)]
     assert len(allowed_samples)
     queries = unit(rng.normal(size=(300, 3)))
@@ -206,7 +199,7 @@ def test_continuous_across_boundary():
     """Points on either side of the boundary map to nearby answers (no jumps at seams)."""
     rng = np.random.default_rng(7)
     for _ in range(5):
-        kusudama = random_kusudama(rng, 3)
+        kusudama = separated_kusudama(rng, 3)
         boundary = kusudama.closest_allowed(unit(rng.normal(size=(300, 3))))
         boundary = boundary[~np.isclose(np.abs(boundary @ np.ones(3)), 0)]
         nudge = unit(boundary + 1e-5 * unit(rng.normal(size=boundary.shape)))
@@ -216,7 +209,7 @@ def test_continuous_across_boundary():
 def test_region_centre_is_inside():
     rng = np.random.default_rng(11)
     for n in range(1, 5):
-        kusudama = random_kusudama(rng, n)
+        kusudama = separated_kusudama(rng, n)
         assert kusudama.allows(kusudama.centre)
 
 
@@ -226,7 +219,7 @@ def test_centres_sit_in_the_middle_of_swing_and_twist():
     rng = np.random.default_rng(12)
     kusudamas = {
         1: Kusudama([LimitCone((1.0, 0.0, 0.0), 0.3)], TwistLimit(0.2, 0.6)),
-        2: random_kusudama(rng, 3),
+        2: separated_kusudama(rng, 3),
         4: Kusudama([], TwistLimit(-1.0, -0.5)),
     }
     limits = JointLimits(kusudamas, 5)

@@ -2,13 +2,12 @@
 
 import dataclasses
 import math
-import os
-import pathlib
 
 import numpy as np
 import pytest
 
-from bench.mocap import load_bvh
+from tests.support.mocap import CLIPS, load_bvh
+from tests.support.kusudamas import joint_limits
 from solver import quat
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.attempt import Attempt, attempt_for
@@ -18,26 +17,14 @@ from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
 
-from tests.solver.conftest import ONE_ATTEMPT, captured_pins
+from tests.solver.conftest import ONE_ATTEMPT, captured_pins, chain_skeleton
 
 
-MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
-CLIPS = ("cmu_131_01.bvh", "cmu_131_03.bvh")
 Y = np.array([0.0, 1.0, 0.0])
 
 
-def chain_skeleton(n_bones):
-    rest, names, parents = [], [], []
-    for i in range(n_bones):
-        m = np.eye(4)
-        m[1, 3] = float(i)
-        rest.append(m)
-        names.append(f"b{i}")
-        parents.append(None if i == 0 else f"b{i - 1}")
-    return Skeleton(names, parents, rest, [1.0] * n_bones)
-
-
-def random_limits(rng, n_bones):
+def limits_around_rest(rng, n_bones):
+    """Limits on every bone but the root: one to three cones near the rest direction (+Y), a twist range."""
     kusudamas = {}
     for i in range(1, n_bones):
         cones = []
@@ -54,7 +41,7 @@ def test_random_targets_leave_no_violation(seed):
     """Strict limits hold whatever the targets (by default a pin they hold back makes them yield)."""
     rng = np.random.default_rng(seed)
     skeleton = chain_skeleton(6)
-    limits = random_limits(rng, 6)
+    limits = limits_around_rest(rng, 6)
     rotations = np.tile(quat.IDENTITY, (6, 1))
     rotations = limits.constrain(np.arange(6), rotations)
     for _ in range(5):
@@ -99,10 +86,7 @@ def test_comfort_settles_across_warm_started_calls():
 @pytest.fixture(scope="module")
 def clips():
     out = []
-    for name in CLIPS:
-        path = os.path.join(MOCAP, name)
-        if not os.path.exists(path):
-            pytest.skip("mocap data not present")
+    for path in CLIPS:
         mocap = load_bvh(path)
         names = mocap.names
         skeleton = Skeleton(
@@ -112,11 +96,8 @@ def clips():
             [b["length"] for b in mocap.bones],
         )
         order = [names.index(n) for n in skeleton.names]
-        limits = JointLimits(
-            {skeleton.index[n]: Kusudama.from_dict(d, bone=n) for n, d in preset_limits(mocap.bones).items()},
-            len(skeleton),
-        )
-        out.append((name, mocap, skeleton, mocap.rotations[:, order], mocap.locations[:, order], limits))
+        limits = joint_limits(skeleton.names, preset_limits(mocap.bones))
+        out.append((path.name, mocap, skeleton, mocap.rotations[:, order], mocap.locations[:, order], limits))
     return out
 
 

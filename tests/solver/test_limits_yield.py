@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from solver import JointLimits, Kusudama, LimitCone, Pin, SolverSettings, TwistLimit, solve
-from tests.solver.conftest import translation
-from tests.solver.test_give_way import POSITION_ONLY, SKELETON, STIFFNESS, rest_pose
+from tests.solver.conftest import POSITION_ONLY, translation
+from tests.support.upper_body import SKELETON, STIFFNESS, rest_pose
 
 CONE = math.radians(30.0)
 Y = (0.0, 1.0, 0.0)

@@ -1,17 +1,12 @@
 """The BVH loader against plain BVH maths done independently (scipy rotations, 4x4 matrices)."""
 
 import os
-import pathlib
 
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from bench.mocap import effector_targets, forward_kinematics, load_bvh
-
-MOCAP = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap")
-CLIPS = [os.path.join(MOCAP, f) for f in ("cmu_131_01.bvh", "cmu_131_03.bvh")]
-pytestmark = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
+from tests.support.mocap import CLIPS, effector_targets, forward_kinematics, load_bvh
 
 
 def plain_bvh_positions(path, frames):

@@ -26,22 +26,29 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bench import bench_solver
 from solver import (
     JointLimits,
     Kusudama,
     LimitCone,
     Pin,
     SolverSettings,
-    TwistLimit,
     native,
     native_library,
     solve,
 )
 from solver.loop_constants import POLISH_AFTER
-from tests.solver.conftest import EXPLICIT_UNLESS_EXPLORING, ONE_ATTEMPT, REPO, pose_matrices, translation
-from tests.solver.test_mocap import CLIPS
-from tests.solver.test_solve import random_problem
+from tests.solver.conftest import (
+    EXPLICIT_UNLESS_EXPLORING,
+    ONE_ATTEMPT,
+    REPO,
+    canonical,
+    pose_matrices,
+    random_problem,
+    translation,
+)
+from tests.support import mocap_frames
+from tests.support.kusudamas import random_kusudama
+from tests.support.mocap import CLIPS
 
 pytestmark = pytest.mark.compares_backends
 
@@ -134,11 +141,6 @@ def assert_same_solve(skeleton, pins, a, b, pose_atol=1e-6, error_atol=ERROR_ATO
     np.testing.assert_allclose(b.locations, a.locations, rtol=0, atol=pose_atol)
 
 
-def canonical(q):
-    """q and -q are one rotation; the loops may keep either sign where nothing normalizes."""
-    return q * np.where(q[:, :1] < 0.0, -1.0, 1.0)
-
-
 def random_stiffness(rng, n):
     return np.where(rng.random(n) < 0.2, 1.0, rng.choice([0.0, 0.0, 0.5], size=n))
 
@@ -181,25 +183,13 @@ def test_the_first_accelerated_sweeps_match_numpy(seed, n_bones, n_pins):
     assert_same_solve(skeleton, pins, a, b, pose_atol=1e-4, error_atol=1e-6)
 
 
-def random_kusudama(rng):
-    cones = []
-    for _ in range(int(rng.integers(0, 4))):
-        direction = rng.normal(size=3)
-        cones.append(LimitCone(direction / np.linalg.norm(direction), float(rng.uniform(0.05, 1.2))))
-    twist = None
-    if rng.random() < 0.6:
-        low = float(rng.uniform(-1.5, 0.0))
-        twist = TwistLimit(low, low + float(rng.uniform(0.0, 2.0)))
-    return Kusudama(cones, twist, comfort=float(rng.choice([0.0, 0.0, 0.5])))
-
-
 @AGREE
 @seeded_examples(3, (0, 2**32 - 1), (2, 10), (1, 3), (0, 1))
 @given(st.integers(0, 2**32 - 1), st.integers(2, 10), st.integers(1, 3), st.booleans())
 def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
     skeleton, pins, rotations, locations, rng = random_problem(seed, n_bones, n_pins)
     limited = rng.choice(n_bones, size=int(rng.integers(1, n_bones + 1)), replace=False)
-    limits = JointLimits({int(b): random_kusudama(rng) for b in limited}, n_bones)
+    limits = JointLimits({int(b): random_kusudama(rng, int(rng.integers(0, 4))) for b in limited}, n_bones)
     config = SolverSettings(
         iterations=3 if accelerated else int(rng.integers(1, 20)),
         acceleration=3 if accelerated else 0,
@@ -225,16 +215,16 @@ def test_limited_sweeps_match_numpy(seed, n_bones, n_pins, accelerated):
 
 def test_mocap_frames_reach_their_targets_with_both_loops():
     """Full default settings on real frames: the same accuracy either way."""
-    clip = bench_solver.load_clip(CLIPS[0], 32)
+    clip = mocap_frames.load_clip(CLIPS[0], 32)
     stiffness = np.zeros(len(clip.skeleton))
-    stiffness[clip.skeleton.index[bench_solver.HIPS]] = 1.0
+    stiffness[clip.skeleton.index[mocap_frames.HIPS]] = 1.0
     config = SolverSettings(iterations=50)
     errors = {"numpy": [], "native": []}
     for backend in errors:
         previous = None
         for row in range(len(clip.frames)):
-            rotations, locations = bench_solver.hips_given_start(clip, row, previous)
-            pins = bench_solver.frame_pins(clip, row)
+            rotations, locations = mocap_frames.hips_given_start(clip, row, previous)
+            pins = mocap_frames.frame_pins(clip, row)
             result = solve(
                 clip.skeleton,
                 pins,

@@ -8,9 +8,8 @@ import pytest
 
 from solver import quat
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
-from solver.native_library import load_library
 from solver.native_limits import NativeLimits, native_limits
-from tests.solver.conftest import random_unit_quaternions
+from tests.solver.conftest import native_library_with, random_unit_quaternions
 
 TOLERANCE = 1e-10
 S = math.sqrt(0.5)
@@ -18,20 +17,16 @@ S = math.sqrt(0.5)
 
 @pytest.fixture(scope="module")
 def library():
-    lib = load_library()
-    if lib is None or not hasattr(lib, "ewbik_constrain_batch"):
-        pytest.fail(
-            "the native library is missing or stale: run `python tools/build_native.py`", pytrace=False
-        )
-    lib.ewbik_constrain_batch.argtypes = (
-        ctypes.POINTER(NativeLimits),
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_int,
+    return native_library_with(
+        "ewbik_constrain_batch",
+        (
+            ctypes.POINTER(NativeLimits),
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int,
+        ),
     )
-    lib.ewbik_constrain_batch.restype = None
-    return lib
 
 
 def native_constrain(lib, limits, bones, rotations, iteration=0):
@@ -91,7 +86,7 @@ def awkward_kusudama(rng):
     return Kusudama(cones, twist, float(rng.choice([0.0, 0.5, 1.0])))
 
 
-def random_limits(rng, n_bones=10):
+def awkward_limits(rng, n_bones=10):
     """Mostly limited bones; some free, one with only comfort (not limited)."""
     kusudamas = {i: awkward_kusudama(rng) for i in range(n_bones) if rng.random() < 0.8}
     kusudamas[n_bones - 1] = Kusudama([], None, 1.0)
@@ -101,7 +96,7 @@ def random_limits(rng, n_bones=10):
 @pytest.mark.parametrize("seed", range(40))
 def test_matches_numpy_on_random_kusudamas(library, seed):
     rng = np.random.default_rng(seed)
-    limits = random_limits(rng)
+    limits = awkward_limits(rng)
     bones = rng.integers(limits.n_bones, size=300)
     q = random_unit_quaternions(rng, len(bones))
     for iteration in range(4):
@@ -112,7 +107,7 @@ def test_matches_numpy_on_random_kusudamas(library, seed):
 @pytest.mark.parametrize("seed", range(10))
 def test_result_lies_inside_the_limits(library, seed):
     rng = np.random.default_rng(100 + seed)
-    limits = random_limits(rng, 8)
+    limits = awkward_limits(rng, 8)
     for iteration in range(4):
         q = random_unit_quaternions(rng, limits.n_bones)
         got = native_constrain(library, limits, np.arange(limits.n_bones), q, iteration)
@@ -122,7 +117,7 @@ def test_result_lies_inside_the_limits(library, seed):
 
 def test_unlimited_bones_are_untouched(library):
     rng = np.random.default_rng(5)
-    limits = random_limits(rng, 12)
+    limits = awkward_limits(rng, 12)
     free = np.flatnonzero(~limits.limited)
     assert len(free) >= 2
     bones = np.repeat(free, 50)

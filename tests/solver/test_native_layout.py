@@ -6,7 +6,7 @@ import pytest
 
 from solver import SolverSettings, kusudama, native, solve
 from solver.native_limits import NativeLimits
-from tests.solver.test_solve import random_problem
+from tests.solver.conftest import random_problem
 
 pytestmark = [
     pytest.mark.skipif(not native.available(), reason="the compiled solver is not built"),

@@ -13,7 +13,7 @@ from solver.scene import solve_scene
 from solver.settings import SolverSettings
 from solver.solve import solve
 from tests.solver.conftest import chain_skeleton, identity_pose, load_example, pose_matrices, translation
-from tests.solver.test_straight_limb import PINNED, standing_character
+from tests.support.tpose_rig import PINNED, standing_character
 
 LEG = ("mixamorig:LeftUpLeg", "mixamorig:LeftLeg", "mixamorig:LeftFoot")
 FOOT_LIFT = np.array([0.0, -0.25, 0.35])  # forward (-Y) and up: the knee bends about 95 degrees

@@ -8,12 +8,10 @@ same motion re-expressed on rigs with other bone rolls and a straight-line rest.
 """
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
 
-from bench import bench_solver, mocap
 from solver import (
     JointLimits,
     Kusudama,
@@ -29,9 +27,9 @@ from solver.loop_constants import POLISH_MAX_PINS
 from solver.loop import State
 from solver.plan import plan_solve
 from solver.polish import Polisher, damped_step, jacobian, residuals
-from tests.solver.conftest import ONE_ATTEMPT, pose_matrices
-from tests.solver.test_mocap import CLIPS
-from tests.solver.test_solve import chain_skeleton, random_problem
+from tests.solver.conftest import ONE_ATTEMPT, chain_skeleton, pose_matrices, random_problem
+from tests.support import mocap, mocap_frames
+from tests.support.mocap import CLIPS
 
 
 def polished_problem(seed, n_bones=10, n_pins=3, translate_root=False):
@@ -206,17 +204,16 @@ def test_limited_polished_solves_reach_targets_inside_the_limits_in_both_loops()
 RIGS = {"cmu": lambda m: m, "rolled": mocap.rolled_rest, "straight": mocap.straight_line_rest}
 
 
-@pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 @pytest.mark.parametrize("rig", sorted(RIGS))
 def test_warm_frames_of_captured_motion_converge_in_a_few_iterations_on_any_rig(rig, default_backend):
     """Every frame of a stretch of the walk, warm-started, at tolerance 1e-6 m: the errors are
     measured with an independent forward kinematics (one 4x4 product per bone)."""
-    loaded = RIGS[rig](mocap.load_bvh(CLIPS[0], height=bench_solver.RIG_HEIGHT))
-    clip = bench_solver.load_clip(CLIPS[0], 1, loaded)
+    loaded = RIGS[rig](mocap.load_bvh(CLIPS[0], height=mocap_frames.RIG_HEIGHT))
+    clip = mocap_frames.load_clip(CLIPS[0], 1, loaded)
     rows = np.arange(0, 120 if default_backend == "native" else 12)
     warm = SolverSettings(iterations=100, tolerance=1e-6)
     runs = list(
-        bench_solver.solve_sequence(
+        mocap_frames.solve_sequence(
             clip, warm, True, rest_settings=dataclasses.replace(warm, iterations=500), rows=rows
         )
     )
@@ -227,7 +224,7 @@ def test_warm_frames_of_captured_motion_converge_in_a_few_iterations_on_any_rig(
         poses = pose_matrices(
             skeleton.names, parents, skeleton.rest, solved.result.rotations, solved.result.locations
         )
-        pinned = [skeleton.index[e] for e in bench_solver.EFFECTORS]
+        pinned = [skeleton.index[e] for e in mocap_frames.EFFECTORS]
         targets = clip.targets[solved.row]
         worst = max(worst, float(np.linalg.norm(poses[pinned, :3, 3] - targets[:, :3, 3], axis=-1).max()))
     assert np.median([s.result.iterations for s in runs]) <= 10
@@ -348,12 +345,11 @@ def test_polished_crowds_agree_between_the_loops(translate_root):
         )
 
 
-@pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
 def test_a_crowd_of_captured_rigs_converges_as_fast_as_one(default_backend):
     """Four CMU rigs (20 pins), each at its own stretch of the walk, warm frames at tolerance
     1e-6 m: the sweeps alone need a median of ~24 iterations here and miss some frames within
     100; with the polish per tree the crowd converges like a single rig."""
-    clip = bench_solver.load_clip(CLIPS[0], 1, mocap.load_bvh(CLIPS[0], height=bench_solver.RIG_HEIGHT))
+    clip = mocap_frames.load_clip(CLIPS[0], 1, mocap.load_bvh(CLIPS[0], height=mocap_frames.RIG_HEIGHT))
     skeleton, count = clip.skeleton, 4
     problems = [
         (skeleton, [], np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3)))
@@ -361,15 +357,15 @@ def test_a_crowd_of_captured_rigs_converges_as_fast_as_one(default_backend):
     crowd, _, _, _, places = crowd_of(problems)
     stiffness = np.zeros(len(crowd))
     for place in places:
-        stiffness[place[skeleton.index[bench_solver.HIPS]]] = 1.0
+        stiffness[place[skeleton.index[mocap_frames.HIPS]]] = 1.0
     previous, iterations = [None] * count, []
     for row in range(0, 31 if default_backend == "native" else 6):
         rotations, locations, pins = np.empty((len(crowd), 4)), np.empty((len(crowd), 3)), []
         for k, place in enumerate(places):
-            rotations[place], locations[place] = bench_solver.hips_given_start(
+            rotations[place], locations[place] = mocap_frames.hips_given_start(
                 clip, row + 37 * k, previous[k]
             )
-            pins += [p.renamed(f"{k}/{p.bone}") for p in bench_solver.frame_pins(clip, row + 37 * k)]
+            pins += [p.renamed(f"{k}/{p.bone}") for p in mocap_frames.frame_pins(clip, row + 37 * k)]
         settings = SolverSettings(iterations=500 if row == 0 else 100, tolerance=1e-6)
         result = solve(crowd, pins, rotations, locations, settings, stiffness=stiffness)
         previous = [result.rotations[place] for place in places]

@@ -3,13 +3,12 @@
 import copy
 import dataclasses
 import math
-import os
 import pathlib
 
 import numpy as np
 import pytest
 
-from bench.mocap import forward_kinematics, load_bvh, straight_line_rest
+from tests.support.mocap import CLIPS, forward_kinematics, load_bvh, straight_line_rest
 from solver import PresetError, quat
 from solver.kusudama import JointLimits, Kusudama
 from solver.presets import (
@@ -22,310 +21,8 @@ from solver.presets import (
     preset_stiffness,
 )
 from tests.support import clinical
-
-# Generic T-pose (Z up, facing -Y, character's left = +X): role -> (parent role, head, tail).
-LEFT_SIDE = {
-    "clavicle": ("chest", (0.02, 0.0, 1.45), (0.17, 0.0, 1.46)),
-    "upper_arm": ("clavicle", (0.17, 0.0, 1.46), (0.45, 0.0, 1.46)),
-    "forearm": ("upper_arm", (0.45, 0.0, 1.46), (0.70, 0.0, 1.46)),
-    "hand": ("forearm", (0.70, 0.0, 1.46), (0.80, 0.0, 1.46)),
-    "finger_1": ("hand", (0.80, -0.02, 1.46), (0.84, -0.02, 1.46)),
-    "finger_2": ("finger_1", (0.84, -0.02, 1.46), (0.87, -0.02, 1.46)),
-    "finger_3": ("finger_2", (0.87, -0.02, 1.46), (0.89, -0.02, 1.46)),
-    "thumb_1": ("hand", (0.72, -0.02, 1.45), (0.75, -0.05, 1.44)),
-    "thumb_2": ("thumb_1", (0.75, -0.05, 1.44), (0.77, -0.07, 1.44)),
-    "thumb_3": ("thumb_2", (0.77, -0.07, 1.44), (0.79, -0.09, 1.44)),
-    "thigh": ("hips", (0.10, 0.0, 0.95), (0.10, -0.01, 0.52)),
-    "shin": ("thigh", (0.10, -0.01, 0.52), (0.10, 0.0, 0.08)),
-    "foot": ("shin", (0.10, 0.0, 0.08), (0.10, -0.13, 0.02)),
-    "toes": ("foot", (0.10, -0.13, 0.02), (0.10, -0.19, 0.02)),
-}
-CENTRE = {
-    "hips": (None, (0.0, 0.0, 1.0), (0.0, 0.0, 1.1)),
-    "spine": ("hips", (0.0, 0.0, 1.1), (0.0, 0.0, 1.25)),
-    "chest": ("spine", (0.0, 0.0, 1.25), (0.0, 0.0, 1.45)),
-    "neck": ("chest", (0.0, 0.0, 1.45), (0.0, 0.0, 1.55)),
-    "head": ("neck", (0.0, 0.0, 1.55), (0.0, 0.0, 1.75)),
-}
-
-CONVENTIONS = {
-    "mixamo": {
-        "hips": "mixamorig:Hips",
-        "spine": "mixamorig:Spine",
-        "chest": "mixamorig:Spine1",
-        "neck": "mixamorig:Neck",
-        "head": "mixamorig:Head",
-        "clavicle": "mixamorig:{Side}Shoulder",
-        "upper_arm": "mixamorig:{Side}Arm",
-        "forearm": "mixamorig:{Side}ForeArm",
-        "hand": "mixamorig:{Side}Hand",
-        "finger_1": "mixamorig:{Side}HandIndex1",
-        "finger_2": "mixamorig:{Side}HandIndex2",
-        "finger_3": "mixamorig:{Side}HandIndex3",
-        "thumb_1": "mixamorig:{Side}HandThumb1",
-        "thumb_2": "mixamorig:{Side}HandThumb2",
-        "thumb_3": "mixamorig:{Side}HandThumb3",
-        "thigh": "mixamorig:{Side}UpLeg",
-        "shin": "mixamorig:{Side}Leg",
-        "foot": "mixamorig:{Side}Foot",
-        "toes": "mixamorig:{Side}ToeBase",
-    },
-    "rigify": {
-        "hips": "spine",
-        "spine": "spine.001",
-        "chest": "spine.002",
-        "neck": "spine.004",
-        "head": "spine.006",
-        "clavicle": "shoulder.{S}",
-        "upper_arm": "upper_arm.{S}",
-        "forearm": "forearm.{S}",
-        "hand": "hand.{S}",
-        "finger_1": "f_index.01.{S}",
-        "finger_2": "f_index.02.{S}",
-        "finger_3": "f_index.03.{S}",
-        "thumb_1": "thumb.01.{S}",
-        "thumb_2": "thumb.02.{S}",
-        "thumb_3": "thumb.03.{S}",
-        "thigh": "thigh.{S}",
-        "shin": "shin.{S}",
-        "foot": "foot.{S}",
-        "toes": "toe.{S}",
-    },
-    "rigify_def": {
-        "hips": "DEF-spine",
-        "spine": "DEF-spine.001",
-        "chest": "DEF-spine.002",
-        "neck": "DEF-spine.004",
-        "head": "DEF-spine.006",
-        "clavicle": "DEF-shoulder.{S}",
-        "upper_arm": "DEF-upper_arm.{S}",
-        "forearm": "DEF-forearm.{S}",
-        "hand": "DEF-hand.{S}",
-        "finger_1": "DEF-f_index.01.{S}",
-        "finger_2": "DEF-f_index.02.{S}",
-        "finger_3": "DEF-f_index.03.{S}",
-        "thumb_1": "DEF-thumb.01.{S}",
-        "thumb_2": "DEF-thumb.02.{S}",
-        "thumb_3": "DEF-thumb.03.{S}",
-        "thigh": "DEF-thigh.{S}",
-        "shin": "DEF-shin.{S}",
-        "foot": "DEF-foot.{S}",
-        "toes": "DEF-toe.{S}",
-    },
-    "vrm": {
-        "hips": "hips",
-        "spine": "spine",
-        "chest": "chest",
-        "neck": "neck",
-        "head": "head",
-        "clavicle": "{side}Shoulder",
-        "upper_arm": "{side}UpperArm",
-        "forearm": "{side}LowerArm",
-        "hand": "{side}Hand",
-        "finger_1": "{side}IndexProximal",
-        "finger_2": "{side}IndexIntermediate",
-        "finger_3": "{side}IndexDistal",
-        "thumb_1": "{side}ThumbMetacarpal",
-        "thumb_2": "{side}ThumbProximal",
-        "thumb_3": "{side}ThumbDistal",
-        "thigh": "{side}UpperLeg",
-        "shin": "{side}LowerLeg",
-        "foot": "{side}Foot",
-        "toes": "{side}Toes",
-    },
-    "vroid": {
-        "hips": "J_Bip_C_Hips",
-        "spine": "J_Bip_C_Spine",
-        "chest": "J_Bip_C_Chest",
-        "neck": "J_Bip_C_Neck",
-        "head": "J_Bip_C_Head",
-        "clavicle": "J_Bip_{S}_Shoulder",
-        "upper_arm": "J_Bip_{S}_UpperArm",
-        "forearm": "J_Bip_{S}_LowerArm",
-        "hand": "J_Bip_{S}_Hand",
-        "finger_1": "J_Bip_{S}_Index1",
-        "finger_2": "J_Bip_{S}_Index2",
-        "finger_3": "J_Bip_{S}_Index3",
-        "thumb_1": "J_Bip_{S}_Thumb1",
-        "thumb_2": "J_Bip_{S}_Thumb2",
-        "thumb_3": "J_Bip_{S}_Thumb3",
-        "thigh": "J_Bip_{S}_UpperLeg",
-        "shin": "J_Bip_{S}_LowerLeg",
-        "foot": "J_Bip_{S}_Foot",
-        "toes": "J_Bip_{S}_ToeBase",
-    },
-    "cmu_bvh": {
-        "hips": "Hips",
-        "spine": "LowerBack",
-        "chest": "Spine1",
-        "neck": "Neck",
-        "head": "Head",
-        "clavicle": "{Side}Shoulder",
-        "upper_arm": "{Side}Arm",
-        "forearm": "{Side}ForeArm",
-        "hand": "{Side}Hand",
-        "finger_1": "{Side}HandIndex1",
-        "finger_2": "{Side}HandIndex2",
-        "finger_3": "{Side}HandIndex3",
-        "thumb_1": "{S}Thumb1",
-        "thumb_2": "{S}Thumb2",
-        "thumb_3": "{S}Thumb3",
-        "thigh": "{Side}UpLeg",
-        "shin": "{Side}Leg",
-        "foot": "{Side}Foot",
-        "toes": "{Side}ToeBase",
-    },
-    "unreal": {
-        "hips": "pelvis",
-        "spine": "spine_01",
-        "chest": "spine_02",
-        "neck": "neck_01",
-        "head": "head",
-        "clavicle": "clavicle_{s}",
-        "upper_arm": "upperarm_{s}",
-        "forearm": "lowerarm_{s}",
-        "hand": "hand_{s}",
-        "finger_1": "index_01_{s}",
-        "finger_2": "index_02_{s}",
-        "finger_3": "index_03_{s}",
-        "thumb_1": "thumb_01_{s}",
-        "thumb_2": "thumb_02_{s}",
-        "thumb_3": "thumb_03_{s}",
-        "thigh": "thigh_{s}",
-        "shin": "calf_{s}",
-        "foot": "foot_{s}",
-        "toes": "ball_{s}",
-    },
-    "rigify_controls": {
-        "hips": "hips",
-        "spine": "spine_fk.001",
-        "chest": "chest",
-        "neck": "neck",
-        "head": "head",
-        "clavicle": "shoulder.{S}",
-        "upper_arm": "upper_arm_fk.{S}",
-        "forearm": "forearm_fk.{S}",
-        "hand": "hand_fk.{S}",
-        "finger_1": "f_index.01.{S}",
-        "finger_2": "f_index.02.{S}",
-        "finger_3": "f_index.03.{S}",
-        "thumb_1": "thumb.01.{S}",
-        "thumb_2": "thumb.02.{S}",
-        "thumb_3": "thumb.03.{S}",
-        "thigh": "thigh_fk.{S}",
-        "shin": "shin_fk.{S}",
-        "foot": "foot_fk.{S}",
-        "toes": "toe_fk.{S}",
-    },
-    "auto_rig_pro": {
-        "hips": "c_root.x",
-        "spine": "c_spine_01.x",
-        "chest": "c_spine_02.x",
-        "neck": "c_neck.x",
-        "head": "c_head.x",
-        "clavicle": "c_shoulder.{s}",
-        "upper_arm": "c_arm_fk.{s}",
-        "forearm": "c_forearm_fk.{s}",
-        "hand": "c_hand_fk.{s}",
-        "finger_1": "c_index1.{s}",
-        "finger_2": "c_index2.{s}",
-        "finger_3": "c_index3.{s}",
-        "thumb_1": "c_thumb1.{s}",
-        "thumb_2": "c_thumb2.{s}",
-        "thumb_3": "c_thumb3.{s}",
-        "thigh": "c_thigh_fk.{s}",
-        "shin": "c_leg_fk.{s}",
-        "foot": "c_foot_fk.{s}",
-        "toes": "c_toes_fk.{s}",
-    },
-    "character_creator": {
-        "hips": "CC_Base_Hip",
-        "spine": "CC_Base_Waist",
-        "chest": "CC_Base_Spine02",
-        "neck": "CC_Base_NeckTwist01",
-        "head": "CC_Base_Head",
-        "clavicle": "CC_Base_{S}_Clavicle",
-        "upper_arm": "CC_Base_{S}_Upperarm",
-        "forearm": "CC_Base_{S}_Forearm",
-        "hand": "CC_Base_{S}_Hand",
-        "finger_1": "CC_Base_{S}_Index1",
-        "finger_2": "CC_Base_{S}_Index2",
-        "finger_3": "CC_Base_{S}_Index3",
-        "thumb_1": "CC_Base_{S}_Thumb1",
-        "thumb_2": "CC_Base_{S}_Thumb2",
-        "thumb_3": "CC_Base_{S}_Thumb3",
-        "thigh": "CC_Base_{S}_Thigh",
-        "shin": "CC_Base_{S}_Calf",
-        "foot": "CC_Base_{S}_Foot",
-        "toes": "CC_Base_{S}_ToeBase",
-    },
-    "daz_genesis_8": {
-        "hips": "hip",
-        "spine": "abdomenLower",
-        "chest": "chestLower",
-        "neck": "neckLower",
-        "head": "head",
-        "clavicle": "{s}Collar",
-        "upper_arm": "{s}ShldrBend",
-        "forearm": "{s}ForearmBend",
-        "hand": "{s}Hand",
-        "finger_1": "{s}Index1",
-        "finger_2": "{s}Index2",
-        "finger_3": "{s}Index3",
-        "thumb_1": "{s}Thumb1",
-        "thumb_2": "{s}Thumb2",
-        "thumb_3": "{s}Thumb3",
-        "thigh": "{s}ThighBend",
-        "shin": "{s}Shin",
-        "foot": "{s}Foot",
-        "toes": "{s}Toe",
-    },
-}
-
-
-def bone_name(convention, role, side):
-    words = {
-        "S": side,
-        "s": side.lower(),
-        "Side": "Left" if side == "L" else "Right",
-        "side": "left" if side == "L" else "right",
-    }
-    return CONVENTIONS[convention][role].format(**words)
-
-
-def rest_matrix(head, tail, roll=0.0):
-    head, tail = np.array(head, float), np.array(tail, float)
-    rotation = quat.multiply(quat.shortest_arc((0, 1, 0), tail - head), quat.from_axis_angle((0, 1, 0), roll))
-    m = np.eye(4)
-    m[:3, :3] = quat.to_matrix(rotation)
-    m[:3, 3] = head
-    return m
-
-
-def build_rig(convention="mixamo", rolls=None, transform=None):
-    """Scene-document bones of the generic T-pose rig; rolls: role.side -> roll angle."""
-    rolls = rolls or {}
-    bones = []
-    layout = [(role, None, spec) for role, spec in CENTRE.items()]
-    for side, mirror in (("L", 1.0), ("R", -1.0)):
-        for role, (parent, head, tail) in LEFT_SIDE.items():
-            m = np.array([mirror, 1.0, 1.0])
-            layout.append((role, side, (parent, tuple(np.array(head) * m), tuple(np.array(tail) * m))))
-    for role, side, (parent, head, tail) in layout:
-        key = role if side is None else f"{role}.{side}"
-        rest = rest_matrix(head, tail, rolls.get(key, 0.0))
-        if transform is not None:
-            rest = transform @ rest
-        parent_side = None if parent in CENTRE else side
-        bones.append(
-            {
-                "name": bone_name(convention, role, side or "L"),
-                "parent": None if parent is None else bone_name(convention, parent, parent_side or "L"),
-                "rest": rest.tolist(),
-                "length": float(np.linalg.norm(np.subtract(tail, head))),
-            }
-        )
-    return bones
+from tests.support.kusudamas import joint_limits
+from tests.support.tpose_rig import CENTRE, CONVENTIONS, LEFT_SIDE, bone_name, build_rig
 
 
 def expected_roles(convention):
@@ -444,18 +141,15 @@ def test_available_presets():
         preset_limits(build_rig(), preset="dragon")
 
 
-def joint_limits(bones, limits):
-    index = {b["name"]: i for i, b in enumerate(bones)}
-    return JointLimits({index[n]: Kusudama.from_dict(d, bone=n) for n, d in limits.items()}, len(bones))
-
-
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))
 def test_rest_pose_is_inside_and_roots_are_free(convention):
     bones = build_rig(convention)
     limits = preset_limits(bones)
     assert bone_name(convention, "hips", "L") not in limits
     assert len(limits) == len(bones) - 1
-    violation = joint_limits(bones, limits).violation(np.tile(quat.IDENTITY, (len(bones), 1)))
+    violation = joint_limits([b["name"] for b in bones], limits).violation(
+        np.tile(quat.IDENTITY, (len(bones), 1))
+    )
     assert np.all(violation == 0.0)
 
 
@@ -543,7 +237,7 @@ def clinical_violations(bones):
     """{(bone, motion): radians outside the preset at the sweep's worst angle} of every recognised
     bone moved through its clinical range (tests/support/clinical.py), the rest of the rig at rest."""
     limits = preset_limits(bones)
-    joint = joint_limits(bones, limits)
+    joint = joint_limits([b["name"] for b in bones], limits)
     index = {b["name"]: i for i, b in enumerate(bones)}
     body = clinical.Body(bones)
     out = {}
@@ -780,7 +474,7 @@ def test_apply_limit_preset_returns_new_document():
 
 def test_preset_stiffness_by_role():
     """Stiff roles follow the names, whatever the convention; roots and other roles get none."""
-    cmu = preset_stiffness(load_bvh(str(MOCAP / "cmu_131_01.bvh")).bones)
+    cmu = preset_stiffness(load_bvh(CLIPS[0]).bones)
     assert cmu == {"LHipJoint": 1.0, "RHipJoint": 1.0, "LeftCollar": 0.8, "RightCollar": 0.8}
     mixamo = preset_stiffness(build_rig("mixamo"))
     assert {bone_roles([n])[n] for n in mixamo} == {"clavicle.L", "clavicle.R"}
@@ -789,17 +483,11 @@ def test_preset_stiffness_by_role():
     assert error.value.field == "preset"
 
 
-MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
-CLIPS = [MOCAP / "cmu_131_01.bvh", MOCAP / "cmu_131_03.bvh"]
-needs_mocap = pytest.mark.skipif(not os.path.exists(CLIPS[0]), reason="mocap data not present")
-
-
 @pytest.fixture(scope="module", params=CLIPS, ids=lambda p: p.stem)
 def clip(request):
-    return load_bvh(str(request.param))
+    return load_bvh(request.param)
 
 
-@needs_mocap
 def test_straight_line_rest_keeps_every_frames_joints(clip):
     straight = straight_line_rest(clip)
     rest = np.array([b["rest"] for b in straight.bones])
@@ -845,7 +533,7 @@ def stub_wrists(mocap, length=0.006):
 
 def captured_violation(mocap, limits):
     """{bone: (F,) radians outside its limits} over every captured frame, for limited bones."""
-    joint = joint_limits(mocap.bones, limits)
+    joint = joint_limits(mocap.names, limits)
     violation = np.array([joint.violation(r) for r in mocap.rotations])
     return {mocap.bones[i]["name"]: violation[:, i] for i in np.flatnonzero(joint.limited)}
 
@@ -859,7 +547,6 @@ WRISTS = ("LeftWrist", "RightWrist")
 ONE_DEGREE = math.radians(1.0)
 
 
-@needs_mocap
 def test_captured_poses_inside_on_any_rest(clip):
     """Every captured bone-frame of the clip lies inside the preset, on the clip's own rig and with
     its wrists rebuilt as stubs (before the preset held a person's whole range: 98.9 / 99.2 % of
@@ -886,12 +573,11 @@ def test_captured_poses_inside_on_any_rest(clip):
     assert set(straight) == set(normal) and set(stubs) == set(normal)
 
 
-@needs_mocap
 def test_a_persons_clinical_ranges_are_inside_on_a_capture_rig():
     """The same sweeps on the CMU rig: arms hanging at rest, three trunk and three neck bones, the
     forearm's roll on its wrist bone (the hand below it barely twists), whole-digit thumbs and
     fingers."""
-    bones = load_bvh(str(CLIPS[0])).bones
+    bones = load_bvh(CLIPS[0]).bones
     violations = clinical_violations(bones)
     roles = bone_roles([b["name"] for b in bones])
     assert {roles[name].partition(".")[0] for name, _ in violations} == {
@@ -902,7 +588,6 @@ def test_a_persons_clinical_ranges_are_inside_on_a_capture_rig():
     assert not outside, f"clinical motions outside the preset (degrees): {outside}"
 
 
-@needs_mocap
 def test_pose_rule_judges_local_rotations_whatever_the_rest(clip):
     """Limits read from the same standing pose judge each captured frame identically on the
     clip's rig and on its straight-line rebuild, and allow that pose itself."""
@@ -915,7 +600,6 @@ def test_pose_rule_judges_local_rotations_whatever_the_rest(clip):
         assert on_straight[name][0] <= 1e-9, name
 
 
-@needs_mocap
 def test_straight_rest_without_pose_is_an_error(clip):
     with pytest.raises(PresetError, match="rest pose|standing pose") as caught:
         preset_limits(straight_line_rest(clip).bones)
@@ -923,7 +607,6 @@ def test_straight_rest_without_pose_is_an_error(clip):
     assert "standing pose" in str(caught.value)
 
 
-@needs_mocap
 def test_wrist_stub_gets_a_real_cone_and_twist(clip):
     """A wrist stub aimed back up the forearm gets the wrist's own cone and its forearm roll."""
     stub_clip = stub_wrists(clip)

@@ -3,27 +3,27 @@ an iteration cap twenty times higher moves no pin (motion capture under the huma
 hands, feet and head pinned, hips given; both loops)."""
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
 
-from bench import bench_natural as natural
 from solver import SolverSettings, preset_limits, preset_stiffness, solve
+from tests.support import mocap_frames
+from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
-CLIP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap", "cmu_131_01.bvh")
 ROW = 10
 SETTLED_MM = 0.1
 
 
 @pytest.fixture(scope="module")
 def problem():
-    clip = natural.bs.load_clip(CLIP, 4)
-    limits = natural.joint_limits(clip, preset_limits(clip.bones))
+    clip = mocap_frames.load_clip(CLIPS[0], 4)
+    limits = joint_limits(clip.skeleton.names, preset_limits(clip.bones))
     stiffness = np.zeros(len(clip.skeleton))
     for name, value in preset_stiffness(clip.bones).items():
         stiffness[clip.skeleton.index[name]] = value
-    stiffness[clip.skeleton.index[natural.bs.HIPS]] = 1.0
+    stiffness[clip.skeleton.index[mocap_frames.HIPS]] = 1.0
     return clip, limits, stiffness
 
 
@@ -46,8 +46,8 @@ def moved(pins, bone, offset):
 )
 def test_a_second_solve_with_twenty_times_the_iterations_moves_no_pin(problem, bone, offset, default_backend):
     clip, limits, stiffness = problem
-    pins = moved(natural.bs.frame_pins(clip, ROW), bone, np.array(offset) * clip.skeleton.unit)
-    start = natural.bs.hips_given_start(clip, ROW)
+    pins = moved(mocap_frames.frame_pins(clip, ROW), bone, np.array(offset) * clip.skeleton.unit)
+    start = mocap_frames.hips_given_start(clip, ROW)
     results = [
         solve(clip.skeleton, pins, *start, SolverSettings(iterations=its), limits, stiffness)
         for its in (100, 2000)

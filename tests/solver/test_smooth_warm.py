@@ -2,12 +2,10 @@
 warm-started mocap sequence under the humanoid preset adds no jumps to the free joints."""
 
 import math
-import os
 
 import numpy as np
 import pytest
 
-from bench import bench_natural as natural
 from solver import quat
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.pins import Pin
@@ -17,8 +15,10 @@ from solver.skeleton import Skeleton
 from solver.solve import solve
 
 from tests.solver.conftest import translation
+from tests.support import mocap_frames, natural_measures
+from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
-CLIP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap", "cmu_131_01.bvh")
 Y = np.array([0.0, 1.0, 0.0])
 JUMP = 0.015  # m/frame^2 a solved frame's free joints may accelerate beyond the capture's fastest
 STAGE_JUMP = 0.02  # the same for solves from rest, carried to their targets in stages (see below)
@@ -130,21 +130,23 @@ def preset_sequence(warm, rows):
     """(free joints' mean |second difference| per test frame: solved, captured) of CMU 131_01,
     one frame in 4, hands, feet and head pinned, hips given, under the humanoid preset (as
     bench_natural), each frame warm-started from the last or solved from rest."""
-    clip = natural.bs.load_clip(CLIP, 4)
-    body = natural.body_of(clip.skeleton)
-    limits = natural.joint_limits(clip, preset_limits(clip.bones))
+    clip = mocap_frames.load_clip(CLIPS[0], 4)
+    body = natural_measures.body_of(clip.skeleton)
+    limits = joint_limits(clip.skeleton.names, preset_limits(clip.bones))
     stiffness = np.zeros(len(clip.skeleton))
     for name, value in preset_stiffness(clip.bones).items():
         stiffness[clip.skeleton.index[name]] = value
-    stiffness[clip.skeleton.index[natural.bs.HIPS]] = 1.0
+    stiffness[clip.skeleton.index[mocap_frames.HIPS]] = 1.0
     settings = SolverSettings(iterations=50 if warm else 500)
-    frames = natural.bs.solve_sequence(
+    frames = mocap_frames.solve_sequence(
         clip, settings, warm, SolverSettings(iterations=500), limits, stiffness, rows=rows
     )
-    heads = np.array([natural.heads_of(clip, body, f.result.rotations, f.result.locations) for f in frames])
-    truth = natural.captured_heads(clip, body)[rows[1:] if warm else rows]
+    heads = np.array(
+        [natural_measures.heads_of(clip, body, f.result.rotations, f.result.locations) for f in frames]
+    )
+    truth = natural_measures.captured_heads(clip, body)[rows[1:] if warm else rows]
     return tuple(
-        natural.second_differences(h[:, body.free]).reshape(-1, len(body.free)).mean(axis=1)
+        natural_measures.second_differences(h[:, body.free]).reshape(-1, len(body.free)).mean(axis=1)
         for h in (heads, truth)
     )
 

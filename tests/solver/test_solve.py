@@ -14,17 +14,19 @@ from solver.two_bone import two_bone_ik
 from solver.validation import SceneError
 from tests.solver.conftest import (
     ONE_ATTEMPT,
+    POSITION_ONLY,
     chain_skeleton,
     frame,
     identity_pose,
     pose_matrices,
+    random_pose_targets,
+    random_problem,
     random_tree,
     random_unit_quaternions,
     translation,
 )
 
 FIVE_DEGREES = math.radians(5)
-POSITION_ONLY = (0.0, 0.0, 0.0)
 LIMB_MODES = [True, False]  # analytic two-bone finish of limbs, or sweeps only
 ACCELERATION_MODES = [None, 0]  # the default Anderson steps, or none
 
@@ -114,16 +116,6 @@ def test_position_only_pin_moves_the_chain():
     np.testing.assert_allclose(heads(skeleton, result)[2], target, atol=1e-8)
     assert result.converged
     assert result.orientation_errors_deg[0] == 0.0
-
-
-def random_pose_targets(skeleton, rng, pinned, orientation=True, spread=1.0):
-    """Pins on `pinned` bones at the pose matrices of a random pose: reachable by construction."""
-    n = len(skeleton)
-    rotations = quat.normalize(np.array([1.0, 0, 0, 0]) + spread * rng.normal(size=(n, 4)) * 0.5)
-    world_rot, world_head = skeleton.forward(rotations, np.zeros((n, 3)))
-    matrices = [frame(quat.to_matrix(world_rot[b]), world_head[b]) for b in pinned]
-    weights = (1.0, 1.0, 1.0) if orientation else POSITION_ONLY
-    return [Pin(skeleton.names[b], m, orientation_weights=weights) for b, m in zip(pinned, matrices)]
 
 
 def test_pins_on_intermediate_bones_are_all_reached():
@@ -346,26 +338,6 @@ def test_one_iteration_position_only_turns_the_root_10_degrees():
 
 
 # ------------------------------------------------------------------ properties on random trees
-
-
-def random_problem(seed, n_bones, n_pins, chain_bias=0.6):
-    rng = np.random.default_rng(seed)
-    skeleton = Skeleton(*random_tree(rng, n_bones, chain_bias=chain_bias))
-    pinned = sorted(rng.choice(n_bones, size=min(n_pins, n_bones), replace=False).tolist())
-    pins = []
-    for pin in random_pose_targets(skeleton, rng, pinned, spread=float(rng.uniform(0.2, 2.0))):
-        weights = tuple(rng.choice([0.0, 0.3, 1.0], size=3))
-        pins.append(
-            Pin(
-                pin.bone,
-                pin.target,
-                weight=float(rng.uniform(0.1, 3.0)),
-                orientation_weights=weights,
-                falloff=float(rng.choice([0.0, 0.5, 1.0])),
-            )
-        )
-    rotations = random_unit_quaternions(rng, n_bones)
-    return skeleton, pins, rotations, np.zeros((n_bones, 3)), rng
 
 
 @SLOW

@@ -4,8 +4,8 @@ alone: its pose does not depend on the others' targets, on both loops."""
 import numpy as np
 
 from solver import Pin, Skeleton, SolverSettings, solve
-from tests.solver.conftest import translation
-from tests.solver.test_give_way import POSITION_ONLY, SKELETON, STIFFNESS
+from tests.solver.conftest import POSITION_ONLY, translation
+from tests.support.upper_body import SKELETON, STIFFNESS
 
 SETTINGS = SolverSettings(iterations=200, tolerance=1e-7)
 REACHED = {"hand.L": (0.45, 0.35, 1.2), "hand.R": (-0.55, 0.25, 1.35), "head": (0.03, 0.05, 1.59)}

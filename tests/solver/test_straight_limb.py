@@ -7,34 +7,9 @@ import pytest
 
 from solver import quat
 from solver.pins import Pin
-from solver.presets import preset_limits
 from solver.settings import SolverSettings
-from solver.skeleton import Skeleton
 from solver.solve import solve
-from tests.solver.test_presets import build_rig, joint_limits
-
-PINNED = (
-    "mixamorig:Head",
-    "mixamorig:LeftHand",
-    "mixamorig:RightHand",
-    "mixamorig:LeftFoot",
-    "mixamorig:RightFoot",
-)
-
-
-def standing_character():
-    """The T-pose test rig in metres (straight legs) and its humanoid preset limits (the knees
-    are hinges that bend one way)."""
-    bones = build_rig("mixamo")
-    skeleton = Skeleton(
-        [b["name"] for b in bones],
-        [b["parent"] for b in bones],
-        [np.array(b["rest"]) for b in bones],
-        [b["length"] for b in bones],
-    )
-    by_name = {b["name"]: b for b in bones}
-    limits = joint_limits([by_name[n] for n in skeleton.names], preset_limits(bones))
-    return skeleton, limits
+from tests.support.tpose_rig import PINNED, standing_character
 
 
 @pytest.mark.compares_backends

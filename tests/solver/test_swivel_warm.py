@@ -2,18 +2,17 @@
 (position and orientation) the elbow may still turn about the shoulder-hand line, and a warm
 solve should keep it where the previous frame had it rather than swing it out and back."""
 
-import os
-
 import numpy as np
 import pytest
 
-from bench import bench_natural as natural
 from solver.fit_limits import fit_limits
 from solver.settings import SolverSettings
 
 from tests.solver.conftest import BACKENDS
+from tests.support import mocap, mocap_frames, natural_measures
+from tests.support.mocap import CLIPS
+from tests.support.kusudamas import joint_limits
 
-MOCAP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap")
 JUMP = 0.015  # m/frame^2 the elbow may accelerate beyond the capture's fastest frame of the window
 
 
@@ -21,17 +20,19 @@ def fitted_sequence(rows):
     """(right elbow |second difference| per test frame: solved, captured) of CMU 131_03, one
     frame in 4, hands, feet and head pinned, hips given, under limits fitted on CMU 131_01 (as
     bench_natural's fitted run), each frame warm-started from the last."""
-    clip = natural.bs.load_clip(os.path.join(MOCAP, "cmu_131_03.bvh"), 4)
-    other = natural.mocap.load_bvh(os.path.join(MOCAP, "cmu_131_01.bvh"), height=natural.bs.RIG_HEIGHT)
-    limits = natural.joint_limits(clip, fit_limits(other.bones, other.rotations))
-    body = natural.body_of(clip.skeleton)
+    clip = mocap_frames.load_clip(CLIPS[1], 4)
+    other = mocap.load_bvh(CLIPS[0], height=mocap_frames.RIG_HEIGHT)
+    limits = joint_limits(clip.skeleton.names, fit_limits(other.bones, other.rotations))
+    body = natural_measures.body_of(clip.skeleton)
     elbow = body.joints.index("RightElbow")
-    frames = natural.bs.solve_sequence(
+    frames = mocap_frames.solve_sequence(
         clip, SolverSettings(iterations=50), True, SolverSettings(iterations=500), limits, rows=rows
     )
-    heads = np.array([natural.heads_of(clip, body, f.result.rotations, f.result.locations) for f in frames])
-    truth = natural.captured_heads(clip, body)[rows[1:]]
-    return tuple(natural.second_differences(h[:, [elbow]]) for h in (heads, truth))
+    heads = np.array(
+        [natural_measures.heads_of(clip, body, f.result.rotations, f.result.locations) for f in frames]
+    )
+    truth = natural_measures.captured_heads(clip, body)[rows[1:]]
+    return tuple(natural_measures.second_differences(h[:, [elbow]]) for h in (heads, truth))
 
 
 @pytest.mark.parametrize("default_backend", BACKENDS, indirect=True)

@@ -1,28 +1,25 @@
 """The same rig in metres, centimetres or millimetres, or turned, solves the same way."""
 
 import dataclasses
-import os
-import pathlib
 
 import numpy as np
 import pytest
 
-from bench.mocap import load_bvh
-from solver import JointLimits, Kusudama, Pin, Skeleton, SolverSettings, preset_limits, quat, solve
+from tests.support.mocap import CLIPS, load_bvh
+from tests.support.kusudamas import joint_limits
+from solver import Pin, Skeleton, SolverSettings, preset_limits, quat, solve
 from tests.solver.conftest import captured_pins
 
-MOCAP = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap" / "cmu_131_01.bvh"
 QUARTER_TURN_ABOUT_X = np.array(
     [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
 )
-pytestmark = pytest.mark.skipif(not os.path.exists(MOCAP), reason="mocap data not present")
 
 
 def knee_lift(scale, turn):
     """The CMU rig at its first frame, every length times `scale` and armature space turned by
     `turn`, with hands, feet and head pinned and the left foot lifted by 0.4 of the rig's height
     over 1.75 (and forward): a big move that coordinate descent takes many iterations for."""
-    clip = load_bvh(str(MOCAP))
+    clip = load_bvh(CLIPS[0])
     rest = np.array([b["rest"] for b in clip.bones])
     rest[:, :3, 3] *= scale
     rest = turn @ rest
@@ -37,10 +34,7 @@ def knee_lift(scale, turn):
     target = pins[lifted].target.copy()
     target[:3, 3] += turn[:3, :3] @ np.array([0.0, -0.2, 0.4]) * scale
     pins[lifted] = Pin("LeftAnkle", target)
-    limits = JointLimits(
-        {skeleton.index[n]: Kusudama.from_dict(d, bone=n) for n, d in preset_limits(clip.bones).items()},
-        len(skeleton),
-    )
+    limits = joint_limits(skeleton.names, preset_limits(clip.bones))
     stiffness = np.zeros(len(skeleton))
     stiffness[skeleton.index["Hips"]] = 1.0
     return skeleton, pins, rotations, locations, limits, stiffness

@@ -5,6 +5,7 @@ Imported after conftest.py has pointed BLENDER_USER_RESOURCES at a temporary dir
 
 import importlib
 import importlib.util
+import json
 import pathlib
 
 import numpy as np
@@ -100,6 +101,13 @@ def pin(obj, *names):
     return {name: obj.pose.bones[name].ewbik.target for name in names}
 
 
+def solve_fully_on_update(obj, iterations=200):
+    """Live updates run without a time budget, to convergence or `iterations`, so one update is
+    enough to check reaching (and the same solves on a busy machine)."""
+    obj.ewbik.time_budget_ms = 0.0
+    obj.ewbik.iterations = iterations
+
+
 def update():
     """Let Blender evaluate the depsgraph, which runs depsgraph_update_post handlers."""
     bpy.context.view_layer.update()
@@ -126,6 +134,44 @@ def pose_values(obj):
 def bone_world(obj, name):
     """Blender's own evaluated pose matrix of a bone, in world space."""
     return obj.matrix_world @ obj.pose.bones[name].matrix
+
+
+def distance_to_target(obj, bone):
+    """How far a pinned bone's head is from its target (scene units)."""
+    target = obj.pose.bones[bone].ewbik.target
+    return (bone_world(obj, bone).translation - target.matrix_world.translation).length
+
+
+def worst_distance(obj, bones):
+    """The largest distance of these pinned bones from their targets (scene units)."""
+    return max(distance_to_target(obj, bone) for bone in bones)
+
+
+def pose_quaternions(obj):
+    """Every bone's quaternion channel as Blender holds it, (N, 4)."""
+    values = np.empty(len(obj.pose.bones) * 4, np.float32)
+    obj.pose.bones.foreach_get("rotation_quaternion", values)
+    return values.reshape(-1, 4).astype(float)
+
+
+def stored_properties(struct, create=False):
+    """The stored bpy.props values of `struct`, bypassing the update rules (as an older file may
+    hold them; Blender 5 keeps them apart from custom properties)."""
+    if hasattr(struct, "bl_system_properties_get"):
+        return struct.bl_system_properties_get(do_create=create)
+    return struct
+
+
+def export_scene(path):
+    """The active armature exported through ewbik.export_scene, read back as a document."""
+    assert bpy.ops.ewbik.export_scene(filepath=str(path)) == {"FINISHED"}
+    with open(path, encoding="utf-8") as stream:
+        return json.load(stream)
+
+
+def fcurve_keys():
+    """The installed extension's F-Curve key reading and writing."""
+    return addon_module("ewbik_addon.bake.fcurve_keys")
 
 
 def build_metarig(location=(0.0, 0.0, 0.0)):

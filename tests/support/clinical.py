@@ -4,7 +4,7 @@ Each role of solver/data/humanoid.json that has a `range` (the active range of m
 in docs/LIMITS.md give) is moved the way a goniometer measures it: from the anatomical zero,
 flexion/extension and abduction/adduction turn the segment in their planes, axial rotation turns
 it about its own axis there. The rigs these tests use stand with Z up and face -Y, the
-character's left on +X (the synthetic test rigs, the Rigify metarig, CMU clips as bench/mocap.py
+character's left on +X (the synthetic test rigs, the Rigify metarig, CMU clips as tests/support/mocap.py
 loads them), so the body's directions are known here without reading them from the rig.
 
 Anatomical zero: a hanging limb ("down"), the straight joint ("parent": the parent's direction),

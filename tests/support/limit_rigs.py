@@ -29,6 +29,11 @@ def build_mixamo_rig():
     return obj
 
 
+def is_limited(pose_bone):
+    """Whether the bone has any stored limit: a cone or a twist range."""
+    return len(pose_bone.bone.ewbik.cones) > 0 or pose_bone.bone.ewbik.use_twist_limit
+
+
 def set_cones(pose_bone, *cones, twist=None):
     settings = pose_bone.bone.ewbik
     settings.cones.clear()
@@ -56,17 +61,6 @@ def rest_under_parent(obj, pose_bone):
     pose_bone.rotation_quaternion = saved[0]
     bpy.context.view_layer.update()
     return frame
-
-
-def fibonacci_directions(count):
-    """`count` evenly spread unit directions (a fixed lattice, the same on every machine)."""
-    import numpy as np
-
-    i = np.arange(count) + 0.5
-    z = 1.0 - 2.0 * i / count
-    phi = math.pi * (1.0 + 5.0**0.5) * i
-    r = np.sqrt(1.0 - z * z)
-    return np.stack([r * np.cos(phi), z, r * np.sin(phi)], axis=1)
 
 
 def look_at(eye, target):

@@ -1,13 +1,13 @@
-"""The naturalness bench's measures (bench/bench_natural.py) on explicit poses with known answers."""
-
-import os
+"""The naturalness measures (tests/support/natural_measures.py, read by bench/bench_natural.py) on
+explicit poses with known answers."""
 
 import numpy as np
 import pytest
 
-from bench import bench_natural as natural
+from tests.support import natural_measures as natural
+from tests.support.mocap import CLIPS
+from tests.support.mocap_frames import EFFECTORS, load_clip
 
-CLIP = os.path.join(os.path.dirname(__file__), "..", "data", "mocap", "cmu_131_01.bvh")
 LIMB = np.array([[0, 1, 2]])
 
 
@@ -20,7 +20,7 @@ def limb(bend_deg, normal_sign=1.0):
 
 @pytest.fixture(scope="module")
 def clip():
-    return natural.bs.load_clip(CLIP, 64)
+    return load_clip(CLIPS[0], 64)
 
 
 def test_free_joints_are_the_unpinned_bones_between_hips_and_pins(clip):
@@ -82,7 +82,7 @@ def test_second_differences_vanish_for_steady_motion_and_measure_a_zigzag():
 def test_the_captured_motion_measures_as_perfectly_natural(clip):
     body = natural.body_of(clip.skeleton)
     truth = natural.captured_heads(clip, body)
-    zeros = np.zeros((len(truth), len(natural.bs.EFFECTORS)))
+    zeros = np.zeros((len(truth), len(EFFECTORS)))
     m = natural.measure([natural.Solved(truth, truth, zeros, zeros, np.ones(len(truth)))], body)
     assert (m.free_mm, m.flip_share, m.jitter_mm) == (0.0, 0.0, 0.0)
     assert m.flip_frames > 0
@@ -99,7 +99,7 @@ def test_a_mirrored_elbow_is_measured_as_distance_and_a_flip(clip):
     offset = truth[:, elbow] - truth[:, shoulder]
     along = np.sum(offset * axis, axis=-1, keepdims=True) * axis
     heads[:, elbow] = truth[:, shoulder] + 2 * along - offset
-    zeros = np.zeros((3, len(natural.bs.EFFECTORS)))
+    zeros = np.zeros((3, len(EFFECTORS)))
     m = natural.measure([natural.Solved(heads, truth, zeros, zeros, np.ones(3))], body)
     moved = np.linalg.norm(heads[:, elbow] - truth[:, elbow], axis=-1)
     assert m.free_mm == pytest.approx(1e3 * moved.sum() / (3 * len(body.free)))

@@ -10,16 +10,16 @@ hips) the bone gets a short tail along its parent's direction, so no bone has ze
 """
 
 from dataclasses import dataclass, field
-import os
-import sys
+import pathlib
 
 import numpy as np
 
-if not __package__:  # run as a script or imported from bench/: `solver` lives in the repository root
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from solver import quat
+from solver.scene import scene_bone, scene_document as document
 
-from solver import quat  # noqa: E402
-from solver.scene import scene_bone, scene_document as document  # noqa: E402
+MOCAP_DIR = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
+CLIPS = (MOCAP_DIR / "cmu_131_01.bvh", MOCAP_DIR / "cmu_131_03.bvh")
+"""The CMU clips committed in tests/data/mocap: a walk and a hop."""
 
 BVH_TO_BLENDER = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
 _Y = np.array([0.0, 1.0, 0.0])
@@ -299,11 +299,3 @@ def rolled_rest(mocap, seed=0):
         rest[:3, :3] = rest[:3, :3] @ quat.to_matrix(rolls[i])
         bones.append(dict(bone, rest=rest.tolist()))
     return Mocap(bones, quat.normalize(rotations), locations, mocap.frame_time, mocap.scale)
-
-
-if __name__ == "__main__":
-    clip = load_bvh(sys.argv[1])
-    print(
-        f"{len(clip.bones)} bones, {len(clip.rotations)} frames at {1.0 / clip.frame_time:.1f} fps, "
-        f"BVH unit = {clip.scale:.6f} m"
-    )
