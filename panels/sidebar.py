@@ -16,6 +16,7 @@ from ..ewbik_addon.com.active import (
     shown_pin,
 )
 from ..ewbik_addon.com.messages import count
+from ..ewbik_addon.com.pin_kinds import pin_kind
 from ..ewbik_addon.com.stored_settings import bone_target
 from ..ewbik_addon.limits.limit_status import LimitStatus, limit_status
 from ..ewbik_addon.rigs import production_checks, production_rigs
@@ -208,13 +209,14 @@ def _draw_pin_kind(layout: bpy.types.UILayout, settings: bpy.types.PropertyGroup
     """What the active pin holds and how hard: kind (and an aim's axis), planted, priority, weight,
     axis weights, falloff."""
     layout.prop(settings, "pin_kind")
-    if settings.pin_kind == "AIM":
+    kind = pin_kind(settings.pin_kind)
+    if kind.aims:
         layout.prop(settings, "aim_axis")
     layout.prop(settings, "planted")
     layout.prop(settings, "priority")
     layout.prop(settings, "weight")
     axes = layout.column()
-    axes.active = settings.pin_kind not in ("POSITION", "AIM")
+    axes.active = kind.turns_with_target
     axes.prop(settings, "orientation_weights")
     layout.prop(settings, "falloff")
 

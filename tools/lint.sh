@@ -15,6 +15,7 @@ BPY_FREE_GLUE=(
     ewbik_addon.bridge.pose_underneath
     ewbik_addon.bridge.standing_body
     ewbik_addon.com.live_pause
+    ewbik_addon.com.pin_kinds
     ewbik_addon.com.rotation_channels
     ewbik_addon.com.target_names
     ewbik_addon.documents.scene_export

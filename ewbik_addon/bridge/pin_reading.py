@@ -10,6 +10,7 @@ from ...solver import Pin, quat
 from ...solver.validation import MAX_COORDINATE
 from ..com.armature_checks import RigError, armature_scale
 from ..com.messages import count, degrees, deleted_targets, distance
+from ..com.pin_kinds import pin_kind
 from ..limits.limit_status import BEYOND_TOLERANCE
 from ..rigs.production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
 from .rig_cache import CheckedPins, cached_rig, rig_for
@@ -178,9 +179,10 @@ def _make_pin(bone, location, rotation, props):
     (a hand reaching to the floor beside two feet weighing 1000 stopped 0.35 m short after 100
     iterations, and reached in 35 with equal weights)."""
     matrix = np.array(mathutils.Matrix.LocRotScale(location, rotation, None))
-    axes = _POSITION_ONLY_AXES if props.pin_kind == "POSITION" else tuple(props.orientation_weights)
+    kind = pin_kind(props.pin_kind)
+    axes = tuple(props.orientation_weights) if kind.turns_with_target or kind.aims else _POSITION_ONLY_AXES
     priority = props.priority + (PLANTED_PRIORITY if props.planted else 0.0)
-    aim = props.aim_axis if props.pin_kind == "AIM" else None
+    aim = props.aim_axis if kind.aims else None
     try:
         return Pin(bone, matrix, props.weight, axes, props.falloff, priority, aim=aim)
     except ValueError as error:
@@ -306,7 +308,7 @@ def pin_distances(obj, result):
     misses = np.array([pin.target[:3, 3] - heads[chains.skeleton.index[pin.bone]] for pin in pins])
     linear = np.array(obj.matrix_world.to_3x3())
     distances = np.linalg.norm(misses @ linear.T, axis=1)
-    rotation_only = np.array([kind in ("ROTATION", "AIM") for kind in rig.checked_pins.kinds])
+    rotation_only = np.array([not pin_kind(kind).reaches_place for kind in rig.checked_pins.kinds])
     return np.where(rotation_only, result.position_errors * scale, distances)
 
 
@@ -344,7 +346,7 @@ def pins_summary(obj, result):
     checked = rig.checked_pins if rig is not None else None
     errors = pin_distances(obj, result).tolist()
     bones = checked.bones if checked is not None and len(checked.bones) == len(errors) else None
-    aims = [kind == "AIM" for kind in checked.kinds] if bones else [False] * len(errors)
+    aims = [pin_kind(kind).aims for kind in checked.kinds] if bones else [False] * len(errors)
     if bones is None:
         bones = [f"pin {k + 1}" for k in range(len(errors))]
     tolerance = obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12

@@ -25,6 +25,7 @@ from ..bridge.targets import new_pole, new_target
 from ..com.armature_checks import RigError, armature_scale, check_writable, limits_lock
 from ..com.limit_settings import has_limits, limits_dict, same_limits, set_limits
 from ..com.rotation_channels import rotation_channel
+from ..com.pin_kinds import AIM_PIN_KIND, DEFAULT_PIN_KIND, pin_kind
 from ..com.stored_settings import (
     batched_updates,
     bone_setting,
@@ -226,8 +227,8 @@ def _aim_assignments(props, aim):
     """An aim pin's kind and axis; a pin without aim on a bone that aimed becomes an ordinary one
     (the document's axis weights say what it holds)."""
     if aim is not None:
-        return [(props, "pin_kind", "AIM"), (props, "aim_axis", aim)]
-    return [(props, "pin_kind", "BOTH")] if props.pin_kind == "AIM" else []
+        return [(props, "pin_kind", AIM_PIN_KIND), (props, "aim_axis", aim)]
+    return [(props, "pin_kind", DEFAULT_PIN_KIND)] if pin_kind(props.pin_kind).aims else []
 
 
 def apply_document(context, obj, document):

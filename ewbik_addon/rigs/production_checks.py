@@ -22,6 +22,7 @@ from ...solver import quat
 from ...solver.aim import aim_angle
 from ..com.armature_checks import MIN_BONE_LENGTH, RigError, armature_scale, scene_of
 from ..com.messages import distance
+from ..com.pin_kinds import pin_kind
 from ..com.stored_settings import pinned_bones
 from . import production_rigs
 
@@ -222,11 +223,12 @@ def evaluated_pin_errors(obj: bpy.types.Object) -> dict[str, tuple[float, float]
         worst = (0.0, 0.0)
         for name in followers[bone]:
             location, rotation, _ = (obj.matrix_world @ pose_bones[name].matrix).decompose()
-            distance = 0.0 if props.pin_kind in ("ROTATION", "AIM") else (location - target_location).length
-            if props.pin_kind == "AIM":
+            kind = pin_kind(props.pin_kind)
+            distance = (location - target_location).length if kind.reaches_place else 0.0
+            if kind.aims:
                 basis = np.array(rotation.to_matrix())
                 angle = math.degrees(aim_angle(basis, location, target_location, props.aim_axis))
-            elif props.pin_kind == "POSITION":
+            elif not kind.turns_with_target:
                 angle = 0.0
             else:
                 angle = math.degrees(rotation.rotation_difference(target_rotation).angle)

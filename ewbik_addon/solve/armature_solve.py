@@ -18,6 +18,7 @@ from ..bridge.pin_reading import read_pins
 from ..bridge.pose_io import read_pose, write_pose
 from ..bridge.rig_cache import rig_for
 from ..com.armature_checks import RigError, armature_scale, check_writable
+from ..com.pin_kinds import pin_kind
 from ..com.stored_settings import stored_solver_settings
 from ..rigs.balance_body import chains_body
 from ..rigs.production_checks import check_pins_movable, place_ik_controls
@@ -147,24 +148,28 @@ def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     solve, only while some pin is rotation-only; the two share the live time budget, so the returned
     settings give the main solve its half.
     """
-    kinds = rig.checked_pins.kinds  # read_pins checked them with the pins, in the same order
-    if "ROTATION" not in kinds:
+    placed = [
+        pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds
+    ]  # as read_pins read them
+    if not any(placed):
         return pins, settings
     rows, skeleton, limits = rig.chains.rows, rig.chains.skeleton, rig.chains.limits
     solver_rotations, solver_locations = rotations[rows], locations[rows]
-    others = [pin for pin, kind in zip(pins, kinds) if kind != "ROTATION"]
+    others = [pin for pin, by_others in zip(pins, placed) if not by_others]
     if others and settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
     if others:
         try:
-            placed = solve(skeleton, others, solver_rotations, solver_locations, settings, limits, stiffness)
+            others_solved = solve(
+                skeleton, others, solver_rotations, solver_locations, settings, limits, stiffness
+            )
         except ValueError as error:
             raise RigError(str(error)) from None
-        solver_rotations, solver_locations = placed.rotations, placed.locations
+        solver_rotations, solver_locations = others_solved.rotations, others_solved.locations
     _, heads = skeleton.forward(solver_rotations, solver_locations)
     placed_pins = []
-    for pin, kind in zip(pins, kinds):
-        if kind == "ROTATION":
+    for pin, by_others in zip(pins, placed):
+        if by_others:
             matrix = pin.target.copy()
             matrix[:3, 3] = heads[skeleton.index[pin.bone]]
             pin = Pin(pin.bone, matrix, pin.weight, pin.orientation_weights, pin.falloff)

@@ -10,6 +10,7 @@ from ..bridge import pose_underneath
 from ..bridge.pin_reading import read_pins
 from ..bridge.rig_cache import crowds, rig_for
 from ..com.armature_checks import RigError, check_writable
+from ..com.pin_kinds import pin_kind
 from ..rigs.production_checks import check_pins_movable
 from . import armature_solve
 
@@ -73,7 +74,7 @@ def _needs_own_solve(obj, rig, locks):
         return True
     if np.any(rig.held) or np.any(rig.placed) or np.any(rig.fixed_mask):
         return True
-    return "ROTATION" in rig.checked_pins.kinds  # read_pins checked the pins and their kinds
+    return any(pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds)  # checked by read_pins
 
 
 def _solve_alone(obj, only_targets_moved, full):

@@ -36,6 +36,7 @@ from ...solver.settings import MAX_SOFT_REACH
 from ...solver.stretch import MAX_STRETCH
 from ...solver.validation import MAX_ANGLE
 from ..com import active, messages, stored_settings
+from ..com.pin_kinds import DEFAULT_PIN_KIND, pin_kind_items
 from ..com.stored_settings import batched_updates, bone_target, settings_changed
 from ..limits import body_angles
 from ..rigs import production_rigs
@@ -184,16 +185,6 @@ class EWBIK_PG_role_row(bpy.types.PropertyGroup):
     )
 
 
-PIN_KINDS = (
-    ("BOTH", "Position & Rotation", "The bone reaches the target's place and turns as the target turns"),
-    ("POSITION", "Position Only", "The bone reaches the target's place; its rotation is left to the body"),
-    (
-        "ROTATION",
-        "Rotation Only",
-        "The bone turns as the target turns; where it sits is left to the other pins",
-    ),
-    ("AIM", "Aim", "The bone's Aim Axis points at the target; its position is free (a head, eyes, a torch)"),
-)
 AIM_AXIS_ITEMS = tuple((axis, axis, f"The bone's {axis} axis points at the target") for axis in AIM_AXES)
 
 
@@ -224,8 +215,8 @@ class EWBIK_PG_bone(bpy.types.PropertyGroup):
     pin_kind: EnumProperty(
         name="Pin",
         description="What the pin holds: position, rotation, both, or where the bone points (Aim)",
-        items=PIN_KINDS,
-        default="BOTH",
+        items=pin_kind_items(),
+        default=DEFAULT_PIN_KIND,
         update=settings_changed,
     )
     aim_axis: EnumProperty(
