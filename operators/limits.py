@@ -65,7 +65,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
         try:
             fitted = fitted_preset(obj, self.preset, context.scene.frame_current)
         except presets.PresetError as error:
-            self.report({"ERROR"}, f"No limits set: {error.message}")
+            self.report({"ERROR"}, f"No limits set: {error.reason}")
             return {"CANCELLED"}
         wanted = [
             pose_bone

@@ -6,6 +6,7 @@ scene document to `solve_scene`. Where `tools/build_native.py` has compiled
 the loop, `solve` iterates in C (the same steps); elsewhere in numpy.
 """
 
+from .errors import EwbikError
 from .fit_limits import FitError, fit_limits
 from .kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from .native import available as compiled_loop_available
@@ -20,6 +21,7 @@ from .two_bone import two_bone_ik
 from .validation import SceneError
 
 __all__ = [
+    "EwbikError",
     "FitError",
     "JointLimits",
     "Kusudama",

@@ -17,14 +17,15 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .errors import EwbikError
 from .scene import solve_scene
 
 # Far above any rig's document (~1 KiB a bone), far below the memory parsing it takes.
 MAX_INPUT_BYTES = 256 << 20
 
 
-class _InputError(Exception):
-    """A problem to report in one line (exit status 2)."""
+class _InputError(EwbikError):
+    """A problem with a file to report in one line (exit status 2); `field` is the file's path."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,22 +50,23 @@ def _read(path: str) -> Any:
     try:
         with open(path, "rb") as stream:
             data = stream.read(MAX_INPUT_BYTES + 1)
-        if len(data) > MAX_INPUT_BYTES:
-            raise _InputError(
-                f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, the most a scene document may be"
-            )
+    except OSError as error:
+        raise _InputError(path, _reason(error)) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise _InputError(path, f"larger than {MAX_INPUT_BYTES >> 20} MiB, the most a scene document may be")
+    try:
         return json.loads(data.decode("utf-8"))
     except RecursionError:
-        raise _InputError(f"{path}: the JSON is nested too deeply") from None
-    except (OSError, ValueError) as error:  # JSONDecodeError, UnicodeDecodeError, over-long integers
-        raise _InputError(f"{path}: {_reason(error)}") from None
+        raise _InputError(path, "the JSON is nested too deeply") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, over-long integers
+        raise _InputError(path, _reason(error)) from None
 
 
 def _solve(path: str, document: Any) -> dict[str, Any]:
     try:
         return solve_scene(document)
-    except ValueError as error:  # SceneError, with the path of the offending field
-        raise _InputError(f"{path}: {_reason(error)}") from None
+    except EwbikError as error:
+        raise _InputError(path, _reason(error)) from None
 
 
 def _write(path: str | None, text: str) -> None:
@@ -77,7 +79,7 @@ def _write(path: str | None, text: str) -> None:
     except OSError as error:
         if not path:
             _discard_stdout()
-        raise _InputError(f"{path or 'standard output'}: {_reason(error)}") from None
+        raise _InputError(path or "standard output", _reason(error)) from None
 
 
 def _write_file(path: str, text: str) -> None:

@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import quat
+from .errors import EwbikError
 from .kusudama import Kusudama, LimitCone, TwistLimit
 
 FLOOR_RADIUS = math.radians(2.0)
@@ -85,12 +86,8 @@ _CHUNK_ELEMENTS = 4_000_000
 _GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
 
 
-class FitError(ValueError):
+class FitError(EwbikError):
     """Bad input to `fit_limits`; `field` names the offending argument."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 def fit_limits(

@@ -609,7 +609,7 @@ class JointLimits:
         """
         rotations = np.asarray(rotations, dtype=float)
         if rotations.shape != (self.n_bones, 4):
-            raise ValueError(f"rotations must have shape ({self.n_bones}, 4), got {rotations.shape}")
+            raise SceneError("rotations", f"must have shape ({self.n_bones}, 4), got {rotations.shape}")
         rotations = quat.normalize(rotations)
         g = self._pack.gather(np.arange(self.n_bones))
         _, _, swing = _Packed.closest(_swing_direction(rotations), g)

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import quat
+from .errors import EwbikError
 from .kusudama import Kusudama, LimitCone
 from .skeleton import Skeleton
 
@@ -224,16 +225,14 @@ def _orthogonal(v: ArrayLike, axis: np.ndarray, fallback: ArrayLike) -> np.ndarr
     )[0]
 
 
-class PresetError(ValueError):
+class PresetError(EwbikError):
     """A preset cannot be fitted to these bones or this pose; `field` names the input at fault
-    ("preset", "rest", "pose" or "pose.<bone>"), `message` says what is wrong with it and `why`
+    ("preset", "rest", "pose" or "pose.<bone>"), `reason` says what is wrong with it and `why`
     is the short reason a reference pose cannot be read."""
 
-    def __init__(self, field: str, message: str, why: str | None = None) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-        self.why = why or message
+    def __init__(self, field: str, reason: str, why: str | None = None) -> None:
+        super().__init__(field, reason)
+        self.why = why or reason
 
 
 def _unreadable(field: str, why: str) -> PresetError:

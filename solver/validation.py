@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
+from .errors import EwbikError
 from .stretch import MAX_STRETCH
 
 if TYPE_CHECKING:  # skeleton.py imports this module
@@ -32,13 +33,12 @@ MAX_ANGLE = 4.0 * math.pi
 """Largest accepted limit angle (cone radius, twist bound) in magnitude, radians."""
 
 
-class SceneError(ValueError):
-    """Bad solver input. `field` is the path of the offending value, `reason` what is wrong with it."""
+class SceneError(EwbikError):
+    """Bad solver input. `field` is the path of the offending value, `reason` what is wrong with it;
+    an empty field is the document itself."""
 
     def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}" if field else f"the document {reason}")
-        self.field = field
-        self.reason = reason
+        super().__init__(field, reason, None if field else f"the document {reason}")
 
     def within(self, prefix: str) -> "SceneError":
         """The same error with its field seen from an enclosing document (`prefix` + "." + field)."""

@@ -94,7 +94,7 @@ def set_humanoid_limits_if_none(obj: bpy.types.Object, frame: int) -> str:
     try:
         fitted = fitted_preset(obj, "humanoid", frame, overrides)
     except presets.PresetError as error:
-        return f"; no humanoid limits set: {error.message}"
+        return f"; no humanoid limits set: {error.reason}"
     store_preset(obj, [pose_bone for pose_bone in obj.pose.bones if pose_bone.name in fitted.limits], fitted)
     return f"; humanoid limits set on {count(len(fitted.limits), 'bone')} {fitted.source} (Humanoid Limits on Pin)"
 

@@ -31,6 +31,7 @@ from solver import (
     Kusudama,
     LimitCone,
     Pin,
+    SceneError,
     SolverSettings,
     native,
     native_library,
@@ -255,15 +256,17 @@ def test_a_zero_time_budget_runs_one_iteration():
 def test_asking_for_native_without_the_library_names_the_setting(monkeypatch):
     skeleton, pins, rotations, locations, _ = random_problem(1, 4, 1)
     monkeypatch.setattr(native, "_LIBRARY", None)
-    with pytest.raises(ValueError, match="backend"):
+    with pytest.raises(SceneError) as caught:
         solve(skeleton, pins, rotations, locations, SolverSettings(backend="native"))
+    assert caught.value.field == "settings.backend"
     auto = solve(skeleton, pins, rotations, locations, SolverSettings())
     assert np.all(np.isfinite(auto.rotations))
 
 
 def test_unknown_backend_is_rejected():
-    with pytest.raises(ValueError, match="backend"):
+    with pytest.raises(SceneError) as caught:
         SolverSettings(backend="fortran")
+    assert caught.value.field == "settings.backend"
 
 
 def test_a_library_with_other_structures_is_not_used(monkeypatch):
@@ -309,14 +312,16 @@ def test_column_major_inputs_give_the_same_pose():
 def test_limits_for_another_skeleton_are_refused():
     skeleton, pins, rotations, locations, _ = random_problem(5, 6, 2)
     limits = JointLimits({0: Kusudama([LimitCone((0.0, 1.0, 0.0), 0.5)])}, 2)
-    with pytest.raises(ValueError, match="limits: made for 2 bones, the skeleton has 6"):
+    with pytest.raises(SceneError, match="limits: made for 2 bones, the skeleton has 6") as caught:
         solve(skeleton, pins, rotations, locations, SolverSettings(), limits=limits)
+    assert caught.value.field == "limits"
 
 
 @pytest.mark.parametrize("field, value", [("iterations", 2**31), ("acceleration", 2**32 - 1)])
 def test_counts_beyond_what_the_loop_can_hold_are_refused(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(SceneError) as caught:
         SolverSettings(**{field: value})
+    assert caught.value.field == f"settings.{field}"
 
 
 def test_whole_floats_and_a_long_anderson_memory_work_in_both_loops():

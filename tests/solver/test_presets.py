@@ -137,8 +137,9 @@ def test_available_presets():
     presets = available_presets()
     assert [p[0] for p in presets] == ["humanoid"]
     assert all(isinstance(p[1], str) and p[2] for p in presets)
-    with pytest.raises(ValueError, match="preset"):
+    with pytest.raises(PresetError) as caught:
         preset_limits(build_rig(), preset="dragon")
+    assert caught.value.field == "preset"
 
 
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))
