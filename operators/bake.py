@@ -9,8 +9,8 @@ from bpy.props import BoolProperty, IntProperty
 
 from ..ewbik_addon.bake.bake_engine import BakeOptions, CrowdBake, armatures_to_bake
 from ..ewbik_addon.com.active import armature_to_step_through
-from ..ewbik_addon.com.armature_checks import RigError
 from ..ewbik_addon.com.pose_channels import frame_range, scene_range
+from ..solver import EwbikError
 
 
 class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range"), bpy.types.Operator):
@@ -73,7 +73,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
             finally:
                 window_manager.progress_end()
             summary = bake.finish()
-        except RigError as error:
+        except EwbikError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         self.report({"INFO"}, str(summary))
@@ -82,7 +82,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
     def invoke(self, context, event):
         try:
             self._bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
-        except RigError as error:
+        except EwbikError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         window_manager = context.window_manager
@@ -109,7 +109,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
                 self._show_status(context)
                 return {"RUNNING_MODAL"}
             summary = bake.finish()
-        except RigError as error:
+        except EwbikError as error:
             self._end(context)
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}

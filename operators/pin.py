@@ -5,8 +5,8 @@ from bpy.props import StringProperty
 
 from ..ewbik_addon.bridge.pinning import pin_bones, unpin_bones
 from ..ewbik_addon.com.active import editable_posing_armature, selected_pose_bones, show_object
-from ..ewbik_addon.com.armature_checks import RigError
 from ..ewbik_addon.com.stored_settings import bone_target
+from ..solver import EwbikError
 
 
 class EWBIK_OT_pin(bpy.types.Operator):
@@ -28,7 +28,7 @@ class EWBIK_OT_pin(bpy.types.Operator):
             return {"CANCELLED"}
         try:
             self.report({"INFO"}, pin_bones(context, obj, bones))
-        except RigError as error:
+        except EwbikError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         return {"FINISHED"}

@@ -2,10 +2,10 @@
 
 import bpy
 
-from ..ewbik_addon.bridge.targets import TargetFollowError, check_follow, new_pole, pole_place
+from ..ewbik_addon.bridge.targets import check_follow, new_pole, pole_place
 from ..ewbik_addon.com.active import editable_posing_armature
-from ..ewbik_addon.com.armature_checks import RigError
 from ..ewbik_addon.com.stored_settings import bone_target
+from ..solver import EwbikError
 
 
 class EWBIK_OT_add_pole(bpy.types.Operator):
@@ -34,7 +34,7 @@ class EWBIK_OT_add_pole(bpy.types.Operator):
         try:
             check_follow(obj)
             pole = new_pole(context, obj, pose_bone, pole_place(obj, pose_bone))
-        except (RigError, TargetFollowError) as error:
+        except EwbikError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         pose_bone.ewbik.pole = pole

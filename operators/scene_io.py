@@ -13,8 +13,8 @@ from bpy.props import BoolProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..ewbik_addon.com.active import active_armature
-from ..ewbik_addon.com.armature_checks import RigError
 from ..ewbik_addon.documents import scene_export, scene_import
+from ..solver import EwbikError
 
 
 class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):
@@ -35,7 +35,7 @@ class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):
         obj = active_armature(context)
         try:
             document = scene_export.scene_document(obj)
-        except RigError as error:
+        except EwbikError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         try:
@@ -68,7 +68,7 @@ class EWBIK_OT_import_scene(bpy.types.Operator, ImportHelper):
         try:
             document = scene_import.read_document(self.filepath)
             obj = scene_import.receiving_armature(active_armature(context), document, self.as_new_armature)
-        except RigError as error:
+        except EwbikError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         notes = []

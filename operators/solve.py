@@ -8,8 +8,8 @@ must be right, or when live solving is off.
 import bpy
 
 from ..ewbik_addon.com.active import active_armature
-from ..ewbik_addon.com.armature_checks import RigError
 from ..ewbik_addon.solve.solve_now import solve_now
+from ..solver import EwbikError
 
 
 class EWBIK_OT_solve(bpy.types.Operator):
@@ -33,7 +33,7 @@ class EWBIK_OT_solve(bpy.types.Operator):
     def execute(self, context):
         try:
             solved = solve_now(context, active_armature(context))
-        except RigError as error:
+        except EwbikError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         self.report({"WARNING"} if solved.elsewhere else {"INFO"}, solved.summary)

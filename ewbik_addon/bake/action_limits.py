@@ -29,7 +29,8 @@ def animated_rotations(
 ) -> np.ndarray:
     """Local rotations (F, N, 4) of every pose bone (pose.bones order) on each frame of the range."""
     if frame_end < frame_start:
-        raise RigError(f"Frame range {frame_start}..{frame_end} is empty: the end comes before the start")
+        reason = "is empty: the end comes before the start"
+        raise RigError("frame_end", reason, f"Frame range {frame_start}..{frame_end} {reason}")
     pose_bones = obj.pose.bones
     n_frames, n_bones = frame_end - frame_start + 1, len(pose_bones)
     quaternion = np.empty((n_frames, n_bones, 4), np.float32)
@@ -48,7 +49,9 @@ def animated_rotations(
     modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
     rotations = channels_to_quaternions(modes, quaternion, euler, axis_angle)
     if not np.all(np.isfinite(rotations)):
-        raise RigError("The animation has NaN or infinite rotations in this frame range")
+        raise RigError(
+            "rotations", "NaN or infinite", "The animation has NaN or infinite rotations in this frame range"
+        )
     return quat.normalize(rotations)
 
 
@@ -76,7 +79,7 @@ def fit_action_limits(
     try:
         limits = fit_limits(bones, in_bone_order, coverage=coverage, max_cones=max_cones, margin=margin)
     except FitError as error:
-        raise RigError(f"Cannot fit limits: {error}") from None
+        raise RigError.told_after("Cannot fit limits: ", error) from None
     limited = []
     for pose_bone in obj.pose.bones:
         fitted = limits.get(pose_bone.name)

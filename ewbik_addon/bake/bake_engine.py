@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import bpy
 import numpy as np
 
+from ...solver import EwbikError
 from ..bridge import pin_reading, rig_cache
 from ..bridge.rig_cache import pinned_chains
 from ..com.active import is_selected
@@ -61,11 +62,11 @@ class BakeOptions:
     def frames(self) -> np.ndarray:
         """The frames to solve: every `step`-th frame from the start, and always the end frame."""
         if self.step < 1:
-            raise RigError(f"Step must be at least 1 frame, not {self.step}")
+            reason = f"must be at least 1 frame, not {self.step}"
+            raise RigError("step", reason, f"Step {reason}")
         if self.frame_start > self.frame_end:
-            raise RigError(
-                f"Nothing to bake: start frame {self.frame_start} is after end frame {self.frame_end}"
-            )
+            reason = f"start frame {self.frame_start} is after end frame {self.frame_end}"
+            raise RigError("frame_start", reason, f"Nothing to bake: {reason}")
         return np.unique(
             np.append(np.arange(self.frame_start, self.frame_end + 1, self.step), self.frame_end)
         )
@@ -100,9 +101,10 @@ class PoseBake:
         self, context: bpy.types.Context, obj: bpy.types.Object | None, options: BakeOptions
     ) -> None:
         if obj is None or obj.type != "ARMATURE":
-            raise RigError("The active object is not an armature")
+            raise RigError("object", "is not an armature", "The active object is not an armature")
         if not obj.is_editable:
-            raise RigError(f"Armature '{obj.name}' is linked; add a library override to bake it")
+            reason = "is linked; add a library override to bake it"
+            raise RigError("library", reason, f"Armature '{obj.name}' {reason}")
         scene = context.scene
         self.scene = scene
         self.view_layer = context.view_layer
@@ -115,7 +117,9 @@ class PoseBake:
         pose_bones = obj.pose.bones
         pinned = pinned_bones(obj)
         if not pinned:
-            raise RigError(f"No bone of '{obj.name}' is pinned; pin the bones to bake first")
+            raise RigError(
+                "pins", "no bone is pinned", f"No bone of '{obj.name}' is pinned; pin the bones to bake first"
+            )
         self.pins = [(pose_bone.name, bone_target(pose_bone)) for pose_bone in pinned]
         index = {pose_bone.name: i for i, pose_bone in enumerate(pose_bones)}
         parents = [pose_bone.parent.name if pose_bone.parent else None for pose_bone in pose_bones]
@@ -124,7 +128,11 @@ class PoseBake:
         if options.only_selected:
             self.allowed = np.array([is_selected(pose_bone) for pose_bone in pose_bones])
             if not (self.allowed & self.may_move).any():
-                raise RigError("None of the selected bones is in a pinned chain; nothing to bake")
+                raise RigError(
+                    "only_selected",
+                    "no selected bone is in a pinned chain",
+                    "None of the selected bones is in a pinned chain; nothing to bake",
+                )
         self.rotation_modes = [pose_bone.rotation_mode for pose_bone in pose_bones]
         self.pose_animated = pose_set_on_frame_change(obj)
         self.locked_components = [locked_rotation_components(pose_bone) for pose_bone in pose_bones]
@@ -200,8 +208,8 @@ class PoseBake:
                 result = armature_solve.solve_armature(
                     self.obj, full=True, rescan=not self.solved, only_targets_moved=self.keeps_pose
                 )
-            except RigError as error:
-                raise RigError(f"Frame {self.frame}: {error}") from error
+            except EwbikError as error:
+                raise RigError.told_after(f"Frame {self.frame}: ", error) from error
             self.record(result)
 
     def record(self, result: SolveResult) -> None:
@@ -209,7 +217,7 @@ class PoseBake:
         try:
             self._check_targets_evaluated()
         except RigError as error:
-            raise RigError(f"Frame {self.frame}: {error}") from error
+            raise RigError.told_after(f"Frame {self.frame}: ", error) from error
         self.moved |= result.moved
         for name, values in self.channels_written().items():
             self.poses[name][self.solved] = values
@@ -231,8 +239,9 @@ class PoseBake:
             evaluated = target.evaluated_get(depsgraph)
             if not evaluated.is_evaluated or evaluated.hide_viewport:
                 raise RigError(
-                    f"pin '{bone}': target '{target.name}' is disabled in viewports or excluded from the view "
-                    "layer, so Blender does not move it; enable it to bake"
+                    f"pin '{bone}'",
+                    f"target '{target.name}' is disabled in viewports or excluded from the view layer, "
+                    "so Blender does not move it; enable it to bake",
                 )
 
     def keyed_properties(self, i: int | np.integer) -> tuple[str, ...]:
@@ -276,7 +285,11 @@ class PoseBake:
     def check_keyable(self) -> None:
         """RigError when there is nothing to key (every armature of a crowd is asked before any is keyed)."""
         if not self.keyed.any():
-            raise RigError(f"The solver moved none of the bones of '{self.name}' to bake; nothing keyed")
+            raise RigError(
+                "pins",
+                "moved none of the bones",
+                f"The solver moved none of the bones of '{self.name}' to bake; nothing keyed",
+            )
 
     def write_keys(self) -> BakeSummary:
         """Key every solved frame (the pose and the frame stay as the last solve left them); if a
@@ -349,7 +362,7 @@ class PoseBake:
     def check_alive(self) -> None:
         """RigError once the armature is gone: nothing of it can be solved, keyed or restored."""
         if self.deleted:
-            raise RigError(f"'{self.name}' was deleted during the bake; nothing keyed")
+            raise RigError.about(self.name, "armature", "was deleted during the bake; nothing keyed")
 
     @property
     def may_hold_writes(self) -> bool:
@@ -524,15 +537,15 @@ class CrowdBake:
                 continue
             try:
                 pin_reading.pinned_targets(bake.obj)  # the bone settings scanned once, for the first frame
-            except RigError as error:
-                raise RigError(f"Frame {bake.frame}: {error}") from error
+            except EwbikError as error:
+                raise RigError.told_after(f"Frame {bake.frame}: ", error) from error
         outcomes = crowd_solve.solve_crowd(
             [bake.obj for bake in self.bakes], {bake.obj for bake in self.bakes if bake.keeps_pose}, full=True
         )
         for bake in self.bakes:
             outcome = outcomes[bake.obj]
-            if isinstance(outcome, RigError):
-                raise RigError(f"Frame {bake.frame}: {outcome}") from outcome
+            if isinstance(outcome, EwbikError):
+                raise RigError.told_after(f"Frame {bake.frame}: ", outcome) from outcome
             bake.record(outcome)
 
     def solve_for(self, seconds: float) -> None:

@@ -142,24 +142,27 @@ def check_action(obj: bpy.types.Object, bake_paths: Container[str]) -> None:
     action = anim_data.action
     if action.library is not None or not action.is_editable:
         source = action.library.filepath if action.library is not None else "a library"
-        raise RigError(f"Action '{action.name}' is linked from {source}; make it local to bake into it")
+        reason = f"is linked from {source}; make it local to bake into it"
+        raise RigError("action", reason, f"Action '{action.name}' {reason}")
     if anim_data.use_tweak_mode:
-        raise RigError(f"'{obj.name}' is in NLA tweak mode; leave tweak mode to bake into its action")
+        raise RigError.about(
+            obj.name, "use_tweak_mode", "is in NLA tweak mode; leave tweak mode to bake into its action"
+        )
     sharing = objects_keyed_with(anim_data, besides=obj)
     if sharing:
-        raise RigError(
-            f"Action '{action.name}' also animates {', '.join(repr(o.name) for o in sharing[:3])}"
+        reason = (
+            f"also animates {', '.join(repr(o.name) for o in sharing[:3])}"
             f"{' and more' if len(sharing) > 3 else ''}; baking '{obj.name}' into it would overwrite "
             f"their keys. Give '{obj.name}' its own action (a copy) and bake again"
         )
+        raise RigError("action", reason, f"Action '{action.name}' {reason}")
     fcurves = action_fcurves(anim_data) or ()
     for fcurve in fcurves:
         locked = fcurve.lock or (fcurve.group is not None and fcurve.group.lock)
         if locked and fcurve.data_path in bake_paths:
-            raise RigError(
-                f"Channel {fcurve.data_path}[{fcurve.array_index}] of action '{action.name}' is locked; "
-                "unlock it to bake"
-            )
+            channel = f"{fcurve.data_path}[{fcurve.array_index}]"
+            reason = f"of action '{action.name}' is locked; unlock it to bake"
+            raise RigError(channel, reason, f"Channel {channel} {reason}")
 
 
 def objects_keyed_with(anim_data: bpy.types.AnimData, besides: bpy.types.Object) -> list[bpy.types.ID]:

@@ -6,14 +6,14 @@ import bpy
 import mathutils
 import numpy as np
 
-from ...solver import Pin, quat
+from ...solver import EwbikError, Pin, quat
 from ...solver.validation import MAX_COORDINATE
 from ..com.armature_checks import RigError, armature_scale
-from ..com.messages import count, degrees, deleted_targets, distance
+from ..com.messages import count, degrees, distance
 from ..com.pin_kinds import pin_kind
 from ..limits.limit_status import BEYOND_TOLERANCE
 from ..rigs.production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
-from .rig_cache import CheckedPins, cached_rig, rig_for
+from .rig_cache import CheckedPins, cached_rig, rig_for, targets_deleted
 
 PLANTED_PRIORITY = 1.0  # added to a planted pin's priority: where pins cannot all be reached, it holds
 
@@ -22,7 +22,8 @@ _POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
 
 
 def read_pins(obj, rig, depsgraph=None):
-    """Pins with armature-space target matrices (scale removed); raises RigError for bad targets.
+    """Pins with armature-space target matrices (scale removed); raises RigError for bad targets
+    and the solver's SceneError for bad pin settings.
     depsgraph: read the targets and the armature as it evaluated them (a render's); None: the file's."""
     checked = rig.checked_pins
     if checked is None:
@@ -51,10 +52,11 @@ def _read_poles(obj, checked, depsgraph):
         pole = None if np.isnan(positions[i, 0]) else positions[i]
         try:
             checked.pins[i] = checked.pins[i].with_pole(pole)
-        except ValueError:
+        except EwbikError:
             raise RigError(
-                f"pin '{checked.bones[i]}': pole '{checked.poles[i].name}' contains NaN or infinity, "
-                f"or lies farther than {MAX_COORDINATE:g} armature units"
+                f"pin '{checked.bones[i]}'",
+                f"pole '{checked.poles[i].name}' contains NaN or infinity, "
+                f"or lies farther than {MAX_COORDINATE:g} armature units",
             ) from None
     checked.pole_positions = positions if any(pole is not None for pole in checked.poles) else None
 
@@ -92,7 +94,7 @@ def _check_pins(obj, rig):
     frames = _target_frames(obj, rig, checked)
     for (bone, target), frame in zip(rig.pins, frames):
         if not any(scene.objects.get(target.name) == target for scene in obj.users_scene):
-            raise RigError(f"pin '{bone}': target '{target.name}' is not in the armature's scene")
+            raise RigError(f"pin '{bone}'", f"target '{target.name}' is not in the armature's scene")
         props = obj.pose.bones[bone].ewbik
         key = (
             bone,
@@ -123,9 +125,9 @@ def _pin_target_bone(obj, bone, target):
     try:
         kind = target.type
     except ReferenceError:
-        raise RigError(deleted_targets([bone])) from None
+        raise targets_deleted([bone]) from None
     if pose_bone is None:
-        raise RigError(f"pin '{bone}': the bone no longer exists; unpin it")
+        raise RigError(f"pin '{bone}'", "the bone no longer exists; unpin it")
     return pose_bone.ewbik.target_bone if kind == "ARMATURE" else None
 
 
@@ -142,15 +144,15 @@ def _target_frames(obj, rig, checked, depsgraph=None):
             else:
                 matrix = _target_bone_matrix(obj, rig, bone, target, target_bone, depsgraph)
         except ReferenceError:
-            raise RigError(deleted_targets([bone])) from None
+            raise targets_deleted([bone]) from None
         location, rotation, _ = (to_armature @ matrix).decompose()
         if rotation.w < 0.0:
             rotation.negate()
         row = (*rotation, *location)
         if not (all(map(math.isfinite, row)) and max(map(abs, location)) <= MAX_COORDINATE):
             raise RigError(
-                f"pin '{bone}': target contains NaN or infinity, "
-                f"or lies farther than {MAX_COORDINATE:g} armature units"
+                f"pin '{bone}'",
+                f"target contains NaN or infinity, or lies farther than {MAX_COORDINATE:g} armature units",
             )
         rows.append(row)
     return np.array(rows, dtype=float).reshape(-1, 7)
@@ -162,11 +164,12 @@ def _check_feedback(obj, rig, checked):
         try:
             loop_bone = _feedback_bone(obj, target)
         except ReferenceError:
-            raise RigError(deleted_targets([bone])) from None
+            raise targets_deleted([bone]) from None
         if loop_bone is not None and rig.driven[rig.index[loop_bone]]:
             raise RigError(
-                f"pin '{bone}': target '{target.name}' follows bone '{loop_bone}', which the solver moves "
-                "(feedback loop): parent the target elsewhere"
+                f"pin '{bone}'",
+                f"target '{target.name}' follows bone '{loop_bone}', which the solver moves "
+                "(feedback loop): parent the target elsewhere",
             )
 
 
@@ -183,10 +186,7 @@ def _make_pin(bone, location, rotation, props):
     axes = tuple(props.orientation_weights) if kind.turns_with_target or kind.aims else _POSITION_ONLY_AXES
     priority = props.priority + (PLANTED_PRIORITY if props.planted else 0.0)
     aim = props.aim_axis if kind.aims else None
-    try:
-        return Pin(bone, matrix, props.weight, axes, props.falloff, priority, aim=aim)
-    except ValueError as error:
-        raise RigError(str(error)) from None
+    return Pin(bone, matrix, props.weight, axes, props.falloff, priority, aim=aim)
 
 
 def _evaluated(thing, depsgraph):
@@ -202,17 +202,18 @@ def _target_bone_matrix(obj, rig, bone, target, target_bone, depsgraph=None):
     other = target.pose.bones.get(target_bone) if target.pose is not None else None
     if other is None:
         what = "choose its Target Bone" if not target_bone else f"it has no bone '{target_bone}'"
-        raise RigError(f"pin '{bone}': target '{target.name}' is an armature: {what}")
+        raise RigError(f"pin '{bone}'", f"target '{target.name}' is an armature: {what}")
     if target == obj:
         follower = follows_pinned_bone(obj, target_bone, bone)
         if follower:
             raise RigError(
-                f"pin '{bone}': target bone '{target_bone}' {follower}, so it cannot be its target"
+                f"pin '{bone}'", f"target bone '{target_bone}' {follower}, so it cannot be its target"
             )
         if rig.driven[rig.index[target_bone]]:
             raise RigError(
-                f"pin '{bone}': target bone '{target_bone}' is moved by the solver (feedback loop): "
-                "use a control bone outside the pinned chains"
+                f"pin '{bone}'",
+                f"target bone '{target_bone}' is moved by the solver (feedback loop): "
+                "use a control bone outside the pinned chains",
             )
     if depsgraph is not None:
         target = target.evaluated_get(depsgraph)

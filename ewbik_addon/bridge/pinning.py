@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import bpy
 
+from ...solver import EwbikError
 from ..com.armature_checks import RigError
 from ..com.live_pause import suspended
 from ..com.messages import count
@@ -29,7 +30,7 @@ def pin_bones(context: bpy.types.Context, obj: bpy.types.Object, bones: Sequence
     try:
         check_follow(obj)
     except TargetFollowError as error:
-        raise RigError(f"Nothing pinned: {error}") from None
+        raise RigError.told_after("Nothing pinned: ", error) from None
     names, remarks = production_rigs.bones_to_pin(
         obj, [pose_bone.name for pose_bone in bones], production_checks.fixed_bones(obj)
     )
@@ -38,7 +39,8 @@ def pin_bones(context: bpy.types.Context, obj: bpy.types.Object, bones: Sequence
     if switched:
         remarks.append("limbs switched to FK (Rig > Restore IK/FK switches them back)")
     if not names:
-        raise RigError("; ".join(remarks))
+        why = "; ".join(remarks)
+        raise RigError("bones", why, why)
     bones = [obj.pose.bones[name] for name in names]
     pinned_before = any(not is_deleted(bone_target(pose_bone)) for pose_bone in pinned_bones(obj))
     created = 0
@@ -64,7 +66,7 @@ def unpin_bones(obj: bpy.types.Object, bones: Sequence[bpy.types.PoseBone]) -> s
         pose_bone.ewbik.target = None
     try:
         pin_reading.pinned_targets(obj, rescan=True)  # the cached pins forget these before their empties go
-    except RigError:
+    except EwbikError:
         pass  # the live status reports what else is wrong with the rig
     removed, kept = _remove_unused_targets(targets)
     message = f"Unpinned {count(len(bones), 'bone')}, removed {count(removed, 'target')}"

@@ -160,7 +160,8 @@ def read_pose(obj, rig, channels_kept=False):
         buffers.mirrors_channels = bool(finite.all())  # bad channels are read again next time
         if not buffers.mirrors_channels:
             raise RigError(
-                f"bone '{rig.names[int(np.flatnonzero(~finite)[0])]}': rotation or location is NaN or infinite"
+                f"bone '{rig.names[int(np.flatnonzero(~finite)[0])]}'",
+                "rotation or location is NaN or infinite",
             )
         rotations = unit_quaternions(rotations)
         buffers.pose = (rotations.copy(), locations.copy())

@@ -11,7 +11,7 @@ import functools
 import bpy
 import numpy as np
 
-from ...solver import Skeleton
+from ...solver import EwbikError, Skeleton
 from ...solver.balance import Body
 from ...solver.kusudama import JointLimits, Kusudama, cone_direction
 from ..com.armature_checks import MIN_BONE_LENGTH, RigError, check_armature
@@ -91,7 +91,7 @@ class Rig:
     validated_pins: dict = dataclasses.field(
         default_factory=dict
     )  # (bone, its pin settings) -> a Pin with them
-    settings_error: str = None  # why the bone settings cannot be used, until they change
+    settings_error: EwbikError | None = None  # why the bone settings cannot be used, until they change
     driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
     fixed: dict = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
     fixed_mask: np.ndarray = None  # pose.bones order: bones in `fixed`
@@ -176,8 +176,8 @@ def rig_for(obj, rescan):
     check_armature(obj)
     rig = _rigs.get(obj.session_uid)
     if rig is not None and not rescan:
-        if rig.settings_error:
-            raise RigError(rig.settings_error)
+        if rig.settings_error is not None:
+            raise rig.settings_error.with_traceback(None)
         return rig
     key, rest, lengths = _structure_key(obj)
     if rig is None or rig.structure_key != key:
@@ -188,8 +188,13 @@ def rig_for(obj, rescan):
         _rigs[obj.session_uid] = rig
     deleted = _scan_bone_settings(obj, rig)
     if deleted:
-        raise RigError(deleted_targets(deleted))
+        raise targets_deleted(deleted)
     return rig
+
+
+def targets_deleted(bones):
+    """The refusal of pins whose target was deleted (they are no longer pinned)."""
+    return RigError("target", "was deleted", deleted_targets(bones))
 
 
 def _structure_key(obj):
@@ -219,15 +224,14 @@ def _build_rig(obj, key, rest, lengths):
     lengths = lengths[from_data]
     if not np.all(np.isfinite(rest)):
         bad = pose_names[int(np.flatnonzero(~np.isfinite(rest).reshape(len(rest), -1).all(-1))[0])]
-        raise RigError(f"bone '{bad}': rest matrix contains NaN or infinity")
+        raise RigError(f"bone '{bad}'", "rest matrix contains NaN or infinity")
     short = np.flatnonzero(~(lengths > MIN_BONE_LENGTH))
     if len(short):
-        raise RigError(f"bone '{pose_names[int(short[0])]}' has zero length: give it a length in Edit Mode")
+        field = f"bone '{pose_names[int(short[0])]}'"
+        reason = "has zero length: give it a length in Edit Mode"
+        raise RigError(field, reason, f"{field} {reason}")
     parents = tuple(None if bones[name].parent is None else bones[name].parent.name for name in pose_names)
-    try:
-        skeleton = Skeleton(pose_names, parents, rest, lengths)
-    except ValueError as error:
-        raise RigError(str(error)) from None
+    skeleton = Skeleton(pose_names, parents, rest, lengths)
     to_solver = np.array([skeleton.index[name] for name in pose_names])
     return Rig(
         structure_key=key,
@@ -245,7 +249,8 @@ def _scan_bone_settings(obj, rig):
     """Read pins, stiffness and limits of every bone; rebuild stiffness/limits if they changed.
 
     Returns the bones whose target was deleted since the last scan (they are unpinned now).
-    Bad settings raise RigError and stay reported until they change.
+    Bad settings raise RigError (the solver's SceneError for limits it refuses) and stay reported
+    until they change.
     """
     pins, poles, stiffness, stretch, limit_keys = _read_bone_settings(obj)
     pinned = {bone for bone, _ in pins}
@@ -274,8 +279,8 @@ def _scan_bone_settings(obj, rig):
         rig.settings_key = None
         try:
             _apply_bone_settings(obj, rig, np.array(stiffness, dtype=float), stretch, limit_keys, locks)
-        except RigError as error:
-            rig.settings_error = str(error)
+        except EwbikError as error:
+            rig.settings_error = error
             raise
         rig.settings_error = None
         rig.settings_key = settings_key
@@ -314,7 +319,7 @@ def _read_bone_settings(obj):
 def _apply_bone_settings(obj, rig, stiffness, stretch, limit_keys, locks):
     if not np.all(np.isfinite(stiffness)):
         raise RigError(
-            f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}': stiffness is NaN"
+            f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}'", "stiffness is NaN"
         )
     rig.stiffness = np.empty_like(stiffness)
     rig.stiffness[rig.to_solver] = stiffness
@@ -354,26 +359,20 @@ def _set_joint_limits(obj, rig, limit_keys):
         made.append(found)
     rig.limit_dicts = {entry[0]: limit for entry, (limit, _) in zip(limit_keys, made)}
     kusudamas = {rig.skeleton.index[entry[0]]: kusudama for entry, (_, kusudama) in zip(limit_keys, made)}
-    try:
-        rig.limits = JointLimits(kusudamas, len(rig.names)) if kusudamas else None
-    except ValueError as error:
-        raise RigError(str(error)) from None
+    rig.limits = JointLimits(kusudamas, len(rig.names)) if kusudamas else None
 
 
 def _bone_limits(bone, limit):
     """(limits dict with unit cone directions, its Kusudama): the property panel lets directions be
-    any length. Bad limits raise RigError naming the bone."""
+    any length. Bad limits raise RigError, or the solver's SceneError, naming the bone."""
     cones = []
     for i, cone in enumerate(limit["cones"]):
         direction = cone_direction(cone["direction"])
         if direction is None:
-            raise RigError(f"bone '{bone}': limit cone {i + 1} has no direction")
+            raise RigError(f"bone '{bone}'", f"limit cone {i + 1} has no direction")
         cones.append({"direction": direction.tolist(), "radius": float(cone["radius"])})
     limit = {**limit, "cones": cones}
-    try:
-        return limit, Kusudama.from_dict(limit, bone=bone)
-    except ValueError as error:
-        raise RigError(str(error)) from None
+    return limit, Kusudama.from_dict(limit, bone=bone)
 
 
 def _chains_with_settings(rig):

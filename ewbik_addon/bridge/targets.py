@@ -21,12 +21,12 @@ from .rig_cache import rig_for
 MIN_SIZE_OF_RIG = 0.06  # smallest empty, as a share of the armature's largest dimension
 
 
-class TargetFollowError(ValueError):
-    """Targets cannot follow the chosen parent; `field` names the armature setting."""
+class TargetFollowError(RigError):
+    """Targets cannot follow the chosen parent; `field` names the armature setting, which the
+    message, its reason alone, leaves unsaid."""
 
-    def __init__(self, field, message):
-        super().__init__(message)
-        self.field = field
+    def __init__(self, field, reason):
+        super().__init__(field, reason, reason)
 
 
 def _target_collection(context, obj):
@@ -90,14 +90,14 @@ def pole_place(obj, pose_bone):
     lower = pose_bone.parent
     upper = lower.parent if lower is not None else None
     if upper is None:
-        raise RigError(f"pin '{pose_bone.name}': a pole needs two bones above the pinned bone (a limb)")
+        raise RigError(f"pin '{pose_bone.name}'", "a pole needs two bones above the pinned bone (a limb)")
     joints = [np.array(bone.head) for bone in (upper, lower, pose_bone)]
     rest = [np.array(bone.bone.head_local) for bone in (upper, lower, pose_bone)]
     own = poles.own_bend(*rest, np.array(lower.bone.matrix_local.to_3x3()))
     turned = np.array(lower.matrix.to_quaternion().to_matrix()) @ own
     bend = poles.bend_direction(*joints, turned)
     if bend is None:
-        raise RigError(f"pin '{pose_bone.name}': the limb is folded onto its root joint; bend it first")
+        raise RigError(f"pin '{pose_bone.name}'", "the limb is folded onto its root joint; bend it first")
     return obj.matrix_world @ mathutils.Vector(joints[1] + bend * (upper.bone.length + lower.bone.length))
 
 

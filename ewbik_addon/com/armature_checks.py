@@ -2,9 +2,25 @@
 
 import bpy
 
+from ...solver import EwbikError
 
-class RigError(Exception):
-    """A problem with the user's rig or pins; the message is shown to the user as is."""
+
+class RigError(EwbikError):
+    """A problem with the user's rig, pins or what was asked of them; the message is shown to the
+    user as is. `field` names the bone, pin, setting or file at fault as the message names it
+    ("pin 'hand.L'", "influence")."""
+
+    @classmethod
+    def about(cls, name, field, reason):
+        """The armature (or other data-block) `name`'s `field` refused, told as a sentence about
+        it: "'<name>' <reason>"."""
+        return cls(field, reason, f"'{name}' {reason}")
+
+    @classmethod
+    def told_after(cls, context, error):
+        """`error` (any EwbikError) with `context` before its message ("Frame 12: "), its field and
+        reason kept: where the glue knows more of where a refusal happened than the refusal does."""
+        return cls(error.field, error.reason, f"{context}{error}")
 
 
 MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
@@ -14,15 +30,15 @@ def check_armature(obj):
     """RigError unless obj is a live armature object with bones (asked as `not bones`: `len` walks
     every bone, 23 us at 1000, and every live update asks several times)."""
     if obj is None:
-        raise RigError("no armature: select an armature object")
+        raise RigError("armature", "select an armature object", "no armature: select an armature object")
     try:
         kind = obj.type
     except ReferenceError:
-        raise RigError("the armature was deleted") from None
+        raise RigError("armature", "was deleted", "the armature was deleted") from None
     if kind != "ARMATURE":
-        raise RigError(f"'{obj.name}' is a {kind.lower()} object, not an armature")
+        raise RigError.about(obj.name, "type", f"is a {kind.lower()} object, not an armature")
     if obj.pose is None or not obj.pose.bones:
-        raise RigError(f"'{obj.name}' has no bones")
+        raise RigError.about(obj.name, "bones", "has no bones")
 
 
 def limits_lock(obj):
@@ -48,14 +64,18 @@ def check_writable(obj):
     """RigError unless the armature's pose may be written: local or an editable override, not in Edit Mode."""
     check_armature(obj)
     if obj.library is not None:
-        raise RigError(
-            f"'{obj.name}' is linked from '{obj.library.filepath}' and cannot be posed: make a library override"
+        raise RigError.about(
+            obj.name,
+            "library",
+            f"is linked from '{obj.library.filepath}' and cannot be posed: make a library override",
         )
     override = obj.override_library
     if (override is not None and override.is_system_override) or not obj.is_editable:
-        raise RigError(f"'{obj.name}' is a read-only library override: make it editable to pose it")
+        raise RigError.about(
+            obj.name, "override_library", "is a read-only library override: make it editable to pose it"
+        )
     if obj.mode == "EDIT":
-        raise RigError(f"'{obj.name}' is in Edit Mode: leave it first")
+        raise RigError.about(obj.name, "mode", "is in Edit Mode: leave it first")
 
 
 def armature_scale(obj):

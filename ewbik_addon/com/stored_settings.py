@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import bpy
 
-from ...solver import SolverSettings
+from ...solver import EwbikError, SolverSettings
 from .limit_settings import has_limits, limits_dict, same_limits, set_limits
 
 if TYPE_CHECKING:
@@ -58,8 +58,9 @@ def stored_solver_settings() -> tuple[str, ...]:
     return tuple(field.name for field in dataclasses.fields(SolverSettings) if field.name in stored)
 
 
-class LimitsNotMoved(ValueError):
-    """An earlier version's limits on a pose bone could not be moved to the bone; they stay there."""
+class LimitsNotMoved(EwbikError):
+    """An earlier version's limits on a pose bone could not be moved to the bone; they stay there.
+    `field` is the bone as the message names it ("bone 'thigh.L'")."""
 
 
 def _stored(struct: bpy.types.bpy_struct) -> bpy.types.bpy_struct | IDPropertyGroup | None:
@@ -172,7 +173,7 @@ def _move_limits(old: IDPropertyGroup, bone: bpy.types.Bone) -> None:
     before = limits_dict(had) if has_limits(had) else None
     if before is not None and not same_limits(before, limits):
         raise LimitsNotMoved(
-            f"bone '{bone.name}': cones, twist or comfort differ from those the bone already has"
+            f"bone '{bone.name}'", "cones, twist or comfort differ from those the bone already has"
         )
     try:
         set_limits(bone.ewbik, limits)
@@ -182,7 +183,7 @@ def _move_limits(old: IDPropertyGroup, bone: bpy.types.Bone) -> None:
             del _stored(bone)["ewbik"]
         else:
             set_limits(had, before or {})
-        raise LimitsNotMoved(f"bone '{bone.name}': {error}") from None
+        raise LimitsNotMoved(f"bone '{bone.name}'", str(error)) from None
     for name in _limit_names():
         if name in old:
             del old[name]
@@ -207,7 +208,7 @@ def _raw_limits(old: IDPropertyGroup, bone_name: str) -> tuple[dict[str, Any], i
         try:
             return convert(stored)
         except (TypeError, ValueError) as error:
-            raise LimitsNotMoved(f"bone '{bone_name}': {field} unreadable: {stored!r} ({error})") from None
+            raise LimitsNotMoved(f"bone '{bone_name}'", f"{field} unreadable: {stored!r} ({error})") from None
 
     cones = read(old, properties, "cones", list, "cones")
     limits = {

@@ -45,11 +45,13 @@ def read_document(path):
         with open(path, encoding="utf-8") as stream:
             document = json.load(stream)
     except OSError as error:
-        raise RigError(f"Could not read {path}: {error.strerror or error}") from None
+        reason = error.strerror or str(error)
+        raise RigError(path, reason, f"Could not read {path}: {reason}") from None
     except RecursionError:
-        raise RigError(f"{name} is not a scene document: its JSON is nested too deeply") from None
+        reason = "is not a scene document: its JSON is nested too deeply"
+        raise RigError(name, reason, f"{name} {reason}") from None
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, over-long integers
-        raise RigError(f"{name} is not JSON: {error}") from None
+        raise RigError(name, f"is not JSON: {error}", f"{name} is not JSON: {error}") from None
     try:
         parse_scene(document)
         for index, bone in enumerate(document["bones"]):
@@ -59,7 +61,7 @@ def read_document(path):
                     f"'{bone['name'][:20]}...' is longer than Blender's {MAX_NAME_BYTES} bytes",
                 )
     except SceneError as error:
-        raise RigError(f"Invalid scene document: {error}") from None
+        raise RigError.told_after("Invalid scene document: ", error) from None
     return document
 
 
@@ -78,9 +80,11 @@ def receiving_armature(active, document, as_new):
         f"{len(missing)} missing (e.g. '{missing[0]}')" if missing else "",
         f"{len(extra)} not in the document (e.g. '{extra[0]}')" if extra else "",
     ]
-    raise RigError(
-        f"'{active.name}' has other bones than the document: {', '.join(p for p in parts if p)}. "
-        "Select no armature, or import with As New Armature"
+    raise RigError.about(
+        active.name,
+        "bones",
+        f"has other bones than the document: {', '.join(p for p in parts if p)}. "
+        "Select no armature, or import with As New Armature",
     )
 
 
@@ -240,7 +244,7 @@ def apply_document(context, obj, document):
     if _limits_change(obj, document):
         reason = limits_lock(obj)
         if reason is not None:
-            raise RigError(f"The document's joint limits cannot be set: {reason}")
+            raise RigError("limits", reason, f"The document's joint limits cannot be set: {reason}")
     with batched_updates(obj):
         return _apply_plan(context, obj, document)
 

@@ -184,19 +184,22 @@ def check_pins_movable(obj: bpy.types.Object, rig: Rig) -> None:
         why = rig.fixed.get(bone)
         if why is not None:
             raise RigError(
-                f"pin '{bone}': {why}, so the solver cannot move it; "
-                f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}"
+                f"pin '{bone}'",
+                f"{why}, so the solver cannot move it; "
+                f"{production_rigs.pin_instead_hint(obj, bone, rig.fixed)}",
             )
         why = production_rigs.limb_switched_away(obj, bone)
         if why is not None:
-            raise RigError(f"pin '{bone}': {why}")
+            raise RigError(f"pin '{bone}'", why)
     pose_bones = obj.pose.bones
     for bone, deform in rig.counterparts:
         apart = (pose_bones[bone].head - pose_bones[deform].head).length
         if apart > FOLLOW_TOLERANCE * max(pose_bones[bone].bone.length, MIN_BONE_LENGTH):
             raise RigError(
-                f"pin '{bone}': the deform bone '{deform}' does not follow it "
-                f"({distance(scene_of(obj), apart * armature_scale(obj))} apart); pin the control that moves it"
+                f"pin '{bone}'",
+                f"the deform bone '{deform}' does not follow it "
+                f"({distance(scene_of(obj), apart * armature_scale(obj))} apart); "
+                "pin the control that moves it",
             )
 
 

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from ...solver import Pin, SolverSettings, quat, solve
+from ...solver import EwbikError, Pin, SolverSettings, quat, solve
 from ..bridge import pose_underneath
 from ..bridge.pin_reading import read_pins
 from ..bridge.pose_io import read_pose, write_pose
@@ -35,16 +35,17 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False, de
     (`read_pose`), its settings are the ones that solve used and its pins, which passed
     `check_pins_movable` then, are not checked against the rig's constraints again.
     depsgraph: the one whose evaluation the targets are read from (a render's); None: the file's.
-    Raises RigError for anything the user must fix; the pose is then unchanged (unless the
-    second solve for partly locked bones fails: the first solve's pose stays). The result's
-    `ms` is the whole call's, so a live solve that used up its budget anywhere is refined.
+    Raises an EwbikError (a RigError, or the solver's own refusal) for anything the user must fix;
+    the pose is then unchanged (unless the second solve for partly locked bones fails: the first
+    solve's pose stays). The result's `ms` is the whole call's, so a live solve that used up its
+    budget anywhere is refined.
     """
     started = time.perf_counter()
     check_writable(obj)
     influence(obj)
     rig = rig_for(obj, rescan)
     if not rig.pins:
-        raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+        raise no_pins(obj)
     if not (only_targets_moved and rig.last_settings is not None):
         check_pins_movable(obj, rig)
     if rig.placed.any():
@@ -117,9 +118,11 @@ def solver_settings(obj, full):
     budget = props.time_budget_ms
     axes = [abs(s) for s in obj.matrix_world.to_scale()]
     if not min(axes) > 1e-6 * max(max(axes), 1e-300):
-        raise RigError(
-            f"'{obj.name}' has zero scale on an axis (scale {', '.join(f'{s:g}' for s in axes)}): "
-            "give it a scale in every axis to solve"
+        raise RigError.about(
+            obj.name,
+            "scale",
+            f"has zero scale on an axis (scale {', '.join(f'{s:g}' for s in axes)}): "
+            "give it a scale in every axis to solve",
         )
     stored = {name: getattr(props, name) for name in stored_solver_settings()}
     stored.update(
@@ -128,8 +131,8 @@ def solver_settings(obj, full):
     )
     try:
         return _settings_of(tuple(stored.items()))
-    except ValueError as error:
-        raise RigError(f"'{obj.name}' {error}") from None
+    except EwbikError as error:
+        raise RigError.told_after(f"'{obj.name}' ", error) from None
 
 
 @functools.lru_cache(maxsize=64)
@@ -159,12 +162,9 @@ def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     if others and settings.time_budget_ms is not None:
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms / 2.0)
     if others:
-        try:
-            others_solved = solve(
-                skeleton, others, solver_rotations, solver_locations, settings, limits, stiffness
-            )
-        except ValueError as error:
-            raise RigError(str(error)) from None
+        others_solved = solve(
+            skeleton, others, solver_rotations, solver_locations, settings, limits, stiffness
+        )
         solver_rotations, solver_locations = others_solved.rotations, others_solved.locations
     _, heads = skeleton.forward(solver_rotations, solver_locations)
     placed_pins = []
@@ -186,20 +186,17 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
     """
     start_rotations, start_locations = start
     rows = rig.chains.rows
-    try:
-        result = solve(
-            rig.chains.skeleton,
-            pins,
-            start_rotations[rows],
-            start_locations[rows],
-            settings,
-            rig.chains.limits,
-            stiffness,
-            rig.chains.stretch if len(rig.chains.stretchable) else None,
-            chains_body(obj, rig, start) if settings.balance else None,
-        )
-    except ValueError as error:
-        raise RigError(str(error)) from None
+    result = solve(
+        rig.chains.skeleton,
+        pins,
+        start_rotations[rows],
+        start_locations[rows],
+        settings,
+        rig.chains.limits,
+        stiffness,
+        rig.chains.stretch if len(rig.chains.stretchable) else None,
+        chains_body(obj, rig, start) if settings.balance else None,
+    )
     solved_rotations, solved_locations = start_rotations.copy(), start_locations.copy()
     solved_rotations[rows], solved_locations[rows] = result.rotations, result.locations
     moved, exceeded = np.zeros(len(start_rotations), bool), np.zeros(len(start_rotations))
@@ -238,7 +235,8 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
         obj, rig, solved_rotations, solved_locations, rotations, locations, moved
     )
     if not (np.all(np.isfinite(shown_rotations)) and np.all(np.isfinite(shown_locations))):
-        raise RigError(f"'{obj.name}': the solver produced an invalid pose; the pose was left unchanged")
+        reason = "the solver produced an invalid pose; the pose was left unchanged"
+        raise RigError("pose", reason, f"'{obj.name}': {reason}")
     written_rotations = write_pose(
         obj, rig, locks, changes, shown_rotations, shown_locations, settings.translate_root
     )
@@ -257,8 +255,15 @@ def influence(obj):
     passes every comparison with 1 and would blend the solve into a NaN pose."""
     value = float(obj.ewbik.influence)
     if not 0.0 <= value <= 1.0:
-        raise RigError(f"'{obj.name}' influence is {value:g}: give it a value from 0 to 1 (or fix its keys)")
+        raise RigError.about(
+            obj.name, "influence", f"influence is {value:g}: give it a value from 0 to 1 (or fix its keys)"
+        )
     return value
+
+
+def no_pins(obj):
+    """The refusal to solve an armature without pins."""
+    return RigError.about(obj.name, "pins", "has no pinned bones: select bones in Pose Mode and use Pin")
 
 
 def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):

@@ -4,12 +4,12 @@ import dataclasses
 
 import numpy as np
 
-from ...solver import Skeleton, solve
+from ...solver import EwbikError, Skeleton, solve
 from ...solver.kusudama import JointLimits, Kusudama
 from ..bridge import pose_underneath
 from ..bridge.pin_reading import read_pins
 from ..bridge.rig_cache import crowds, rig_for
-from ..com.armature_checks import RigError, check_writable
+from ..com.armature_checks import check_writable
 from ..com.pin_kinds import pin_kind
 from ..rigs.production_checks import check_pins_movable
 from . import armature_solve
@@ -31,7 +31,7 @@ def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
     Armatures with the same settings (and rig size) become one problem whose skeleton holds each
     of them as its own tree, with the sum of their time budgets; the others, and armatures with
     partly locked bones (which need a second solve), are solved one by one. Returns
-    {object: SolveResult or RigError}, the poses written like `solve_armature`.
+    {object: SolveResult or EwbikError}, the poses written like `solve_armature`.
     only_targets_moved: the armatures that nothing but their targets changed since their last
     solve (`solve_armature`'s argument): their pose is taken from what that solve wrote.
     full: no time budget (baking).
@@ -42,7 +42,7 @@ def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
             check_writable(obj)
             rig = rig_for(obj, False)
             if not rig.pins:
-                raise RigError(f"'{obj.name}' has no pinned bones: select bones in Pose Mode and use Pin")
+                raise armature_solve.no_pins(obj)
             check_pins_movable(obj, rig)
             kept = obj in only_targets_moved
             settings = armature_solve.settings_for(obj, rig, full, kept)
@@ -52,7 +52,7 @@ def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
                 alone.append(obj)
                 continue
             entry = (obj, rig, pins, pose_underneath.start_pose(rig), (rotations, locations, locks))
-        except RigError as error:
+        except EwbikError as error:
             outcomes[obj] = error
             continue
         groups.setdefault((repr(settings), rig.skeleton.unit), (settings, []))[1].append(entry)
@@ -82,7 +82,7 @@ def _solve_alone(obj, only_targets_moved, full):
         return armature_solve.solve_armature(
             obj, full=full, rescan=False, only_targets_moved=only_targets_moved
         )
-    except RigError as error:
+    except EwbikError as error:
         return error
 
 
@@ -102,8 +102,8 @@ def _solve_together(settings, entries):
         settings = dataclasses.replace(settings, time_budget_ms=settings.time_budget_ms * len(entries))
     try:
         result = solve(crowd.skeleton, pins, all_rotations, all_locations, settings, crowd.limits, stiffness)
-    except ValueError as error:
-        return {entry[0]: RigError(str(error)) for entry in entries}
+    except EwbikError as error:
+        return {entry[0]: error for entry in entries}
     outcomes, first_pin = {}, 0
     for k, (obj, rig, rig_pins, _start, before) in enumerate(entries):
         index, pin_slice = crowd.pose_index[k], slice(first_pin, first_pin + len(rig_pins))
@@ -128,7 +128,7 @@ def _solve_together(settings, entries):
                 before,
                 settings,
             )[0]
-        except RigError as error:
+        except EwbikError as error:
             outcomes[obj] = error
     return outcomes
 

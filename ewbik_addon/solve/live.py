@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 import bpy
 from bpy.app.handlers import persistent
 
+from ...solver import EwbikError
 from ..bridge import pin_reading, rig_cache, targets
-from ..com import armature_checks, messages
+from ..com import messages
 from ..com.live_pause import is_suspended
 from ..com.stored_settings import pinned_bones
 from . import armature_solve, crowd_solve
@@ -147,7 +148,7 @@ def _is_due(
         ):
             return None
         return unpinned
-    except armature_checks.RigError as error:
+    except EwbikError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
         _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}", error=True)
@@ -177,7 +178,7 @@ def _solve_one(
         result = armature_solve.solve_armature(
             obj, full=full, rescan=False, only_targets_moved=only_targets_moved, depsgraph=depsgraph
         )
-    except armature_checks.RigError as error:
+    except EwbikError as error:
         _set_status(obj, str(error), error=True)
     except Exception as error:  # a handler must never raise: report on the armature instead
         _set_status(obj, f"Live solve failed: {type(error).__name__}: {error}", error=True)
@@ -193,7 +194,7 @@ def _solve_crowd(due: dict[bpy.types.Object, str], only_targets: set[bpy.types.O
     except Exception as error:  # a handler must never raise: report on the armatures instead
         outcomes = {obj: error for obj in due}
     for obj, outcome in outcomes.items():
-        if isinstance(outcome, armature_checks.RigError):
+        if isinstance(outcome, EwbikError):
             _set_status(obj, str(outcome), error=True)
         elif isinstance(outcome, Exception):
             _set_status(obj, f"Live solve failed: {type(outcome).__name__}: {outcome}", error=True)

@@ -11,8 +11,8 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING
 
+from ...solver import EwbikError
 from ..bridge import pin_reading, targets
-from ..com.armature_checks import RigError
 from ..com.live_pause import suspended
 from ..com.messages import count, degrees, distance
 from ..rigs import production_checks
@@ -34,11 +34,11 @@ class SolvedNow:
 
 def solve_now(context: bpy.types.Context, obj: bpy.types.Object) -> SolvedNow:
     """Solve `obj` fully, let Blender evaluate the written pose, and store the summary as the
-    armature's status. Raises RigError (stored as the status too) for anything the user must fix."""
+    armature's status. Raises an EwbikError (stored as the status too) for anything the user must fix."""
     try:
         unpinned = targets.unpin_deleted(obj, pin_reading.pinned_targets(obj))
         result = armature_solve.solve_armature(obj, full=True)
-    except RigError as error:
+    except EwbikError as error:
         obj.ewbik.status = str(error)
         obj.ewbik.status_is_error = True
         raise

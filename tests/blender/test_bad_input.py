@@ -35,8 +35,16 @@ def test_solving_a_mesh_is_refused():
     RigError = addon_module("ewbik_addon.com.armature_checks").RigError
     solve_armature = addon_module("ewbik_addon.solve.armature_solve").solve_armature
     bpy.ops.mesh.primitive_cube_add()
-    with pytest.raises(RigError, match="mesh object, not an armature"):
+    with pytest.raises(RigError, match="mesh object, not an armature") as caught:
         solve_armature(bpy.context.object)
+    assert caught.value.field == "type"
+    assert str(caught.value) == f"'{bpy.context.object.name}' {caught.value.reason}"
+
+
+def test_a_rig_error_is_a_value_error_of_the_one_root():
+    RigError = addon_module("ewbik_addon.com.armature_checks").RigError
+    assert issubclass(RigError, addon_module("solver").EwbikError)
+    assert issubclass(RigError, ValueError)
 
 
 def test_deleted_target_is_reported_once_and_the_rest_keeps_working(metarig):
@@ -121,6 +129,20 @@ def test_nan_setting_is_refused(metarig):
     update()
     assert "tolerance" in metarig.ewbik.status
     assert_unchanged(metarig, before)
+    RigError = addon_module("ewbik_addon.com.armature_checks").RigError
+    with pytest.raises(RigError) as caught:
+        addon_module("ewbik_addon.solve.armature_solve").solve_armature(metarig)
+    assert caught.value.field == "settings.tolerance"
+    assert str(caught.value) == f"'metarig' settings.tolerance: {caught.value.reason}"
+
+
+def test_a_nan_pin_weight_is_the_solver_error_naming_the_pin(metarig):
+    pinned(metarig, "hand.L")
+    metarig.pose.bones["hand.L"].ewbik.weight = math.nan
+    with pytest.raises(addon_module("solver").SceneError) as caught:
+        addon_module("ewbik_addon.solve.armature_solve").solve_armature(metarig)
+    assert caught.value.field == "weight"
+    assert "(pin 'hand.L')" in str(caught.value)
 
 
 def test_limit_cone_without_direction_is_reported_until_fixed(metarig):
@@ -138,6 +160,9 @@ def test_limit_cone_without_direction_is_reported_until_fixed(metarig):
         update()
         assert "forearm.L" in metarig.ewbik.status and "no direction" in metarig.ewbik.status
         assert_unchanged(metarig, before)
+    with pytest.raises(addon_module("ewbik_addon.com.armature_checks").RigError) as caught:
+        addon_module("ewbik_addon.solve.armature_solve").solve_armature(metarig, rescan=False)
+    assert caught.value.field == "bone 'forearm.L'"
     cone.direction = (0.0, 1.0, 0.0)
     update()
     assert (bone_world(metarig, "hand.L").translation - target.matrix_world.translation).length < 1e-3
@@ -199,8 +224,9 @@ def test_linked_rig_cannot_be_posed(library_rig):
     solve_armature = addon_module("ewbik_addon.solve.armature_solve").solve_armature
     assert library_rig.library is not None
     before = pose_values(library_rig)
-    with pytest.raises(RigError, match="linked from"):
+    with pytest.raises(RigError, match="linked from") as caught:
         solve_armature(library_rig)
+    assert caught.value.field == "library"
     make_active(library_rig)
     with pytest.raises(RuntimeError, match="library override"):
         bpy.ops.ewbik.solve()
@@ -218,8 +244,9 @@ def test_library_override_is_posed_unless_it_is_a_system_override(library_rig):
     assert result.moved.any()
     override.override_library.is_system_override = True
     before = pose_values(override)
-    with pytest.raises(RigError, match="read-only library override"):
+    with pytest.raises(RigError, match="read-only library override") as caught:
         solve_armature(override, full=True)
+    assert caught.value.field == "override_library"
     assert_unchanged(override, before)
 
 

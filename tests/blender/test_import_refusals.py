@@ -8,7 +8,7 @@ import bpy
 import numpy as np
 import pytest
 
-from tests.support.blender_helpers import export_scene, make_active, pin
+from tests.support.blender_helpers import addon_module, export_scene, make_active, pin
 
 
 def test_an_armature_in_edit_mode_is_refused_and_keeps_its_edits(metarig, tmp_path):
@@ -75,6 +75,10 @@ def test_a_bone_name_that_is_not_unicode_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match=r"bones\[1\]\.name"):
         bpy.ops.ewbik.import_scene(filepath=str(path))
     assert len(bpy.data.objects) == 0
+    with pytest.raises(addon_module("ewbik_addon.com.armature_checks").RigError) as caught:
+        addon_module("ewbik_addon.documents.scene_import").read_document(str(path))
+    assert caught.value.field == "bones[1].name"
+    assert str(caught.value).startswith("Invalid scene document: bones[1].name: ")
 
 
 def fan_document(count):

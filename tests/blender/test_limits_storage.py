@@ -137,7 +137,11 @@ def test_limits_that_cannot_be_moved_stay_on_the_pose_bone_and_are_reported(meta
     write_as_earlier_versions(metarig)
     old = stored_properties(metarig.pose.bones["forearm.L"])["ewbik"]
     old["cones"][0]["direction"] = "not an axis"
-    problems = addon_module("ewbik_addon.com.stored_settings").move_limits_to_bones(metarig)
+    stored_settings = addon_module("ewbik_addon.com.stored_settings")
+    with pytest.raises(stored_settings.LimitsNotMoved) as caught:
+        stored_settings._move_limits(old, metarig.data.bones["forearm.L"])
+    assert caught.value.field == "bone 'forearm.L'"
+    problems = stored_settings.move_limits_to_bones(metarig)
     assert len(problems) == 1 and "forearm.L" in problems[0] and "not an axis" in problems[0]
     assert "cones" in stored_properties(metarig.pose.bones["forearm.L"])["ewbik"]
     bone_store = stored_properties(metarig.data.bones["forearm.L"])

@@ -385,6 +385,11 @@ def test_targets_cannot_follow_a_root_bone_the_solver_moves(metarig):
     with pytest.raises(RuntimeError, match="cannot follow the root bone 'spine'"):
         bpy.ops.ewbik.pin()
     assert metarig.pose.bones["hand.L"].ewbik.target is None
+    targets = addon_module("ewbik_addon.bridge.targets")
+    with pytest.raises(targets.TargetFollowError) as caught:
+        targets.check_follow(metarig)
+    assert caught.value.field == "target_follow"
+    assert isinstance(caught.value, addon_module("ewbik_addon.com.armature_checks").RigError)
 
 
 def test_solve_unpins_a_bone_whose_target_was_deleted_and_solves_the_rest(metarig, capfd):
