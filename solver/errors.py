@@ -12,7 +12,7 @@ class EwbikError(ValueError):
     `str()` is the message the user reads: `message` when the sentence names the field in words of
     its own ("'Armature' is in Edit Mode: leave it first"), else "<field>: <reason>"."""
 
-    def __init__(self, field, reason, message=None):
+    def __init__(self, field: str, reason: str, message: str | None = None) -> None:
         super().__init__(f"{field}: {reason}" if message is None else message)
         self.field = field
         self.reason = reason
