@@ -253,8 +253,9 @@ def test_a_scene_document_with_other_limits_is_refused_on_a_linked_armature(over
         if bone["name"] == "forearm.L":
             bone["limits"] = {}
     before = bone_limits(overridden_rig)
-    with pytest.raises(RigError, match="library.blend"):
+    with pytest.raises(RigError, match="library.blend") as caught:
         scene_import.apply_document(bpy.context, overridden_rig, document)
+    assert caught.value.field == "limits"
     assert bone_limits(overridden_rig) == before
 
 

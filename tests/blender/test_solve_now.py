@@ -33,5 +33,5 @@ def test_what_the_user_must_fix_is_raised_and_stored_as_an_error(metarig, solve_
     metarig.ewbik.influence = math.nan
     with pytest.raises(addon_module("ewbik_addon.com.armature_checks").RigError) as error:
         solve_now.solve_now(bpy.context, metarig)
-    assert "influence" in str(error.value)
+    assert "influence" in str(error.value) and error.value.field == "influence"
     assert metarig.ewbik.status == str(error.value) and metarig.ewbik.status_is_error
