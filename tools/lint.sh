@@ -23,6 +23,7 @@ BPY_FREE_GLUE=(
     ewbik_addon.limits.limit_presets
     ewbik_addon.limits.mirror_maths
     ewbik_addon.solve.armature_solve
+    ewbik_addon.solve.crowd_solve
     ewbik_addon.solve.solve_now
     ewbik_addon.viewport.kusudama_mesh
 )
