@@ -1,7 +1,10 @@
 """Blender glue: stored settings, the armature <-> solver bridge, the live handler, the bake, the
 overlay and its limit handles, menu entries and shortcuts; one subpackage per concern."""
 
+from __future__ import annotations
+
 import importlib
+from types import ModuleType
 
 _REGISTERED = (  # in this order; unregistered in reverse
     "ui.properties",
@@ -14,15 +17,15 @@ _REGISTERED = (  # in this order; unregistered in reverse
 )
 
 
-def _modules():
+def _modules() -> list[ModuleType]:
     return [importlib.import_module(f"{__name__}.{name}") for name in _REGISTERED]
 
 
-def register():
+def register() -> None:
     for module in _modules():
         module.register()
 
 
-def unregister():
+def unregister() -> None:
     for module in reversed(_modules()):
         module.unregister()

@@ -36,11 +36,11 @@ CLASSES = (
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(CLASSES)
 
 
-def register():
+def register() -> None:
     _register_classes()
     keymaps.add_shortcuts()
 
 
-def unregister():
+def unregister() -> None:
     keymaps.remove_shortcuts()
     _unregister_classes()

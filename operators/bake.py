@@ -46,10 +46,10 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return armature_to_step_through(cls, context, "Select an armature with pinned bones")
 
-    def _options(self, context):
+    def _options(self, context: bpy.types.Context) -> BakeOptions:
         """The bake options, with an unset range filled in from the scene (and shown in redo)."""
         self.fill_frame_range(*scene_range(context.scene))
         return BakeOptions(
@@ -61,7 +61,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
             disable_live=self.disable_live,
         )
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         window_manager = context.window_manager
         try:
             bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
@@ -79,7 +79,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
         self.report({"INFO"}, str(summary))
         return {"FINISHED"}
 
-    def invoke(self, context, event):
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         try:
             self._bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
         except EwbikError as error:
@@ -92,7 +92,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
         self._show_status(context)
         return {"RUNNING_MODAL"}
 
-    def modal(self, context, event):
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         bake = self._bake
         if event.type == "ESC":
             bake.cancel()
@@ -120,18 +120,18 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
         self.report({"INFO"}, str(summary))
         return {"FINISHED"}
 
-    def cancel(self, context):
+    def cancel(self, context: bpy.types.Context) -> None:
         """Blender ends the modal (file load, window closed): put everything back."""
         self._bake.cancel()
         self._end(context)
 
-    def _show_status(self, context):
+    def _show_status(self, context: bpy.types.Context) -> None:
         bake = self._bake
         context.workspace.status_text_set(
             f"Baking IK: frame {bake.frame} ({bake.solved}/{len(bake.frames)}), Esc to cancel"
         )
 
-    def _end(self, context):
+    def _end(self, context: bpy.types.Context) -> None:
         window_manager = context.window_manager
         window_manager.event_timer_remove(self._timer)
         window_manager.progress_end()

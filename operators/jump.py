@@ -1,12 +1,16 @@
 """`ewbik.jump_to_target`: go from a pinned bone to what it follows, or from a target back to its bones."""
 
+from collections.abc import Sequence
+
 import bpy
 
 from ..ewbik_addon.com.active import set_selected, show_object
 from ..ewbik_addon.com.stored_settings import bone_target, pinned_bones
 
 
-def _pins_following(context, target, bone_name=""):
+def _pins_following(
+    context: bpy.types.Context, target: bpy.types.Object, bone_name: str = ""
+) -> list[tuple[bpy.types.Object, bpy.types.PoseBone]]:
     """(armature, pose bone) of every pin in the view layer whose target is `target` (and bone_name)."""
     return [
         (obj, pose_bone)
@@ -17,7 +21,7 @@ def _pins_following(context, target, bone_name=""):
     ]
 
 
-def _show_bones(context, obj, names):
+def _show_bones(context: bpy.types.Context, obj: bpy.types.Object, names: Sequence[str]) -> None:
     """Make obj active in Pose Mode with exactly these bones selected, the last one active."""
     if context.object is not None and context.object.mode != "OBJECT" and context.object != obj:
         bpy.ops.object.mode_set(mode="OBJECT")
@@ -41,13 +45,13 @@ class EWBIK_OT_jump_to_target(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         if context.object is None:
             cls.poll_message_set("Select a pinned bone or a pin target")
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = context.object
         pose_bone = context.active_pose_bone if obj.type == "ARMATURE" and obj.mode == "POSE" else None
         if pose_bone is not None and bone_target(pose_bone) is not None:
@@ -61,7 +65,7 @@ class EWBIK_OT_jump_to_target(bpy.types.Operator):
         _show_bones(context, armature, [bone.name for owner, bone in followers if owner == armature])
         return {"FINISHED"}
 
-    def _to_target(self, context, pose_bone):
+    def _to_target(self, context: bpy.types.Context, pose_bone: bpy.types.PoseBone) -> set[str]:
         props = pose_bone.ewbik
         target = props.target
         if target.name not in context.view_layer.objects:

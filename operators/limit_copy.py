@@ -1,5 +1,7 @@
 """Joint limits from one bone to others: mirror to the other side, copy from the active bone."""
 
+from collections.abc import Sequence
+
 import bpy
 
 from ..ewbik_addon.com.active import (
@@ -16,7 +18,7 @@ from ..ewbik_addon.limits.limit_mirror import mirror_pairs, mirrored_limits
 NAMES_SHOWN = 8
 
 
-def _names(names):
+def _names(names: Sequence[str]) -> str:
     """The first few names, and how many more."""
     more = len(names) - NAMES_SHOWN
     return ", ".join(names[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
@@ -30,10 +32,10 @@ class EWBIK_OT_mirror_limits(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return limits_editable(cls, posed_armature(context))
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = posed_armature(context)
         chosen = selected_pose_bones(obj)
         active = active_limit_bone(context)
@@ -68,10 +70,10 @@ class EWBIK_OT_copy_limits(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return editable_limit_bone(cls, context) is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         active = active_limit_bone(context)
         targets = [pose_bone for pose_bone in selected_pose_bones(active.id_data) if pose_bone != active]
         if not targets:

@@ -33,10 +33,10 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return editable_limit_bone(cls, context) is not None
 
-    def invoke(self, context, event):
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         pose_bone = editable_bone(context) if context.region_data is not None else None
         if pose_bone is None:
             return {"PASS_THROUGH"}
@@ -47,7 +47,7 @@ class EWBIK_OT_cone_at_cursor(bpy.types.Operator):
         self.direction = direction
         return self.execute(context)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         settings = active_limit_bone(context).bone.ewbik
         if self.remove:
             index = remove_cone_at(settings, self.direction)

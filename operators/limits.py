@@ -24,7 +24,7 @@ from ..ewbik_addon.limits.limit_presets import fitted_preset, preset_report, sto
 from ..solver import presets
 
 
-def current_direction(pose_bone):
+def current_direction(pose_bone: bpy.types.PoseBone) -> Vector:
     """The bone's swing direction in its rest frame: its local rotation applied to +Y.
 
     Adding a cone there lets the animator pose a bone and capture the pose as allowed.
@@ -51,7 +51,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         obj = context.active_object
         if obj is None or obj.type != "ARMATURE":
             return False
@@ -60,7 +60,7 @@ class EWBIK_OT_apply_limit_preset(bpy.types.Operator):
             return False
         return limits_editable(cls, obj)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = context.active_object
         try:
             fitted = fitted_preset(obj, self.preset, context.scene.frame_current)
@@ -92,10 +92,10 @@ class EWBIK_OT_cone_add(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return editable_limit_bone(cls, context) is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         pose_bone = active_limit_bone(context)
         settings = pose_bone.bone.ewbik
         cones = settings.cones
@@ -115,14 +115,14 @@ class EWBIK_OT_cone_remove(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         pose_bone = editable_limit_bone(cls, context)
         if pose_bone is None:
             return False
         settings = pose_bone.bone.ewbik
         return 0 <= settings.active_cone_index < len(settings.cones)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         settings = active_limit_bone(context).bone.ewbik
         settings.cones.remove(settings.active_cone_index)
         settings.active_cone_index = max(0, min(settings.active_cone_index, len(settings.cones) - 1))
@@ -139,11 +139,11 @@ class EWBIK_OT_cone_move(bpy.types.Operator):
     direction: EnumProperty(name="Direction", items=(("UP", "Up", ""), ("DOWN", "Down", "")))
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         pose_bone = editable_limit_bone(cls, context)
         return pose_bone is not None and len(pose_bone.bone.ewbik.cones) > 1
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         settings = active_limit_bone(context).bone.ewbik
         index = settings.active_cone_index
         target = index - 1 if self.direction == "UP" else index + 1
@@ -162,10 +162,10 @@ class EWBIK_OT_reset_limits(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return limits_editable(cls, posed_armature(context))
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = posed_armature(context)
         chosen = selected_pose_bones(obj)
         if not chosen:

@@ -52,12 +52,12 @@ class EWBIK_OT_limits_from_action(
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return armature_to_step_through(cls, context, "Select an animated armature") and limits_editable(
             cls, context.object
         )
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = context.object
         self.fill_frame_range(*action_range(context.scene, obj))
         names = None

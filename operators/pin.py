@@ -17,10 +17,10 @@ class EWBIK_OT_pin(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return editable_posing_armature(cls, context)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = context.object
         bones = selected_pose_bones(obj)
         if not bones:
@@ -44,10 +44,10 @@ class EWBIK_OT_unpin(bpy.types.Operator):
     all_bones: bpy.props.BoolProperty(name="All Bones", description="Unpin every bone of the armature")
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return editable_posing_armature(cls, context)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = context.object
         bones = [
             pose_bone
@@ -71,11 +71,11 @@ class EWBIK_OT_select_pin_target(bpy.types.Operator):
     bone: StringProperty(name="Bone", description="Pinned pose bone whose target to select")
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         obj = context.active_object
         return obj is not None and obj.type == "ARMATURE"
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = context.active_object
         pose_bone = obj.pose.bones.get(self.bone)
         target = bone_target(pose_bone) if pose_bone is not None else None

@@ -16,7 +16,7 @@ class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         if not editable_posing_armature(cls, context):
             return False
         if context.active_pose_bone is None:
@@ -24,7 +24,7 @@ class EWBIK_OT_pin_to_active_bone(bpy.types.Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = context.object
         control = context.active_pose_bone.name
         bones = [pose_bone for pose_bone in selected_pose_bones(obj) if pose_bone.name != control]
@@ -55,10 +55,10 @@ class EWBIK_OT_toggle_pin(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return editable_posing_armature(cls, context)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         bones = selected_pose_bones(context.object)
         if not bones:
             self.report({"ERROR"}, "Select the pose bones to pin or unpin")

@@ -17,7 +17,7 @@ class EWBIK_OT_add_pole(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         if not editable_posing_armature(cls, context):
             return False
         pose_bone = context.active_pose_bone
@@ -26,7 +26,7 @@ class EWBIK_OT_add_pole(bpy.types.Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj, pose_bone = context.object, context.active_pose_bone
         if pose_bone.ewbik.pole is not None:
             self.report({"ERROR"}, f"'{pose_bone.name}' bends toward '{pose_bone.ewbik.pole.name}' already")

@@ -9,7 +9,7 @@ from ..ewbik_addon.com.stored_settings import pinned_bones
 from ..ewbik_addon.rigs import production_rigs
 
 
-def _armature(cls, context):
+def _armature(cls: type[bpy.types.Operator], context: bpy.types.Context) -> bool:
     if active_armature(context) is None:
         cls.poll_message_set("Select an armature")
         return False
@@ -24,10 +24,10 @@ class EWBIK_OT_switch_to_fk(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return _armature(cls, context)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = active_armature(context)
         pinned = [pose_bone.name for pose_bone in pinned_bones(obj)]
         with suspended():
@@ -48,10 +48,10 @@ class EWBIK_OT_restore_ik_fk(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return _armature(cls, context)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         restored = production_rigs.restore_ik_fk(active_armature(context))
         if not restored:
             self.report({"INFO"}, "No IK/FK switch to restore")
@@ -68,14 +68,14 @@ class EWBIK_OT_role_mapping_add(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         obj = active_armature(context)
         if obj is None or obj.mode != "POSE":
             cls.poll_message_set("Select bones in Pose Mode")
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = active_armature(context)
         mapped = {row.bone for row in obj.ewbik.role_mapping}
         bones = [pose_bone.name for pose_bone in selected_pose_bones(obj) if pose_bone.name not in mapped]
@@ -100,11 +100,11 @@ class EWBIK_OT_role_mapping_remove(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         obj = active_armature(context)
         return obj is not None and 0 <= obj.ewbik.active_role_index < len(obj.ewbik.role_mapping)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         settings = active_armature(context).ewbik
         settings.role_mapping.remove(settings.active_role_index)
         settings.active_role_index = min(settings.active_role_index, len(settings.role_mapping) - 1)

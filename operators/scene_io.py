@@ -28,10 +28,10 @@ class EWBIK_OT_export_scene(bpy.types.Operator, ExportHelper):
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"})
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         return active_armature(context) is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         obj = active_armature(context)
         try:
             document = scene_export.scene_document(obj)
@@ -64,7 +64,7 @@ class EWBIK_OT_import_scene(bpy.types.Operator, ImportHelper):
         default=False,
     )
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         try:
             document = scene_import.read_document(self.filepath)
             obj = scene_import.receiving_armature(active_armature(context), document, self.as_new_armature)

@@ -20,7 +20,7 @@ class EWBIK_OT_solve(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context) -> bool:
         obj = active_armature(context)
         if obj is None:
             cls.poll_message_set("Select an armature or one of its pin targets")
@@ -30,7 +30,7 @@ class EWBIK_OT_solve(bpy.types.Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context) -> set[str]:
         try:
             solved = solve_now(context, active_armature(context))
         except EwbikError as error:

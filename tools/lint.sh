@@ -14,13 +14,16 @@ BPY_FREE_GLUE=(
     ewbik_addon.bake.action_limits
     ewbik_addon.bridge.pose_underneath
     ewbik_addon.bridge.standing_body
+    ewbik_addon.com.limit_settings
     ewbik_addon.com.live_pause
     ewbik_addon.com.pin_kinds
     ewbik_addon.com.rotation_channels
     ewbik_addon.com.target_names
     ewbik_addon.documents.scene_export
     ewbik_addon.limits.limit_presets
+    ewbik_addon.limits.mirror_maths
     ewbik_addon.solve.armature_solve
+    ewbik_addon.solve.crowd_solve
     ewbik_addon.solve.solve_now
     ewbik_addon.viewport.kusudama_mesh
 )

@@ -1,6 +1,9 @@
 """Pins: each pinned bone's target read as an armature-space frame and checked against the rig."""
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 import bpy
 import mathutils
@@ -15,13 +18,17 @@ from ..limits.limit_status import BEYOND_TOLERANCE
 from ..rigs.production_checks import FOLLOW_TOLERANCE, evaluated_pin_errors
 from .rig_cache import CheckedPins, cached_rig, rig_for, targets_deleted
 
+if TYPE_CHECKING:
+    from ...solver import SolveResult
+    from .rig_cache import Rig
+
 PLANTED_PRIORITY = 1.0  # added to a planted pin's priority: where pins cannot all be reached, it holds
 
 
 _POSITION_ONLY_AXES = (0.0, 0.0, 0.0)
 
 
-def read_pins(obj, rig, depsgraph=None):
+def read_pins(obj: bpy.types.Object, rig: Rig, depsgraph: bpy.types.Depsgraph | None = None) -> list[Pin]:
     """Pins with armature-space target matrices (scale removed); raises RigError for bad targets
     and the solver's SceneError for bad pin settings.
     depsgraph: read the targets and the armature as it evaluated them (a render's); None: the file's."""
@@ -40,7 +47,7 @@ def read_pins(obj, rig, depsgraph=None):
     return list(checked.pins)
 
 
-def _read_poles(obj, checked, depsgraph):
+def _read_poles(obj: bpy.types.Object, checked: CheckedPins, depsgraph: bpy.types.Depsgraph | None) -> None:
     """Give each pin its pole's armature-space position (None without a pole), only where it
     changed since the last read: a pole is read like a target, on every solve."""
     if checked.pole_positions is None:
@@ -61,7 +68,9 @@ def _read_poles(obj, checked, depsgraph):
     checked.pole_positions = positions if any(pole is not None for pole in checked.poles) else None
 
 
-def _pole_positions(obj, checked, depsgraph):
+def _pole_positions(
+    obj: bpy.types.Object, checked: CheckedPins, depsgraph: bpy.types.Depsgraph | None
+) -> np.ndarray:
     """(P, 3) the pins' poles in armature space (as `depsgraph` evaluated them, if given); NaN
     rows for pins without a pole or whose pole object was deleted."""
     positions = np.full((len(checked.poles), 3), np.nan)
@@ -77,12 +86,12 @@ def _pole_positions(obj, checked, depsgraph):
     return positions
 
 
-def target_matrices(frames):
+def target_matrices(frames: np.ndarray) -> np.ndarray:
     """(k, 4, 4) rigid matrices of (k, 7) frames (unit quaternion, position), all in one go."""
     return quat.rigid_matrices(frames[:, :4], frames[:, 4:])
 
 
-def _check_pins(obj, rig):
+def _check_pins(obj: bpy.types.Object, rig: Rig) -> CheckedPins:
     """Validate every pin of the last scan and build its Pin at the target's current frame; a pin
     whose settings are unchanged since the last check is moved, not validated again."""
     bones = tuple(bone for bone, _ in rig.pins)
@@ -119,7 +128,7 @@ def _check_pins(obj, rig):
     return checked
 
 
-def _pin_target_bone(obj, bone, target):
+def _pin_target_bone(obj: bpy.types.Object, bone: str, target: bpy.types.Object) -> str | None:
     """The bone an armature target's pin follows (None for other targets); checks the pin's bone."""
     pose_bone = obj.pose.bones.get(bone)
     try:
@@ -131,7 +140,9 @@ def _pin_target_bone(obj, bone, target):
     return pose_bone.ewbik.target_bone if kind == "ARMATURE" else None
 
 
-def _target_frames(obj, rig, checked, depsgraph=None):
+def _target_frames(
+    obj: bpy.types.Object, rig: Rig, checked: CheckedPins, depsgraph: bpy.types.Depsgraph | None = None
+) -> np.ndarray:
     """(P, 7) armature-space frames (unit quaternion with w >= 0, position) of the pins' targets
     (an armature target: its bone), read in one pass (as `depsgraph` evaluated them, if given); a
     deleted or non-finite target raises RigError naming its pin."""
@@ -158,7 +169,7 @@ def _target_frames(obj, rig, checked, depsgraph=None):
     return np.array(rows, dtype=float).reshape(-1, 7)
 
 
-def _check_feedback(obj, rig, checked):
+def _check_feedback(obj: bpy.types.Object, rig: Rig, checked: CheckedPins) -> None:
     """Refuse a target that follows a bone the solver moves (it would chase itself)."""
     for bone, target in zip(checked.bones, checked.targets):
         try:
@@ -173,7 +184,9 @@ def _check_feedback(obj, rig, checked):
             )
 
 
-def _make_pin(bone, location, rotation, props):
+def _make_pin(
+    bone: str, location: mathutils.Vector, rotation: mathutils.Quaternion, props: bpy.types.PropertyGroup
+) -> Pin:
     """The solver's pin for one bone: its kind picks the weighed axes (or the aimed one), planted
     raises the priority.
 
@@ -189,11 +202,18 @@ def _make_pin(bone, location, rotation, props):
     return Pin(bone, matrix, props.weight, axes, props.falloff, priority, aim=aim)
 
 
-def _evaluated(thing, depsgraph):
+def _evaluated(thing: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> bpy.types.Object:
     return thing if depsgraph is None else thing.evaluated_get(depsgraph)
 
 
-def _target_bone_matrix(obj, rig, bone, target, target_bone, depsgraph=None):
+def _target_bone_matrix(
+    obj: bpy.types.Object,
+    rig: Rig,
+    bone: str,
+    target: bpy.types.Object,
+    target_bone: str,
+    depsgraph: bpy.types.Depsgraph | None = None,
+) -> mathutils.Matrix:
     """World matrix of the bone a pin follows (a bone of another armature, or a control bone of obj).
 
     A bone of obj that the pinned bone's own pose moves (itself or a descendant), or that the solver
@@ -221,7 +241,7 @@ def _target_bone_matrix(obj, rig, bone, target, target_bone, depsgraph=None):
     return target.matrix_world @ other.matrix
 
 
-def follows_pinned_bone(obj, target_bone, pinned):
+def follows_pinned_bone(obj: bpy.types.Object, target_bone: str, pinned: str) -> str:
     """Why bone `target_bone` of obj moves with bone `pinned` ("is the pinned bone itself" or "follows
     the pinned bone"), else "": such a bone cannot be that pin's target."""
     if target_bone == pinned:
@@ -234,7 +254,7 @@ def follows_pinned_bone(obj, target_bone, pinned):
     return ""
 
 
-def _feedback_bone(obj, target):
+def _feedback_bone(obj: bpy.types.Object, target: bpy.types.Object) -> str | None:
     """The bone of obj that target follows through parenting, a constraint or a driver, if any."""
     node = target
     seen = set()
@@ -258,7 +278,7 @@ def _feedback_bone(obj, target):
     return None
 
 
-def _driver_bone(obj, node):
+def _driver_bone(obj: bpy.types.Object, node: bpy.types.Object) -> str | None:
     """A bone of obj that one of node's drivers reads (a bone transform, or a pose.bones path)."""
     animation = node.animation_data
     if animation is None:
@@ -283,7 +303,7 @@ def _driver_bone(obj, node):
     return None
 
 
-def pin_errors(obj, result):
+def pin_errors(obj: bpy.types.Object, result: SolveResult) -> dict[str, tuple[float, float]]:
     """{pinned bone: (position error in armature units, orientation error in degrees)} of a solve."""
     rig = cached_rig(obj)
     bones = [bone for bone, _ in rig.pins] if rig is not None else []
@@ -293,7 +313,7 @@ def pin_errors(obj, result):
     }
 
 
-def pin_distances(obj, result):
+def pin_distances(obj: bpy.types.Object, result: SolveResult) -> np.ndarray:
     """Each pin's distance from its target in the scene after a solve (`result` in pose.bones order,
     its pins as `read_pins` last gave them). Under a uniform scale the solver's errors times it;
     under a non-uniform one a miss's length depends on its direction, so each is measured between
@@ -313,19 +333,19 @@ def pin_distances(obj, result):
     return np.where(rotation_only, result.position_errors * scale, distances)
 
 
-def pinned_targets(obj, *, rescan=True):
+def pinned_targets(obj: bpy.types.Object, *, rescan: bool = True) -> list[bpy.types.Object]:
     """The target objects of the armature's pins (cached; rescan re-reads the bones' settings)."""
     return [target for _, target in rig_for(obj, rescan).pins]
 
 
-def pole_objects(obj):
+def pole_objects(obj: bpy.types.Object) -> list[bpy.types.Object]:
     """The pole objects of the armature's pins as the last scan found them (a moved pole, like a
     moved target, makes a live solve due)."""
     rig = cached_rig(obj)
     return [] if rig is None else [pole for pole in rig.poles if pole is not None]
 
 
-def pins_elsewhere(obj, result):
+def pins_elsewhere(obj: bpy.types.Object, result: SolveResult) -> dict[str, float]:
     """{pinned bone: evaluated distance (scene units)} for the pins whose bone, as Blender evaluated
     it, is farther from the target than the solve left it (something else poses it); call after
     `view_layer.update()`."""
@@ -339,7 +359,7 @@ def pins_elsewhere(obj, result):
     }
 
 
-def pins_summary(obj, result):
+def pins_summary(obj: bpy.types.Object, result: SolveResult) -> str:
     """'5 pins reached', or which pins stop short of their targets, by how much in the scene's
     length unit (`pin_distances`), and why: '4 pins reached; hand.L 0.42 m short, out
     of reach with the other pins held'. An aim pin misses by an angle: 'head 3° off its aim'."""
@@ -372,13 +392,13 @@ def pins_summary(obj, result):
     return "; ".join(parts)
 
 
-def _rig_size(obj, rig):
+def _rig_size(obj: bpy.types.Object, rig: Rig) -> float:
     """The rig's size in the scene (`Skeleton.unit` scaled): the arc over which an aimed axis's
     miss counts as a distance, as in the solver's tolerance."""
     return rig.chains.skeleton.unit * armature_scale(obj)
 
 
-def _why_short(result, pin):
+def _why_short(result: SolveResult, pin: int) -> str:
     if result.yielded[pin]:
         return "out of reach with the other pins held"
     if result.beyond_reach[pin]:

@@ -7,7 +7,10 @@ mathutils one by one, and only those. Locked channels keep their values, as the 
 do. Arrays are in `obj.pose.bones` order.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING
 
 import bpy
 import mathutils
@@ -16,6 +19,9 @@ import numpy as np
 from ..com.armature_checks import RigError
 from ..com.rotation_channels import channels_to_quaternions, is_euler
 from ..rigs.production_checks import evaluated_locals
+
+if TYPE_CHECKING:
+    from .rig_cache import Rig
 
 _ROTATION_MODE = {
     item.identifier: item.value for item in bpy.types.PoseBone.bl_rna.properties["rotation_mode"].enum_items
@@ -52,7 +58,7 @@ class ConvertedChannels:
     quaternions: np.ndarray
 
     @classmethod
-    def empty(cls, n):
+    def empty(cls, n: int) -> ConvertedChannels:
         return cls(
             modes=np.full(n, -1, np.int32),
             euler=np.zeros((n, 3), np.float32),
@@ -60,7 +66,14 @@ class ConvertedChannels:
             quaternions=np.zeros((n, 4)),
         )
 
-    def remember(self, bones, modes, euler, axis_angle, quaternions):
+    def remember(
+        self,
+        bones: np.ndarray,
+        modes: np.ndarray,
+        euler: np.ndarray,
+        axis_angle: np.ndarray,
+        quaternions: np.ndarray,
+    ) -> None:
         self.modes[bones] = modes[bones]
         self.euler[bones] = euler[bones]
         self.axis_angle[bones] = axis_angle[bones]
@@ -82,12 +95,13 @@ class PoseBuffers:
     lock_location: np.ndarray
     converted: ConvertedChannels
     mirrors_channels: bool = False  # the buffers hold the channels as last read, or as written since
-    locks: "_Locks | None" = None  # derived from the lock buffers as last read
+    locks: Locks | None = None  # derived from the lock buffers as last read
     held: bool = False  # a bake keeps what the solves write here only, ahead of Blender's channels
-    pose: tuple = None  # (unit quaternions, locations) float64 of the channels the buffers mirror
+    # (unit quaternions, locations) float64 of the channels the buffers mirror
+    pose: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
-    def empty(cls, n):
+    def empty(cls, n: int) -> PoseBuffers:
         return cls(
             modes=np.empty(n, np.int32),
             quaternion=np.empty((n, 4), np.float32),
@@ -103,7 +117,9 @@ class PoseBuffers:
 
 
 @dataclasses.dataclass
-class _Locks:
+class Locks:
+    """Each bone's rotation and location locks as a solve honours them (`read_locks`)."""
+
     rotation: np.ndarray  # (N, 3)
     w: np.ndarray
     four_d: np.ndarray
@@ -114,7 +130,7 @@ class _Locks:
     free_quaternion: np.ndarray  # quaternion bones without rotation locks: written in one go
 
 
-def read_locks(pose_bones, buffers):
+def read_locks(pose_bones: bpy.types.bpy_prop_collection, buffers: PoseBuffers) -> Locks:
     """The bones' locks as the live solve and the bake both apply them: Blender ignores the 4D
     flags on Euler bones."""
     pose_bones.foreach_get("rotation_mode", buffers.modes)
@@ -126,7 +142,7 @@ def read_locks(pose_bones, buffers):
     any_rotation = buffers.lock_rotation.any(axis=1) | (four_d & buffers.lock_w)
     # Locking X, Y and Z freezes the bone, whatever W (4D) says.
     fully_locked = buffers.lock_rotation.all(axis=1)
-    buffers.locks = _Locks(
+    buffers.locks = Locks(
         rotation=buffers.lock_rotation,
         w=buffers.lock_w,
         four_d=four_d,
@@ -139,7 +155,9 @@ def read_locks(pose_bones, buffers):
     return buffers.locks
 
 
-def read_pose(obj, rig, channels_kept=False):
+def read_pose(
+    obj: bpy.types.Object, rig: Rig, channels_kept: bool = False
+) -> tuple[np.ndarray, np.ndarray, Locks]:
     """Local rotations as unit quaternions (N, 4) float64, locations (N, 3), locks; pose.bones order.
 
     channels_kept: the caller knows that nothing but this add-on's own writes changed the pose
@@ -170,7 +188,9 @@ def read_pose(obj, rig, channels_kept=False):
     return rotations, locations, buffers.locks
 
 
-def _channel_pose(buffers, rows, fetched):
+def _channel_pose(
+    buffers: PoseBuffers, rows: slice | np.ndarray, fetched: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """(quaternions, not normalized, and locations) float64 of the buffers' channels at `rows`:
     every bone's slice when `fetched` (the channels were just read from Blender, see
     `_other_mode_quaternions`), else an index array of bones whose conversions are remembered."""
@@ -181,7 +201,7 @@ def _channel_pose(buffers, rows, fetched):
     return rotations, buffers.location[rows].astype(float)
 
 
-def unit_quaternions(rotations):
+def unit_quaternions(rotations: np.ndarray) -> np.ndarray:
     """Quaternions normalized row by row (the same whichever rows are asked), zero ones made the
     identity."""
     norms = np.sqrt(np.einsum("ij,ij->i", rotations, rotations))[:, None]
@@ -190,7 +210,7 @@ def unit_quaternions(rotations):
     return np.where(norms > 1e-9, rotations / np.where(norms > 1e-9, norms, 1.0), (1.0, 0.0, 0.0, 0.0))
 
 
-def _fetch_channels(pose_bones, buffers):
+def _fetch_channels(pose_bones: bpy.types.bpy_prop_collection, buffers: PoseBuffers) -> None:
     """Every channel a solve reads, one foreach_get each (Euler and axis-angle only when some bone
     uses them)."""
     read_locks(pose_bones, buffers)
@@ -203,7 +223,7 @@ def _fetch_channels(pose_bones, buffers):
         pose_bones.foreach_get("rotation_euler", buffers.euler.reshape(-1))
 
 
-def _other_mode_quaternions(buffers, other, fetched):
+def _other_mode_quaternions(buffers: PoseBuffers, other: np.ndarray, fetched: bool) -> np.ndarray:
     """Quaternions (not normalized) of the bones in Euler or axis-angle mode (`other`: a mask of
     every bone, or without `fetched` any index), converted only where the mode or channels differ
     from what `buffers.converted` remembers; with nothing fetched since the last read or write it
@@ -228,7 +248,15 @@ def _other_mode_quaternions(buffers, other, fetched):
     return known.quaternions[other]
 
 
-def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
+def write_pose(
+    obj: bpy.types.Object,
+    rig: Rig,
+    locks: Locks,
+    moved: np.ndarray,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    translate_root: bool,
+) -> np.ndarray:
     """Write the moved bones in each bone's rotation mode, keeping locked channels; tag the armature.
     While the buffers are `held`, only they take the channels (Blender neither gets them nor
     evaluates the armature again).
@@ -269,7 +297,15 @@ def write_pose(obj, rig, locks, moved, rotations, locations, translate_root):
     return written
 
 
-def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, written):
+def _write_one_by_one(
+    pose_bones: bpy.types.bpy_prop_collection,
+    buffers: PoseBuffers,
+    locks: Locks,
+    bones: np.ndarray,
+    rotations: np.ndarray,
+    quaternion: np.ndarray,
+    written: np.ndarray,
+) -> None:
     """The moved bones in Euler or axis-angle mode or with rotation locks (`_write_one`): their
     channels into `quaternion` (float32) and Blender, what they now hold into `written`."""
     modes = buffers.modes
@@ -291,7 +327,15 @@ def _write_one_by_one(pose_bones, buffers, locks, bones, rotations, quaternion, 
             pose_bones.foreach_set("rotation_euler", euler.reshape(-1))
 
 
-def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):
+def _write_one(
+    i: int,
+    rotation: np.ndarray,
+    euler: np.ndarray,
+    axis_angle: np.ndarray,
+    quaternion: np.ndarray,
+    buffers: PoseBuffers,
+    locks: Locks,
+) -> tuple[float, ...]:
     """One bone in Euler or axis-angle mode, or with locks; mirrors Blender's transform-lock rules."""
     mode = int(buffers.modes[i])
     new = mathutils.Quaternion(rotation.tolist())
@@ -337,7 +381,9 @@ def _write_one(i, rotation, euler, axis_angle, quaternion, buffers, locks):
     return tuple(result.normalized())
 
 
-def _euler_locked(mode, old_components, new_components, locked):
+def _euler_locked(
+    mode: int, old_components: list[float], new_components: list[float], locked: np.ndarray
+) -> list[float]:
     """Blender's non-4D lock rule: compare as XYZ Euler angles, keep the locked ones."""
     if mode == _QUATERNION:
         old = mathutils.Quaternion(old_components).normalized()

@@ -44,6 +44,7 @@ def track(
         _restore(obj, rig, rotations, locations)
     if channels_kept:
         return
+    assert rig.underneath is not None and rig.written is not None  # read or seeded above
     written_rotations, written_locations = rig.written
     changed = _differs(rotations, locations, written_rotations, written_locations)
     rig.underneath[0][changed] = rotations[changed]
@@ -52,6 +53,7 @@ def track(
 
 def start_pose(rig: Rig) -> tuple[np.ndarray, np.ndarray]:
     """(rotations, locations), copies of the pose underneath: where a solve starts."""
+    assert rig.underneath is not None  # tracked from the channels just read
     return rig.underneath[0].copy(), rig.underneath[1].copy()
 
 
@@ -62,6 +64,7 @@ def remember(obj: bpy.types.Object, rig: Rig, rotations: np.ndarray, locations: 
     would read as a change of the channels."""
     rotations = unit_quaternions(rotations)
     rig.written = (rotations, locations)
+    assert rig.underneath is not None  # tracked when the solve read the channels
     under_rotations, under_locations = rig.underneath
     solved = np.flatnonzero(_differs(rotations, locations, under_rotations, under_locations))
     record = np.concatenate([under_rotations, under_locations, rotations, locations], axis=1)[solved]
@@ -94,7 +97,7 @@ def _restore(obj: bpy.types.Object, rig: Rig, rotations: np.ndarray, locations: 
 
 def forget(rig: Rig) -> None:
     """The rig's record no longer matches the channels (undo): the next solve reads the object's."""
-    rig.underneath = rig.written = None  # type: ignore[assignment]  # Rig declares them without None
+    rig.underneath = rig.written = None
 
 
 def _differs(

@@ -5,8 +5,12 @@ only when a cheap signature of the armature (bone names, rest matrices, lengths,
 settings) changes. The live handler skips even that signature when only pin targets moved.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import functools
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import bpy
 import numpy as np
@@ -25,8 +29,11 @@ from ..com.stored_settings import (
 )
 from ..rigs import production_rigs
 from ..rigs.production_checks import placed_controls, posed_bones, with_mechanism
-from .pose_io import PoseBuffers, read_locks
+from .pose_io import Locks, PoseBuffers, read_locks
 from .pose_underneath import forget as forget_pose
+
+if TYPE_CHECKING:
+    from ...solver import Pin, SolverSettings
 
 
 @dataclasses.dataclass
@@ -35,16 +42,17 @@ class CheckedPins:
     the armature's scene, weights valid); until the next scan of the bone settings an update
     only reads the targets and moves the pins whose target moved."""
 
-    bones: tuple
-    targets: tuple
-    target_bones: tuple  # per pin: the followed bone of an armature target, else None
-    pins: list
+    bones: tuple[str, ...]
+    targets: tuple[bpy.types.Object, ...]
+    target_bones: tuple[str | None, ...]  # per pin: the followed bone of an armature target, else None
+    pins: list[Pin]
     frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
-    keys: list = dataclasses.field(default_factory=list)  # per pin: (bone, its settings) it was made with
-    kinds: list = dataclasses.field(default_factory=list)  # per pin: its pin_kind
-    poles: tuple = ()  # per pin: its pole object or None
+    # per pin: (bone, its settings) it was made with
+    keys: list[tuple] = dataclasses.field(default_factory=list)
+    kinds: list[str] = dataclasses.field(default_factory=list)  # per pin: its pin_kind
+    poles: tuple[bpy.types.Object | None, ...] = ()  # per pin: its pole object or None
     # (P, 3) armature space as the pins hold them, NaN: none; None: no pin has a pole (nothing to read)
-    pole_positions: np.ndarray = None
+    pole_positions: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -53,15 +61,15 @@ class PinnedChains:
     (the pinned bones' poses depend on nothing else), so a solve packs, solves and writes these
     and no other bone of the rig, however many it has."""
 
-    pinned: tuple  # the pinned bones' names these chains were made for
+    pinned: tuple[str, ...]  # the pinned bones' names these chains were made for
     rows: np.ndarray  # pose.bones index of each chain bone, in `skeleton` order
     skeleton: Skeleton  # measured in the whole rig's unit, so it takes the whole rig's steps
-    stretch: np.ndarray = None  # `skeleton` order, each bone's maximum stretch
-    limits: JointLimits = None
-    limits_of: JointLimits = None  # the whole rig's limits `limits` were taken from
+    stretch: np.ndarray | None = None  # `skeleton` order, each bone's maximum stretch
+    limits: JointLimits | None = None
+    limits_of: JointLimits | None = None  # the whole rig's limits `limits` were taken from
 
     @functools.cached_property
-    def stretchable(self):
+    def stretchable(self) -> np.ndarray:
         """`skeleton` indices of the bones that may stretch (stretch > 1), worked out once: every
         solve and every write asks."""
         return np.flatnonzero(self.stretch > 1.0)
@@ -72,42 +80,52 @@ class Rig:
     """What one armature turns into on the solver side, reused between solves."""
 
     structure_key: tuple
-    names: tuple
-    index: dict  # bone name -> pose.bones index
+    names: tuple[str, ...]
+    index: dict[str, int]  # bone name -> pose.bones index
     skeleton: Skeleton
     to_solver: np.ndarray  # pose.bones index -> skeleton index
     rest: np.ndarray  # (N, 4, 4) armature-space rest matrices, pose.bones order
-    parents: tuple  # parent name or None, pose.bones order
+    parents: tuple[str | None, ...]  # parent name or None, pose.bones order
     buffers: PoseBuffers
-    settings_key: tuple = None
-    stiffness: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stiffness
-    stretch: np.ndarray = None  # skeleton order, from PoseBone.ewbik.stretch
-    limits: JointLimits = None
-    limit_dicts: dict = None  # bone name -> scene-document "limits" field
-    limit_keys: tuple = None  # (bone, limits_key, comfort) of every limited bone `limits` was built for
-    pins: tuple = ()  # (bone name, target object), pose.bones order
-    poles: tuple = ()  # per pin: its pole object or None
+    settings_key: tuple | None = None
+    stiffness: np.ndarray | None = None  # skeleton order, from PoseBone.ewbik.stiffness
+    stretch: np.ndarray | None = None  # skeleton order, from PoseBone.ewbik.stretch
+    limits: JointLimits | None = None
+    limit_dicts: dict[str, dict[str, Any]] | None = None  # bone name -> scene-document "limits" field
+    # (bone, limits_key, comfort) of every limited bone `limits` was built for
+    limit_keys: tuple | None = None
+    pins: tuple[tuple[str, bpy.types.Object], ...] = ()  # (bone name, target object), pose.bones order
+    poles: tuple[bpy.types.Object | None, ...] = ()  # per pin: its pole object or None
     checked_pins: CheckedPins | None = None  # validated at the last scan; None: check again
-    validated_pins: dict = dataclasses.field(
-        default_factory=dict
-    )  # (bone, its pin settings) -> a Pin with them
+    # (bone, its pin settings) -> a Pin with them
+    validated_pins: dict[tuple, Pin] = dataclasses.field(default_factory=dict)
     settings_error: EwbikError | None = None  # why the bone settings cannot be used, until they change
-    driven: np.ndarray = None  # pose.bones order: the solve may change this bone's pose
-    fixed: dict = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
-    fixed_mask: np.ndarray = None  # pose.bones order: bones in `fixed`
-    posed_mask: np.ndarray = None  # pose.bones order: fixed bones that constraints or drivers pose
-    held: np.ndarray = None  # pose.bones order: fixed bones and those above a posed one on a pinned chain
-    counterparts: list = dataclasses.field(default_factory=list)  # (pinned control, deform bone it moves)
-    counterparts_key: tuple = None  # pins, fixed bones and role mapping the counterparts were found for
-    placed: np.ndarray = None  # pose.bones order: pinned IK controls, put on their targets, not solved
-    underneath: tuple = None  # (rotations, locations) pose.bones order: where solves start (pose_underneath)
-    written: tuple = None  # (rotations, locations) as the last solve wrote them
-    last_settings: tuple = None  # (full, SolverSettings) of the last solve_armature
-    chains: PinnedChains = None  # what a solve_armature hands to the solver
+    driven: np.ndarray | None = None  # pose.bones order: the solve may change this bone's pose
+    fixed: dict[str, str] = dataclasses.field(default_factory=dict)  # bone -> why the solver may not move it
+    fixed_mask: np.ndarray | None = None  # pose.bones order: bones in `fixed`
+    posed_mask: np.ndarray | None = None  # pose.bones order: fixed bones that constraints or drivers pose
+    # pose.bones order: fixed bones and those above a posed one on a pinned chain
+    held: np.ndarray | None = None
+    # (pinned control, deform bone it moves)
+    counterparts: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # pins, fixed bones and role mapping the counterparts were found for
+    counterparts_key: tuple | None = None
+    # pose.bones order: pinned IK controls, put on their targets, not solved
+    placed: np.ndarray | None = None
+    # (rotations, locations) pose.bones order: where solves start (pose_underneath)
+    underneath: tuple[np.ndarray, np.ndarray] | None = None
+    # (rotations, locations) as the last solve wrote them
+    written: tuple[np.ndarray, np.ndarray] | None = None
+    # (full, SolverSettings) of the last solve_armature
+    last_settings: tuple[bool, SolverSettings] | None = None
+    chains: PinnedChains | None = None  # what a solve_armature hands to the solver
     body: Body | None = None  # segment masses and feet for balance (`balance_body.rig_body`)
-    chains_body: tuple = None  # (what it was made from, the Body of `chains`) (`balance_body.chains_body`)
+    # (what it was made from, the Body of `chains`) (`balance_body.chains_body`)
+    chains_body: tuple | None = None
 
-    def solve_stiffness(self, locks, rows=slice(None)):
+    def solve_stiffness(
+        self, locks: Locks, rows: slice | Sequence[int] | np.ndarray = slice(None)
+    ) -> np.ndarray:
         """Each bone's stiffness as a solve hands it to the solver (pose.bones order, or those
         `rows` of it): 1 where no solve may turn the bone, fully stiff, fully rotation-locked
         (`read_locks`) or held (`held`). The one rule for what the solver may move: the solves,
@@ -117,24 +135,26 @@ class Rig:
         return stiffness
 
 
-_rigs = {}  # object session uid -> Rig
-crowds = {}  # the live armatures' combined rig (crowd_solve), forgotten with the rigs it was built from
-_bone_limits_made = {}  # (bone, limits_key, comfort) -> (limits dict, Kusudama); the key fixes both
+_rigs: dict[int, Rig] = {}  # object session uid -> Rig
+# the live armatures' combined rig (crowd_solve), forgotten with the rigs it was built from
+crowds: dict[tuple, Any] = {}
+# (bone, limits_key, comfort) -> (limits dict, Kusudama); the key fixes both
+_bone_limits_made: dict[tuple, tuple[dict[str, Any], Kusudama]] = {}
 _BONE_LIMITS_KEPT = 4096
 
 
-def clear_cache():
+def clear_cache() -> None:
     """Forget every cached rig (file load, add-on unregister)."""
     _rigs.clear()
     crowds.clear()
 
 
-def cached_rig(obj):
+def cached_rig(obj: bpy.types.Object) -> Rig | None:
     """The rig of obj as last built, or None; never rebuilds."""
     return _rigs.get(obj.session_uid)
 
 
-def forget_armature_state(obj):
+def forget_armature_state(obj: bpy.types.Object) -> None:
     """Something but the solver may have changed obj (the user, the animation): forget what a solve
     reuses while only targets move, the pose channels the rig's buffers mirror
     (`pose_io.read_pose`) and the last solve's settings. Held buffers keep standing for the
@@ -146,7 +166,7 @@ def forget_armature_state(obj):
         rig.checked_pins = None
 
 
-def forget_pin_settings(obj):
+def forget_pin_settings(obj: bpy.types.Object) -> None:
     """A frame change may have changed animated pin settings (kind, weight, priority): check the
     pins again at the next solve (unchanged ones are reused, `pin_reading`)."""
     rig = _rigs.get(obj.session_uid)
@@ -154,7 +174,7 @@ def forget_pin_settings(obj):
         rig.checked_pins = None
 
 
-def forget_recorded_poses():
+def forget_recorded_poses() -> None:
     """The channels of every armature may have been put back (undo): read them and the record of
     the pose underneath from Blender again."""
     for rig in _rigs.values():
@@ -162,7 +182,7 @@ def forget_recorded_poses():
         rig.buffers.mirrors_channels = rig.buffers.held and rig.buffers.mirrors_channels
 
 
-def forget_deleted_rigs():
+def forget_deleted_rigs() -> set[int]:
     """Forget the cached rigs of armatures no longer in the file; returns the session uids of
     the objects that are."""
     alive = {obj.session_uid for obj in bpy.data.objects}
@@ -171,7 +191,7 @@ def forget_deleted_rigs():
     return alive
 
 
-def rig_for(obj, rescan):
+def rig_for(obj: bpy.types.Object, rescan: bool) -> Rig:
     """The cached rig of obj, rebuilt if the armature's structure or bone settings changed."""
     check_armature(obj)
     rig = _rigs.get(obj.session_uid)
@@ -192,12 +212,12 @@ def rig_for(obj, rescan):
     return rig
 
 
-def targets_deleted(bones):
+def targets_deleted(bones: list[str]) -> RigError:
     """The refusal of pins whose target was deleted (they are no longer pinned)."""
     return RigError("target", "was deleted", deleted_targets(bones))
 
 
-def _structure_key(obj):
+def _structure_key(obj: bpy.types.Object) -> tuple[tuple, np.ndarray, np.ndarray]:
     bones = obj.data.bones
     n = len(bones)
     rest = np.empty(n * 16, np.float32)
@@ -215,7 +235,7 @@ def _structure_key(obj):
     return key, rest.reshape(n, 4, 4).transpose(0, 2, 1).astype(float), lengths.astype(float)
 
 
-def _build_rig(obj, key, rest, lengths):
+def _build_rig(obj: bpy.types.Object, key: tuple, rest: np.ndarray, lengths: np.ndarray) -> Rig:
     bones = obj.data.bones
     pose_names = key[1]
     data_index = {name: i for i, name in enumerate(key[2])}
@@ -245,7 +265,7 @@ def _build_rig(obj, key, rest, lengths):
     )
 
 
-def _scan_bone_settings(obj, rig):
+def _scan_bone_settings(obj: bpy.types.Object, rig: Rig) -> list[str]:
     """Read pins, stiffness and limits of every bone; rebuild stiffness/limits if they changed.
 
     Returns the bones whose target was deleted since the last scan (they are unpinned now).
@@ -287,7 +307,7 @@ def _scan_bone_settings(obj, rig):
     return deleted
 
 
-def _read_bone_settings(obj):
+def _read_bone_settings(obj: bpy.types.Object) -> tuple[list, list, list[float], list[float], tuple]:
     """(pins as (bone, target), each pin's pole object or None, stiffness and stretch per bone,
     (bone, limits_key, comfort) per limited bone).
 
@@ -316,7 +336,14 @@ def _read_bone_settings(obj):
     return pins, poles, stiffness, stretch, tuple(limit_keys)
 
 
-def _apply_bone_settings(obj, rig, stiffness, stretch, limit_keys, locks):
+def _apply_bone_settings(
+    obj: bpy.types.Object,
+    rig: Rig,
+    stiffness: np.ndarray,
+    stretch: list[float],
+    limit_keys: tuple,
+    locks: Locks,
+) -> None:
     if not np.all(np.isfinite(stiffness)):
         raise RigError(
             f"bone '{rig.names[int(np.flatnonzero(~np.isfinite(stiffness))[0])]}'", "stiffness is NaN"
@@ -334,14 +361,14 @@ def _apply_bone_settings(obj, rig, stiffness, stretch, limit_keys, locks):
     rig.chains = _chains_with_settings(rig)
 
 
-def _alive(target):
+def _alive(target: bpy.types.Object) -> bool:
     try:
         return target.name is not None
     except ReferenceError:
         return False
 
 
-def _set_joint_limits(obj, rig, limit_keys):
+def _set_joint_limits(obj: bpy.types.Object, rig: Rig, limit_keys: tuple) -> None:
     """The rig's limit dicts and JointLimits from its limited bones (`_read_bone_settings`).
 
     A bone's dict and Kusudama are kept per limits key across rigs, so an edit rebuilds only the
@@ -362,7 +389,7 @@ def _set_joint_limits(obj, rig, limit_keys):
     rig.limits = JointLimits(kusudamas, len(rig.names)) if kusudamas else None
 
 
-def _bone_limits(bone, limit):
+def _bone_limits(bone: str, limit: dict[str, Any]) -> tuple[dict[str, Any], Kusudama]:
     """(limits dict with unit cone directions, its Kusudama): the property panel lets directions be
     any length. Bad limits raise RigError, or the solver's SceneError, naming the bone."""
     cones = []
@@ -375,7 +402,7 @@ def _bone_limits(bone, limit):
     return limit, Kusudama.from_dict(limit, bone=bone)
 
 
-def _chains_with_settings(rig):
+def _chains_with_settings(rig: Rig) -> PinnedChains | None:
     """The rig's PinnedChains with its current stretch and limits (None without pins); the
     chains' skeleton is made again only when the pinned bones changed."""
     pinned = tuple(bone for bone, _ in rig.pins)
@@ -398,7 +425,7 @@ def _chains_with_settings(rig):
     )
 
 
-def _chains_of(rig, pinned):
+def _chains_of(rig: Rig, pinned: tuple[str, ...]) -> PinnedChains:
     """PinnedChains of these pinned bones: the whole rig's skeleton restricted to them and the
     bones above them, in the same order and unit (the solver then steps exactly as on the whole
     rig, where the other bones see no pin)."""
@@ -412,7 +439,7 @@ def _chains_of(rig, pinned):
     return PinnedChains(pinned=pinned, rows=rows, skeleton=skeleton)
 
 
-def pinned_chains(index, parents, pinned):
+def pinned_chains(index: dict[str, int], parents: Sequence[str | None], pinned: Iterable[str]) -> np.ndarray:
     """Mask (in `index` order) of the pinned bones and every bone above them: the bones a solve turns.
 
     index: bone name -> position; parents: parent name or None per position; pinned: bone names.
@@ -426,7 +453,7 @@ def pinned_chains(index, parents, pinned):
     return on_chain
 
 
-def _held_bones(rig):
+def _held_bones(rig: Rig) -> np.ndarray:
     """Fixed bones, and the bones above a posed bone on a pinned bone's chain.
 
     A bone that constraints or drivers pose ignores (Copy Transforms) or replaces (Child Of,
@@ -446,7 +473,7 @@ def _held_bones(rig):
     return held
 
 
-def _driven_bones(rig, frozen):
+def _driven_bones(rig: Rig, frozen: np.ndarray) -> np.ndarray:
     """Bones whose pose a solve can change: below an unfrozen ancestor of a pinned bone."""
     index = rig.index
     solvable = pinned_chains(index, rig.parents, [bone for bone, _ in rig.pins]) & ~frozen

@@ -7,6 +7,10 @@ of a hand or a foot where the user can grab them. A pole is a small sphere: only
 counts.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 import bpy
 import mathutils
 import numpy as np
@@ -25,11 +29,11 @@ class TargetFollowError(RigError):
     """Targets cannot follow the chosen parent; `field` names the armature setting, which the
     message, its reason alone, leaves unsaid."""
 
-    def __init__(self, field, reason):
+    def __init__(self, field: str, reason: str) -> None:
         super().__init__(field, reason, reason)
 
 
-def _target_collection(context, obj):
+def _target_collection(context: bpy.types.Context, obj: bpy.types.Object) -> bpy.types.Collection:
     """The armature's target collection, created and linked to the scene when missing."""
     name = target_collection_name(obj)
     collection = bpy.data.collections.get(name)
@@ -40,12 +44,12 @@ def _target_collection(context, obj):
     return collection
 
 
-def root_bone(obj):
+def root_bone(obj: bpy.types.Object) -> bpy.types.PoseBone:
     """The armature's first bone without a parent (the one that carries the whole body)."""
     return next(pose_bone for pose_bone in obj.pose.bones if pose_bone.parent is None)
 
 
-def check_follow(obj):
+def check_follow(obj: bpy.types.Object) -> None:
     """Raise TargetFollowError when targets cannot follow the armature's chosen parent.
 
     A target parented to a bone the solver moves would move with every solve (a feedback
@@ -66,7 +70,9 @@ def check_follow(obj):
         )
 
 
-def new_target(context, obj, pose_bone):
+def new_target(
+    context: bpy.types.Context, obj: bpy.types.Object, pose_bone: bpy.types.PoseBone
+) -> bpy.types.Object:
     """An empty at the bone's current pose (world) in the armature's collection, parented as the
     armature's `target_follow` says (call check_follow first)."""
     world = obj.matrix_world @ pose_bone.matrix
@@ -83,7 +89,7 @@ def new_target(context, obj, pose_bone):
     return empty
 
 
-def pole_place(obj, pose_bone):
+def pole_place(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> mathutils.Vector:
     """World point where the limb above the pinned `pose_bone` already bends (`solver.poles`),
     one limb's length from its middle joint: a pole there leaves the pose as it is. RigError
     where the pinned bone has not two bones above it."""
@@ -101,7 +107,12 @@ def pole_place(obj, pose_bone):
     return obj.matrix_world @ mathutils.Vector(joints[1] + bend * (upper.bone.length + lower.bone.length))
 
 
-def new_pole(context, obj, pose_bone, place):
+def new_pole(
+    context: bpy.types.Context,
+    obj: bpy.types.Object,
+    pose_bone: bpy.types.PoseBone,
+    place: mathutils.Vector,
+) -> bpy.types.Object:
     """A pole empty at world point `place` for the pinned `pose_bone`, in the collection of the
     pin's target, parented as targets are (call check_follow first)."""
     empty = bpy.data.objects.new(f"{obj.name} {pose_bone.name} pole", None)
@@ -116,7 +127,7 @@ def new_pole(context, obj, pose_bone, place):
     return empty
 
 
-def _follow(empty, obj):
+def _follow(empty: bpy.types.Object, obj: bpy.types.Object) -> None:
     """Parent an empty we make as the armature's `target_follow` says (call check_follow first)."""
     follow = obj.ewbik.target_follow
     if follow != "WORLD":
@@ -127,7 +138,7 @@ def _follow(empty, obj):
         empty.matrix_parent_inverse = _parent_matrix(obj, follow).inverted_safe()
 
 
-def _parent_matrix(obj, follow):
+def _parent_matrix(obj: bpy.types.Object, follow: str) -> mathutils.Matrix:
     """The world matrix a child of the armature (or of its root bone's tail) is placed relative to."""
     if follow == "OBJECT":
         return obj.matrix_world.copy()
@@ -135,13 +146,13 @@ def _parent_matrix(obj, follow):
     return obj.matrix_world @ root.matrix @ mathutils.Matrix.Translation((0.0, root.length, 0.0))
 
 
-def display_size(obj, pose_bone):
+def display_size(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> float:
     """The bone's length in the scene, at least MIN_SIZE_OF_RIG of the rig, so the arrows stick out."""
     scale = max(abs(s) for s in obj.matrix_world.to_scale())
     return max(pose_bone.bone.length * scale, MIN_SIZE_OF_RIG * max(obj.dimensions), 1e-3)
 
 
-def is_deleted(target, view_layer=None):
+def is_deleted(target: bpy.types.Object, view_layer: bpy.types.ViewLayer | None = None) -> bool:
     """True when the user deleted the empty: it lingers, held by the pin, but is in no collection.
 
     A target found in `view_layer` is there at once; only the others are looked for in every
@@ -156,7 +167,9 @@ def is_deleted(target, view_layer=None):
         return True
 
 
-def unpin_deleted(obj, pinned, view_layer=None):
+def unpin_deleted(
+    obj: bpy.types.Object, pinned: Iterable[bpy.types.Object], view_layer: bpy.types.ViewLayer | None = None
+) -> str:
     """Unpin the bones of obj whose target (among pinned) the user deleted; `view_layer`, where
     the targets usually are, makes the check cheap (`is_deleted`).
 
@@ -171,7 +184,7 @@ def unpin_deleted(obj, pinned, view_layer=None):
     return deleted_targets([pose_bone.name for pose_bone in bones])
 
 
-def follow_bone_renames(obj, pinned):
+def follow_bone_renames(obj: bpy.types.Object, pinned: Iterable[bpy.types.Object]) -> None:
     """Give the empties we made for bones of obj that were renamed since the bone's new name."""
     bones = obj.pose.bones
     renamed = [

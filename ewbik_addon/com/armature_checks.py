@@ -1,5 +1,7 @@
 """Checks on the armature object itself, shared by everything that reads or poses it."""
 
+from __future__ import annotations
+
 import bpy
 
 from ...solver import EwbikError
@@ -26,7 +28,7 @@ class RigError(EwbikError):
 MIN_BONE_LENGTH = 1e-5  # Blender keeps "zero-length" bones at about 2e-6
 
 
-def check_armature(obj):
+def check_armature(obj: bpy.types.Object | None) -> None:
     """RigError unless obj is a live armature object with bones (asked as `not bones`: `len` walks
     every bone, 23 us at 1000, and every live update asks several times)."""
     if obj is None:
@@ -41,7 +43,7 @@ def check_armature(obj):
         raise RigError.about(obj.name, "bones", "has no bones")
 
 
-def limits_lock(obj):
+def limits_lock(obj: bpy.types.Object) -> str | None:
     """Why the joint limits of the armature `obj` cannot be changed, or None. They live on its
     armature's bones (`Bone.ewbik`): an armature linked from a library (an object override keeps
     it linked) holds what the library holds, so an edit would show until the file is saved and
@@ -60,7 +62,7 @@ def limits_lock(obj):
     )
 
 
-def check_writable(obj):
+def check_writable(obj: bpy.types.Object) -> None:
     """RigError unless the armature's pose may be written: local or an editable override, not in Edit Mode."""
     check_armature(obj)
     if obj.library is not None:
@@ -78,11 +80,11 @@ def check_writable(obj):
         raise RigError.about(obj.name, "mode", "is in Edit Mode: leave it first")
 
 
-def armature_scale(obj):
+def armature_scale(obj: bpy.types.Object) -> float:
     """Scene lengths per armature unit: the object's mean scale (a centimetre rig at 0.01)."""
     return sum(abs(s) for s in obj.matrix_world.to_scale()) / 3.0
 
 
-def scene_of(obj):
+def scene_of(obj: bpy.types.Object) -> bpy.types.Scene:
     """The scene whose units the armature's messages speak."""
     return obj.users_scene[0] if obj.users_scene else bpy.context.scene

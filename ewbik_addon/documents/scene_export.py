@@ -1,5 +1,9 @@
 """The armature as a scene document (export, bug reports), read as a solve would read it."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ...solver import scene
 from ..bridge.pin_reading import read_pins
 from ..bridge.pose_underneath import start_pose
@@ -8,8 +12,11 @@ from ..com.armature_checks import check_armature
 from ..com.limit_settings import scene_bones
 from ..solve.armature_solve import read_start_pose, solver_settings
 
+if TYPE_CHECKING:
+    import bpy
 
-def scene_document(obj):
+
+def scene_document(obj: bpy.types.Object) -> dict[str, Any]:
     """The armature as a scene document, version 1 (export, bug reports): its pose is the pose
     underneath (`pose_underneath`), where a solve of it starts, and each bone's stiffness the one
     a solve hands the solver (`Rig.solve_stiffness`: 1 for locked and held bones).
@@ -21,6 +28,7 @@ def scene_document(obj):
     """
     check_armature(obj)
     rig = rig_for(obj, True)
+    assert rig.stretch is not None and rig.limit_dicts is not None  # scanned by rig_for
     locks = read_start_pose(obj, rig, False)[2]
     rotations, locations = start_pose(rig)
     stiffness = rig.solve_stiffness(locks)
@@ -42,7 +50,7 @@ def scene_document(obj):
     return scene.scene_document(bones, pins, scene.scene_settings(solver_settings(obj, full=False)))
 
 
-def _blender_fields(pose_bone):
+def _blender_fields(pose_bone: bpy.types.PoseBone) -> dict[str, Any]:
     """A bone's `blender` field of the scene document."""
     bone = pose_bone.bone
     values = {key: getattr(pose_bone, key) for key in scene.POSE_BONE_FIELDS}

@@ -9,14 +9,17 @@ clamp, settings the rig cannot keep and a rest pose that differs from the docume
 reported as warnings.
 """
 
+from __future__ import annotations
+
 import json
 import math
 import pathlib
 import re
+from typing import Any
 
 import bpy
 import numpy as np
-from mathutils import Matrix, Quaternion, Vector
+from mathutils import Euler, Matrix, Quaternion, Vector
 
 from ...solver import SolverSettings
 from ...solver.scene import POSE_BONE_FIELDS, SETTINGS_FIELDS, parse_scene
@@ -37,8 +40,11 @@ from ..com.stored_settings import (
 MAX_NAME_BYTES = 63  # Blender truncates longer bone names
 REST_TOLERANCE = 1e-4  # of the rig's size: float32 rest matrices of an exported rig match within this
 
+Assignment = tuple[bpy.types.bpy_struct, str, Any]  # (owner, property name, value) the import sets
+PlannedPin = tuple[bpy.types.PoseBone, Matrix, bpy.types.Object | None]  # (bone, world target, its target)
 
-def read_document(path):
+
+def read_document(path: str) -> dict[str, Any]:
     """The scene document in `path`, validated; RigError with a message for the user otherwise."""
     name = pathlib.Path(path).name
     try:
@@ -65,7 +71,9 @@ def read_document(path):
     return document
 
 
-def receiving_armature(active, document, as_new):
+def receiving_armature(
+    active: bpy.types.Object | None, document: dict[str, Any], as_new: bool
+) -> bpy.types.Object | None:
     """The armature the document lands on, or None for a new one; refuses an armature with other
     bones, and one whose pose cannot be written (linked, in Edit Mode: `check_writable`)."""
     if active is None or as_new:
@@ -88,7 +96,7 @@ def receiving_armature(active, document, as_new):
     )
 
 
-def rest_differences(obj, document):
+def rest_differences(obj: bpy.types.Object, document: dict[str, Any]) -> list[str]:
     """Names of bones whose parent, length or rest matrix differ from the document's."""
     bones = obj.data.bones
     size = max(max(abs(v) for row in bone["rest"][:3] for v in row[3:]) for bone in document["bones"])
@@ -107,7 +115,7 @@ def rest_differences(obj, document):
     return differ
 
 
-def build_armature(context, document, name):
+def build_armature(context: bpy.types.Context, document: dict[str, Any], name: str) -> bpy.types.Object:
     """A new armature object with the document's bones at their rest matrices, active, in object mode.
 
     Connect flags and bone collections come from each bone's `blender` field. Live solving
@@ -142,7 +150,7 @@ def build_armature(context, document, name):
     return obj
 
 
-def rotation_values(mode, quaternion, euler):
+def rotation_values(mode: str, quaternion: Quaternion, euler: Euler) -> tuple[str, Any]:
     """(property name, value) that gives a pose bone in `mode` this local rotation."""
     channel = rotation_channel(mode)
     if channel == "rotation_quaternion":
@@ -153,7 +161,7 @@ def rotation_values(mode, quaternion, euler):
     return channel, quaternion.to_euler(mode, euler)
 
 
-def bone_assignments(pose_bone, bone):
+def bone_assignments(pose_bone: bpy.types.PoseBone, bone: dict[str, Any]) -> list[Assignment]:
     """(owner, property, value) for one bone: rotation mode and locks first, then the pose,
     stiffness and stretch; a setting the bone has already is left alone, so a bone that stores
     no settings is given none (`stored_settings`)."""
@@ -181,7 +189,9 @@ def bone_assignments(pose_bone, bone):
     ]
 
 
-def settings_assignments(obj, settings):
+def settings_assignments(
+    obj: bpy.types.Object, settings: dict[str, Any]
+) -> tuple[list[Assignment], list[str]]:
     """(owner, property, value) for the settings the rig stores, and notes on those it cannot keep."""
     assignments, notes = [], []
     defaults = SolverSettings()
@@ -200,7 +210,9 @@ def settings_assignments(obj, settings):
     return assignments, notes
 
 
-def pose_plan(obj, document):
+def pose_plan(
+    obj: bpy.types.Object, document: dict[str, Any]
+) -> tuple[list[Assignment], list[PlannedPin], list[str]]:
     """Every property assignment the import makes on `obj`, computed before any is made.
 
     Returns a list of (owner, property name, value), the pins as (pose bone, world target
@@ -227,7 +239,7 @@ def pose_plan(obj, document):
     return assignments, pins, notes
 
 
-def _aim_assignments(props, aim):
+def _aim_assignments(props: bpy.types.PropertyGroup, aim: str | None) -> list[Assignment]:
     """An aim pin's kind and axis; a pin without aim on a bone that aimed becomes an ordinary one
     (the document's axis weights say what it holds)."""
     if aim is not None:
@@ -235,7 +247,7 @@ def _aim_assignments(props, aim):
     return [(props, "pin_kind", DEFAULT_PIN_KIND)] if pin_kind(props.pin_kind).aims else []
 
 
-def apply_document(context, obj, document):
+def apply_document(context: bpy.types.Context, obj: bpy.types.Object, document: dict[str, Any]) -> list[str]:
     """Give `obj` the document's pose, pins, limits, stiffness, locks and settings.
 
     Returns notes for the user: values Blender clamped to its properties' ranges and settings
@@ -249,7 +261,7 @@ def apply_document(context, obj, document):
         return _apply_plan(context, obj, document)
 
 
-def _limits_change(obj, document):
+def _limits_change(obj: bpy.types.Object, document: dict[str, Any]) -> bool:
     """Whether the document gives some bone of `obj` other joint limits than it has."""
     wanted = {bone["name"]: bone.get("limits") for bone in document["bones"]}
     for bone in obj.data.bones:
@@ -259,7 +271,7 @@ def _limits_change(obj, document):
     return False
 
 
-def _apply_plan(context, obj, document):
+def _apply_plan(context: bpy.types.Context, obj: bpy.types.Object, document: dict[str, Any]) -> list[str]:
     assignments, pins, notes = pose_plan(obj, document)
     poles = [
         (pose_bone, entry.get("pole")) for (pose_bone, _, _), entry in zip(pins, document.get("pins", ()))
@@ -289,7 +301,9 @@ def _apply_plan(context, obj, document):
     return notes
 
 
-def _place_pole(context, obj, pose_bone, pole):
+def _place_pole(
+    context: bpy.types.Context, obj: bpy.types.Object, pose_bone: bpy.types.PoseBone, pole: list[float] | None
+) -> None:
     """The pin's pole at `pole` (armature space; None: no pole), its pole object moved there or
     a new one made."""
     if pole is None:
@@ -305,7 +319,7 @@ def _place_pole(context, obj, pose_bone, pole):
         existing.matrix_world = matrix
 
 
-def _clamped(stored, wanted):
+def _clamped(stored: Any, wanted: Any) -> bool:
     """Whether Blender stored a different number than asked (beyond float32 rounding)."""
     if isinstance(wanted, (bool, str)) or not isinstance(wanted, (int, float, tuple, list)):
         return False
@@ -314,7 +328,7 @@ def _clamped(stored, wanted):
     return stored.shape == wanted.shape and not np.allclose(stored, wanted, rtol=1e-6, atol=1e-9)
 
 
-def _clamped_limits(bone, limits):
+def _clamped_limits(bone: bpy.types.Bone, limits: dict[str, Any]) -> list[str]:
     """Notes on the cone radii Blender clamped (to a half turn, which allows every direction); a
     twist range always fits, the twist properties take the solver's whole range."""
     wanted = [cone["radius"] for cone in limits.get("cones", ())]
@@ -327,13 +341,13 @@ def _clamped_limits(bone, limits):
     ]
 
 
-def _label(owner):
+def _label(owner: bpy.types.bpy_struct) -> str:
     """The prefix naming the bone of a pose bone or its settings; none for the armature's settings."""
     bone = re.match(r'pose\.bones\["(.*?)"\]', owner.path_from_id())
     return f"bone '{bone.group(1)}': " if bone else ""
 
 
-def _shown(value):
+def _shown(value: Any) -> str:
     if hasattr(value, "__len__") and not isinstance(value, str):
         return "(" + ", ".join(f"{v:g}" for v in value) + ")"
     return f"{value:g}" if isinstance(value, (int, float)) else str(value)

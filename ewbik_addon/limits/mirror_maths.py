@@ -5,17 +5,24 @@ after any namespace such as Mixamo's `mixamorig:`. Limits are carried by a mirro
 directions, and since a mirror reverses turning, the twist range [min, max] becomes [-max, -min].
 """
 
+from __future__ import annotations
 
-def mirror_name(name, flip_name):
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def mirror_name(name: str, flip_name: Callable[[str], str]) -> str:
     """The other side's bone name: `flip_name` applied to the part after the last colon."""
     namespace, colon, rest = name.rpartition(":")
     return namespace + colon + flip_name(rest)
 
 
-def mirrored_limits(limits, carry):
+def mirrored_limits(
+    limits: dict[str, Any], carry: Callable[[Sequence[float]], tuple[float, ...]]
+) -> dict[str, Any]:
     """A limits dict as it reads on the mirror-image bone; `carry` maps a unit direction of the
     source's rest frame to the partner's (a tuple)."""
-    mirrored = {
+    mirrored: dict[str, Any] = {
         "cones": [
             {"direction": carry(cone["direction"]), "radius": cone["radius"]}
             for cone in limits.get("cones", ())

@@ -6,9 +6,12 @@ pinned chains (`rig_cache.PinnedChains`): the other bones keep their channels, s
 bones cost a solve nothing. Arrays in the returned SolveResult follow `obj.pose.bones` order.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import functools
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,8 +26,22 @@ from ..com.stored_settings import stored_solver_settings
 from ..rigs.balance_body import chains_body
 from ..rigs.production_checks import check_pins_movable, place_ik_controls
 
+if TYPE_CHECKING:
+    import bpy
 
-def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False, depsgraph=None):
+    from ...solver import SolveResult
+    from ..bridge.pose_io import Locks
+    from ..bridge.rig_cache import Rig
+
+
+def solve_armature(
+    obj: bpy.types.Object,
+    *,
+    full: bool = False,
+    rescan: bool = True,
+    only_targets_moved: bool = False,
+    depsgraph: bpy.types.Depsgraph | None = None,
+) -> SolveResult:
     """Read the armature's pose and pins, solve, write the moved bones back.
 
     full: ignore the time budget (the Solve operator, baking).
@@ -48,6 +65,7 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False, de
         raise no_pins(obj)
     if not (only_targets_moved and rig.last_settings is not None):
         check_pins_movable(obj, rig)
+    assert rig.placed is not None and rig.chains is not None  # scanned, with pins
     if rig.placed.any():
         place_ik_controls(obj, rig)
     rotations, locations, locks = read_start_pose(obj, rig, only_targets_moved)
@@ -62,7 +80,16 @@ def solve_armature(obj, *, full=False, rescan=True, only_targets_moved=False, de
     return dataclasses.replace(result, ms=(time.perf_counter() - started) * 1e3)
 
 
-def _solve_holding_partial_locks(obj, rig, pins, settings, stiffness, start, before, started):
+def _solve_holding_partial_locks(
+    obj: bpy.types.Object,
+    rig: Rig,
+    pins: list[Pin],
+    settings: SolverSettings,
+    stiffness: np.ndarray,
+    start: tuple[np.ndarray, np.ndarray],
+    before: tuple[np.ndarray, np.ndarray, Locks],
+    started: float,
+) -> SolveResult:
     """Solve and write; then, where keeping partly locked channels changed a bone, solve again.
 
     The solver cannot see partial locks, so where keeping the locked channels changed a bone,
@@ -83,6 +110,7 @@ def _solve_holding_partial_locks(obj, rig, pins, settings, stiffness, start, bef
             return result
         settings = dataclasses.replace(settings, time_budget_ms=left)
     rotations, locations, locks = read_pose(obj, rig)
+    assert rig.chains is not None  # the rig has pins
     stiffness[held[rig.chains.rows]] = 1.0
     before = (rotations, locations, locks)
     second, _ = _solve_and_write(obj, rig, pins, settings, stiffness, (rotations, locations), before)
@@ -91,17 +119,20 @@ def _solve_holding_partial_locks(obj, rig, pins, settings, stiffness, start, bef
     )
 
 
-def read_start_pose(obj, rig, only_targets_moved):
+def read_start_pose(
+    obj: bpy.types.Object, rig: Rig, only_targets_moved: bool
+) -> tuple[np.ndarray, np.ndarray, Locks]:
     """(rotations, locations, locks) of the channels, the pose underneath tracked from them
     (`pose_underneath`: where the solve starts); when only targets moved since the last solve,
     the rig's buffers stand for the channels (`read_pose`)."""
+    assert rig.placed is not None  # scanned by rig_for
     channels_kept = only_targets_moved and not rig.placed.any()  # placing IK controls set their channels
     rotations, locations, locks = read_pose(obj, rig, channels_kept)
     pose_underneath.track(obj, rig, rotations, locations, channels_kept)
     return rotations, locations, locks
 
 
-def settings_for(obj, rig, full, only_targets_moved):
+def settings_for(obj: bpy.types.Object, rig: Rig, full: bool, only_targets_moved: bool) -> SolverSettings:
     """`solver_settings`, or the ones the rig's last solve used when only targets moved since
     (the armature's settings and scale are as they were)."""
     if only_targets_moved and rig.last_settings is not None and rig.last_settings[0] == full:
@@ -112,7 +143,7 @@ def settings_for(obj, rig, full, only_targets_moved):
     return settings
 
 
-def solver_settings(obj, full):
+def solver_settings(obj: bpy.types.Object, full: bool) -> SolverSettings:
     """The solver's settings; the tolerance is a scene distance, turned into armature units."""
     props = obj.ewbik
     budget = props.time_budget_ms
@@ -136,13 +167,20 @@ def solver_settings(obj, full):
 
 
 @functools.lru_cache(maxsize=64)
-def _settings_of(fields):
+def _settings_of(fields: tuple[tuple[str, Any], ...]) -> SolverSettings:
     """SolverSettings from (name, value) pairs, validated once per distinct set of values (every
     live update asks again for the same ones)."""
     return SolverSettings(**dict(fields))
 
 
-def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
+def _place_rotation_only(
+    rig: Rig,
+    pins: list[Pin],
+    settings: SolverSettings,
+    stiffness: np.ndarray,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+) -> tuple[list[Pin], SolverSettings]:
     """(pins, settings): each rotation-only pin's position set where the rest of the body puts its bone.
 
     The solver's pins always hold a position, so a rotation-only pin gets, as its position, the
@@ -151,9 +189,8 @@ def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     solve, only while some pin is rotation-only; the two share the live time budget, so the returned
     settings give the main solve its half.
     """
-    placed = [
-        pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds
-    ]  # as read_pins read them
+    assert rig.checked_pins is not None and rig.chains is not None  # as read_pins read them
+    placed = [pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds]
     if not any(placed):
         return pins, settings
     rows, skeleton, limits = rig.chains.rows, rig.chains.skeleton, rig.chains.limits
@@ -177,7 +214,15 @@ def _place_rotation_only(rig, pins, settings, stiffness, rotations, locations):
     return placed_pins, settings
 
 
-def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
+def _solve_and_write(
+    obj: bpy.types.Object,
+    rig: Rig,
+    pins: list[Pin],
+    settings: SolverSettings,
+    stiffness: np.ndarray,
+    start: tuple[np.ndarray, np.ndarray],
+    before: tuple[np.ndarray, np.ndarray, Locks],
+) -> tuple[SolveResult, np.ndarray]:
     """Solve the pinned chains from `start` (rotations, locations; pose.bones order) and write the
     moved bones; `before` is the (rotations, locations, locks) of the channels read.
 
@@ -185,6 +230,7 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
     own, blended by the influence), both in pose.bones order.
     """
     start_rotations, start_locations = start
+    assert rig.chains is not None  # the rig has pins
     rows = rig.chains.rows
     result = solve(
         rig.chains.skeleton,
@@ -206,14 +252,16 @@ def _solve_and_write(obj, rig, pins, settings, stiffness, start, before):
     return write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings)
 
 
-def _write_stretch(obj, rig, scales):
+def _write_stretch(obj: bpy.types.Object, rig: Rig, scales: np.ndarray | None) -> None:
     """Each stretchable bone of the pinned chains gets the Y scale that makes it `scales` (chain
     order: each bone's length factor) times as long, blended by the influence: its own factor
     over its parent's, since a child inherits its parent's scale along the (straight) chain.
     A stretchable bone's Y scale is the solver's; others are never written."""
     chains = rig.chains
+    assert chains is not None  # the rig has pins
     if not len(chains.stretchable):
         return
+    assert scales is not None and chains.stretch is not None  # the solve was given the stretch
     shown = 1.0 + influence(obj) * (scales - 1.0)
     parents = chains.skeleton.parents
     pose_bones = obj.pose.bones
@@ -225,7 +273,16 @@ def _write_stretch(obj, rig, scales):
             scale[1] = local
 
 
-def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, before, settings):
+def write_solved(
+    obj: bpy.types.Object,
+    rig: Rig,
+    result: SolveResult,
+    solved_rotations: np.ndarray,
+    solved_locations: np.ndarray,
+    moved: np.ndarray,
+    before: tuple[np.ndarray, np.ndarray, Locks],
+    settings: SolverSettings,
+) -> tuple[SolveResult, np.ndarray]:
     """Blend a solved pose (pose.bones order) over the pose underneath, write it and remember it;
     `before` is the (rotations, locations, locks) read before the solve. Returns what
     `_solve_and_write` returns."""
@@ -250,7 +307,7 @@ def write_solved(obj, rig, result, solved_rotations, solved_locations, moved, be
     return written, shown_rotations
 
 
-def influence(obj):
+def influence(obj: bpy.types.Object) -> float:
     """The armature's Influence, refused outside [0, 1]: a NaN (typed in, or keyed on an F-curve)
     passes every comparison with 1 and would blend the solve into a NaN pose."""
     value = float(obj.ewbik.influence)
@@ -261,12 +318,20 @@ def influence(obj):
     return value
 
 
-def no_pins(obj):
+def no_pins(obj: bpy.types.Object) -> RigError:
     """The refusal to solve an armature without pins."""
     return RigError.about(obj.name, "pins", "has no pinned bones: select bones in Pose Mode and use Pin")
 
 
-def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotations, locations, moved):
+def _blend_over_underneath(
+    obj: bpy.types.Object,
+    rig: Rig,
+    solved_rotations: np.ndarray,
+    solved_locations: np.ndarray,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    moved: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The solved pose blended over the pose underneath by the armature's Influence (pose.bones order).
 
     Like a constraint's Influence: 1 shows the solve, 0 the animation (or hand pose) underneath. Bones
@@ -276,6 +341,7 @@ def _blend_over_underneath(obj, rig, solved_rotations, solved_locations, rotatio
     weight = influence(obj)
     if weight >= 1.0:
         return solved_rotations, solved_locations, moved
+    assert rig.underneath is not None  # tracked by read_start_pose
     base_rotations, base_locations = rig.underneath
     blended = quat.part_way(base_rotations, solved_rotations, weight)
     blended_locations = base_locations + weight * (solved_locations - base_locations)

@@ -1,6 +1,10 @@
 """Several live armatures solved in one solver call, as one skeleton with a root per armature."""
 
+from __future__ import annotations
+
 import dataclasses
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +18,18 @@ from ..com.pin_kinds import pin_kind
 from ..rigs.production_checks import check_pins_movable
 from . import armature_solve
 
+if TYPE_CHECKING:
+    import bpy
+
+    from ...solver import Pin, SolveResult, SolverSettings
+    from ..bridge.pose_io import Locks
+    from ..bridge.rig_cache import Rig
+
+    # (armature, its rig, its pins, its start pose, its channels read: rotations, locations, locks)
+    _Entry = tuple[
+        bpy.types.Object, Rig, list[Pin], tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, Locks]
+    ]
+
 
 @dataclasses.dataclass
 class _Crowd:
@@ -21,11 +37,15 @@ class _Crowd:
 
     key: tuple
     skeleton: Skeleton
-    pose_index: list  # per rig: pose.bones index -> combined skeleton index
-    limits: JointLimits
+    pose_index: list[np.ndarray]  # per rig: pose.bones index -> combined skeleton index
+    limits: JointLimits | None
 
 
-def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
+def solve_crowd(
+    objects: Iterable[bpy.types.Object],
+    only_targets_moved: Collection[bpy.types.Object] = frozenset(),
+    full: bool = False,
+) -> dict[bpy.types.Object, SolveResult | EwbikError]:
     """Solve several live armatures in one solver call (their bone settings as last scanned).
 
     Armatures with the same settings (and rig size) become one problem whose skeleton holds each
@@ -36,7 +56,9 @@ def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
     solve (`solve_armature`'s argument): their pose is taken from what that solve wrote.
     full: no time budget (baking).
     """
-    outcomes, groups, alone = {}, {}, []
+    outcomes: dict[bpy.types.Object, SolveResult | EwbikError] = {}
+    groups: dict[tuple[str, float], tuple[SolverSettings, list[_Entry]]] = {}
+    alone: list[bpy.types.Object] = []
     for obj in objects:
         try:
             check_writable(obj)
@@ -66,7 +88,7 @@ def solve_crowd(objects, only_targets_moved=frozenset(), full=False):
     return outcomes
 
 
-def _needs_own_solve(obj, rig, locks):
+def _needs_own_solve(obj: bpy.types.Object, rig: Rig, locks: Locks) -> bool:
     """Partly locked bones (a second solve holds them), rotation-only pins (placed by a solve of
     their own), an influence below 1 (a start and a blend of their own) and bones the rig itself
     poses or places (constraints, drivers, IK controls) are solved alone."""
@@ -74,10 +96,11 @@ def _needs_own_solve(obj, rig, locks):
         return True
     if np.any(rig.held) or np.any(rig.placed) or np.any(rig.fixed_mask):
         return True
-    return any(pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds)  # checked by read_pins
+    assert rig.checked_pins is not None  # checked by read_pins
+    return any(pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds)
 
 
-def _solve_alone(obj, only_targets_moved, full):
+def _solve_alone(obj: bpy.types.Object, only_targets_moved: bool, full: bool) -> SolveResult | EwbikError:
     try:
         return armature_solve.solve_armature(
             obj, full=full, rescan=False, only_targets_moved=only_targets_moved
@@ -86,10 +109,13 @@ def _solve_alone(obj, only_targets_moved, full):
         return error
 
 
-def _solve_together(settings, entries):
+def _solve_together(
+    settings: SolverSettings, entries: Sequence[_Entry]
+) -> dict[bpy.types.Object, SolveResult | EwbikError]:
     """One solve for the entries (obj, rig, pins, start pose, channels read: rotations, locations,
     locks); each pose written."""
     crowd = _crowd_for([entry[1] for entry in entries])
+    outcomes: dict[bpy.types.Object, SolveResult | EwbikError]
     n = len(crowd.skeleton.names)
     all_rotations, all_locations, stiffness = np.empty((n, 4)), np.empty((n, 3)), np.empty(n)
     pins = []
@@ -133,7 +159,7 @@ def _solve_together(settings, entries):
     return outcomes
 
 
-def _crowd_for(rigs):
+def _crowd_for(rigs: Sequence[Rig]) -> _Crowd:
     """The cached combined skeleton and limits of these rigs (bone names prefixed by the rig's
     place, `k/name`)."""
     key = tuple((rig.structure_key, rig.settings_key) for rig in rigs)

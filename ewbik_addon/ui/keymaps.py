@@ -7,7 +7,10 @@ once its operator is registered, so `operators` adds the shortcuts after its ope
 (`add_shortcuts`) and removes them before (`remove_shortcuts`).
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import Any
 
 import bpy
 import rna_keymap_ui
@@ -17,14 +20,14 @@ import rna_keymap_ui
 class Shortcut:
     """One binding of an operator in one of Blender's keymaps."""
 
-    keymap: tuple  # (name, space type) of the keymap it is added to
+    keymap: tuple[str, str]  # (name, space type) of the keymap it is added to
     operator: str
     key: str
     value: str = "PRESS"
     shift: bool = False
     ctrl: bool = False
     alt: bool = False
-    properties: tuple = ()  # (name, value) of the operator properties the item sets
+    properties: tuple[tuple[str, Any], ...] = ()  # (name, value) of the operator properties the item sets
 
 
 POSE = ("Pose", "EMPTY")  # the keymap that is active in Pose Mode
@@ -50,7 +53,9 @@ SHORTCUTS = (
 )
 ADDON_PACKAGE = __package__.removesuffix(".ewbik_addon.ui")  # the extension's top package
 
-_added = []  # (shortcut, keymap, keymap item) of every shortcut added
+_added: list[
+    tuple[Shortcut, bpy.types.KeyMap, bpy.types.KeyMapItem]
+] = []  # (shortcut, keymap, keymap item) of every shortcut added
 
 
 class EWBIK_AP_preferences(bpy.types.AddonPreferences):
@@ -58,7 +63,7 @@ class EWBIK_AP_preferences(bpy.types.AddonPreferences):
 
     bl_idname = ADDON_PACKAGE
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         layout.label(text="Shortcuts")
         user_keyconfig = context.window_manager.keyconfigs.user
@@ -71,7 +76,7 @@ class EWBIK_AP_preferences(bpy.types.AddonPreferences):
                 rna_keymap_ui.draw_kmi([], user_keyconfig, user_keymap, user_item, layout, 0)
 
 
-def _matching_item(keymap, shortcut):
+def _matching_item(keymap: bpy.types.KeyMap, shortcut: Shortcut) -> bpy.types.KeyMapItem | None:
     """The user keymap's copy of a shortcut's item (same operator and operator properties)."""
     return next(
         (
@@ -84,12 +89,12 @@ def _matching_item(keymap, shortcut):
     )
 
 
-def _shortcut_text(item):
+def _shortcut_text(item: bpy.types.KeyMapItem) -> str:
     modifiers = [name for name, on in (("Shift", item.shift), ("Ctrl", item.ctrl), ("Alt", item.alt)) if on]
     return " ".join([*modifiers, item.type])
 
 
-def add_shortcuts():
+def add_shortcuts() -> None:
     """Add every shortcut to the add-on key configuration (call once their operators are registered)."""
     keyconfig = bpy.context.window_manager.keyconfigs.addon
     if keyconfig is None:  # Blender run in the background without a window manager's key configs
@@ -104,15 +109,15 @@ def add_shortcuts():
         _added.append((shortcut, keymap, item))
 
 
-def remove_shortcuts():
+def remove_shortcuts() -> None:
     for _shortcut, keymap, item in _added:
         keymap.keymap_items.remove(item)
     _added.clear()
 
 
-def register():
+def register() -> None:
     bpy.utils.register_class(EWBIK_AP_preferences)
 
 
-def unregister():
+def unregister() -> None:
     bpy.utils.unregister_class(EWBIK_AP_preferences)

@@ -1,5 +1,7 @@
 """EWBIK entries where animators look for them: the Pose menu and the bone right-click menu."""
 
+from __future__ import annotations
+
 import bpy
 
 ENTRIES = (  # (operator, label, icon): one list serves both menus
@@ -19,23 +21,23 @@ class EWBIK_MT_pose(bpy.types.Menu):
     bl_idname = "EWBIK_MT_pose"
     bl_label = "EWBIK Pins"
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context) -> None:
         for operator, label, icon in ENTRIES:
             self.layout.operator(operator, text=label, icon=icon)
 
 
-def draw_entry(menu, context):
+def draw_entry(menu: bpy.types.Menu, context: bpy.types.Context) -> None:
     menu.layout.separator()
     menu.layout.menu(EWBIK_MT_pose.bl_idname, icon="CON_KINEMATIC")
 
 
-def register():
+def register() -> None:
     bpy.utils.register_class(EWBIK_MT_pose)
     for host in HOST_MENUS:
         getattr(bpy.types, host).append(draw_entry)
 
 
-def unregister():
+def unregister() -> None:
     for host in HOST_MENUS:
         getattr(bpy.types, host).remove(draw_entry)
     bpy.utils.unregister_class(EWBIK_MT_pose)

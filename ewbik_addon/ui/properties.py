@@ -16,6 +16,8 @@ import array
 import dataclasses
 import functools
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import bpy
 from bpy.props import (
@@ -44,11 +46,11 @@ from ..rigs import production_rigs
 SHOWN_AS_ZERO = math.radians(0.005)  # below half the panels' last shown digit of a degree
 
 
-def _angle_getter(which):
+def _angle_getter(which: int) -> Callable[[bpy.types.PropertyGroup], float]:
     """Flex or abduct as the panel shows it: an angle that rounds to zero degrees is 0, so a
     float32 axis a hair off reads "0°", never "-0°"."""
 
-    def get(cone):
+    def get(cone: bpy.types.PropertyGroup) -> float:
         if cone_direction(cone.direction) is None:
             return 0.0
         angle = body_angles.flex_abduct(body_angles.cone_bone(cone), cone.direction)[which]
@@ -57,8 +59,8 @@ def _angle_getter(which):
     return get
 
 
-def _angle_setter(which):
-    def set_angle(cone, value):
+def _angle_setter(which: int) -> Callable[[bpy.types.PropertyGroup, float], None]:
+    def set_angle(cone: bpy.types.PropertyGroup, value: float) -> None:
         bone = body_angles.cone_bone(cone)
         angles = (
             list(body_angles.flex_abduct(bone, cone.direction))
@@ -75,18 +77,20 @@ REST_DIRECTION = (0.0, 1.0, 0.0)
 _SOLVER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SolverSettings)}
 
 
-def _kept_direction(cone, direction, stored, _is_set):
+def _kept_direction(
+    cone: bpy.types.PropertyGroup, direction: Sequence[float], stored: Sequence[float], _is_set: bool
+) -> Sequence[float]:
     """Blender 5's `set_transform`: an axis without a direction is refused, the stored one stays."""
     return direction if cone_direction(direction) is not None else stored
 
 
-def _direction(cone):
+def _direction(cone: bpy.types.PropertyGroup) -> tuple[float, ...]:
     """Blender 4's getter: the stored axis (where Blender 4 keeps the property itself)."""
     stored = cone.get("direction")
     return REST_DIRECTION if stored is None else tuple(stored)
 
 
-def _set_direction(cone, direction):
+def _set_direction(cone: bpy.types.PropertyGroup, direction: Sequence[float]) -> None:
     """Blender 4's setter: an axis without a direction is refused, the stored one stays; stored
     as float32, as Blender stores the property."""
     stored = array.array("f", direction)
@@ -94,7 +98,7 @@ def _set_direction(cone, direction):
         cone["direction"] = stored
 
 
-def _direction_property(**options):
+def _direction_property(**options: Any) -> Any:
     """The cone axis, refusing (0, 0, 0) without storing a last good axis per cone (a value beside
     every cone that nothing else reads). Blender 5 transforms the value it stores; Blender 4 only
     has a getter and setter, which store it where it would."""
@@ -103,14 +107,14 @@ def _direction_property(**options):
     return FloatVectorProperty(get=_direction, set=_set_direction, **options)
 
 
-def _twist_min_changed(self, context):
+def _twist_min_changed(self: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
     """Typing a Min above Max drags Max along, so the range is never inverted."""
     if self.twist_min > self.twist_max:
         self.twist_max = self.twist_min
     settings_changed(self, context)
 
 
-def _twist_max_changed(self, context):
+def _twist_max_changed(self: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
     """Typing a Max below Min drags Min along, so the range is never inverted."""
     if self.twist_max < self.twist_min:
         self.twist_min = self.twist_max
@@ -164,7 +168,7 @@ class EWBIK_PG_limit_cone(bpy.types.PropertyGroup):
     )
 
 
-def _role_items():
+def _role_items() -> list[tuple[str, str, str]]:
     return [(production_rigs.NO_ROLE, "None", "Leave this bone out of the presets")] + [
         (role, role, f"The bone is the body's {role}") for role in presets.body_roles()
     ]
@@ -342,13 +346,13 @@ class EWBIK_PG_bone_limits(bpy.types.PropertyGroup):
     )
 
 
-def _get_active_pin(self):
+def _get_active_pin(self: bpy.types.PropertyGroup) -> int:
     """The pin list's highlighted row: the pin the panel shows (-1, no row, when none is)."""
     pose_bone = active.shown_pin(bpy.context, self.id_data)
     return -1 if pose_bone is None else self.id_data.pose.bones.find(pose_bone.name)
 
 
-def _set_active_pin(self, index):
+def _set_active_pin(self: bpy.types.PropertyGroup, index: int) -> None:
     """A click on a row selects that pinned bone (the list has no state of its own to drift)."""
     bones = self.id_data.pose.bones
     if 0 <= index < len(bones) and bone_target(bones[index]) is not None:
@@ -537,7 +541,7 @@ CLASSES = (EWBIK_PG_limit_cone, EWBIK_PG_bone, EWBIK_PG_bone_limits, EWBIK_PG_ro
 
 
 @bpy.app.handlers.persistent
-def move_limits_to_bones(_file_path):
+def move_limits_to_bones(_file_path: str) -> None:
     """load_post: a file saved by an earlier version stores joint limits on the pose bones; they
     are moved to the armature's bones, and those that cannot be are reported (and kept)."""
     problems = []
@@ -552,13 +556,13 @@ def move_limits_to_bones(_file_path):
         bpy.app.timers.register(functools.partial(_report_unmoved, problems), first_interval=0.0)
 
 
-def _report_unmoved(problems):
+def _report_unmoved(problems: list[str]) -> None:
     """Timer body (a load handler cannot report): the limits a loaded file keeps on pose bones."""
     for problem in problems:
         messages.report_problem(f"Joint limits left on the pose bone, unused: {problem}")
 
 
-def register():
+def register() -> None:
     for cls in CLASSES:
         bpy.utils.register_class(cls)
     bpy.types.Object.ewbik = PointerProperty(type=EWBIK_PG_armature)
@@ -568,7 +572,7 @@ def register():
         bpy.app.handlers.load_post.append(move_limits_to_bones)
 
 
-def unregister():
+def unregister() -> None:
     while move_limits_to_bones in bpy.app.handlers.load_post:
         bpy.app.handlers.load_post.remove(move_limits_to_bones)
     del bpy.types.Bone.ewbik
