@@ -159,8 +159,8 @@ def _worker(args):
 def _blender_with_extension():
     """bpy in an empty file with the extension built, installed and enabled, and Rigify on."""
     os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="ewbik-bench-bake-user-")
-    import bpy
     import addon_utils
+    import bpy
 
     sys.path.insert(0, str(REPO_ROOT / "tools"))
     import build_extension

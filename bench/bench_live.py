@@ -42,6 +42,8 @@ import shutil  # noqa: E402
 import time  # noqa: E402
 
 import bpy  # noqa: E402  (first: it makes addon_utils importable)
+
+# isort: split
 import addon_utils  # noqa: E402
 import numpy as np  # noqa: E402
 from mathutils import Euler, Matrix, Vector  # noqa: E402
@@ -60,8 +62,8 @@ from tests.support.blender_helpers import (  # noqa: E402
     extension_enabled,
     load_build_tool,
     make_active,
-    select_pose_bones,
     pin,
+    select_pose_bones,
 )
 
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"

@@ -47,6 +47,7 @@ else:  # run as a script
     import bench_solver as bs  # noqa: E402
 from solver import SolverSettings, preset_limits, preset_stiffness, solve  # noqa: E402
 from tests.support import mocap  # noqa: E402
+from tests.support.kusudamas import joint_limits  # noqa: E402
 from tests.support.mocap_frames import (  # noqa: E402
     EFFECTORS,
     HIPS,
@@ -57,7 +58,6 @@ from tests.support.mocap_frames import (  # noqa: E402
     load_clip,
     solve_sequence,
 )
-from tests.support.kusudamas import joint_limits  # noqa: E402
 from tests.support.natural_measures import (  # noqa: E402
     BEND_MIN_DEG,
     Solved,

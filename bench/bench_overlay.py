@@ -32,6 +32,8 @@ import shutil  # noqa: E402
 import time  # noqa: E402
 
 import bpy  # noqa: E402  (first: it makes addon_utils importable)
+
+# isort: split
 import addon_utils  # noqa: E402
 import gpu  # noqa: E402
 import numpy as np  # noqa: E402
@@ -40,6 +42,7 @@ from mathutils import Matrix, Quaternion, Vector  # noqa: E402
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_solver import machine_line, markdown_table, solver_fingerprint, stats  # noqa: E402
+
 from tests.support.blender_helpers import (  # noqa: E402
     addon_module,
     build_metarig,

@@ -16,11 +16,11 @@ import argparse
 import sys
 import time
 
-# first: it points Blender's user resources at a throw-away directory before bpy is imported
-from bench_scaling import PoseWriter, Row, build_row, install_extension, offsets, use_solver
-
 import bpy  # noqa: I001
 import numpy as np
+
+# first: it points Blender's user resources at a throw-away directory before bpy is imported
+from bench_scaling import PoseWriter, Row, build_row, install_extension, offsets, use_solver
 from bench_solver import markdown_table
 
 TAGS = {"transform": {"OBJECT"}, "data": {"DATA"}, "none": None}

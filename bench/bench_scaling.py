@@ -43,6 +43,8 @@ import math  # noqa: E402
 import time  # noqa: E402
 
 import bpy  # noqa: E402  (first: it makes addon_utils importable)
+
+# isort: split
 import addon_utils  # noqa: E402
 import numpy as np  # noqa: E402
 from mathutils import Vector  # noqa: E402
@@ -51,6 +53,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from bench_bake import blender_ik_bake  # noqa: E402
 from bench_solver import machine_line, markdown_table, solver_fingerprint  # noqa: E402
+
 from tests.support.blender_helpers import HANDS_FEET_HEAD, addon_module, load_build_tool, make_active, pin  # noqa: E402
 
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"

@@ -24,9 +24,9 @@ import json
 import os
 import pathlib
 import platform
+import resource
 import subprocess
 import sys
-import resource
 import tempfile
 import time
 import tracemalloc
@@ -38,6 +38,7 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 if not __package__:  # run as a script, or imported by another bench script
     sys.path.insert(0, REPO_ROOT)
 from solver import SolverSettings, native, solve  # noqa: E402
+from solver.scene import scene_bone, scene_document, scene_settings  # noqa: E402
 from tests.support import mocap  # noqa: E402
 from tests.support.mocap_frames import (  # noqa: E402
     EFFECTORS,
@@ -48,7 +49,6 @@ from tests.support.mocap_frames import (  # noqa: E402
     load_clip,
     solve_sequence,
 )
-from solver.scene import scene_bone, scene_document, scene_settings  # noqa: E402
 
 MOCAP_DIR = os.environ.get(
     "EWBIK_MOCAP_DIR", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "mocap")

@@ -6,8 +6,8 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 from ..ewbik_addon.bake.action_limits import fit_action_limits
 from ..ewbik_addon.com.active import armature_to_step_through, is_selected, limits_editable
 from ..ewbik_addon.com.pose_channels import action_range, frame_range, read_pose_channels, write_pose_channels
-from ..solver.fit_limits import DEFAULT_MARGIN, DEFAULT_MAX_CONES
 from ..solver import EwbikError
+from ..solver.fit_limits import DEFAULT_MARGIN, DEFAULT_MAX_CONES
 
 
 class EWBIK_OT_limits_from_action(

@@ -65,7 +65,9 @@ def _read(path: str) -> Any:
 def _solve(path: str, document: Any) -> dict[str, Any]:
     try:
         return solve_scene(document)
-    except ValueError as error:  # an EwbikError, or a value the checks let through: one line, never a traceback
+    except (
+        ValueError
+    ) as error:  # an EwbikError, or a value the checks let through: one line, never a traceback
         raise _InputError(path, _reason(error)) from None
 
 

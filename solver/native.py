@@ -27,13 +27,13 @@ from .loop_constants import (
     GUARD_SLACK,
     POLISH_AFTER,
     POLISH_CLAMPED,
-    POLISH_TURN_CAP,
     POLISH_GROW,
     POLISH_LAMBDA_MAX,
     POLISH_LAMBDA_MIN,
     POLISH_SHRINK,
     POLISH_SLOW,
     POLISH_TRIES,
+    POLISH_TURN_CAP,
     STALL,
     STRAIGHT_REACH,
     STRAIGHT_SINE,
@@ -46,10 +46,10 @@ if TYPE_CHECKING:
     from _ctypes import CFuncPtr
 
     from .kusudama import JointLimits
-    from .settings import SolverSettings
-    from .skeleton import Levels, Skeleton
     from .loop import State
     from .plan import Plan
+    from .settings import SolverSettings
+    from .skeleton import Levels, Skeleton
 
 ABI_VERSION = 8  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p

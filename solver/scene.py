@@ -17,8 +17,8 @@ from .pins import Pin
 from .presets import bone_roles
 from .settings import FIELDS, SolverSettings
 from .skeleton import Skeleton
-from .stretch import MAX_STRETCH
 from .solve import SolveResult, solve
+from .stretch import MAX_STRETCH
 from .validation import SceneError, flag, mapping, name, number, vector, whole
 
 _TOP_KEYS = {"format", "version", "bones", "pins", "settings"}

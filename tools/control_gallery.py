@@ -29,9 +29,10 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 sys.path.insert(0, str(REPO_ROOT))
 
 import demo  # noqa: E402  (sets BLENDER_USER_RESOURCES to a temporary directory before importing bpy)
-import pose_gallery  # noqa: E402
 
+# isort: split
 import bpy  # noqa: E402
+import pose_gallery  # noqa: E402
 from mathutils import Vector  # noqa: E402
 
 from tests.support import moves  # noqa: E402

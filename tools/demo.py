@@ -24,6 +24,8 @@ import shutil  # noqa: E402
 import time  # noqa: E402
 
 import bpy  # noqa: E402  (first: it makes addon_utils importable)
+
+# isort: split
 import addon_utils  # noqa: E402
 from mathutils import Euler, Matrix, Vector  # noqa: E402
 

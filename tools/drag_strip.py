@@ -18,9 +18,10 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 import demo  # noqa: E402  (sets BLENDER_USER_RESOURCES to a temporary directory before importing bpy)
 
-import numpy as np  # noqa: E402
+# isort: split
 
 import mannequin  # noqa: E402
+import numpy as np  # noqa: E402
 import pose_gallery  # noqa: E402
 
 SHOWN_STEPS = tuple(round(demo.DRAG_STEPS * share) for share in (0.0, 0.25, 0.5, 0.75, 1.0))

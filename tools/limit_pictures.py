@@ -22,13 +22,14 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import demo  # noqa: E402  (sets BLENDER_USER_RESOURCES to a temporary directory before importing bpy)
 
+# isort: split
+
 import addon_utils  # noqa: E402
 import bpy  # noqa: E402
 import gpu  # noqa: E402
 import numpy as np  # noqa: E402
-from mathutils import Quaternion, Vector  # noqa: E402
-
 import pose_gallery  # noqa: E402
+from mathutils import Quaternion, Vector  # noqa: E402
 
 PICTURES = (
     # (file, bone, toward the camera in the bone's limit frame, bones posed {name: (axis, degrees)}, label)

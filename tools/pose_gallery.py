@@ -25,10 +25,11 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 sys.path.insert(0, str(REPO_ROOT))
 
 import demo  # noqa: E402  (sets BLENDER_USER_RESOURCES to a temporary directory before importing bpy)
-import mannequin  # noqa: E402
 
+# isort: split
 import addon_utils  # noqa: E402
 import bpy  # noqa: E402
+import mannequin  # noqa: E402
 import numpy as np  # noqa: E402
 from mathutils import Matrix, Vector  # noqa: E402
 

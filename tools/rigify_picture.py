@@ -18,9 +18,10 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 import pose_gallery  # noqa: E402  (through demo: a temporary BLENDER_USER_RESOURCES before bpy)
 
-import mannequin  # noqa: E402
+# isort: split
 
 import bpy  # noqa: E402
+import mannequin  # noqa: E402
 from mathutils import Euler, Matrix, Vector  # noqa: E402
 
 DEFORM_PINS = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")

@@ -22,6 +22,8 @@ import shutil  # noqa: E402
 from xml.sax.saxutils import escape  # noqa: E402
 
 import bpy  # noqa: E402  (first: it makes addon_utils importable)
+
+# isort: split
 import addon_utils  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))

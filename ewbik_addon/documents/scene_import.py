@@ -27,8 +27,8 @@ from ...solver.validation import SceneError
 from ..bridge.targets import new_pole, new_target
 from ..com.armature_checks import RigError, armature_scale, check_writable, limits_lock
 from ..com.limit_settings import has_limits, limits_dict, same_limits, set_limits
-from ..com.rotation_channels import rotation_channel
 from ..com.pin_kinds import AIM_PIN_KIND, DEFAULT_PIN_KIND, pin_kind
+from ..com.rotation_channels import rotation_channel
 from ..com.stored_settings import (
     batched_updates,
     bone_setting,

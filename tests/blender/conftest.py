@@ -16,6 +16,8 @@ _USER_RESOURCES = tempfile.mkdtemp(prefix="ewbik-blender-user-")
 os.environ["BLENDER_USER_RESOURCES"] = _USER_RESOURCES  # before bpy: never touch the real config
 
 import bpy  # noqa: E402  (first: it makes addon_utils importable)
+
+# isort: split
 import addon_utils  # noqa: E402
 import pytest  # noqa: E402
 

@@ -8,8 +8,8 @@ from mathutils import Quaternion, Vector
 
 from tests.support import clinical
 from tests.support.blender_helpers import addon_module, make_active, pin, select_pose_bones
-from tests.support.ui_layout import RecordingLayout, draw
 from tests.support.limit_rigs import is_limited
+from tests.support.ui_layout import RecordingLayout, draw
 
 LIMBS = ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R", "thigh.L", "shin.L", "thigh.R", "shin.R")
 

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from solver import Pin, Skeleton, SolverSettings, preset_limits, preset_stiffness, quat
-from solver.presets import apply_limit_preset
-from solver.scene import parse_scene
 from solver.carried_root import FULL_CARRY, NO_CARRY, carry_roots
 from solver.plan import plan_solve
+from solver.presets import apply_limit_preset
+from solver.scene import parse_scene
 from solver.solve import solve
 from tests.solver.conftest import EXAMPLES
 from tests.support import mocap_frames
-from tests.support.mocap import CLIPS
 from tests.support.kusudamas import joint_limits
+from tests.support.mocap import CLIPS
 
 HIPS = mocap_frames.HIPS
 HUMANOID = EXAMPLES / "humanoid_reach.json"

@@ -11,8 +11,8 @@ import pytest
 
 from solver import quat
 from solver.qcp import ADJUGATE_TRUST, closed_form_eigenvectors, top_eigenvectors
-from tests.support.qcp_oracles import key_matrix
 from tests.solver.conftest import native_library_with
+from tests.support.qcp_oracles import key_matrix
 
 
 @pytest.fixture(scope="module")

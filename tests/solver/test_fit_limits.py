@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from tests.support.kusudamas import fibonacci_sphere, joint_limits, violations
-from tests.support.mocap import MOCAP_DIR, load_bvh
 from solver import FitError, JointLimits, Kusudama, fit_limits
 from solver.fit_limits import DEFAULT_MARGIN, END_RADIUS, END_TWIST, FLOOR_RADIUS
+from tests.support.kusudamas import fibonacci_sphere, joint_limits, violations
+from tests.support.mocap import MOCAP_DIR, load_bvh
 
 from .conftest import wxyz
 

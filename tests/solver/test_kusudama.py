@@ -4,7 +4,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.validation import SceneError

@@ -6,19 +6,17 @@ import math
 import numpy as np
 import pytest
 
-from tests.support.mocap import CLIPS, load_bvh
-from tests.support.kusudamas import joint_limits
 from solver import quat
-from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.attempt import Attempt, attempt_for
+from solver.kusudama import JointLimits, Kusudama, LimitCone, TwistLimit
 from solver.pins import Pin
 from solver.presets import preset_limits
 from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
-
 from tests.solver.conftest import ONE_ATTEMPT, captured_pins, chain_skeleton
-
+from tests.support.kusudamas import joint_limits
+from tests.support.mocap import CLIPS, load_bvh
 
 Y = np.array([0.0, 1.0, 0.0])
 

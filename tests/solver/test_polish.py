@@ -23,8 +23,8 @@ from solver import (
     quat,
     solve,
 )
-from solver.loop_constants import POLISH_MAX_PINS
 from solver.loop import State
+from solver.loop_constants import POLISH_MAX_PINS
 from solver.plan import plan_solve
 from solver.polish import Polisher, damped_step, jacobian, residuals
 from tests.solver.conftest import ONE_ATTEMPT, chain_skeleton, pose_matrices, random_problem

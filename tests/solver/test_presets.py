@@ -8,7 +8,6 @@ import pathlib
 import numpy as np
 import pytest
 
-from tests.support.mocap import CLIPS, forward_kinematics, load_bvh, straight_line_rest
 from solver import PresetError, quat
 from solver.kusudama import JointLimits, Kusudama
 from solver.presets import (
@@ -22,6 +21,7 @@ from solver.presets import (
 )
 from tests.support import clinical
 from tests.support.kusudamas import joint_limits
+from tests.support.mocap import CLIPS, forward_kinematics, load_bvh, straight_line_rest
 from tests.support.tpose_rig import CENTRE, CONVENTIONS, LEFT_SIDE, bone_name, build_rig
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from solver import SolverSettings, preset_limits, preset_stiffness, solve
 from tests.support import mocap_frames
-from tests.support.mocap import CLIPS
 from tests.support.kusudamas import joint_limits
+from tests.support.mocap import CLIPS
 
 ROW = 10
 SETTLED_MM = 0.1

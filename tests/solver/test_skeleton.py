@@ -4,7 +4,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.spatial.transform import Rotation
 
 from solver import Skeleton
 from solver.validation import SceneError
@@ -18,7 +20,6 @@ from tests.solver.conftest import (
     translation,
     wxyz,
 )
-from scipy.spatial.transform import Rotation
 
 
 def shuffled(rng, names, parents, rest, lengths):

@@ -13,11 +13,10 @@ from solver.presets import preset_limits, preset_stiffness
 from solver.settings import SolverSettings
 from solver.skeleton import Skeleton
 from solver.solve import solve
-
 from tests.solver.conftest import translation
 from tests.support import mocap_frames, natural_measures
-from tests.support.mocap import CLIPS
 from tests.support.kusudamas import joint_limits
+from tests.support.mocap import CLIPS
 
 Y = np.array([0.0, 1.0, 0.0])
 JUMP = 0.015  # m/frame^2 a solved frame's free joints may accelerate beyond the capture's fastest

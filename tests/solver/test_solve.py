@@ -6,7 +6,8 @@ import types
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from solver import Pin, Skeleton, SolverSettings, quat, solve
 from solver.bone_step import _clamp_angle

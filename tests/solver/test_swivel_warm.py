@@ -7,11 +7,10 @@ import pytest
 
 from solver.fit_limits import fit_limits
 from solver.settings import SolverSettings
-
 from tests.solver.conftest import BACKENDS
 from tests.support import mocap, mocap_frames, natural_measures
-from tests.support.mocap import CLIPS
 from tests.support.kusudamas import joint_limits
+from tests.support.mocap import CLIPS
 
 JUMP = 0.015  # m/frame^2 the elbow may accelerate beyond the capture's fastest frame of the window
 

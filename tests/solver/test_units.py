@@ -5,10 +5,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.support.mocap import CLIPS, load_bvh
-from tests.support.kusudamas import joint_limits
 from solver import Pin, Skeleton, SolverSettings, preset_limits, quat, solve
 from tests.solver.conftest import captured_pins
+from tests.support.kusudamas import joint_limits
+from tests.support.mocap import CLIPS, load_bvh
 
 QUARTER_TURN_ABOUT_X = np.array(
     [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]

@@ -8,8 +8,10 @@ import importlib.util
 import json
 import pathlib
 
+import bpy  # first: it makes addon_utils importable
 import numpy as np
-import bpy  # noqa: I001  (first: it makes addon_utils importable)
+
+# isort: split
 import addon_utils
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -9,13 +9,14 @@ offsets when it branches). When every child offset is zero (CMU's collar/hip hel
 hips) the bone gets a short tail along its parent's direction, so no bone has zero length.
 """
 
-from dataclasses import dataclass, field
 import pathlib
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from solver import quat
-from solver.scene import scene_bone, scene_document as document
+from solver.scene import scene_bone
+from solver.scene import scene_document as document
 
 MOCAP_DIR = pathlib.Path(__file__).resolve().parents[1] / "data" / "mocap"
 CLIPS = (MOCAP_DIR / "cmu_131_01.bvh", MOCAP_DIR / "cmu_131_03.bvh")
