@@ -122,7 +122,7 @@ def _check_pins(obj: bpy.types.Object, rig: Rig) -> CheckedPins:
             pin = known.moved_to(target_matrices(frame[None])[0], frame[:4], frame[4:])
         checked.pins.append(pin)
         checked.keys.append(key)
-        checked.kinds.append(props.pin_kind)
+        checked.kinds.append(pin_kind(props.pin_kind))
     checked.frames = frames
     rig.validated_pins = dict(zip(checked.keys, checked.pins))
     return checked
@@ -329,7 +329,7 @@ def pin_distances(obj: bpy.types.Object, result: SolveResult) -> np.ndarray:
     misses = np.array([pin.target[:3, 3] - heads[chains.skeleton.index[pin.bone]] for pin in pins])
     linear = np.array(obj.matrix_world.to_3x3())
     distances = np.linalg.norm(misses @ linear.T, axis=1)
-    rotation_only = np.array([not pin_kind(kind).reaches_place for kind in rig.checked_pins.kinds])
+    rotation_only = np.array([not kind.reaches_place for kind in rig.checked_pins.kinds])
     return np.where(rotation_only, result.position_errors * scale, distances)
 
 
@@ -367,7 +367,7 @@ def pins_summary(obj: bpy.types.Object, result: SolveResult) -> str:
     checked = rig.checked_pins if rig is not None else None
     errors = pin_distances(obj, result).tolist()
     bones = checked.bones if checked is not None and len(checked.bones) == len(errors) else None
-    aims = [pin_kind(kind).aims for kind in checked.kinds] if bones else [False] * len(errors)
+    aims = [kind.aims for kind in checked.kinds] if bones else [False] * len(errors)
     if bones is None:
         bones = [f"pin {k + 1}" for k in range(len(errors))]
     tolerance = obj.ewbik.tolerance * (1.0 + 1e-6) + 1e-12

@@ -34,6 +34,7 @@ from .pose_underneath import forget as forget_pose
 
 if TYPE_CHECKING:
     from ...solver import Pin, SolverSettings
+    from ..com.pin_kinds import PinKind
 
 
 @dataclasses.dataclass
@@ -49,7 +50,7 @@ class CheckedPins:
     frames: np.ndarray  # (P, 7): each pin's target as armature-space quaternion and position
     # per pin: (bone, its settings) it was made with
     keys: list[tuple] = dataclasses.field(default_factory=list)
-    kinds: list[str] = dataclasses.field(default_factory=list)  # per pin: its pin_kind
+    kinds: list[PinKind] = dataclasses.field(default_factory=list)  # per pin: what it holds
     poles: tuple[bpy.types.Object | None, ...] = ()  # per pin: its pole object or None
     # (P, 3) armature space as the pins hold them, NaN: none; None: no pin has a pole (nothing to read)
     pole_positions: np.ndarray | None = None

@@ -21,7 +21,6 @@ from ..bridge.pin_reading import read_pins
 from ..bridge.pose_io import read_pose, write_pose
 from ..bridge.rig_cache import rig_for
 from ..com.armature_checks import RigError, armature_scale, check_writable
-from ..com.pin_kinds import pin_kind
 from ..com.stored_settings import stored_solver_settings
 from ..rigs.balance_body import chains_body
 from ..rigs.production_checks import check_pins_movable, place_ik_controls
@@ -190,7 +189,7 @@ def _place_rotation_only(
     settings give the main solve its half.
     """
     assert rig.checked_pins is not None and rig.chains is not None  # as read_pins read them
-    placed = [pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds]
+    placed = [kind.placed_by_other_pins for kind in rig.checked_pins.kinds]
     if not any(placed):
         return pins, settings
     rows, skeleton, limits = rig.chains.rows, rig.chains.skeleton, rig.chains.limits

@@ -14,7 +14,6 @@ from ..bridge import pose_underneath
 from ..bridge.pin_reading import read_pins
 from ..bridge.rig_cache import crowds, rig_for
 from ..com.armature_checks import check_writable
-from ..com.pin_kinds import pin_kind
 from ..rigs.production_checks import check_pins_movable
 from . import armature_solve
 
@@ -97,7 +96,7 @@ def _needs_own_solve(obj: bpy.types.Object, rig: Rig, locks: Locks) -> bool:
     if np.any(rig.held) or np.any(rig.placed) or np.any(rig.fixed_mask):
         return True
     assert rig.checked_pins is not None  # checked by read_pins
-    return any(pin_kind(kind).placed_by_other_pins for kind in rig.checked_pins.kinds)
+    return any(kind.placed_by_other_pins for kind in rig.checked_pins.kinds)
 
 
 def _solve_alone(obj: bpy.types.Object, only_targets_moved: bool, full: bool) -> SolveResult | EwbikError:
