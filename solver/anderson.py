@@ -1,6 +1,6 @@
 """Anderson acceleration of the sweeps: where the last few sweeps are heading, tried as the next pose.
 
-`csrc/ewbik.c`'s `extrapolate` takes the same named steps.
+`csrc/anderson.c`'s `extrapolate` takes the same named steps.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ their targets, found by QCP. The turn is over-relaxed and cut to the bone's damp
 its limits, and undone by the guard where it worsens the misfit of the bone's own pins; a
 translating root also shifts. Only the pinned bones' frames are kept current during a sweep; a
 bone's own head and constraint frame depend only on its ancestors, which the sweep reaches
-later, so they stay valid from the iteration's forward pass. `csrc/ewbik.c`'s
+later, so they stay valid from the iteration's forward pass. `csrc/bone_step.c`'s
 `solve_bone_step` takes the same named steps for one bone at a time.
 """
 
@@ -87,7 +87,7 @@ def solve_batch(
 ) -> None:
     """One EWBIK bone step for every bone of the batch at once.
 
-    csrc/ewbik.c's solve_bone_step takes the same steps for one bone at a time.
+    csrc/bone_step.c's solve_bone_step takes the same steps for one bone at a time.
     """
     bones = batch.bones
     head = state.world_head[bones]

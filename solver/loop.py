@@ -15,7 +15,7 @@ as a guarded candidate where the polish stalls while a limb misses (a straight
 knee is singular; the finish bends it to the side its limits allow), and as a
 guarded last step of a solve that ends unconverged.
 
-The same loop runs in C (`csrc/ewbik.c`, through `native.py`) where the library is built;
+The same loop runs in C (`csrc/loop.c`, through `native.py`) where the library is built;
 `use_native` picks one.
 """
 
@@ -177,7 +177,7 @@ def iterate(
 ) -> tuple[int, bool]:
     """The numpy loop: sweeps and acceleration until the polish takes over, limb finish, stopping rules.
 
-    Returns (iterations, converged). csrc/ewbik.c runs the same steps in C.
+    Returns (iterations, converged). csrc/loop.c runs the same steps in C.
     """
     loop = _Loop(state, plan, settings, limits, max_step, frozen, initial, start)
     while len(state.pin_bones) and loop.iterations < settings.iterations:
