@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create (or reuse) one virtual environment per supported Blender: bpy from PyPI plus the test
 # tools at the exact versions of constraints.txt; the emulators that run the foreign builds of the
-# native loop. Prints nothing but errors; venvs live outside the checkout so clean clones reuse them.
+# native loop; Node for the Flamenco job type. Prints nothing but errors; venvs live outside the
+# checkout so clean clones reuse them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,7 +60,10 @@ fi
 # (tests/native_targets): linux-arm64 under qemu-user with Debian's arm64 glibc, windows-x64 under Wine.
 apt_install "the linux-arm64 library's golden cases" qemu-user-static libc6-arm64-cross
 apt_install "the windows-x64 library's golden cases" wine64
+# Node runs the Flamenco job type's compiler as the Manager would (tests/farm).
+apt_install "the Flamenco job type's test" nodejs
 
 make_venv bpy-4.2 3.11 "bpy==4.2.23"
 make_venv bpy-4.5 3.11 "bpy==4.5.15"
-make_venv bpy-5.2 3.13 "bpy==5.2.3" ziglang ruff mypy  # zig cc cross-builds the native loop; ruff and mypy lint
+# zig cc cross-builds the native loop; ruff and mypy lint; openjd checks and runs the farm job template
+make_venv bpy-5.2 3.13 "bpy==5.2.3" ziglang ruff mypy openjd-cli
