@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite: lint and type checks; solver tests under numpy 2 and under numpy 1.26 with another OpenBLAS kernel
 # (LAPACK rounds differently there), again on an ASan+UBSan build of the native loop; the glue's
-# maths without Blender under both numpys; the other platforms' builds of the loop; Blender tests
-# under every supported Blender.
+# maths without Blender under both numpys; the other platforms' builds of the loop; the farm jobs
+# (Open Job Description template, Flamenco job type); Blender tests under every supported Blender.
 # Exits non-zero when any run fails; pytest's exit 5 ("no tests collected") counts as a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +45,7 @@ run "solver, compiled loop under AddressSanitizer and UndefinedBehaviorSanitizer
 run "the glue without Blender (numpy 2)" "$PY52" -m pytest tests/glue "$@"
 run "the glue without Blender (numpy 1.26)" "$PY42" -m pytest tests/glue "$@"
 run "the native loop built for every Blender platform" "$PY52" -m pytest tests/native_targets -rs "$@"
+run "farm jobs: the Open Job Description template and the Flamenco job type" "$PY52" -m pytest tests/farm -rs "$@"
 run "Blender 4.2 LTS" "$PY42" -m pytest tests/blender "$@"
 run "Blender 4.5 LTS (slotted actions through the 4.x API)" "$PY45" -m pytest tests/blender "$@"
 run "Blender 5.2 LTS" "$PY52" -m pytest tests/blender "$@"
