@@ -7,6 +7,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -22,6 +23,11 @@ def launcher_executable(folder):
     executable.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{LAUNCHER}" "$@"\n')
     executable.chmod(0o755)
     return executable
+
+
+def test_the_extension_zip_leaves_the_farm_jobs_out(extension_zip):
+    with zipfile.ZipFile(extension_zip) as archive:
+        assert not [name for name in archive.namelist() if name.startswith("farm/")]
 
 
 def test_the_launcher_refuses_what_is_not_a_command_line(tmp_path):
