@@ -30,8 +30,9 @@ def batch():
     return addon_module("ewbik_addon.bake.batch")
 
 
-def save_shot(path, armatures=1, pinned=True):
-    """A new file with `armatures` metarigs side by side (metarig, metarig.001, ...), saved as `path`."""
+def save_shot(path, armatures=1, pinned=True, hidden_target=False):
+    """A new file with `armatures` metarigs side by side (metarig, metarig.001, ...), saved as `path`;
+    a hidden target is disabled in viewports, which the bake refuses once it reaches the frames."""
     bpy.ops.wm.read_homefile(use_empty=True)
     for i in range(armatures):
         rig = build_metarig(location=(1.5 * i, 0.0, 0.0))
@@ -44,6 +45,7 @@ def save_shot(path, armatures=1, pinned=True):
         hand.keyframe_insert("location", frame=FRAMES[0])
         hand.location = start + Vector((0.1, -0.15, 0.2 + 0.05 * i))
         hand.keyframe_insert("location", frame=FRAMES[1])
+        hand.hide_viewport = hidden_target
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = FRAMES
     scene.frame_set(FRAMES[0])
@@ -137,25 +139,28 @@ def test_each_file_is_baked_in_place_with_the_keys_the_operator_writes(batch, ca
 def test_a_file_that_fails_is_left_alone_and_the_others_bake(batch, capsys, tmp_path):
     first = save_shot(tmp_path / "first.blend")
     unpinned = save_shot(tmp_path / "unpinned.blend", pinned=False)
+    hidden = save_shot(tmp_path / "hidden.blend", hidden_target=True)
     last = save_shot(tmp_path / "last.blend")
     garbage = tmp_path / "notes.blend"
     garbage.write_text("not a blend file")
     truncated = tmp_path / "truncated.blend"
     truncated.write_bytes(first.read_bytes()[:20000])
-    before = {path: path.read_bytes() for path in (unpinned, garbage, truncated)}
+    before = {path: path.read_bytes() for path in (unpinned, hidden, garbage, truncated)}
 
-    status, out, err = run(batch, capsys, first, garbage, unpinned, truncated, last)
+    status, out, err = run(batch, capsys, first, garbage, unpinned, hidden, truncated, last)
 
     assert status == 1
     assert [line.split(":")[0] for line in out] == [str(first), str(last)]
     assert err == [
         f'{garbage}: not baked: cannot be opened: File format is not supported in file "{garbage}"',
         f"{unpinned}: not baked: View layer 'ViewLayer' has no armature with pinned bones; nothing to bake",
-        f"{truncated}: not baked: cannot be opened: " + err[2].partition("cannot be opened: ")[2],
+        f"{hidden}: not baked: Frame 1: pin 'hand.L': target 'metarig hand.L target' is disabled in viewports or "
+        "excluded from the view layer, so Blender does not move it; enable it to bake",
+        f"{truncated}: not baked: cannot be opened: " + err[3].partition("cannot be opened: ")[2],
     ]
     assert all(path.read_bytes() == data for path, data in before.items())
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
-        path.name for path in (first, unpinned, last, garbage, truncated)
+        path.name for path in (first, unpinned, hidden, last, garbage, truncated)
     )
     for shot in (first, last):
         assert keyed_frames(baked_keys(shot)) == set(range(1, 7))
