@@ -1,5 +1,6 @@
-"""Blender glue: stored settings, the armature <-> solver bridge, the live handler, the bake, the
-overlay and its limit handles, menu entries and shortcuts; one subpackage per concern."""
+"""Blender glue: stored settings, the armature <-> solver bridge, the live handler, the bake (and its
+command line command), the overlay and its limit handles, menu entries and shortcuts; one
+subpackage per concern."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ _REGISTERED = (  # in this order; unregistered in reverse
     "ui.properties",
     "com.messages",
     "solve.live",
+    "bake.batch",
     "viewport.overlay",
     "viewport.limit_gizmos",
     "ui.menus",

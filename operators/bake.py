@@ -67,9 +67,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
             bake = CrowdBake(context, armatures_to_bake(context), self._options(context))
             window_manager.progress_begin(0, len(bake.frames))
             try:
-                while not bake.done:
-                    bake.solve_next()
-                    window_manager.progress_update(bake.solved)
+                bake.solve_all(window_manager.progress_update)
             finally:
                 window_manager.progress_end()
             summary = bake.finish()

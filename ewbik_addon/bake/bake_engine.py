@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import bpy
@@ -554,6 +554,13 @@ class CrowdBake:
         self.solve_next()
         while not self.done and time.perf_counter() < deadline:
             self.solve_next()
+
+    def solve_all(self, progress: Callable[[int], object] = lambda solved: None) -> None:
+        """Solve every remaining frame in one go (the operator's `execute`, the command line's
+        bake), telling `progress` how many frames are solved after each."""
+        while not self.done:
+            self.solve_next()
+            progress(self.solved)
 
     def finish(self) -> CrowdSummary:
         """Key every armature, then return them all to the starting frame together. All or none:

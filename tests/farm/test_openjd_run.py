@@ -9,8 +9,6 @@ import subprocess
 import sys
 import zipfile
 
-import pytest
-
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "farm" / "openjd" / "ewbik-bake.yaml"
 LAUNCHER = REPO / "tests" / "support" / "bpy_blender.py"
@@ -49,12 +47,6 @@ def test_the_launcher_installs_the_extension_and_names_a_command_it_did_not_regi
     assert "no command 'not_ewbik' registered" in run.stderr
 
 
-# Temporary guard while the bake command (ewbik_addon/bake/batch.py) is written alongside the farm
-# jobs: remove this skip once both are merged.
-@pytest.mark.skipif(
-    not (REPO / "ewbik_addon" / "bake" / "batch.py").exists(),
-    reason="the bake command is not in this tree yet",
-)
 def test_openjd_run_bakes_three_shots(tmp_path, extension_zip):
     shots = tmp_path / "shots"
     shots.mkdir()
