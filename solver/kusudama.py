@@ -130,7 +130,7 @@ MIN_DIRECTION = 1e-9
 """Shorter cone directions have none: refused by documents and solves, skipped where drawn."""
 
 
-def cone_direction(direction):
+def cone_direction(direction: ArrayLike) -> np.ndarray | None:
     """A cone direction of any length (Blender's panel stores it so) as a unit vector, or None
     when it has none (not finite, or shorter than MIN_DIRECTION)."""
     v = np.asarray(direction, dtype=float)

@@ -5,11 +5,12 @@ field (`bones[3].limits.cones[0].direction`), so a bad document never reaches th
 never yields NaN.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .balance import body_of
 from .kusudama import JointLimits, Kusudama
@@ -222,7 +223,11 @@ def pose_document(scene: Scene, result: SolveResult) -> dict[str, Any]:
     }
 
 
-def scene_document(bones, pins=(), settings=None):
+def scene_document(
+    bones: Iterable[dict[str, Any]],
+    pins: Iterable[dict[str, Any]] = (),
+    settings: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A scene document (version 1) as `parse_scene` reads it.
 
     bones: `scene_bone` entries; pins: entries with some or all of a pin's fields (`scene_pin`
@@ -236,18 +241,18 @@ def scene_document(bones, pins=(), settings=None):
 
 
 def scene_bone(
-    name,
-    parent,
-    rest,
-    length,
+    name: str,
+    parent: str | None,
+    rest: ArrayLike,
+    length: float,
     *,
-    rotation=None,
-    location=None,
-    stiffness=None,
-    stretch=None,
-    limits=None,
-    blender=None,
-):
+    rotation: ArrayLike | None = None,
+    location: ArrayLike | None = None,
+    stiffness: float | None = None,
+    stretch: float | None = None,
+    limits: Mapping[str, Any] | None = None,
+    blender: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A `bones` entry: name, parent (None: a root), rest matrix and length, then each of the
     other fields given (None: left to the parser's default); numpy values as plain lists and
     floats."""
@@ -268,7 +273,7 @@ def scene_bone(
     }
 
 
-def scene_pin(pin):
+def scene_pin(pin: Pin) -> dict[str, Any]:
     """A `Pin` as a `pins` entry, every field written (the pole where it has one)."""
     return {
         "bone": pin.bone,
@@ -282,12 +287,12 @@ def scene_pin(pin):
     }
 
 
-def scene_settings(settings):
+def scene_settings(settings: SolverSettings) -> dict[str, Any]:
     """A `SolverSettings` as a document's `settings`: every field a document carries."""
     return {field: getattr(settings, field) for field in SETTINGS_FIELDS}
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """numpy arrays and numbers as the lists and floats JSON writes; anything else as it is."""
     return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
 

@@ -13,13 +13,13 @@ class RigError(EwbikError):
     ("pin 'hand.L'", "influence")."""
 
     @classmethod
-    def about(cls, name, field, reason):
+    def about(cls, name: str, field: str, reason: str) -> RigError:
         """The armature (or other data-block) `name`'s `field` refused, told as a sentence about
         it: "'<name>' <reason>"."""
         return cls(field, reason, f"'{name}' {reason}")
 
     @classmethod
-    def told_after(cls, context, error):
+    def told_after(cls, context: str, error: EwbikError) -> RigError:
         """`error` (any EwbikError) with `context` before its message ("Frame 12: "), its field and
         reason kept: where the glue knows more of where a refusal happened than the refusal does."""
         return cls(error.field, error.reason, f"{context}{error}")

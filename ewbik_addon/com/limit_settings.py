@@ -77,7 +77,7 @@ def _as_stored(limits: dict[str, Any]) -> tuple:
     def stored(*values: float) -> tuple[float, ...]:
         return tuple(np.asarray(values, dtype=np.float32).tolist())
 
-    def unit(direction: Sequence[float]) -> Sequence[float]:
+    def unit(direction: Sequence[float]) -> Sequence[float] | np.ndarray:
         axis = cone_direction(direction)
         return direction if axis is None else axis
 
