@@ -67,7 +67,7 @@ class BakeOptions:
     # has a key in its active action, instead of every `step`-th frame.
     keys_only: bool = False
     # Above 0: after the per-frame bake, drop the keys without which every pinned bone's head stays
-    # within this many millimetres of the bake (scene units) and every keyed bone's rotation
+    # within this many millimetres (the scene's unit scale) of the bake and every keyed bone's rotation
     # within `tolerance_deg` degrees, as Blender plays the keys that remain.
     tolerance_mm: float = 0.0
     tolerance_deg: float = 1.0

@@ -10,8 +10,8 @@ bake's sign-continuous quaternions, so no flip comes in between them.
 
 Greedy and honest: each bone starts with its first and last frame; while some bone turns too far
 from the bake, its worst frame is added, and while some pinned head strays too far, its worst
-frame is added to the bone of its chain that moves the head the most there. Keys are only ever added, so it ends (at worst
-with every frame kept, which reproduces the bake exactly). No Blender here: the bake hands over
+frame is added to the bone of its chain that moves the head the most there. Keys are only ever
+added, so it ends (at worst with every frame kept, which reproduces the bake exactly). No Blender here: the bake hands over
 its channels and a player, and the tests run this without it.
 """
 
@@ -74,7 +74,7 @@ class PinnedPoses:
 
     def chain_of(self, pin: int) -> set[int]:
         """Skeleton indices of a pinned bone and every bone above it."""
-        return set(self.skeleton.ancestors(int(self.pinned[pin]))) | {int(self.pinned[pin])}
+        return set(self.skeleton.ancestors(int(self.pinned[pin])))
 
 
 def bone_quaternions(rotation_mode: str, channels: dict[str, np.ndarray]) -> np.ndarray:

@@ -197,3 +197,20 @@ def test_a_new_action_is_taken_back_when_the_bake_fails_while_writing(rig, bake_
 
     assert rig.animation_data.action == action and set(bpy.data.actions) == actions
     assert every_key(action, rig) == before and not action.use_fake_user
+
+
+def test_the_operator_bakes_a_crowd_on_every_armatures_key_frames_within_the_tolerance(rig):
+    from tests.blender.test_bake import second_metarig_with_a_keyed_hand_target
+    from tests.support.blender_helpers import make_active
+
+    second, _ = second_metarig_with_a_keyed_hand_target()
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 20
+    make_active(rig)
+    second.select_set(True)
+
+    assert bpy.ops.ewbik.bake(keys_only=True, tolerance_mm=TOLERANCE_MM, new_action=True) == {"FINISHED"}
+
+    for obj in (rig, second):
+        frames = set().union(*key_frames(obj).values())
+        assert frames <= {1.0, 7.0, 20.0} and {1.0, 20.0} <= frames, (obj.name, frames)
