@@ -159,8 +159,10 @@ def _worker(args):
 def _blender_with_extension():
     """bpy in an empty file with the extension built, installed and enabled, and Rigify on."""
     os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="ewbik-bench-bake-user-")
-    import addon_utils
     import bpy
+
+    # isort: split
+    import addon_utils  # (after bpy, which makes it importable)
 
     sys.path.insert(0, str(REPO_ROOT / "tools"))
     import build_extension

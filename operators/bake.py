@@ -5,7 +5,7 @@ progress bar, a status line and Esc to cancel.
 """
 
 import bpy
-from bpy.props import BoolProperty, IntProperty
+from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..ewbik_addon.bake.bake_engine import BakeOptions, CrowdBake, armatures_to_bake
 from ..ewbik_addon.com.active import armature_to_step_through
@@ -44,6 +44,40 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
         description="Stop live solving afterwards, so the baked keys play back instead of the pins",
         default=True,
     )
+    keys_only: BoolProperty(
+        name="Only Where Keyed",
+        description=(
+            "Solve and key only the frames where the pin targets (or the objects they are parented "
+            "to) or the armature have keys; Blender interpolates the frames between"
+        ),
+        default=False,
+    )
+    tolerance_mm: FloatProperty(
+        name="Tolerance (mm)",
+        description=(
+            "Above 0, drop the keys without which every pinned bone stays within this many "
+            "millimetres of the frame-by-frame bake, and every bone within the angle tolerance. "
+            "0 keeps a key on every baked frame"
+        ),
+        min=0.0,
+        soft_max=10.0,
+        default=0.0,
+    )
+    tolerance_deg: FloatProperty(
+        name="Angle Tolerance (°)",
+        description="With a tolerance: how far (in degrees) a bone may turn from the frame-by-frame bake",
+        min=0.0,
+        soft_max=10.0,
+        default=1.0,
+    )
+    new_action: BoolProperty(
+        name="Into a New Action",
+        description=(
+            "Key a copy of the armature's action, which the armature then plays; the action itself "
+            "keeps its keys"
+        ),
+        default=False,
+    )
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -59,6 +93,10 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
             only_selected=self.only_selected,
             replace_range=self.replace_range,
             disable_live=self.disable_live,
+            keys_only=self.keys_only,
+            tolerance_mm=self.tolerance_mm,
+            tolerance_deg=self.tolerance_deg,
+            new_action=self.new_action,
         )
 
     def execute(self, context: bpy.types.Context) -> set[str]:

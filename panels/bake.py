@@ -40,9 +40,17 @@ class EWBIK_PT_bake(SidebarPanel, bpy.types.Panel):
             col.prop(scene, "frame_end", text="End")
         options = context.window_manager.operator_properties_last("ewbik.bake")
         layout.prop(options, "step")
+        col = layout.column(heading="Keys")
+        col.prop(options, "keys_only")
+        col = layout.column(align=True)
+        col.prop(options, "tolerance_mm")
+        angle = col.row()
+        angle.active = options.tolerance_mm > 0.0
+        angle.prop(options, "tolerance_deg")
         col = layout.column(heading="Options")
         col.prop(options, "only_selected")
         col.prop(options, "replace_range")
+        col.prop(options, "new_action")
         col.prop(options, "disable_live")
         layout.operator("ewbik.bake", icon="KEYINGSET")
 

@@ -15,6 +15,7 @@ cancel or a failure leaves the action exactly as it was.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -26,26 +27,30 @@ from ...solver import EwbikError
 from ..bridge import pin_reading, rig_cache
 from ..bridge.rig_cache import pinned_chains
 from ..com.active import is_selected
-from ..com.armature_checks import RigError
+from ..com.armature_checks import RigError, armature_scale
 from ..com.live_pause import suspended
 from ..com.pose_channels import read_pose_channels, write_pose_channels
-from ..com.rotation_channels import rotation_channel
+from ..com.rotation_channels import channels_to_quaternions, rotation_channel
 from ..com.stored_settings import bone_setting, bone_target, pinned_bones
 from ..rigs import production_checks
 from ..solve import armature_solve, crowd_solve
 from . import bake_dependencies
 from .fcurve_keys import (
+    KeyPlayer,
     KeyWriter,
     check_action,
     continuous_axis_angles,
     continuous_eulers,
     continuous_quaternions,
+    keyed_frames,
     locked_rotation_components,
 )
+from .key_reduction import BakedBone, PinnedPoses, reduce_keys
 
 if TYPE_CHECKING:
     from ...solver import SolveResult
     from ..bridge.pose_io import PoseBuffers
+    from ..bridge.rig_cache import PinnedChains
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +63,20 @@ class BakeOptions:
     only_selected: bool = False
     replace_range: bool = True
     disable_live: bool = True
+    # Solve and key only the frames where a pin target (or an object above it) or the armature
+    # has a key in its active action, instead of every `step`-th frame.
+    keys_only: bool = False
+    # Above 0: after the per-frame bake, drop the keys without which every pinned bone's head stays
+    # within this many millimetres (the scene's unit scale) of the bake and every keyed bone's rotation
+    # within `tolerance_deg` degrees, as Blender plays the keys that remain.
+    tolerance_mm: float = 0.0
+    tolerance_deg: float = 1.0
+    # Key a copy of the armature's action, which it then plays; the action itself is untouched.
+    new_action: bool = False
 
     def frames(self) -> np.ndarray:
         """The frames to solve: every `step`-th frame from the start, and always the end frame."""
+        self.check_tolerances()
         if self.step < 1:
             reason = f"must be at least 1 frame, not {self.step}"
             raise RigError("step", reason, f"Step {reason}")
@@ -70,6 +86,33 @@ class BakeOptions:
         return np.unique(
             np.append(np.arange(self.frame_start, self.frame_end + 1, self.step), self.frame_end)
         )
+
+    def check_tolerances(self) -> None:
+        """RigError for a tolerance that cannot be met or measured."""
+        if not self.tolerance_mm >= 0.0:
+            reason = f"must be 0 (every frame keyed) or more, not {self.tolerance_mm}"
+            raise RigError("tolerance_mm", reason, f"Tolerance {reason}")
+        if self.tolerance_mm > 0.0 and not self.tolerance_deg > 0.0:
+            reason = f"must be above 0 degrees to reduce keys, not {self.tolerance_deg}"
+            raise RigError("tolerance_deg", reason, f"Angle tolerance {reason}")
+        if self.tolerance_mm > 0.0 and not self.replace_range:
+            reason = "reduces keys only with Replace Keys in Range (keys between them would stay)"
+            raise RigError("tolerance_mm", reason, f"A tolerance {reason}")
+
+    def keyed_frames(self, armatures: Iterable[bpy.types.Object]) -> np.ndarray:
+        """The frames to solve for `armatures` baked together: `frames`, or with `keys_only` the
+        range's frames where their actions or their pins' targets' (or the objects' above those)
+        have keys."""
+        frames = self.frames()
+        if not self.keys_only:
+            return frames
+        armatures = list(armatures)
+        sources = {*armatures, *(target for obj in armatures for target in pin_targets_and_parents(obj))}
+        keyed = keyed_frames(sources, int(frames[0]), int(frames[-1]))
+        if not len(keyed):
+            reason = f"no key in frames {frames[0]}-{frames[-1]} on the pin targets or the armature"
+            raise RigError("keys_only", reason, f"Nothing to bake: {reason}")
+        return keyed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,11 +124,14 @@ class BakeSummary:
     frames: int
     bones: int
     fcurves: int
+    keys: int = 0
+    reduced: bool = False  # keys dropped within a tolerance
 
     def __str__(self) -> str:
         return (
             f"Baked {self.frames} frames ({self.frame_start}-{self.frame_end}) "
             f"into {self.fcurves} F-curves on {self.bones} bones"
+            + (f", {self.keys} keys within the tolerance" if self.reduced else "")
         )
 
 
@@ -113,7 +159,7 @@ class PoseBake:
         self.was_live = obj.ewbik.live
         self.writer = None  # the KeyWriter of the keys written, until the bake ends
         self.options = options
-        self.frames = options.frames()
+        self.frames = options.keyed_frames([obj])
         pose_bones = obj.pose.bones
         pinned = pinned_bones(obj)
         if not pinned:
@@ -146,6 +192,7 @@ class PoseBake:
                 for i in np.flatnonzero(self.may_move & self.allowed)
                 for name in self.keyed_properties(i)
             },
+            into_copy=options.new_action,
         )
         preferences = context.preferences.edit
         keyframe = bpy.types.Keyframe.bl_rna.properties
@@ -155,13 +202,19 @@ class PoseBake:
         self.handle_type = keyframe["handle_left_type"].enum_items[preferences.keyframe_new_handle_type].value
         self.start_frame = (scene.frame_current, scene.frame_subframe)
         self.start_pose = read_pose_channels(pose_bones)
-        self.poses = {
-            name: np.empty((len(self.frames), *values.shape), dtype=np.float32)
-            for name, values in self.start_pose.items()
-        }
+        self.set_frames(self.frames)
         self.moved = np.zeros(len(pose_bones), dtype=bool)
         self.solved = 0
         self.held_buffers = None  # the rig's buffers while they hold the solves' writes
+
+    def set_frames(self, frames: np.ndarray) -> None:
+        """Solve and key `frames` (before the first frame is solved): a crowd's keys-only bake
+        solves every armature on the frames any of them has keys on."""
+        self.frames = frames
+        self.poses = {
+            name: np.empty((len(frames), *values.shape), dtype=np.float32)
+            for name, values in self.start_pose.items()
+        }
 
     @property
     def done(self) -> bool:
@@ -254,6 +307,74 @@ class PoseBake:
             *(("scale",) if self.keys_scale[i] else ()),
         )
 
+    def keyed_components(self, i: int | np.integer, name: str, size: int) -> list[int]:
+        """The components of bone `i`'s property `name` the bake keys: every one but the locked
+        rotation components, and of the scale only Y (stretch)."""
+        skipped = {"location": (), "scale": (0, 2)}.get(name, self.locked_components[i])
+        return [k for k in range(size) if k not in skipped]
+
+    def kept_keys(
+        self, writer: KeyWriter, channels: list[tuple[np.integer, str, np.ndarray]]
+    ) -> dict[int, np.ndarray]:
+        """Indices into `frames` of the keys each keyed bone keeps: with a tolerance those
+        `key_reduction.reduce_keys` keeps as Blender plays them in the F-curves `writer` keys;
+        without one, none named (every frame is keyed)."""
+        options = self.options
+        if options.tolerance_mm <= 0.0 or len(self.frames) < 3:
+            return {}
+        chains = rig_cache.rig_for(self.obj, False).chains
+        in_skeleton = {row: k for k, row in enumerate(chains.rows.tolist())}
+        bones: dict[int, BakedBone] = {}
+        for i, name, values in channels:
+            bone = bones.setdefault(int(i), BakedBone({}, self.rotation_modes[i], in_skeleton[int(i)]))
+            bone.channels[name] = values
+        player = KeyPlayer(self.frames, self.interpolation, self.handle_type)
+        pose_bones = self.obj.pose.bones
+
+        def play(row: int, name: str, kept: np.ndarray, values: np.ndarray) -> np.ndarray:
+            path = pose_bones[row].path_from_id(name)
+            keyed = self.keyed_components(row, name, values.shape[1])
+            return np.column_stack(
+                [
+                    player.play(writer.fcurves.get((path, k)), kept, values[:, k])
+                    if k in keyed
+                    else values[:, k]
+                    for k in range(values.shape[1])
+                ]
+            )
+
+        scene_units = options.tolerance_mm / 1000.0 / self.scene.unit_settings.scale_length
+        try:
+            return reduce_keys(
+                self.frames.astype(float),
+                bones,
+                self.pinned_poses(chains),
+                math.radians(options.tolerance_deg),
+                scene_units / armature_scale(self.obj),
+                play,
+            )
+        finally:
+            player.remove()
+
+    def pinned_poses(self, chains: PinnedChains) -> PinnedPoses:
+        """The pinned chains on every solved frame, as `channels_written` recorded them."""
+        rows = chains.rows
+        poses = self.poses
+        rotations = channels_to_quaternions(
+            [self.rotation_modes[row] for row in rows.tolist()],
+            poses["rotation_quaternion"][:, rows],
+            poses["rotation_euler"][:, rows],
+            poses["rotation_axis_angle"][:, rows],
+        )
+        scales = poses["scale"][:, rows, 1].astype(float)
+        return PinnedPoses(
+            skeleton=chains.skeleton,
+            pinned=np.array([chains.skeleton.index[bone] for bone in chains.pinned]),
+            rotations=rotations / np.linalg.norm(rotations, axis=-1, keepdims=True),
+            locations=poses["location"][:, rows].astype(float),
+            scales=None if (scales == 1.0).all() else scales,
+        )
+
     def keyed_channels(self) -> Iterator[tuple[np.integer, str, np.ndarray]]:
         """(pose-bone index, property, (F, size) values) of every channel to key, made continuous."""
         for i in np.flatnonzero(self.moved & self.allowed):
@@ -292,30 +413,34 @@ class PoseBake:
             )
 
     def write_keys(self) -> BakeSummary:
-        """Key every solved frame (the pose and the frame stay as the last solve left them); if a
-        write fails, the action is put back before the error propagates."""
+        """Key every solved frame, or with a tolerance the frames `kept_keys` keeps (the pose and
+        the frame stay as the last solve left them); if a write fails, the action is put back before
+        the error propagates."""
         self.check_keyable()
         frames = self.frames.astype(np.float32)
         pose_bones = self.obj.pose.bones
-        writer = KeyWriter(self.obj)
-        fcurve_count = 0
+        channels = list(self.keyed_channels())
+        writer = KeyWriter(self.obj, new_action=self.options.new_action)
+        fcurve_count = key_count = 0
         try:
-            for i, name, values in self.keyed_channels():
+            kept = self.kept_keys(writer, channels)
+            for i, name, values in channels:
                 pose_bone = pose_bones[i]
                 data_path = pose_bone.path_from_id(name)
                 fcurve_count += values.shape[1]
-                skipped = {"location": (), "scale": (0, 2)}.get(name, self.locked_components[i])
-                for index in (k for k in range(values.shape[1]) if k not in skipped):
+                rows = kept.get(int(i), slice(None))
+                for index in self.keyed_components(i, name, values.shape[1]):
                     writer.write(
                         data_path,
                         index,
                         pose_bone.name,
-                        frames,
-                        values[:, index],
+                        frames[rows],
+                        values[rows, index],
                         replace_range=self.options.replace_range,
                         interpolation=self.interpolation,
                         handle_type=self.handle_type,
                     )
+                    key_count += len(frames[rows])
         except BaseException:
             writer.restore()
             raise
@@ -329,6 +454,8 @@ class PoseBake:
             frames=len(self.frames),
             bones=int(keyed.sum()),
             fcurves=fcurve_count,
+            keys=key_count,
+            reduced=bool(kept),
         )
         self.status_before = (self.obj.ewbik.status, self.obj.ewbik.status_is_error)
         self.obj.ewbik.status = f"{summary}" + (
@@ -420,6 +547,17 @@ def buffer_channels(buffers: PoseBuffers) -> dict[str, np.ndarray]:
     }
 
 
+def pin_targets_and_parents(obj: bpy.types.Object) -> list[bpy.types.Object]:
+    """The armature's pin targets and every object above each (their animation moves the target)."""
+    found = []
+    for pose_bone in pinned_bones(obj):
+        node = bone_target(pose_bone)
+        while node is not None:
+            found.append(node)
+            node = node.parent
+    return found
+
+
 def pose_set_on_frame_change(obj: bpy.types.Object) -> bool:
     """Whether a frame change may set the armature's channels or settings (an action, NLA strips,
     drivers): then every baked frame reads its pose from Blender."""
@@ -487,6 +625,10 @@ class CrowdBake:
         self, context: bpy.types.Context, objects: Iterable[bpy.types.Object], options: BakeOptions
     ) -> None:
         self.bakes = [PoseBake(context, obj, options) for obj in objects]
+        if options.keys_only and len(self.bakes) > 1:
+            frames = options.keyed_frames([bake.obj for bake in self.bakes])
+            for bake in self.bakes:
+                bake.set_frames(frames)
         self.scene = context.scene
         self.frames = self.bakes[0].frames
 

@@ -6,7 +6,7 @@ the action back exactly as it was.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterable
 
 import bpy
 import numpy as np
@@ -134,13 +134,14 @@ def action_fcurves(anim_data: bpy.types.AnimData | None) -> bpy.types.bpy_prop_c
     return anim_data.action.fcurves
 
 
-def check_action(obj: bpy.types.Object, bake_paths: Container[str]) -> None:
-    """Refuse actions the bake cannot write: linked, in NLA tweak mode, or with locked channels."""
+def check_action(obj: bpy.types.Object, bake_paths: Container[str], into_copy: bool = False) -> None:
+    """Refuse actions the bake cannot write: linked, in NLA tweak mode, or with locked channels;
+    `into_copy` (the bake keys a copy of the action) lets a linked or shared action be."""
     anim_data = obj.animation_data
     if anim_data is None or anim_data.action is None:
         return
     action = anim_data.action
-    if action.library is not None or not action.is_editable:
+    if not into_copy and (action.library is not None or not action.is_editable):
         source = action.library.filepath if action.library is not None else "a library"
         reason = f"is linked from {source}; make it local to bake into it"
         raise RigError("action", reason, f"Action '{action.name}' {reason}")
@@ -148,7 +149,7 @@ def check_action(obj: bpy.types.Object, bake_paths: Container[str]) -> None:
         raise RigError.about(
             obj.name, "use_tweak_mode", "is in NLA tweak mode; leave tweak mode to bake into its action"
         )
-    sharing = objects_keyed_with(anim_data, besides=obj)
+    sharing = [] if into_copy else objects_keyed_with(anim_data, besides=obj)
     if sharing:
         reason = (
             f"also animates {', '.join(repr(o.name) for o in sharing[:3])}"
@@ -213,14 +214,19 @@ class KeyWriter:
 
     Creates what is missing (animation data, action, slot, channelbag, F-curves, groups) and
     remembers it; snapshots each existing F-curve before its keys change. `restore` undoes both.
+    With `new_action` the keys go into a copy of the action (its other channels play on) that the
+    armature then plays, and the action itself is left as it was (`replaced`).
     """
 
-    def __init__(self, obj: bpy.types.Object) -> None:
+    def __init__(self, obj: bpy.types.Object, new_action: bool = False) -> None:
         self.obj = obj
         self.created_animation_data = obj.animation_data is None
         anim_data = obj.animation_data_create()
-        self.created_action = anim_data.action is None
-        if self.created_action:
+        self.replaced = None  # (action, its slot or None, its fake user) the copy stands in for
+        if new_action and anim_data.action is not None:
+            self._play_copy(anim_data)
+        self.created_action = anim_data.action is None or self.replaced is not None
+        if anim_data.action is None:
             anim_data.action = bpy.data.actions.new(f"{obj.name}Action")
         self.action = anim_data.action
         if LAYERED_ACTIONS:
@@ -234,6 +240,18 @@ class KeyWriter:
         self.fcurves = {(fcurve.data_path, fcurve.array_index): fcurve for fcurve in self.fcurve_collection}
         self.snapshots = {}
         self.created_fcurves = []
+
+    def _play_copy(self, anim_data: bpy.types.AnimData) -> None:
+        """The armature plays a copy of its action (the same slot of it, with slots); the action
+        gets a fake user so that saving the file keeps it once nothing plays it."""
+        action = anim_data.action
+        slot = anim_data.action_slot if LAYERED_ACTIONS else None
+        self.replaced = (action, slot, action.use_fake_user)
+        copy = action.copy()
+        anim_data.action = copy
+        if slot is not None:
+            anim_data.action_slot = next(s for s in copy.slots if s.identifier == slot.identifier)
+        action.use_fake_user = True
 
     def _ensure_channelbag(self, anim_data: bpy.types.AnimData) -> None:
         action = self.action
@@ -314,6 +332,8 @@ class KeyWriter:
         if self.created_action:
             obj.animation_data.action = None
             bpy.data.actions.remove(self.action)
+            if self.replaced is not None:
+                self._play_replaced()
         else:
             for fcurve in self.created_fcurves:
                 self.fcurve_collection.remove(fcurve)
@@ -327,6 +347,13 @@ class KeyWriter:
         if self.created_animation_data:
             obj.animation_data_clear()
 
+    def _play_replaced(self) -> None:
+        action, slot, fake_user = self.replaced
+        action.use_fake_user = fake_user
+        self.obj.animation_data.action = action
+        if slot is not None:
+            self.obj.animation_data.action_slot = slot
+
     def _restore_slot(self) -> None:
         action = self.action
         if self.created_layer:
@@ -339,3 +366,56 @@ class KeyWriter:
             self.obj.animation_data.action_slot = None
         if self.created_slot:
             action.slots.remove(self.slot)
+
+
+def keyed_frames(objects: Iterable[bpy.types.Object], frame_start: int, frame_end: int) -> np.ndarray:
+    """The whole frames (sorted) in [frame_start, frame_end] where the active action of any of
+    `objects` has a key on some F-curve (a key between frames counts for the nearest frame)."""
+    frames = [np.empty(0)]
+    for obj in objects:
+        for fcurve in action_fcurves(obj.animation_data) or ():
+            co = np.empty(len(fcurve.keyframe_points) * 2, dtype=np.float32)
+            fcurve.keyframe_points.foreach_get("co", co)
+            frames.append(np.rint(co[0::2]))
+    every = np.unique(np.concatenate(frames))
+    return every[(every >= frame_start) & (every <= frame_end)].astype(int)
+
+
+class KeyPlayer:
+    """What an F-curve holding only some of a channel's baked keys plays on every baked frame.
+
+    Blender evaluates a scratch F-curve (in a scratch action) given those keys as the bake writes
+    them, and the auto smoothing and extrapolation of the F-curve they go to: whatever the
+    interpolation, handle type and smoothing, what is measured is what plays back.
+    """
+
+    def __init__(self, frames: np.ndarray, interpolation: int, handle_type: int) -> None:
+        self.frames = frames.astype(np.float32)
+        self.interpolation = interpolation
+        self.handle_type = handle_type
+        self.action = bpy.data.actions.new("EWBIK key reduction")
+        if LAYERED_ACTIONS:
+            slot = self.action.slots.new("OBJECT", "Reduction")
+            strip = self.action.layers.new("Layer").strips.new(type="KEYFRAME")
+            self.fcurve = strip.channelbag(slot, ensure=True).fcurves.new("location", index=0)
+        else:
+            self.fcurve = self.action.fcurves.new("location", index=0)
+        self.new_curve = (self.fcurve.auto_smoothing, self.fcurve.extrapolation)
+
+    def play(self, written_to: bpy.types.FCurve | None, kept: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Values (F,) on the baked frames of `values` (F,) keyed only on the frames `kept`
+        (indices), written to the F-curve `written_to` (None: a new one)."""
+        fcurve = self.fcurve
+        settings = (
+            self.new_curve if written_to is None else (written_to.auto_smoothing, written_to.extrapolation)
+        )
+        fcurve.auto_smoothing, fcurve.extrapolation = settings
+        points = fcurve.keyframe_points
+        points.clear()
+        points.add(len(kept))
+        _set_new_keys(points, self.frames[kept], values[kept], self.interpolation, self.handle_type)
+        points.handles_recalc()
+        return np.array([fcurve.evaluate(frame) for frame in self.frames.tolist()])
+
+    def remove(self) -> None:
+        bpy.data.actions.remove(self.action)

@@ -732,7 +732,17 @@ def test_panel_offers_the_range_the_options_and_the_button(rig, bake_engine):
     preview_log = []
     panel.draw(types.SimpleNamespace(layout=OwnerRecordingLayout(preview_log)), bpy.context)
 
-    options = [("EWBIK_OT_bake", name) for name in ("step", "only_selected", "replace_range", "disable_live")]
+    names = (
+        "step",
+        "keys_only",
+        "tolerance_mm",
+        "tolerance_deg",
+        "only_selected",
+        "replace_range",
+        "new_action",
+        "disable_live",
+    )
+    options = [("EWBIK_OT_bake", name) for name in names]
     assert log == [("Scene", "frame_start"), ("Scene", "frame_end"), *options, ("operator", "ewbik.bake")]
     assert preview_log[:2] == [("Scene", "frame_preview_start"), ("Scene", "frame_preview_end")]
     assert bpy.ops.ewbik.bake.poll()
