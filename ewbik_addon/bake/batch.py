@@ -78,6 +78,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0.0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of 0 or more")
+    return value
+
+
 def command_parser() -> CommandParser:
     parser = CommandParser(prog=f"blender -b -c {COMMAND}", description="EWBIK from the command line.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -106,6 +116,34 @@ def command_parser() -> CommandParser:
     # Flags that set a BakeOptions field: `dest` is the field's name, a flag left out keeps its default.
     bake.add_argument(
         "--step", type=positive_int, default=argparse.SUPPRESS, metavar="N", help="key every N frames"
+    )
+    bake.add_argument(
+        "--keys-only",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="key only the frames where the targets or the armature had keys",
+    )
+    bake.add_argument(
+        "--tolerance",
+        dest="tolerance_mm",
+        type=non_negative_float,
+        default=argparse.SUPPRESS,
+        metavar="MM",
+        help="drop the keys Blender's interpolation can stand in for, every pin within MM millimetres",
+    )
+    bake.add_argument(
+        "--tolerance-deg",
+        dest="tolerance_deg",
+        type=non_negative_float,
+        default=argparse.SUPPRESS,
+        metavar="DEG",
+        help="with --tolerance: every bone within DEG degrees too (default 1)",
+    )
+    bake.add_argument(
+        "--new-action",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="bake into a copy of the armature's action, the original kept as it was",
     )
     return parser
 

@@ -72,6 +72,10 @@ def open_file_keys():
     return keys
 
 
+def key_count(path):
+    return sum(len(co) for channels in baked_keys(path).values() for co in channels.values())
+
+
 def keyed_frames(keys):
     return {frame for channels in keys.values() for co in channels.values() for frame in co[:, 0]}
 
@@ -176,6 +180,11 @@ def test_a_file_that_fails_is_left_alone_and_the_others_bake(batch, capsys, tmp_
         (["bake", "{shot}", "--frames", "6"], "argument --frames: '6' is not START-END, e.g. 1-250"),
         (["bake", "{shot}", "--frames", "6-2"], "argument --frames: start frame 6 is after end frame 2"),
         (["bake", "{shot}", "--tolerance-typo", "1"], "unrecognized arguments: --tolerance-typo 1"),
+        (["bake", "{shot}", "--tolerance", "-1"], "argument --tolerance: '-1' is not a number of 0 or more"),
+        (
+            ["bake", "{shot}", "--tolerance", "nan"],
+            "argument --tolerance: 'nan' is not a number of 0 or more",
+        ),
         (["bake", "{shot}", "--output-dir", "{shot}"], "--output-dir: '{shot}' is not a folder"),
         (
             ["bake", "{shot}", "{other}", "--output-dir", "{out}"],
@@ -228,6 +237,32 @@ def test_frames_and_step_choose_the_keyed_frames(batch, capsys, tmp_path):
     assert (status, err) == (0, [])
     assert "baked 3 frames (2-5) of 1 armature" in out[0]
     assert keyed_frames(baked_keys(shot)) == {2, 4, 5}
+
+
+def test_keys_only_keys_the_targets_key_frames(batch, capsys, tmp_path):
+    shot = save_shot(tmp_path / "shot.blend")
+    status, out, err = run(batch, capsys, shot, "--keys-only")
+    assert (status, err) == (0, [])
+    assert keyed_frames(baked_keys(shot)) == set(FRAMES)
+
+
+def test_a_tolerance_writes_fewer_keys_than_every_frame(batch, capsys, tmp_path):
+    every, reduced = save_shot(tmp_path / "every.blend"), save_shot(tmp_path / "reduced.blend")
+    assert run(batch, capsys, every)[0] == 0
+    status, out, err = run(batch, capsys, reduced, "--tolerance", "5", "--tolerance-deg", "2")
+    assert (status, err) == (0, [])
+    assert 0 < key_count(reduced) < key_count(every)
+
+
+def test_bake_into_a_new_action_keeps_the_original(batch, capsys, tmp_path):
+    shot = save_shot(tmp_path / "shot.blend")
+    status, out, err = run(batch, capsys, shot, "--new-action")
+    assert (status, err) == (0, [])
+    bpy.ops.wm.open_mainfile(filepath=str(shot))
+    rig = bpy.data.objects["metarig"]
+    assert rig.animation_data.action is not None
+    assert len(bpy.data.actions) >= 2  # the targets' and the bake's own
+    assert keyed_frames(baked_keys(shot)) == set(range(FRAMES[0], FRAMES[1] + 1))
 
 
 def test_output_dir_gets_the_baked_files_and_the_originals_stay(batch, capsys, tmp_path):
