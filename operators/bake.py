@@ -5,79 +5,22 @@ progress bar, a status line and Esc to cancel.
 """
 
 import bpy
-from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..ewbik_addon.bake.bake_engine import BakeOptions, CrowdBake, armatures_to_bake
+from ..ewbik_addon.bake.option_fields import option_properties, options_of
 from ..ewbik_addon.com.active import armature_to_step_through
 from ..ewbik_addon.com.pose_channels import frame_range, scene_range
 from ..solver import EwbikError
 
 
-class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range"), bpy.types.Operator):
+class EWBIK_OT_bake(
+    frame_range("the scene's frame range, or its preview range"), option_properties(), bpy.types.Operator
+):
     """Solve every frame of a range and key the solved rotations on the bones the solver moves (every selected armature with pins)"""
 
     bl_idname = "ewbik.bake"
     bl_label = "Bake IK to Keyframes"
     bl_options = {"REGISTER", "UNDO"}
-
-    step: IntProperty(
-        name="Step",
-        description="Solve and key every this many frames (the end frame is always keyed)",
-        min=1,
-        default=1,
-    )
-    only_selected: BoolProperty(
-        name="Only Selected Bones",
-        description="Key only the selected bones among those the solver moves",
-        default=False,
-    )
-    replace_range: BoolProperty(
-        name="Replace Keys in Range",
-        description=(
-            "Remove the existing keys inside the range on the baked channels; otherwise only keys on "
-            "the baked frames are replaced. Keys outside the range are always kept"
-        ),
-        default=True,
-    )
-    disable_live: BoolProperty(
-        name="Turn Off Live Solving",
-        description="Stop live solving afterwards, so the baked keys play back instead of the pins",
-        default=True,
-    )
-    keys_only: BoolProperty(
-        name="Only Where Keyed",
-        description=(
-            "Solve and key only the frames where the pin targets (or the objects they are parented "
-            "to) or the armature have keys; Blender interpolates the frames between"
-        ),
-        default=False,
-    )
-    tolerance_mm: FloatProperty(
-        name="Tolerance (mm)",
-        description=(
-            "Above 0, drop the keys without which every pinned bone stays within this many "
-            "millimetres of the frame-by-frame bake, and every bone within the angle tolerance. "
-            "0 keeps a key on every baked frame"
-        ),
-        min=0.0,
-        soft_max=10.0,
-        default=0.0,
-    )
-    tolerance_deg: FloatProperty(
-        name="Angle Tolerance (°)",
-        description="With a tolerance: how far (in degrees) a bone may turn from the frame-by-frame bake",
-        min=0.0,
-        soft_max=10.0,
-        default=1.0,
-    )
-    new_action: BoolProperty(
-        name="Into a New Action",
-        description=(
-            "Key a copy of the armature's action, which the armature then plays; the action itself "
-            "keeps its keys"
-        ),
-        default=False,
-    )
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -86,18 +29,7 @@ class EWBIK_OT_bake(frame_range("the scene's frame range, or its preview range")
     def _options(self, context: bpy.types.Context) -> BakeOptions:
         """The bake options, with an unset range filled in from the scene (and shown in redo)."""
         self.fill_frame_range(*scene_range(context.scene))
-        return BakeOptions(
-            frame_start=self.frame_start,
-            frame_end=self.frame_end,
-            step=self.step,
-            only_selected=self.only_selected,
-            replace_range=self.replace_range,
-            disable_live=self.disable_live,
-            keys_only=self.keys_only,
-            tolerance_mm=self.tolerance_mm,
-            tolerance_deg=self.tolerance_deg,
-            new_action=self.new_action,
-        )
+        return options_of(self, self.frame_start, self.frame_end)
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         window_manager = context.window_manager

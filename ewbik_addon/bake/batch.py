@@ -8,8 +8,8 @@ folder it goes to, then renamed over its destination. A file that fails is left 
 and the others still bake. Exit status: 0 when every file baked, 1 when any failed, 2 on bad
 arguments.
 
-The parser is built so that a flag setting a `BakeOptions` field is one `add_argument` whose `dest`
-is the field's name (`default=SUPPRESS`: a flag left out keeps the field's default).
+The flags that set bake options are made from the table the Bake operator's properties come from
+(`option_fields`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import pathlib
 import re
 import sys
 import time
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import bpy
 import numpy as np
@@ -34,6 +35,7 @@ from ..com.pose_channels import scene_range
 from ..com.stored_settings import pinned_bones
 from .bake_engine import BakeOptions, CrowdBake
 from .fcurve_keys import read_keys
+from .option_fields import OPTION_FIELDS, OptionField
 
 COMMAND = "ewbik"
 
@@ -68,24 +70,37 @@ def frame_range(text: str) -> tuple[int, int]:
     return start, end
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of 1 or more")
-    return value
+def bounded_number(field: OptionField) -> Callable[[str], float]:
+    """The parser of a numeric option's flag: a number (a whole one for whole fields) not below
+    the field's minimum."""
+    whole = isinstance(field.default, int)
+    kind = "a whole number" if whole else "a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            value = None
+        if value is None or not value >= field.minimum:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"'{text}' is not {kind} of {field.minimum:g} or more")
+        return value
+
+    return parse
 
 
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0.0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of 0 or more")
-    return value
+def add_option_flags(parser: argparse.ArgumentParser) -> None:
+    """A flag for each bake option that has one (`option_fields`), setting the `BakeOptions` field
+    of its name; a flag left out keeps the field's default."""
+    for field in OPTION_FIELDS:
+        if field.flag is None:
+            continue
+        if isinstance(field.default, bool):
+            kind: dict[str, Any] = {"action": "store_true"}
+        else:
+            kind = {"type": bounded_number(field), "metavar": field.metavar}
+        parser.add_argument(
+            field.flag, dest=field.name, default=argparse.SUPPRESS, help=field.description, **kind
+        )
 
 
 def command_parser() -> CommandParser:
@@ -113,38 +128,7 @@ def command_parser() -> CommandParser:
         "--frames", type=frame_range, metavar="START-END", help="default: the scene's frame range"
     )
     bake.add_argument("--output-dir", type=pathlib.Path, metavar="DIR", help="save the baked files here")
-    # Flags that set a BakeOptions field: `dest` is the field's name, a flag left out keeps its default.
-    bake.add_argument(
-        "--step", type=positive_int, default=argparse.SUPPRESS, metavar="N", help="key every N frames"
-    )
-    bake.add_argument(
-        "--keys-only",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="key only the frames where the targets or the armature had keys",
-    )
-    bake.add_argument(
-        "--tolerance",
-        dest="tolerance_mm",
-        type=non_negative_float,
-        default=argparse.SUPPRESS,
-        metavar="MM",
-        help="drop the keys Blender's interpolation can stand in for, every pin within MM millimetres",
-    )
-    bake.add_argument(
-        "--tolerance-deg",
-        dest="tolerance_deg",
-        type=non_negative_float,
-        default=argparse.SUPPRESS,
-        metavar="DEG",
-        help="with --tolerance: every bone within DEG degrees too (default 1)",
-    )
-    bake.add_argument(
-        "--new-action",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="bake into a copy of the armature's action, the original kept as it was",
-    )
+    add_option_flags(bake)
     return parser
 
 
