@@ -51,6 +51,7 @@ bench: native
 	$(PY52) bench/bench_natural.py
 	$(PY52) bench/bench_live.py
 	$(PY52) bench/bench_bake.py
+	$(PY52) bench/bench_farm.py
 	$(PY52) bench/bench_scaling.py
 	$(PY52) bench/bench_overlay.py
 
