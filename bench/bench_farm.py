@@ -19,8 +19,8 @@ Timed, `--rounds` times each, in turn (the median and range are reported):
 - the runner alone: one `openjd run` over every task with `true` as Blender (its start, each task's
   session and the task's bash script).
 - pure Python: one process doing two equal pieces of work against two processes doing one each,
-  started together: what two of anything gain on the machine at that moment, the ceiling of the
-  two workers' speed-up.
+  started together: what a second process of anything gains on the machine during the round
+  (what other work leaves of the second core).
 
 Then, apart from the bake itself, what each task pays: the stand-in's start, extension install and
 exit (`blender -b -c ewbik bake --help`, timed whole), the same for a Python that only imports bpy,
@@ -62,6 +62,8 @@ from tests.support.farm_runs import (  # noqa: E402
 FARM_BEGIN = "<!-- bench:farm -->"
 FARM_END = "<!-- /bench:farm -->"
 BAKED_LINE = re.compile(r"\.blend: baked .*, (\d+\.\d+) s\s*$", re.MULTILINE)
+PURE_PYTHON = "sum(range(150_000_000))"  # about 1.5 s of one core
+SPEED_UP_OVER = {"two workers": "one worker", "Python, two at once": "Python, one after another"}
 
 
 def children_cpu_seconds():
@@ -95,10 +97,6 @@ def job_command(shots, blender, output_dir):
     )
 
 
-PURE_PYTHON = "sum(range(150_000_000))"
-SPEED_UP_OVER = {"two workers": "one worker", "Python, two at once": "Python, one after another"}
-
-
 def farm_runs(shots, blender, scratch):
     """{run: (label, the commands started together)}."""
     half = len(shots) // 2
@@ -124,7 +122,7 @@ def farm_runs(shots, blender, scratch):
             [python + [f"{PURE_PYTHON}; {PURE_PYTHON}"]],
         ),
         "Python, two at once": (
-            "pure Python: two processes started together, one piece each (the most two workers can gain)",
+            "pure Python: two processes started together, one piece each (what a second process gains on the machine then)",
             [python + [PURE_PYTHON], python + [PURE_PYTHON]],
         ),
     }
