@@ -51,6 +51,8 @@ bench: native
 	$(PY52) bench/bench_natural.py
 	$(PY52) bench/bench_live.py
 	$(PY52) bench/bench_bake.py
+	$(PY52) bench/bench_bake_keys.py
+	$(PY52) bench/bench_farm.py
 	$(PY52) bench/bench_scaling.py
 	$(PY52) bench/bench_overlay.py
 

@@ -31,7 +31,6 @@ a user would. Prints a markdown table.
 
 import argparse
 import json
-import math
 import os
 import pathlib
 import subprocess
@@ -46,18 +45,10 @@ VENV_DIR = pathlib.Path(
         os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ewbik", "venvs"),
     )
 )
-PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
-KEY_EVERY = 5  # target keys every this many frames, Bezier in between
+sys.path.insert(0, str(REPO_ROOT))
+from tests.support.walking_targets import animate_targets  # noqa: E402
 
-# Target paths, metres in world space: (toward the middle, forward and back, up). Targets start where
-# the pins were made and only move where the limb can follow, so errors measure solving, not reach.
-MOTION = {
-    "hand.L": (0.15, 0.12, 0.15),
-    "hand.R": (0.15, 0.12, 0.15),
-    "foot.L": (0.0, 0.08, 0.10),
-    "foot.R": (0.0, 0.08, 0.10),
-    "spine.006": (0.0, 0.03, 0.0),
-}
+PINS = ("hand.L", "hand.R", "foot.L", "foot.R", "spine.006")
 
 
 def _parse_args(argv):
@@ -133,7 +124,8 @@ def _worker(args):
     frames = args.frames
     scene.frame_start, scene.frame_end = 1, frames
     rig, targets = _pinned_metarig(bpy)
-    _animate_targets(bpy, targets, frames)
+    animate_targets(targets, frames)
+    scene.frame_set(1)
     chains = _blender_ik(bpy, rig, targets)
     default_budget = rig.ewbik.time_budget_ms
     runs = _measure(bpy, rig, targets, chains, frames, max(1, args.repeats))
@@ -256,27 +248,6 @@ def _pinned_metarig(bpy):
 def _select(pose_bone, state):
     owner = pose_bone if "select" in pose_bone.bl_rna.properties else pose_bone.bone
     owner.select = state
-
-
-def _animate_targets(bpy, targets, frames):
-    """Loops from each target's start, keyed every few frames: two cycles over the range.
-
-    Left and right swing forward and back in opposition, as in a walk.
-    """
-    for name, target in targets.items():
-        start = target.location.copy()
-        inward, forward, up = MOTION[name]
-        side = math.copysign(1.0, start.x)
-        for frame in range(1, frames + KEY_EVERY, KEY_EVERY):
-            t = 4.0 * math.pi * (frame - 1) / frames
-            offset = (
-                -side * inward * 0.5 * (1.0 - math.cos(t)),
-                side * forward * math.sin(t),
-                up * 0.5 * (1.0 - math.cos(2.0 * t)),
-            )
-            target.location = start + type(start)(offset)
-            target.keyframe_insert("location", frame=frame)
-    bpy.context.scene.frame_set(1)
 
 
 def _blender_ik(bpy, rig, targets):

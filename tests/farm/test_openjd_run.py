@@ -2,25 +2,13 @@
 three small shots, Blender played by tests/support/bpy_blender.py (the bpy module with the extension
 installed from its zip, running the command the extension registers)."""
 
-import json
 import os
-import pathlib
 import subprocess
-import sys
 import zipfile
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-TEMPLATE = REPO / "farm" / "openjd" / "ewbik-bake.yaml"
-LAUNCHER = REPO / "tests" / "support" / "bpy_blender.py"
+from tests.support.farm_runs import launcher_executable, make_shots, openjd_run_command
+
 SHOTS = ("shot_1", "shot_2", "shot_3")
-
-
-def launcher_executable(folder):
-    """An executable `blender` in `folder` that runs the launcher with this Python."""
-    executable = folder / "blender"
-    executable.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{LAUNCHER}" "$@"\n')
-    executable.chmod(0o755)
-    return executable
 
 
 def test_the_extension_zip_leaves_the_farm_jobs_out(extension_zip):
@@ -50,12 +38,7 @@ def test_the_launcher_installs_the_extension_and_names_a_command_it_did_not_regi
 def test_openjd_run_bakes_three_shots(tmp_path, extension_zip):
     shots = tmp_path / "shots"
     shots.mkdir()
-    made = subprocess.run(
-        [sys.executable, "-m", "tests.support.farm_shots", extension_zip, str(shots), *SHOTS],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    made = make_shots(extension_zip, shots, SHOTS)
     assert made.returncode == 0, made.stdout + made.stderr
     baked = tmp_path / "baked"
     parameters = {
@@ -64,7 +47,7 @@ def test_openjd_run_bakes_three_shots(tmp_path, extension_zip):
         "OutputDir": str(baked),
     }
     run = subprocess.run(
-        [sys.executable, "-m", "openjd", "run", str(TEMPLATE), "--job-param", json.dumps(parameters)],
+        openjd_run_command(parameters),
         capture_output=True,
         text=True,
         env={**os.environ, "EWBIK_EXTENSION_ZIP": extension_zip},
