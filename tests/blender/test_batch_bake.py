@@ -256,13 +256,22 @@ def test_a_tolerance_writes_fewer_keys_than_every_frame(batch, capsys, tmp_path)
 
 def test_bake_into_a_new_action_keeps_the_original(batch, capsys, tmp_path):
     shot = save_shot(tmp_path / "shot.blend")
+    bpy.ops.wm.open_mainfile(filepath=str(shot))
+    rig = bpy.data.objects["metarig"]
+    rig.pose.bones["spine"].keyframe_insert("location", frame=FRAMES[0])
+    original = rig.animation_data.action.name
+    bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+    kept = {channel: co.tolist() for channel, co in open_file_keys()["metarig"].items()}
+
     status, out, err = run(batch, capsys, shot, "--new-action")
+
     assert (status, err) == (0, [])
     bpy.ops.wm.open_mainfile(filepath=str(shot))
     rig = bpy.data.objects["metarig"]
-    assert rig.animation_data.action is not None
-    assert len(bpy.data.actions) >= 2  # the targets' and the bake's own
-    assert keyed_frames(baked_keys(shot)) == set(range(FRAMES[0], FRAMES[1] + 1))
+    assert rig.animation_data.action.name != original
+    rig.animation_data.action = bpy.data.actions[original]
+    assert {channel: co.tolist() for channel, co in open_file_keys()["metarig"].items()} == kept
+    assert kept and all(len(co) == 1 for co in kept.values())  # the original's keys, as they were
 
 
 def test_output_dir_gets_the_baked_files_and_the_originals_stay(batch, capsys, tmp_path):
