@@ -22,6 +22,7 @@ BPY_FREE_GLUE=(
     ewbik_addon.documents.scene_export
     ewbik_addon.limits.limit_presets
     ewbik_addon.limits.mirror_maths
+    ewbik_addon.bake.key_reduction
     ewbik_addon.solve.armature_solve
     ewbik_addon.solve.crowd_solve
     ewbik_addon.solve.solve_now

@@ -104,7 +104,7 @@ def reduce_keys(
             row: rotation_angles(bone_quaternions(bone.rotation_mode, bone.channels), played[row][0])
             for row, bone in bones.items()
         }
-        added = {row: {int(turn.argmax())} for row, turn in turns.items() if turn.max() > max_angle}
+        added = {row: {int(np.argmax(turn))} for row, turn in turns.items() if turn.max() > max_angle}
         misses = np.linalg.norm(
             _played_heads(poses, bones, played)[:, poses.pinned] - baked[:, poses.pinned], axis=-1
         )
