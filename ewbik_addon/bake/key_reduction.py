@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...solver import quat
 from ..com.rotation_channels import channels_to_quaternions, rotation_channel
 
 if TYPE_CHECKING:
@@ -35,9 +36,7 @@ Player = Callable[[int, str, np.ndarray, np.ndarray], np.ndarray]
 
 def rotation_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Angles (radians) between rotations given as quaternions (..., 4), either sign, any length."""
-    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
-    return 2.0 * np.arccos(np.clip(np.abs(np.einsum("...i,...i->...", a, b)), 0.0, 1.0))
+    return quat.angle(quat.multiply(quat.normalize(b), quat.conjugate(quat.normalize(a))))
 
 
 @dataclasses.dataclass
