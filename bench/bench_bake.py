@@ -66,31 +66,32 @@ def main(argv=None):
     args = _parse_args(argv)
     if args.worker:
         return _worker(args)
+    results = worker_results(
+        args.venvs, __file__, ["--frames", str(args.frames), "--repeats", str(args.repeats)]
+    )
+    print(markdown(results))
+    return 0 if results else 1
+
+
+def worker_results(venvs, script, arguments):
+    """Run `script --worker OUT *arguments` in each venv of `venvs` (comma-separated names under
+    VENV_DIR) and gather the JSON each worker wrote; a venv missing or failing is said and skipped."""
     results = []
-    for venv in args.venvs.split(","):
+    for venv in venvs.split(","):
         python = VENV_DIR / venv / "bin" / "python"
         if not python.is_file():
             print(f"skipping {venv}: {python} not found (make venvs)", file=sys.stderr)
             continue
-        with tempfile.TemporaryDirectory(prefix="ewbik-bench-bake-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="ewbik-bench-") as scratch:
             out = pathlib.Path(scratch) / "result.json"
-            command = [
-                str(python),
-                __file__,
-                "--worker",
-                str(out),
-                "--frames",
-                str(args.frames),
-                "--repeats",
-                str(args.repeats),
-            ]
-            run = subprocess.run(command, capture_output=True, text=True)
+            run = subprocess.run(
+                [str(python), str(script), "--worker", str(out), *arguments], capture_output=True, text=True
+            )
             if not out.is_file():  # not the exit status: bpy 4.2 can crash tearing down after Rigify
                 print(f"{venv} failed:\n{run.stdout[-2000:]}\n{run.stderr[-6000:]}", file=sys.stderr)
                 continue
             results.append(json.loads(out.read_text()))
-    print(markdown(results))
-    return 0 if results else 1
+    return results
 
 
 def markdown(results):

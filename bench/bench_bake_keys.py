@@ -30,9 +30,7 @@ import argparse
 import json
 import math
 import pathlib
-import subprocess
 import sys
-import tempfile
 import time
 
 import bench_bake  # first: it puts the repository on sys.path
@@ -79,21 +77,8 @@ def main(argv=None):
     args = _parse_args(argv)
     if args.worker:
         return _worker(args)
-    results = []
-    for venv in args.venvs.split(","):
-        python = bench_bake.VENV_DIR / venv / "bin" / "python"
-        if not python.is_file():
-            print(f"skipping {venv}: {python} not found (make venvs)", file=sys.stderr)
-            continue
-        with tempfile.TemporaryDirectory(prefix="ewbik-bench-keys-") as scratch:
-            out = pathlib.Path(scratch) / "result.json"
-            command = [str(python), __file__, "--worker", str(out), "--frames", str(args.frames)]
-            command += ["--clip-frames", str(args.clip_frames)]
-            run = subprocess.run(command, capture_output=True, text=True)
-            if not out.is_file():
-                print(f"{venv} failed:\n{run.stdout[-2000:]}\n{run.stderr[-6000:]}", file=sys.stderr)
-                continue
-            results.append(json.loads(out.read_text()))
+    arguments = ["--frames", str(args.frames), "--clip-frames", str(args.clip_frames)]
+    results = bench_bake.worker_results(args.venvs, __file__, arguments)
     print(markdown(results))
     return 0 if results else 1
 
