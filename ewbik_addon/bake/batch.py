@@ -59,7 +59,7 @@ class CommandParser(argparse.ArgumentParser):
         raise ParserExit(status)
 
 
-def frame_range(text: str) -> tuple[int, int]:
+def frames_argument(text: str) -> tuple[int, int]:
     """`--frames START-END` (`--frames=-10-20` when the start is negative)."""
     match = re.fullmatch(r"(-?\d+)-(-?\d+)", text)
     if match is None:
@@ -125,7 +125,7 @@ def command_parser() -> CommandParser:
         help="bake only this armature (repeat for several); default: every armature with pins",
     )
     bake.add_argument(
-        "--frames", type=frame_range, metavar="START-END", help="default: the scene's frame range"
+        "--frames", type=frames_argument, metavar="START-END", help="default: the scene's frame range"
     )
     bake.add_argument("--output-dir", type=pathlib.Path, metavar="DIR", help="save the baked files here")
     add_option_flags(bake)
@@ -276,10 +276,8 @@ _handle = None  # what register_cli_command returned, to unregister
 
 
 def register() -> None:
-    """Blender before 4.2 has no command line commands for extensions: nothing to register there."""
     global _handle
-    if hasattr(bpy.utils, "register_cli_command"):
-        _handle = bpy.utils.register_cli_command(COMMAND, cli_command)
+    _handle = bpy.utils.register_cli_command(COMMAND, cli_command)
 
 
 def unregister() -> None:
