@@ -232,62 +232,65 @@ def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: n
 class Support:
     """The support polygon: `corners` (M, 3) on the ground (armature space, at the height of the
     lowest contact), counter-clockwise seen from above; `axes` (2, 3) the ground's directions.
-    Its corners on the ground (`flat`), edges and inward normals are worked out once: balance asks
-    for depths and shifts several times a solve."""
+    Its corners on the ground and its edges' lines are worked out once, on Python floats (a
+    polygon has a dozen corners, too few for numpy to pay): balance asks for depths and shifts
+    several times a solve."""
 
     corners: np.ndarray
     axes: np.ndarray
     up: np.ndarray
-    _flat: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
-    _middle: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
-    _edges: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
-    _spans: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
-    _normals: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
-    _offsets: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _flat: list = dataclasses.field(init=False, repr=False, compare=False)
+    _edges: list = dataclasses.field(init=False, repr=False, compare=False)
+    _middle: tuple = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        flat = self.corners @ self.axes.T
-        edges = np.concatenate((flat[1:], flat[:1])) - flat
-        lengths = np.sqrt(np.einsum("ij,ij->i", edges, edges))
-        normals = np.stack([-edges[:, 1], edges[:, 0]], axis=1) / np.maximum(lengths, 1e-300)[:, None]
+        flat = [(x, y) for x, y in (np.asarray(self.corners) @ np.asarray(self.axes).T).tolist()]
+        edges = []
+        for (x0, y0), (x1, y1) in zip(flat, flat[1:] + flat[:1]):
+            dx, dy = x1 - x0, y1 - y0
+            length = math.hypot(dx, dy) or 1e-300
+            nx, ny = -dy / length, dx / length
+            edges.append((x0, y0, dx, dy, max(dx * dx + dy * dy, 1e-300), nx, ny, nx * x0 + ny * y0))
+        middle = (sum(x for x, _ in flat) / len(flat), sum(y for _, y in flat) / len(flat))
         object.__setattr__(self, "_flat", flat)
-        object.__setattr__(self, "_middle", flat.mean(0))
         object.__setattr__(self, "_edges", edges)
-        object.__setattr__(self, "_spans", np.maximum(lengths**2, 1e-300))
-        object.__setattr__(self, "_normals", normals)
-        object.__setattr__(self, "_offsets", np.einsum("ij,ij->i", normals, flat))
+        object.__setattr__(self, "_middle", middle)
 
     def depth(self, point: np.ndarray) -> float:
         """How far `point`'s ground projection lies inside the polygon (negative: outside by
         that much; a polygon of one or two corners has no inside)."""
-        return self._placed(self.axes @ point)[0]
+        return self._placed(*(self.axes @ point).tolist())[0]
 
     def depth_and_shift(self, point: np.ndarray, margin: float) -> tuple[float, np.ndarray]:
         """(`depth` of `point`, (3,) the horizontal move that takes its ground projection to the
         nearest point at least `margin` inside the polygon (toward its middle where it is
         narrower); zero when it is there already)."""
-        p = self.axes @ point
-        depth, near = self._placed(p)
+        px, py = (self.axes @ point).tolist()
+        depth, (nx, ny) = self._placed(px, py)
         if depth >= margin:
             return depth, np.zeros(3)
-        inward = self._middle - near
-        length = math.hypot(*inward)
-        goal = near + inward * (min(margin, length) / length) if length > 0 else self._middle
-        return depth, (goal - p) @ self.axes
+        mx, my = self._middle
+        length = math.hypot(mx - nx, my - ny)
+        share = min(margin, length) / length if length > 0 else 1.0
+        goal = (nx + (mx - nx) * share, ny + (my - ny) * share)
+        return depth, (goal[0] - px) * self.axes[0] + (goal[1] - py) * self.axes[1]
 
-    def _placed(self, p: np.ndarray) -> tuple[float, np.ndarray]:
-        """(signed distance of the ground point `p` (2,) inside the polygon (fewer than 3 corners:
-        minus the distance to them), the nearest point of the polygon to it (`p` when inside))."""
+    def _placed(self, px: float, py: float) -> tuple[float, tuple[float, float]]:
+        """(signed distance of the ground point (`px`, `py`) inside the polygon (fewer than 3
+        corners: minus the distance to them), the nearest point of the polygon to it (itself
+        when inside))."""
         if len(self._flat) >= 3:
-            inside = float((self._normals @ p - self._offsets).min())
+            inside = min(nx * px + ny * py - offset for *_, nx, ny, offset in self._edges)
             if inside >= 0:
-                return inside, p
-        flat, edges = self._flat, self._edges
-        along = np.minimum(np.maximum(((p - flat) * edges).sum(1) / self._spans, 0.0), 1.0)
-        near = flat + edges * along[:, None]
-        gaps = ((near - p) ** 2).sum(1)
-        nearest = int(gaps.argmin())
-        return -math.sqrt(gaps[nearest]), near[nearest]
+                return inside, (px, py)
+        gap, near = math.inf, (px, py)
+        for x0, y0, dx, dy, span, *_ in self._edges:
+            along = min(max(((px - x0) * dx + (py - y0) * dy) / span, 0.0), 1.0)
+            qx, qy = x0 + dx * along, y0 + dy * along
+            distance = (qx - px) ** 2 + (qy - py) ** 2
+            if distance < gap:
+                gap, near = distance, (qx, qy)
+        return -math.sqrt(gap), near
 
 
 def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
@@ -299,10 +302,11 @@ def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
     made_from = (unit, *((pin.bone, pin.target.tobytes()) for pin in feet))
     if body._support is not None and body._support[0] == made_from:
         return body._support[1]
-    points = [
-        body.feet[pin.bone] @ quat.to_matrix(pin.target_rotation).T + pin.target_position for pin in feet
-    ]
-    support = support_from(points, body.up, unit)
+    frame = _ground_frame(tuple(body.up.tolist()))
+    turns = frame @ quat.to_matrix(np.array([pin.target_rotation for pin in feet]).reshape(-1, 4))
+    offsets = np.array([pin.target_position for pin in feet]).reshape(-1, 3) @ frame.T
+    grounded = [body.feet[pin.bone] @ turn.T + offset for pin, turn, offset in zip(feet, turns, offsets)]
+    support = _support_on_ground(grounded, frame, unit)
     object.__setattr__(body, "_support", (made_from, support))
     return support
 
@@ -311,53 +315,61 @@ def support_from(points: Sequence[np.ndarray], up: np.ndarray, unit: float) -> S
     """The Support of feet whose contact points are `points` ((K, 3) arrays, armature space):
     those whose lowest point lies within `PLANTED` x `unit` of the lowest carry the body; None
     for no feet. The overlay draws the polygon of the posed feet with it."""
-    if not points:
+    frame = _ground_frame(tuple((np.asarray(up, dtype=float) / np.linalg.norm(up)).tolist()))
+    return _support_on_ground([p @ frame.T for p in points], frame, unit)
+
+
+def _support_on_ground(feet: Sequence[np.ndarray], frame: np.ndarray, unit: float) -> Support | None:
+    """`support_from` of feet whose contact points are given on the ground's `frame`
+    (`_ground_frame`): (K, 3) per foot, along its two axes and the height."""
+    if not feet:
         return None
-    up = np.asarray(up, dtype=float) / np.linalg.norm(up)
-    lowest = np.array([(p @ up).min() for p in points])
-    planted = np.vstack([p for p, low in zip(points, lowest) if low <= lowest.min() + PLANTED * unit])
-    axes = _ground_axes(up)
-    hull = _hull(planted @ axes.T)
-    return Support(hull @ axes + up * lowest.min(), axes, up)
+    feet = [np.round(foot, 12).tolist() for foot in feet]  # points a rounding apart: one corner
+    lowest = [min(height for *_, height in foot) for foot in feet]
+    floor = min(lowest)
+    planted = [(x, y) for foot, low in zip(feet, lowest) if low <= floor + PLANTED * unit for x, y, _ in foot]
+    return Support(_hull(planted) @ frame[:2] + frame[2] * floor, frame[:2], frame[2])
 
 
 def _ground_axes(up: ArrayLike) -> np.ndarray:
     """(2, 3) two unit directions along the ground, a right-handed pair about `up`."""
-    return _axes_about(tuple(np.asarray(up, dtype=float).tolist()))
+    return _ground_frame(tuple((np.asarray(up, dtype=float) / np.linalg.norm(up)).tolist()))[:2]
 
 
 @functools.lru_cache(maxsize=16)
-def _axes_about(up: tuple[float, ...]) -> np.ndarray:
-    """`_ground_axes` of an `up` given as a tuple, kept: a live drag asks for the same one."""
+def _ground_frame(up: tuple[float, ...]) -> np.ndarray:
+    """(3, 3) rows: `_ground_axes` of a unit `up` given as a tuple, then `up`; kept: a live drag
+    asks for the same one."""
     normal = np.array(up)
     other = np.eye(3)[int(np.argmin(np.abs(normal)))]
     first = np.cross(normal, other)
     first /= np.linalg.norm(first)
-    axes = np.array([first, np.cross(normal, first)])
-    axes.setflags(write=False)
-    return axes
+    frame = np.array([first, np.cross(normal, first), normal])
+    frame.setflags(write=False)
+    return frame
 
 
-def _hull(points: np.ndarray) -> np.ndarray:
-    """The convex hull of (K, 2) points, counter-clockwise (Andrew's monotone chain; on Python
-    floats: a foot has a handful of points)."""
-    unique = sorted(set(map(tuple, np.round(points, 12).tolist())))
+def _hull(points: list[tuple[float, float]]) -> np.ndarray:
+    """(M, 2) the convex hull of ground points, counter-clockwise (Andrew's monotone chain; on
+    Python floats: a foot has a handful of points). Points a rounding apart must be given equal
+    (`support_from` rounds them): two corners 1e-16 apart make an edge with no direction."""
+    unique = sorted(set(points))
     if len(unique) < 3:
         return np.array(unique).reshape(-1, 2)
-
-    def half(ordered: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
-        chain: list[tuple[float, ...]] = []
-        for p in ordered:
-            while len(chain) >= 2 and _cross(chain[-2], chain[-1], p) <= 0:
-                chain.pop()
-            chain.append(p)
-        return chain[:-1]
-
-    return np.array(half(unique) + half(unique[::-1]))
+    return np.array(_half_hull(unique) + _half_hull(unique[::-1]))
 
 
-def _cross(o: Sequence[float], a: Sequence[float], b: Sequence[float]) -> float:
-    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+def _half_hull(ordered: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The chain of `ordered` points that turns left at every corner, its last point left out."""
+    chain: list[tuple[float, float]] = []
+    for x, y in ordered:
+        while len(chain) >= 2:
+            (ox, oy), (ax, ay) = chain[-2], chain[-1]
+            if (ax - ox) * (y - oy) - (ay - oy) * (x - ox) > 0:
+                break
+            chain.pop()
+        chain.append((x, y))
+    return chain[:-1]
 
 
 def balanced(
@@ -399,7 +411,7 @@ def balanced(
     world, heads = skeleton.frames(plain.rotations, plain.locations)
     com = _centre_of_mass(body, centres, world, heads)
     depth, shift = support.depth_and_shift(com, MARGIN * unit)
-    if not np.linalg.norm(shift) > settings.tolerance:
+    if not _length(shift) > settings.tolerance:
         return plain
     solve_round = solving(round_settings(settings))
     allowed = np.maximum(plain.position_errors, settings.tolerance)
@@ -410,7 +422,7 @@ def balanced(
     reach = _Reach.of(skeleton, pins, root)
     for _ in range(BALANCE_ROUNDS):
         step = reach.within(heads[root], step)
-        if not np.linalg.norm(step) > settings.tolerance:
+        if not _length(step) > settings.tolerance:
             break
         start = kept.locations.copy()
         start[root] += step @ to_local
@@ -428,7 +440,7 @@ def balanced(
         com = new_com
         depth, shift = support.depth_and_shift(com, MARGIN * unit)
         best = (depth, result) if depth > best[0] else best
-        if depth >= SETTLED * unit or not np.linalg.norm(shift) > settings.tolerance:
+        if depth >= SETTLED * unit or not _length(shift) > settings.tolerance:
             break
         step = shift / gain
     result = best[1]
@@ -453,16 +465,19 @@ class _Reach:
 
     def within(self, head: np.ndarray, step: np.ndarray) -> np.ndarray:
         """`step` (3,) shortened so the root's `head` (3,) moved by it stays within every pin's
-        reach that it is within now (a pin out of reach before stays so whatever the step)."""
-        away = head - self.targets
-        room = self.lengths**2 - (away * away).sum(-1)
-        along, size = away @ step, step @ step
+        reach that it is within now (a pin out of reach before stays so whatever the step); on
+        Python floats, a handful of pins."""
+        (hx, hy, hz), (sx, sy, sz) = head.tolist(), step.tolist()
+        size, share = sx * sx + sy * sy + sz * sz, 1.0
         if not size > 0.0:
             return step
-        # |away + t step|^2 <= length^2 for t up to the larger root of the quadratic
-        t = (-along + np.sqrt(np.maximum(along * along + size * room, 0.0))) / size
-        reachable = t[room >= 0.0]
-        share = min(1.0, float(reachable.min(initial=np.inf)) * _REACH_SHARE)
+        for length, (tx, ty, tz) in zip(self.lengths.tolist(), self.targets.tolist()):
+            ax, ay, az = hx - tx, hy - ty, hz - tz
+            room = length * length - (ax * ax + ay * ay + az * az)
+            if room >= 0.0:  # |away + t step|^2 <= length^2 for t up to the larger root
+                along = ax * sx + ay * sy + az * sz
+                t = (-along + math.sqrt(max(along * along + size * room, 0.0))) / size
+                share = min(share, t * _REACH_SHARE)
         return step * max(share, 0.0)
 
 
@@ -488,6 +503,11 @@ def _free_root(skeleton: Skeleton, pins: Sequence[Pin]) -> int | None:
     return root
 
 
+def _length(vector: np.ndarray) -> float:
+    """The length of a (3,) vector (`np.linalg.norm` costs six times as much on three floats)."""
+    return math.sqrt(vector @ vector)
+
+
 def _gain(share: float) -> float:
     """A share the centre of mass follows the root by, kept within `_GAIN_RANGE`."""
     return min(max(float(share), _GAIN_RANGE[0]), _GAIN_RANGE[1])
@@ -499,7 +519,7 @@ def following_share(skeleton: Skeleton, pins: Sequence[Pin], body: Body, root: i
     chain bends evenly: a mass at arc length s from the root's head, whose nearest pinned bone
     below lies at arc length L, moves (1 - s/L) of the shift; a pinned bone's mass stays; a bone
     with no pin below moves as the point it hangs from. The root turns as well, which takes part
-    of the shift: `balanced` expects `_ROOT_TURNS` of this share."""
+    of the shift: the centre of mass follows a little less than this share."""
     pinned = tuple(sorted({skeleton.index[pin.bone] for pin in pins}))
     middles = body.centres_in(skeleton)[:, 1]
     return _following_share(skeleton, pinned, body.masses.tobytes(), middles.tobytes(), root)
