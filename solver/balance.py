@@ -66,14 +66,14 @@ _SEGMENT_OF_ROLE = {
 _CENTRAL = ("head_neck", "trunk")  # one segment for the body, sided roles (clavicles) included
 BALANCE_ROUNDS = 6  # at most this many re-solves with the root shifted
 ROUND_ITERATIONS = 12  # a round's iterations at most (a round that needs more has its root out of reach)
-MARGIN = 0.02  # the rounds aim the centre of mass this far (x the rig's size) inside the polygon
-SETTLED = 0.01  # a round that leaves it this far (x the rig's size) inside ends the rounds
+MARGIN = 0.03  # the rounds aim the centre of mass this far (x the rig's size) inside the polygon
+SETTLED = 0.01  # this far (x the rig's size) inside, no round is needed (or ends the rounds)
 PLANTED = 0.05  # feet whose lowest contact lies this close (x the rig's size) to the lowest one support
 HEEL = 0.25  # the heel lies behind the ankle by this share of the foot bone (ankle to ball), an estimate
 FOOT_WIDTH = 0.5  # the foot's breadth at the heel and the ball, a share of the foot bone, an estimate
 _GAIN_RANGE = (0.2, 1.5)  # how far the centre of mass may be taken to follow the root, per unit
 _REACH_SHARE = 0.98  # a round takes the root at most this share of the way to a pin's reach
-_ROOT_TURNS = 0.7  # the share of `following_share` the centre of mass follows while the root turns too
+_REACH_BOUND = 0.25  # a step cut below this share (squared) of its length by the pins' reach is the last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,24 +386,26 @@ def balanced(
     `solving(settings)(pins, rotations, locations)` solves checked arguments (aim pins included)
     in the caller's time budget, `solving.stiffness` (N,) the bones' stiffness (a frozen root
     stays put: no rounds); the skeleton's root must translate (`translate_root`). When the
-    centre of mass of the plain solve lies outside the polygon (or within `MARGIN` of its edge),
+    centre of mass of the plain solve lies outside the polygon (or less than `SETTLED` inside),
     each round solves again with the root's head held (`round_settings`: the root does not
-    translate) at the plain solve's height, moved along the ground by the shifts asked so far,
-    each scaled by how far the centre of mass follows the root (the first by `following_share`
-    less what the root's own turn takes, `_ROOT_TURNS`; the next by what the round before
-    measured), so the hips go back and the spine leans while the user's pins are met. A round
-    starts from the pose of the round before with its root moved, next to its answer. The rounds
-    end once the centre of mass is `SETTLED` inside. A round whose user pins miss by more than
-    the plain solve's (or the tolerance), the root's place out of their reach or the time budget
-    cut short, is never kept: the next round tries half its step, and when that one misses too
-    the rounds end and the result is marked unconverged. The rounds are a fixed sequence of
-    solves of the inputs, so the answer stays a function of the targets, the settings and the
-    start pose.
+    translate) at the plain solve's height, moved along the ground by the shifts asked so far
+    (each toward `MARGIN` inside), each scaled by how far the centre of mass follows the root
+    (the first by `following_share`, which overrates it a little: the first round tends to fall
+    short of its aim rather than take the root toward where a limb cannot follow; the next by
+    what the round before measured), so the hips go back and the spine leans while the user's
+    pins are met. A round starts from the pose of the round before with its root moved, next to
+    its answer. The rounds end once the centre of mass is `SETTLED` inside, or inside where the
+    pins' reach cuts the next step below half its length (`_REACH_BOUND`). A round whose user
+    pins miss by more than the plain solve's (or the tolerance), the root's place out of their
+    reach or the time budget cut short, is never kept: the next round tries half its step, and
+    when that one misses too the rounds end and the result is marked unconverged. The rounds are
+    a fixed sequence of solves of the inputs, so the answer stays a function of the targets, the
+    settings and the start pose.
     """
     if len(body.masses) != len(skeleton):
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
-    plain = solving(settings)(pins, rotations, locations)
     support = support_of(pins, body, skeleton.unit)
+    plain = solving(settings)(pins, rotations, locations)
     root = _free_root(skeleton, pins)
     if support is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
@@ -411,18 +413,19 @@ def balanced(
     world, heads = skeleton.frames(plain.rotations, plain.locations)
     com = _centre_of_mass(body, centres, world, heads)
     depth, shift = support.depth_and_shift(com, MARGIN * unit)
-    if not _length(shift) > settings.tolerance:
+    if depth >= SETTLED * unit or not _length(shift) > settings.tolerance:
         return plain
     solve_round = solving(round_settings(settings))
     allowed = np.maximum(plain.position_errors, settings.tolerance)
     to_local = skeleton.rest[root, :3, :3]
     iterations, moved = plain.iterations, plain.moved.copy()
     best, kept, cut = (depth, plain), plain, False
-    step = shift / _gain(_ROOT_TURNS * following_share(skeleton, pins, body, root))
+    step = shift / _gain(following_share(skeleton, pins, body, root))
     reach = _Reach.of(skeleton, pins, root)
     for _ in range(BALANCE_ROUNDS):
-        step = reach.within(heads[root], step)
-        if not _length(step) > settings.tolerance:
+        wanted, step = step, reach.within(heads[root], step)
+        bound = step @ step < _REACH_BOUND * (wanted @ wanted)
+        if not _length(step) > settings.tolerance or (bound and depth >= 0.0):
             break
         start = kept.locations.copy()
         start[root] += step @ to_local

@@ -11,6 +11,7 @@ import pytest
 
 from solver import SceneError, quat
 from solver.balance import (
+    MARGIN,
     SEGMENT_MASS,
     SETTLED,
     Body,
@@ -124,6 +125,27 @@ def test_the_rounds_take_the_centre_of_mass_well_inside():
     result = solve(skeleton, pins, *rest, settings, limits, body=body)
     com = pose_centre_of_mass(skeleton, body, result.rotations, result.locations)
     assert support_of(pins, body, skeleton.unit).depth(com) >= SETTLED * skeleton.unit
+
+
+def test_no_round_moves_a_centre_of_mass_already_settled_inside():
+    """A reach that leaves the centre of mass SETTLED inside the polygon (but short of the
+    MARGIN the rounds aim at) is solved as without balance; one that leaves it less inside is
+    taken on to SETTLED."""
+    skeleton, limits = standing_character()
+    body = body_of(skeleton, bone_roles(skeleton.names))
+    rest = np.tile(quat.IDENTITY, (len(skeleton), 1)), np.zeros((len(skeleton), 3))
+    for share, rounds in ((0.63, False), (0.66, True)):
+        pins = sweep_frame(skeleton, share)
+        support = support_of(pins, body, skeleton.unit)
+        plain, on = (
+            solve(skeleton, pins, *rest, SolverSettings(translate_root=True, balance=b), limits, body=body)
+            for b in (False, True)
+        )
+        before = support.depth(pose_centre_of_mass(skeleton, body, plain.rotations, plain.locations))
+        after = support.depth(pose_centre_of_mass(skeleton, body, on.rotations, on.locations))
+        assert (0.0 < before < SETTLED * skeleton.unit) == rounds
+        assert (before < MARGIN * skeleton.unit) and after >= SETTLED * skeleton.unit
+        assert np.array_equal(on.rotations, plain.rotations) != rounds
 
 
 def test_the_share_that_follows_the_root_falls_along_a_pinned_chain():
