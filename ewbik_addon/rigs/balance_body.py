@@ -26,12 +26,13 @@ def up_in_armature(obj: bpy.types.Object) -> np.ndarray:
     return np.array(up.normalized())
 
 
-def rig_body(obj: bpy.types.Object, rig: Rig) -> Body:
-    """The Body of the whole rig (solver order), kept on the rig until its structure changes."""
+def rig_body(obj: bpy.types.Object, rig: Rig, up: np.ndarray | None = None) -> Body:
+    """The Body of the whole rig (solver order) on the ground whose normal is `up` (None: the
+    scene's, `up_in_armature`), its masses and feet kept on the rig until its structure changes."""
     if rig.body is None:
         roles = presets.bone_roles(rig.skeleton.names, preset_overrides(obj))
         rig.body = body_of(rig.skeleton, roles)
-    return dataclasses.replace(rig.body, up=up_in_armature(obj))
+    return dataclasses.replace(rig.body, up=up_in_armature(obj) if up is None else up)
 
 
 def chains_body(obj: bpy.types.Object, rig: Rig, start: tuple[np.ndarray, np.ndarray]) -> Body:
@@ -39,10 +40,11 @@ def chains_body(obj: bpy.types.Object, rig: Rig, start: tuple[np.ndarray, np.nda
     by their nearest ancestor on a chain, where the start pose (rotations, locations; pose.bones
     order) holds them. Kept on the rig while the chains, the start and the ground are the same
     (a drag solves every update from the same pose underneath)."""
-    body = rig_body(obj, rig)
-    made_from = (rig.chains.skeleton, start[0].tobytes(), start[1].tobytes(), body.up.tobytes())
+    up = up_in_armature(obj)
+    made_from = (rig.chains.skeleton, start[0].tobytes(), start[1].tobytes(), up.tobytes())
     if rig.chains_body is not None and _same(rig.chains_body[0], made_from):
         return rig.chains_body[1]
+    body = rig_body(obj, rig, up)
     rotations, locations = np.empty((len(rig.skeleton), 4)), np.empty((len(rig.skeleton), 3))
     rotations[rig.to_solver], locations[rig.to_solver] = start
     chains = body.within(rig.skeleton, rig.chains.skeleton, rotations, locations)
