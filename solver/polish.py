@@ -21,8 +21,12 @@ hips) make a block-diagonal Jacobian: each such tree gets its own system, dampin
 so the cost grows with the trees' sizes, not with the cube of all pins, and POLISH_MAX_PINS
 applies per tree. The trees try side by side, one forward pass per try for all of them.
 
-The linear system is solved in whichever space is smaller: the parameters' (J^T J + mu D) or
-the residuals' (J D^-1 J^T + mu I), which give the same step.
+A pin's nine axis rows depend on the bones' turns only through one 3x3 block (every bone above
+the pin turns its axes alike), so they hold three rows' worth of least squares: `reduced_rows`
+keeps its three position rows and three for its turn, with the same normal equations, and the
+residual space's system shrinks from 12 to 6 rows a pin (its Cholesky factor eight times). The
+linear system is solved in whichever space is smaller: the parameters' (J^T J + mu D) or the
+rows' (J D^-1 J^T + mu I), which give the same step.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ if TYPE_CHECKING:
     from .kusudama import JointLimits
     from .loop import State
 
+PIN_RESIDUALS = 12  # the misfit's numbers a pin: its position error and three axis chords
+PIN_ROWS = 6  # the rows a pin keeps in the step's system (`reduced_rows`): position, turn
 ROUNDING = (
     16 * np.finfo(float).eps
 )  # relative change of a sum of misfits that rounding alone makes (C: the same from DBL_EPSILON)
@@ -204,17 +210,42 @@ def _cross_matrices(v: np.ndarray) -> np.ndarray:
     )
 
 
-def damped_step(scaled: np.ndarray, residual: np.ndarray, damping: float) -> np.ndarray:
+def damped_step(
+    scaled: np.ndarray, residual: np.ndarray, damping: float, residuals: int | None = None
+) -> np.ndarray:
     """z minimising |A z + r|^2 + mu |z|^2 for the column-scaled Jacobian A (the step is then
-    scale * z), with mu = damping times the mean diagonal of A^T A."""
+    scale * z), with mu = damping times the trace of A^T A over the fewer of its columns and the
+    `residuals` its rows stand for (None: its rows; `reduced_rows` keeps 6 a pin for 12)."""
     rows, cols = scaled.shape
+    mean_over = min(cols, rows if residuals is None else residuals)
     if cols <= rows:
         normal = scaled.T @ scaled
-        mu = damping * max(np.trace(normal) / cols, 1e-300)
+        mu = damping * max(np.trace(normal) / mean_over, 1e-300)
         return np.linalg.solve(normal + mu * np.eye(cols), -(scaled.T @ residual))
     gram = scaled @ scaled.T
-    mu = damping * max(np.trace(gram) / rows, 1e-300)
+    mu = damping * max(np.trace(gram) / mean_over, 1e-300)
     return -(scaled.T @ np.linalg.solve(gram + mu * np.eye(rows), residual))
+
+
+def reduced_rows(
+    jac: np.ndarray, residual: np.ndarray, axes: np.ndarray, axis_weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(6P, params), (6P,): the tree's `jacobian` rows and residuals (12 a pin) with each pin's
+    nine axis rows replaced by three holding the same least squares. The nine are M G, with M
+    (9, 3) = the axes' blocks -s_a [e_a]x for the pin's `axes` e_a (P, 3, 3) and their sqrt
+    weights s_a (`axis_weights` (P, 3)), and G its bones' turns: the three are L G and c, with
+    L^T L = M^T M = E diag(d) E^T (d_k the other two axes' squared weights) and L^T c = M^T r,
+    L = diag(sqrt d) E^T, c = diag(1 / sqrt d) E^T M^T r (a zero d: a zero row)."""
+    pins = len(axes)
+    squared = axis_weights**2
+    d = squared.sum(-1, keepdims=True) - squared
+    inverse = np.where(d > 0.0, 1.0 / np.sqrt(np.where(d > 0.0, d, 1.0)), 0.0)
+    moments = axis_weights[:, :, None, None] * _cross_matrices(axes)  # (P, a, 3, 3): s_a [e_a]x = M_a^T
+    weights = inverse[..., None] * (axes @ np.concatenate(np.moveaxis(moments, 1, 0), axis=-1))  # (P, 3, 9)
+    jac, residual = jac.reshape(pins, PIN_RESIDUALS, -1), residual.reshape(pins, PIN_RESIDUALS)
+    rows = np.concatenate((jac[:, :3], weights @ jac[:, 3:]), axis=1).reshape(PIN_ROWS * pins, -1)
+    left = np.concatenate((residual[:, :3], (weights @ residual[:, 3:, None])[..., 0]), axis=1)
+    return rows, left.ravel()
 
 
 def polish(
@@ -289,10 +320,16 @@ class _TreeTry:
     ) -> _TreeTry:
         plan = tree.plan
         bones = plan.bones
-        return cls(
-            tree,
+        jac, left = reduced_rows(
             jacobian(state, plan, sqrt_weights) * tree.scale,
             residual[plan.pins].ravel(),
+            state.effector_axes[plan.pins],
+            sqrt_weights[plan.pins, 1:],
+        )
+        return cls(
+            tree,
+            jac,
+            left,
             state.skeleton.parent_frames(bones, state.world),
             (state.rotations[bones].copy(), state.locations[bones].copy()),
             np.tile(np.eye(3), (len(bones), 1, 1)),
@@ -347,6 +384,7 @@ def _restricted_step(jac: np.ndarray, residual: np.ndarray, tree: TreePolish, fr
             np.concatenate((rotation.reshape(len(jac), -1), jac[:, 3 * columns :]), axis=1),
             residual,
             tree.damping,
+            PIN_RESIDUALS * len(tree.plan.pins),
         )
         * tree.scale
     )

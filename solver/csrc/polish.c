@@ -10,11 +10,13 @@
 #include "vecmath.h"
 
 #define ROUNDING (16 * DBL_EPSILON) /* polish.ROUNDING: relative change of a sum of misfits that rounding alone makes */
+#define PIN_RESIDUALS 12 /* polish.PIN_RESIDUALS: the misfit's numbers a pin (position error, three axis chords) */
+#define PIN_ROWS 6       /* polish.PIN_ROWS: the rows a pin keeps (position, three for its turn) */
 
 /* One tree's Jacobian, its restriction to the turns the limits leave, and the step's state
  * (polish.TreePolish with its _TreeTry). */
 struct PolishTree {
-    int columns, moving, rows, params, pairs, pins; /* C solved bones, T translating roots, 12P, 3C + 3T, K, P */
+    int columns, moving, rows, params, pairs, pins; /* C solved bones, T translating roots, 6P, 3C + 3T, K, P */
     int *bones;                              /* (C,) the tree's solved bones, ascending */
     int *pin;                                /* (P,) the tree's pins, ascending */
     int *pair_pin, *pair_column;             /* (K,) index into pin, into bones */
@@ -29,6 +31,7 @@ struct PolishTree {
     double *gram;                            /* (s, s), s = min(rows, params): the restricted Jacobian's Gram matrix */
     double *system;                          /* (s, s): the Gram matrix damped */
     double *residual;                        /* (rows,) */
+    double *turns;                           /* (P, 9) each pin's turn rows (pin_turn_rows) */
     double *rhs;                             /* (s,) */
     double *step;                            /* (params,) */
     double *frames;                          /* (C, 9) constraint frames at the step's start */
@@ -125,7 +128,7 @@ static int tree_members(const ewbik_problem *pb, const int *tree_of, const int *
                 pl->translating[i] = 1;
     for (int i = 0; i < pl->columns; i++)
         pl->moving += pl->translating[i];
-    pl->rows = 12 * pl->pins, pl->params = 3 * pl->columns + 3 * pl->moving;
+    pl->rows = PIN_ROWS * pl->pins, pl->params = 3 * pl->columns + 3 * pl->moving;
     return 0;
 }
 
@@ -134,7 +137,7 @@ static int tree_allocate(const ewbik_problem *pb, PolishTree *pl)
 {
     int c_count = pl->columns, rows = pl->rows, params = pl->params, s = rows < params ? rows : params;
     size_t doubles = (size_t)params * 2 + (size_t)c_count * 36 + 2 * (size_t)rows * params + 2 * (size_t)s * s +
-                     (size_t)rows + s;
+                     (size_t)rows + s + 9 * (size_t)pl->pins;
     double *next = malloc(doubles * sizeof(double));
     if (!next)
         return -1;
@@ -152,6 +155,7 @@ static int tree_allocate(const ewbik_problem *pb, PolishTree *pl)
     pl->gram = next, next += (size_t)s * s;
     pl->system = next, next += (size_t)s * s;
     pl->residual = next, next += rows;
+    pl->turns = next, next += 9 * (size_t)pl->pins;
     pl->rhs = next;
     double reference = 0.0;
     for (int i = 0; i < c_count; i++)
@@ -210,40 +214,61 @@ int polish_allocate(const ewbik_problem *pb, Polish *pl)
     return 0;
 }
 
-/* polish.residuals and polish.jacobian of one tree, the Jacobian's columns scaled (damped_step's
- * `scaled`). */
+/* polish.reduced_rows of one pin: its turn's rows `turn` (3 x 3, row k: sqrt(d_k) times axis k,
+ * d_k the other two axes' squared weights), and the residual `r` (3,) they leave, from the
+ * weighted axis chords `chords` (9,): the nine axis rows' least squares in three. */
+static void pin_turn_rows(const double *axes, const double *axis_weights, const double *chords, double *turn, double *r)
+{
+    double moment[3] = {0.0, 0.0, 0.0}, squared[3];
+    for (int a = 0; a < 3; a++) {
+        double across[3];
+        cross3(axes + 3 * a, chords + 3 * a, across);
+        for (int c = 0; c < 3; c++)
+            moment[c] += axis_weights[a] * across[c];
+        squared[a] = axis_weights[a] * axis_weights[a];
+    }
+    for (int k = 0; k < 3; k++) {
+        double d = squared[0] + squared[1] + squared[2] - squared[k], root = sqrt(d);
+        for (int c = 0; c < 3; c++)
+            turn[3 * k + c] = root * axes[3 * k + c];
+        r[k] = d > 0.0 ? dot3(axes + 3 * k, moment) / root : 0.0;
+    }
+}
+
+/* polish.residuals, polish.jacobian and polish.reduced_rows of one tree, the Jacobian's columns
+ * scaled (damped_step's `scaled`): per pin its three position rows, then three for its turn. */
 static void polish_linearize(const State *st, PolishTree *pl)
 {
     const ewbik_problem *pb = st->pb;
     int params = pl->params;
-    double sqrt_weights[4];
+    double sqrt_weights[4], chords[9];
     memset(pl->jac, 0, (size_t)pl->rows * params * sizeof(double));
     for (int k = 0; k < pl->pins; k++) {
         int p = pl->pin[k];
         const double *w = pb->axis_weight + 3 * p, *eff = st->eff_pos + 3 * p, *tgt = pb->target_pos + 3 * p;
-        double *r = pl->residual + 12 * k;
+        double *r = pl->residual + PIN_ROWS * k;
         sqrt_weights[0] = sqrt(pb->weight[p] * (1.0 + 2.0 * (w[0] + w[1] + w[2])));
         for (int a = 0; a < 3; a++)
             sqrt_weights[1 + a] = sqrt(2.0 * pb->weight[p] * w[a]);
         for (int c = 0; c < 3; c++)
             r[c] = sqrt_weights[0] * (eff[c] - tgt[c]);
-        for (int x = 3; x < 12; x++)
-            r[x] = sqrt_weights[x / 3] * (st->eff_axes[9 * p + x - 3] - pb->target_axes[9 * p + x - 3]);
+        for (int x = 0; x < 9; x++)
+            chords[x] = sqrt_weights[1 + x / 3] * (st->eff_axes[9 * p + x] - pb->target_axes[9 * p + x]);
+        pin_turn_rows(st->eff_axes + 9 * p, sqrt_weights + 1, chords, pl->turns + 9 * k, r + 3);
     }
     for (int k = 0; k < pl->pairs; k++) {
-        int p = pl->pin[pl->pair_pin[k]], i = pl->pair_column[k], b = pl->bones[i], row = 12 * pl->pair_pin[k];
-        const double *w = pb->axis_weight + 3 * p;
-        double s0 = sqrt(pb->weight[p] * (1.0 + 2.0 * (w[0] + w[1] + w[2])));
-        for (int block = 0; block < 4; block++) {
-            double lever[3], weight = block ? sqrt(2.0 * pb->weight[p] * w[block - 1]) : s0;
-            for (int c = 0; c < 3; c++)
-                lever[c] = block ? st->eff_axes[9 * p + 3 * (block - 1) + c] : st->eff_pos[3 * p + c] - st->head[3 * b + c];
-            /* -weight [lever]x */
-            double cross[9] = {0.0, lever[2], -lever[1], -lever[2], 0.0, lever[0], lever[1], -lever[0], 0.0};
-            for (int r = 0; r < 3; r++)
-                for (int c = 0; c < 3; c++)
-                    pl->jac[(size_t)(row + 3 * block + r) * params + 3 * i + c] = weight * cross[3 * r + c];
-        }
+        int p = pl->pin[pl->pair_pin[k]], i = pl->pair_column[k], b = pl->bones[i], row = PIN_ROWS * pl->pair_pin[k];
+        const double *w = pb->axis_weight + 3 * p, *turn = pl->turns + 9 * pl->pair_pin[k];
+        double s0 = sqrt(pb->weight[p] * (1.0 + 2.0 * (w[0] + w[1] + w[2]))), lever[3];
+        for (int c = 0; c < 3; c++)
+            lever[c] = st->eff_pos[3 * p + c] - st->head[3 * b + c];
+        /* -s0 [lever]x, then the turn's rows */
+        double cross[9] = {0.0, lever[2], -lever[1], -lever[2], 0.0, lever[0], lever[1], -lever[0], 0.0};
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++) {
+                pl->jac[(size_t)(row + r) * params + 3 * i + c] = s0 * cross[3 * r + c];
+                pl->jac[(size_t)(row + 3 + r) * params + 3 * i + c] = turn[3 * r + c];
+            }
         if (pl->translating[i]) {
             int t = 0;
             for (int j = 0; j < i; j++)
@@ -270,19 +295,19 @@ static void residual_gram(PolishTree *pl)
         int i = pl->pair_column[x], p = pl->pair_pin[x];
         for (int y = x; y < pl->pairs && pl->pair_column[y] == i; y++) {
             int q = pl->pair_pin[y];
-            for (int r = 0; r < 12; r++)
-                for (int c = 0; c < 12; c++)
-                    g[(size_t)(12 * p + r) * m + 12 * q + c] +=
-                        dot3(a + (size_t)(12 * p + r) * n + 3 * i, a + (size_t)(12 * q + c) * n + 3 * i);
+            for (int r = 0; r < PIN_ROWS; r++)
+                for (int c = 0; c < PIN_ROWS; c++)
+                    g[(size_t)(PIN_ROWS * p + r) * m + PIN_ROWS * q + c] += dot3(
+                        a + (size_t)(PIN_ROWS * p + r) * n + 3 * i, a + (size_t)(PIN_ROWS * q + c) * n + 3 * i);
         }
     }
     if (first_shift < n)
         for (int r = 0; r < m; r++)
-            for (int c = r - r % 12; c < m; c++)
+            for (int c = r - r % PIN_ROWS; c < m; c++)
                 g[(size_t)r * m + c] +=
                     dot_n(a + (size_t)r * n + first_shift, a + (size_t)c * n + first_shift, n - first_shift);
     for (int r = 0; r < m; r++)
-        for (int c = r - r % 12 + 12; c < m; c++)
+        for (int c = r - r % PIN_ROWS + PIN_ROWS; c < m; c++)
             g[(size_t)c * m + r] = g[(size_t)r * m + c];
 }
 
@@ -333,7 +358,8 @@ static int damped_system(PolishTree *pl, int params_space)
     double trace = 0.0;
     for (int i = 0; i < s; i++)
         trace += pl->system[(size_t)i * s + i];
-    double mu = pl->damping * fmax(trace / s, 1e-300);
+    int residuals = PIN_RESIDUALS * pl->pins, mean_over = n < residuals ? n : residuals;
+    double mu = pl->damping * fmax(trace / mean_over, 1e-300);
     for (int i = 0; i < s; i++) {
         pl->system[(size_t)i * s + i] += mu;
         double v = 0.0;

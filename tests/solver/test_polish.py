@@ -26,7 +26,7 @@ from solver import (
 from solver.loop import State
 from solver.loop_constants import POLISH_MAX_PINS
 from solver.plan import plan_solve
-from solver.polish import Polisher, damped_step, jacobian, residuals
+from solver.polish import PIN_RESIDUALS, Polisher, damped_step, jacobian, reduced_rows, residuals
 from tests.solver.conftest import ONE_ATTEMPT, chain_skeleton, pose_matrices, random_problem
 from tests.support import mocap, mocap_frames
 from tests.support.mocap import CLIPS
@@ -100,6 +100,25 @@ def test_the_jacobian_matches_finite_differences_of_the_residuals(seed, translat
         state.forward()
         numeric = (residuals(state)[0][polish.pins] - base[polish.pins]).ravel() / h
         np.testing.assert_allclose(jac[:, column], numeric, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("translate_root", [False, True])
+def test_six_rows_a_pin_give_the_twelve_rows_step(seed, translate_root):
+    """The reduced system (position rows and three turn rows a pin) has the twelve rows' normal
+    equations: the same damped step at every damping, in either space."""
+    state, plan, _ = polished_problem(seed, translate_root=translate_root)
+    if plan.polish is None:
+        pytest.skip("no solved bone")
+    (polish,) = plan.polish
+    base, weights = residuals(state)
+    jac, residual = jacobian(state, polish, weights), base[polish.pins].ravel()
+    rows, left = reduced_rows(jac, residual, state.effector_axes[polish.pins], weights[polish.pins, 1:])
+    assert rows.shape == (len(jac) // 2, jac.shape[1])
+    for damping in (1e-6, 1e-2, 10.0):
+        full = damped_step(jac, residual, damping)
+        reduced = damped_step(rows, left, damping, PIN_RESIDUALS * len(polish.pins))
+        np.testing.assert_allclose(reduced, full, rtol=1e-7, atol=1e-9 * np.abs(full).max())
 
 
 @pytest.mark.parametrize("rows, cols", [(12, 30), (36, 9), (24, 24)])
