@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import quat
+from . import native, quat
 from .validation import SceneError, vector
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ class Body:
     up: np.ndarray = dataclasses.field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
     centres: np.ndarray | None = None
     _support: tuple[tuple, Support | None] | None = dataclasses.field(init=False, repr=False, compare=False)
+    _stacked: dict = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         masses = np.asarray(self.masses, dtype=float)
@@ -111,6 +112,16 @@ class Body:
         object.__setattr__(self, "up", up / np.linalg.norm(up))
         object.__setattr__(self, "feet", feet)
         object.__setattr__(self, "_support", None)  # (feet pins' targets, unit, Support): `support_of`
+        object.__setattr__(self, "_stacked", {})  # `stacked_feet`
+
+    def stacked_feet(self, bones: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """((F,) contact points a foot, (sum, 3) the points) of the feet `bones`, in order, for
+        `native.support_hull`; kept per set of feet (a drag pins the same ones)."""
+        found = self._stacked.get(bones)
+        if found is None:
+            counts = np.array([len(self.feet[bone]) for bone in bones], dtype=np.intc)
+            found = self._stacked[bones] = (counts, np.vstack([self.feet[bone] for bone in bones]))
+        return found
 
     def centres_in(self, skeleton: Skeleton) -> np.ndarray:
         """(N, 3) each bone's mass centre in its frame (the middle where `centres` is None)."""
@@ -220,7 +231,19 @@ def pose_centre_of_mass(
     skeleton: Skeleton, body: Body, rotations: np.ndarray, locations: np.ndarray
 ) -> np.ndarray:
     """The centre of mass of `skeleton` in a local pose."""
-    return _centre_of_mass(body, body.centres_in(skeleton), *skeleton.frames(rotations, locations))
+    return _pose_centre(skeleton, body, body.centres_in(skeleton), rotations, locations)[0]
+
+
+def _pose_centre(
+    skeleton: Skeleton, body: Body, centres: np.ndarray, rotations: np.ndarray, locations: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the centre of mass (3,), the heads (N, 3)) of a local pose, the bones' mass centres at
+    `centres` (`Body.centres_in`): in C where the library is built (`native.centre_of_mass`)."""
+    found = native.centre_of_mass(skeleton, rotations, locations, body.masses, centres)
+    if found is not None:
+        return found
+    world, heads = skeleton.frames(rotations, locations)
+    return _centre_of_mass(body, centres, world, heads), heads
 
 
 def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: np.ndarray) -> np.ndarray:
@@ -232,19 +255,67 @@ def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: n
 class Support:
     """The support polygon: `corners` (M, 3) on the ground (armature space, at the height of the
     lowest contact), counter-clockwise seen from above; `axes` (2, 3) the ground's directions.
-    Its corners on the ground and its edges' lines are worked out once, on Python floats (a
-    polygon has a dozen corners, too few for numpy to pay): balance asks for depths and shifts
-    several times a solve."""
+    Its corners along the ground (`_flat`) are kept for depths and shifts, which balance asks for
+    several times a solve: in C where the library is built (`native.support_depth`), else on
+    Python floats (`_Lines`: a polygon has a dozen corners, too few for numpy to pay)."""
 
     corners: np.ndarray
     axes: np.ndarray
     up: np.ndarray
-    _flat: list = dataclasses.field(init=False, repr=False, compare=False)
-    _edges: list = dataclasses.field(init=False, repr=False, compare=False)
-    _middle: tuple = dataclasses.field(init=False, repr=False, compare=False)
+    _flat: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _lines: _Lines | None = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        flat = [(x, y) for x, y in (np.asarray(self.corners) @ np.asarray(self.axes).T).tolist()]
+        axes = np.ascontiguousarray(self.axes, dtype=float)
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(
+            self, "_flat", np.ascontiguousarray(np.asarray(self.corners) @ axes.T).reshape(-1, 2)
+        )
+        object.__setattr__(self, "_lines", None)
+
+    @classmethod
+    def on_ground(cls, flat: np.ndarray, frame: np.ndarray, floor: float) -> Support:
+        """The Support whose corners are `flat` (M, 2) along the ground's `frame` (`_ground_frame`)
+        at the height `floor`."""
+        support = object.__new__(cls)
+        for name, value in (
+            ("corners", flat @ frame[:2] + frame[2] * floor),
+            ("axes", frame[:2]),
+            ("up", frame[2]),
+            ("_flat", np.ascontiguousarray(flat)),
+            ("_lines", None),
+        ):
+            object.__setattr__(support, name, value)
+        return support
+
+    def depth(self, point: np.ndarray) -> float:
+        """How far `point`'s ground projection lies inside the polygon (negative: outside by
+        that much; a polygon of one or two corners has no inside)."""
+        return self.depth_and_shift(point, -math.inf)[0]
+
+    def depth_and_shift(self, point: np.ndarray, margin: float) -> tuple[float, np.ndarray]:
+        """(`depth` of `point`, (3,) the horizontal move that takes its ground projection to the
+        nearest point at least `margin` inside the polygon (toward its middle where it is
+        narrower); zero when it is there already)."""
+        if native.available():
+            return native.support_depth(self._flat, self.axes, point, margin)
+        if self._lines is None:
+            object.__setattr__(self, "_lines", _Lines.of(self._flat.tolist()))
+        assert self._lines is not None
+        return self._lines.depth_and_shift(self.axes, point, margin)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lines:
+    """A polygon's corners along the ground, each edge's line and its middle, on Python floats:
+    `Support.depth_and_shift` where the library is missing (the twin of `ewbik_support_depth`)."""
+
+    flat: list
+    edges: list
+    middle: tuple
+
+    @classmethod
+    def of(cls, flat: list) -> _Lines:
         edges = []
         for (x0, y0), (x1, y1) in zip(flat, flat[1:] + flat[:1]):
             dx, dy = x1 - x0, y1 - y0
@@ -252,39 +323,29 @@ class Support:
             nx, ny = -dy / length, dx / length
             edges.append((x0, y0, dx, dy, max(dx * dx + dy * dy, 1e-300), nx, ny, nx * x0 + ny * y0))
         middle = (sum(x for x, _ in flat) / len(flat), sum(y for _, y in flat) / len(flat))
-        object.__setattr__(self, "_flat", flat)
-        object.__setattr__(self, "_edges", edges)
-        object.__setattr__(self, "_middle", middle)
+        return cls(flat, edges, middle)
 
-    def depth(self, point: np.ndarray) -> float:
-        """How far `point`'s ground projection lies inside the polygon (negative: outside by
-        that much; a polygon of one or two corners has no inside)."""
-        return self._placed(*(self.axes @ point).tolist())[0]
-
-    def depth_and_shift(self, point: np.ndarray, margin: float) -> tuple[float, np.ndarray]:
-        """(`depth` of `point`, (3,) the horizontal move that takes its ground projection to the
-        nearest point at least `margin` inside the polygon (toward its middle where it is
-        narrower); zero when it is there already)."""
-        px, py = (self.axes @ point).tolist()
+    def depth_and_shift(self, axes: np.ndarray, point: np.ndarray, margin: float) -> tuple[float, np.ndarray]:
+        px, py = (axes @ point).tolist()
         depth, (nx, ny) = self._placed(px, py)
         if depth >= margin:
             return depth, np.zeros(3)
-        mx, my = self._middle
+        mx, my = self.middle
         length = math.hypot(mx - nx, my - ny)
         share = min(margin, length) / length if length > 0 else 1.0
         goal = (nx + (mx - nx) * share, ny + (my - ny) * share)
-        return depth, (goal[0] - px) * self.axes[0] + (goal[1] - py) * self.axes[1]
+        return depth, (goal[0] - px) * axes[0] + (goal[1] - py) * axes[1]
 
     def _placed(self, px: float, py: float) -> tuple[float, tuple[float, float]]:
         """(signed distance of the ground point (`px`, `py`) inside the polygon (fewer than 3
         corners: minus the distance to them), the nearest point of the polygon to it (itself
         when inside))."""
-        if len(self._flat) >= 3:
-            inside = min(nx * px + ny * py - offset for *_, nx, ny, offset in self._edges)
+        if len(self.flat) >= 3:
+            inside = min(nx * px + ny * py - offset for *_, nx, ny, offset in self.edges)
             if inside >= 0:
                 return inside, (px, py)
         gap, near = math.inf, (px, py)
-        for x0, y0, dx, dy, span, *_ in self._edges:
+        for x0, y0, dx, dy, span, *_ in self.edges:
             along = min(max(((px - x0) * dx + (py - y0) * dy) / span, 0.0), 1.0)
             qx, qy = x0 + dx * along, y0 + dy * along
             distance = (qx - px) ** 2 + (qy - py) ** 2
@@ -297,16 +358,26 @@ def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
     """The Support of the pinned feet whose lowest contact lies within `PLANTED` x `unit` of the
     lowest pinned foot's, their contact points placed by the pins' targets (pins are met
     exactly, so the polygon is a function of the targets); None when no foot is pinned. The
-    body keeps the last one: a drag moves a hand over feet that stay planted."""
+    body keeps the last one: a drag moves a hand over feet that stay planted. In C where the
+    library is built (`native.support_hull`)."""
     feet = [pin for pin in pins if pin.bone in body.feet and pin.aim is None]
     made_from = (unit, *((pin.bone, pin.target.tobytes()) for pin in feet))
     if body._support is not None and body._support[0] == made_from:
         return body._support[1]
     frame = _ground_frame(tuple(body.up.tolist()))
-    turns = frame @ quat.to_matrix(np.array([pin.target_rotation for pin in feet]).reshape(-1, 4))
-    offsets = np.array([pin.target_position for pin in feet]).reshape(-1, 3) @ frame.T
-    grounded = [body.feet[pin.bone] @ turn.T + offset for pin, turn, offset in zip(feet, turns, offsets)]
-    support = _support_on_ground(grounded, frame, unit)
+    rotations = np.array([pin.target_rotation for pin in feet]).reshape(-1, 4)
+    places = np.array([pin.target_position for pin in feet]).reshape(-1, 3)
+    found = None
+    if feet:
+        counts, points = body.stacked_feet(tuple(pin.bone for pin in feet))
+        found = native.support_hull(counts, points, rotations, places, frame, PLANTED * unit)
+    if found is not None:
+        support: Support | None = Support.on_ground(found[0], frame, found[1])
+    else:
+        turns = frame @ quat.to_matrix(rotations)
+        offsets = places @ frame.T
+        grounded = [body.feet[pin.bone] @ turn.T + offset for pin, turn, offset in zip(feet, turns, offsets)]
+        support = _support_on_ground(grounded, frame, unit)
     object.__setattr__(body, "_support", (made_from, support))
     return support
 
@@ -321,14 +392,15 @@ def support_from(points: Sequence[np.ndarray], up: np.ndarray, unit: float) -> S
 
 def _support_on_ground(feet: Sequence[np.ndarray], frame: np.ndarray, unit: float) -> Support | None:
     """`support_from` of feet whose contact points are given on the ground's `frame`
-    (`_ground_frame`): (K, 3) per foot, along its two axes and the height."""
+    (`_ground_frame`): (K, 3) per foot, along its two axes and the height (the twin of
+    `ewbik_support`)."""
     if not feet:
         return None
     feet = [np.round(foot, 12).tolist() for foot in feet]  # points a rounding apart: one corner
     lowest = [min(height for *_, height in foot) for foot in feet]
     floor = min(lowest)
     planted = [(x, y) for foot, low in zip(feet, lowest) if low <= floor + PLANTED * unit for x, y, _ in foot]
-    return Support(_hull(planted) @ frame[:2] + frame[2] * floor, frame[:2], frame[2])
+    return Support.on_ground(_hull(planted), frame, floor)
 
 
 def _ground_axes(up: ArrayLike) -> np.ndarray:
@@ -410,8 +482,7 @@ def balanced(
     if support is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
     centres, unit = body.centres_in(skeleton), skeleton.unit
-    world, heads = skeleton.frames(plain.rotations, plain.locations)
-    com = _centre_of_mass(body, centres, world, heads)
+    com, heads = _pose_centre(skeleton, body, centres, plain.rotations, plain.locations)
     depth, shift = support.depth_and_shift(com, MARGIN * unit)
     if depth >= SETTLED * unit or not _length(shift) > settings.tolerance:
         return plain
@@ -437,8 +508,7 @@ def balanced(
             cut, step = True, step * 0.5
             continue
         cut, kept = False, result
-        world, heads = skeleton.frames(result.rotations, result.locations)
-        new_com = _centre_of_mass(body, centres, world, heads)
+        new_com, heads = _pose_centre(skeleton, body, centres, result.rotations, result.locations)
         gain = _gain((new_com - com) @ step / (step @ step))
         com = new_com
         depth, shift = support.depth_and_shift(com, MARGIN * unit)
@@ -454,17 +524,16 @@ def balanced(
 @dataclasses.dataclass(frozen=True)
 class _Reach:
     """How far each pin's bone can get from the root's head (`lengths` (P,): the heads along the
-    chain between them, end to end) and its target (`targets` (P, 3)): a round that puts the root
-    beyond a pin's reach cannot meet that pin, and is dropped."""
+    chain between them, end to end) and its target (`targets` (P, 3)), on Python floats: a round
+    that puts the root beyond a pin's reach cannot meet that pin, and is dropped."""
 
-    lengths: np.ndarray
-    targets: np.ndarray
+    lengths: Sequence[float]
+    targets: Sequence[Sequence[float]]
 
     @classmethod
     def of(cls, skeleton: Skeleton, pins: Sequence[Pin], root: int) -> _Reach:
-        bones = [skeleton.index[pin.bone] for pin in pins]
-        targets = np.array([pin.target_position for pin in pins]).reshape(-1, 3)
-        return cls(_arcs(skeleton)[bones] - _arcs(skeleton)[root], targets)
+        lengths = _chain_lengths(skeleton, tuple(skeleton.index[pin.bone] for pin in pins), root)
+        return cls(lengths, [pin.target_position.tolist() for pin in pins])
 
     def within(self, head: np.ndarray, step: np.ndarray) -> np.ndarray:
         """`step` (3,) shortened so the root's `head` (3,) moved by it stays within every pin's
@@ -474,7 +543,7 @@ class _Reach:
         size, share = sx * sx + sy * sy + sz * sz, 1.0
         if not size > 0.0:
             return step
-        for length, (tx, ty, tz) in zip(self.lengths.tolist(), self.targets.tolist()):
+        for length, (tx, ty, tz) in zip(self.lengths, self.targets):
             ax, ay, az = hx - tx, hy - ty, hz - tz
             room = length * length - (ax * ax + ay * ay + az * az)
             if room >= 0.0:  # |away + t step|^2 <= length^2 for t up to the larger root
@@ -482,6 +551,13 @@ class _Reach:
                 t = (-along + math.sqrt(max(along * along + size * room, 0.0))) / size
                 share = min(share, t * _REACH_SHARE)
         return step * max(share, 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _chain_lengths(skeleton: Skeleton, bones: tuple[int, ...], root: int) -> list[float]:
+    """Each of `bones`' `_arcs` from the head of `root`, kept: a drag asks for the same pins."""
+    arcs = _arcs(skeleton)
+    return (arcs[list(bones)] - arcs[root]).tolist()
 
 
 @functools.lru_cache(maxsize=16)

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .settings import SolverSettings
     from .skeleton import Levels, Skeleton
 
-ABI_VERSION = 8  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 9  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -143,6 +143,12 @@ def _checked_library() -> ctypes.CDLL | None:
         library.ewbik_solve.restype = _INT
         library.ewbik_forward.argtypes = [_INT] + [_P] * 8
         library.ewbik_forward.restype = _INT
+        library.ewbik_support.argtypes = [_INT] + [_P] * 5 + [_DOUBLE, _P, _P]
+        library.ewbik_support.restype = _INT
+        library.ewbik_support_depth.argtypes = [_INT, _P, _P, _P, _DOUBLE, _P]
+        library.ewbik_support_depth.restype = _DOUBLE
+        library.ewbik_centre_of_mass.argtypes = [_INT] + [_P] * 11
+        library.ewbik_centre_of_mass.restype = _INT
     except AttributeError:
         return None
     return library
@@ -190,6 +196,80 @@ def forward_into(
         head.ctypes.data,
     )
     return True
+
+
+def centre_of_mass(
+    skeleton: Skeleton, rotations: np.ndarray, locations: np.ndarray, masses: np.ndarray, centres: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """`balance.pose_centre_of_mass` in C: (the centre of mass (3,) of bones weighing `masses`
+    (N,) at `centres` (N, 3) in their frames, the heads (N, 3)) of a local pose; None where the
+    library is missing."""
+    if _LIBRARY is None:
+        return None
+    arrays = _skeleton_arrays(skeleton)
+    _, _, count, order = arrays.everything
+    rotations, locations = _floats(rotations), _floats(locations)
+    masses, centres = _floats(masses), _floats(centres)
+    world, head, com = np.empty((len(masses), 3, 3)), np.empty((len(masses), 3)), np.empty(3)
+    _LIBRARY.ewbik_centre_of_mass(
+        count,
+        order,
+        *arrays.addresses,
+        rotations.ctypes.data,
+        locations.ctypes.data,
+        masses.ctypes.data,
+        centres.ctypes.data,
+        world.ctypes.data,
+        head.ctypes.data,
+        com.ctypes.data,
+    )
+    return com, head
+
+
+def support_hull(
+    counts: np.ndarray,
+    points: np.ndarray,
+    rotations: np.ndarray,
+    places: np.ndarray,
+    frame: np.ndarray,
+    planted: float,
+) -> tuple[np.ndarray, float] | None:
+    """`balance.support_of`'s polygon in C: ((M, 2) hull corners along the ground's axes, the
+    floor's height) of feet with `counts` (F,) contact `points` (sum, 3) in their frames, turned by
+    `rotations` (F, 4) and moved to `places` (F, 3), on the ground's `frame` (3, 3); None where
+    the library is missing."""
+    if _LIBRARY is None:
+        return None
+    counts, points, rotations, places = _ints(counts), _floats(points), _floats(rotations), _floats(places)
+    frame = _floats(frame)
+    hull, floor = np.empty((len(points) + 1, 2)), np.empty(1)
+    corners = _LIBRARY.ewbik_support(
+        len(counts),
+        counts.ctypes.data,
+        points.ctypes.data,
+        rotations.ctypes.data,
+        places.ctypes.data,
+        frame.ctypes.data,
+        planted,
+        hull.ctypes.data,
+        floor.ctypes.data,
+    )
+    if corners < 0:
+        raise MemoryError("the native solver could not allocate the support polygon")
+    return hull[:corners], float(floor[0])
+
+
+def support_depth(
+    hull: np.ndarray, axes: np.ndarray, point: np.ndarray, margin: float
+) -> tuple[float, np.ndarray]:
+    """`balance.Support.depth_and_shift` in C, on the contiguous (M, 2) `hull` and (2, 3) `axes`
+    (the library must be there: `available()`)."""
+    assert _LIBRARY is not None
+    point, shift = _floats(point), np.empty(3)
+    depth = _LIBRARY.ewbik_support_depth(
+        len(hull), hull.ctypes.data, axes.ctypes.data, point.ctypes.data, margin, shift.ctypes.data
+    )
+    return depth, shift
 
 
 class _SkeletonArrays:

@@ -86,8 +86,30 @@ int ewbik_forward(int n_order, const int *order, const int *parents, const doubl
                   const double *local_offset, const double *rotations, const double *locations, double *world,
                   double *head);
 
+/* Balance's support polygon (balance.support_of): the contact points of `n_feet` feet (`counts`
+ * each, `points` (sum, 3) in each foot's frame) turned by `rotations` (n_feet, 4) and moved to
+ * `places` (n_feet, 3), on the ground's `frame` (3, 3 rows: two axes along it, then up), rounded
+ * to 1e-12; the convex hull of the feet whose lowest point lies within `planted` of the lowest,
+ * counter-clockwise along the ground's axes, into `hull` (room for sum + 1 corners, 2 each); the
+ * lowest height into `floor`. Returns the corners' count, -1 when memory ran out. */
+int ewbik_support(int n_feet, const int *counts, const double *points, const double *rotations,
+                  const double *places, const double *frame, double planted, double *hull, double *floor);
+
+/* Support.depth_and_shift: how far `point` (3,) lies inside the `m` corners of `hull` along the
+ * ground's `axes` (2, 3) (negative: outside by that much), and into `shift` (3,) the move along
+ * the ground to `margin` inside (zero when it is there). */
+double ewbik_support_depth(int m, const double *hull, const double *axes, const double *point, double margin,
+                           double *shift);
+
+/* balance.pose_centre_of_mass: the forward pass of `ewbik_forward` into `world` and `head`, then
+ * into `com` (3,) the mean of each bone's mass centre (`centres` (n, 3) in its frame) weighted
+ * by `masses` (n,), over the bones in `order` (every bone). */
+int ewbik_centre_of_mass(int n_order, const int *order, const int *parents, const double *local_rest,
+                         const double *local_offset, const double *rotations, const double *locations,
+                         const double *masses, const double *centres, double *world, double *head, double *com);
+
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 8
+#define EWBIK_ABI_VERSION 9
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */

@@ -29,9 +29,9 @@ static double now_seconds(void)
 #endif
 
 /* World rotation matrices (row-major 3x3) and heads of the bones in `order` (parents first). */
-static void forward_bones(int n_order, const int *order, const int *parents, const double *local_rest,
-                          const double *local_offset, const double *rotations, const double *locations,
-                          double *world, double *head)
+void forward_bones(int n_order, const int *order, const int *parents, const double *local_rest,
+                   const double *local_offset, const double *rotations, const double *locations, double *world,
+                   double *head)
 {
     for (int i = 0; i < n_order; i++) {
         int b = order[i], p = parents[b];

@@ -35,6 +35,9 @@ typedef struct {
 } Polish;
 
 /* loop.c: the state's forward pass and misfits (loop.State) */
+INTERNAL void forward_bones(int n_order, const int *order, const int *parents, const double *local_rest,
+                            const double *local_offset, const double *rotations, const double *locations,
+                            double *world, double *head);
 INTERNAL void forward(State *st);
 INTERNAL double pin_cost(const State *st, int p);
 INTERNAL int pin_reached(const State *st, int p, double tolerance);

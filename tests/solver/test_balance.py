@@ -9,7 +9,7 @@ which the tests of the polygon check against hand-made shapes.
 import numpy as np
 import pytest
 
-from solver import SceneError, quat
+from solver import SceneError, native, quat
 from solver.balance import (
     MARGIN,
     SEGMENT_MASS,
@@ -192,6 +192,56 @@ def test_the_support_polygon_is_the_hull_of_the_planted_feet():
     one_foot = support_of(lifted, body, skeleton.unit)
     assert np.all(one_foot.corners[:, 0] < 0.0)  # only the right foot (at -X) carries the body
     assert one_foot.depth(one_foot.corners.mean(0)) > 0.0  # a foot has a breadth: one has an inside
+
+
+@pytest.mark.compares_backends
+def test_the_compiled_geometry_matches_its_python_twin(monkeypatch):
+    """The support polygon, a point's depth and shift in it, and the centre of mass of a pose
+    come out of the compiled library (where it is built) as out of the Python that runs where it
+    is not: feet turned and lifted at random, points inside and outside, random poses."""
+    if not native.available():
+        pytest.skip("the compiled loop is not built (test_native.py::test_the_native_loop_is_built fails)")
+    skeleton, _ = standing_character()
+    roles = bone_roles(skeleton.names)
+    rng = np.random.default_rng(11)
+    cases = []
+    for _ in range(40):
+        pins = [
+            Pin(
+                p.bone,
+                quat.rigid_matrices(
+                    quat.multiply(quat.normalize(rng.normal([1, 0, 0, 0], 0.2)), p.target_rotation)[None],
+                    p.target_position[None] + rng.normal(0.0, 0.05, 3),
+                )[0],
+            )
+            if p.bone in FEET
+            else p
+            for p in sweep_frame(skeleton, rng.uniform())
+        ]
+        rotations = quat.normalize(
+            np.tile(quat.IDENTITY, (len(skeleton), 1)) + rng.normal(0.0, 0.2, (len(skeleton), 4))
+        )
+        cases.append(
+            (pins, rotations, rng.normal(0.0, 0.01, (len(skeleton), 3)), rng.normal(0.0, 0.3, (6, 3)))
+        )
+
+    def measured():
+        out = []
+        for pins, rotations, locations, points in cases:
+            body = body_of(skeleton, roles)
+            support = support_of(pins, body, skeleton.unit)
+            shifts = [support.depth_and_shift(point, 0.03) for point in points]
+            out.append((support.corners, shifts, pose_centre_of_mass(skeleton, body, rotations, locations)))
+        return out
+
+    compiled = measured()
+    monkeypatch.setattr(native, "_LIBRARY", None)
+    for (corners, shifts, com), (corners_py, shifts_py, com_py) in zip(compiled, measured()):
+        np.testing.assert_allclose(corners, corners_py, atol=1e-9)
+        for (depth, shift), (depth_py, shift_py) in zip(shifts, shifts_py):
+            assert depth == pytest.approx(depth_py, abs=1e-9)
+            np.testing.assert_allclose(shift, shift_py, atol=1e-9)
+        np.testing.assert_allclose(com, com_py, atol=1e-12)
 
 
 def test_a_bad_body_is_refused_naming_the_field():
