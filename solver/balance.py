@@ -231,19 +231,24 @@ def pose_centre_of_mass(
     skeleton: Skeleton, body: Body, rotations: np.ndarray, locations: np.ndarray
 ) -> np.ndarray:
     """The centre of mass of `skeleton` in a local pose."""
-    return _pose_centre(skeleton, body, body.centres_in(skeleton), rotations, locations)[0]
+    return _pose_centre(skeleton, body, body.centres_in(skeleton), rotations, locations, 0)[0]
 
 
 def _pose_centre(
-    skeleton: Skeleton, body: Body, centres: np.ndarray, rotations: np.ndarray, locations: np.ndarray
+    skeleton: Skeleton,
+    body: Body,
+    centres: np.ndarray,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    bone: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(the centre of mass (3,), the heads (N, 3)) of a local pose, the bones' mass centres at
-    `centres` (`Body.centres_in`): in C where the library is built (`native.centre_of_mass`)."""
-    found = native.centre_of_mass(skeleton, rotations, locations, body.masses, centres)
+    """(the centre of mass (3,), the head (3,) of `bone`) of a local pose, the bones' mass centres
+    at `centres` (`Body.centres_in`): in C where the library is built (`native.centre_of_mass`)."""
+    found = native.centre_of_mass(skeleton, rotations, locations, body.masses, centres, bone)
     if found is not None:
         return found
     world, heads = skeleton.frames(rotations, locations)
-    return _centre_of_mass(body, centres, world, heads), heads
+    return _centre_of_mass(body, centres, world, heads), heads[bone]
 
 
 def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: np.ndarray) -> np.ndarray:
@@ -482,7 +487,7 @@ def balanced(
     if support is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
     centres, unit = body.centres_in(skeleton), skeleton.unit
-    com, heads = _pose_centre(skeleton, body, centres, plain.rotations, plain.locations)
+    com, head = _pose_centre(skeleton, body, centres, plain.rotations, plain.locations, root)
     depth, shift = support.depth_and_shift(com, MARGIN * unit)
     if depth >= SETTLED * unit or not _length(shift) > settings.tolerance:
         return plain
@@ -494,7 +499,7 @@ def balanced(
     step = shift / _gain(following_share(skeleton, pins, body, root))
     reach = _Reach.of(skeleton, pins, root)
     for _ in range(BALANCE_ROUNDS):
-        wanted, step = step, reach.within(heads[root], step)
+        wanted, step = step, reach.within(head, step)
         bound = step @ step < _REACH_BOUND * (wanted @ wanted)
         if not _length(step) > settings.tolerance or (bound and depth >= 0.0):
             break
@@ -508,7 +513,7 @@ def balanced(
             cut, step = True, step * 0.5
             continue
         cut, kept = False, result
-        new_com, heads = _pose_centre(skeleton, body, centres, result.rotations, result.locations)
+        new_com, head = _pose_centre(skeleton, body, centres, result.rotations, result.locations, root)
         gain = _gain((new_com - com) @ step / (step @ step))
         com = new_com
         depth, shift = support.depth_and_shift(com, MARGIN * unit)

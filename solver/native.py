@@ -199,31 +199,33 @@ def forward_into(
 
 
 def centre_of_mass(
-    skeleton: Skeleton, rotations: np.ndarray, locations: np.ndarray, masses: np.ndarray, centres: np.ndarray
+    skeleton: Skeleton,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    masses: np.ndarray,
+    centres: np.ndarray,
+    bone: int,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """`balance.pose_centre_of_mass` in C: (the centre of mass (3,) of bones weighing `masses`
-    (N,) at `centres` (N, 3) in their frames, the heads (N, 3)) of a local pose; None where the
-    library is missing."""
+    (N,) at `centres` (N, 3) in their frames, the head (3,) of `bone`) of a local pose; None where
+    the library is missing. `masses` and `centres` are a body's, which it keeps unchanged."""
     if _LIBRARY is None:
         return None
     arrays = _skeleton_arrays(skeleton)
     _, _, count, order = arrays.everything
     rotations, locations = _floats(rotations), _floats(locations)
-    masses, centres = _floats(masses), _floats(centres)
-    world, head, com = np.empty((len(masses), 3, 3)), np.empty((len(masses), 3)), np.empty(3)
+    world, head, com = arrays.scratch
     _LIBRARY.ewbik_centre_of_mass(
         count,
         order,
         *arrays.addresses,
         rotations.ctypes.data,
         locations.ctypes.data,
-        masses.ctypes.data,
-        centres.ctypes.data,
-        world.ctypes.data,
-        head.ctypes.data,
-        com.ctypes.data,
+        kept_address(masses),
+        kept_address(centres),
+        *arrays.scratch_addresses,
     )
-    return com, head
+    return com.copy(), head[bone].copy()
 
 
 def support_hull(
@@ -237,39 +239,68 @@ def support_hull(
     """`balance.support_of`'s polygon in C: ((M, 2) hull corners along the ground's axes, the
     floor's height) of feet with `counts` (F,) contact `points` (sum, 3) in their frames, turned by
     `rotations` (F, 4) and moved to `places` (F, 3), on the ground's `frame` (3, 3); None where
-    the library is missing."""
+    the library is missing. `counts`, `points` and `frame` are ones the caller keeps unchanged."""
     if _LIBRARY is None:
         return None
-    counts, points, rotations, places = _ints(counts), _floats(points), _floats(rotations), _floats(places)
-    frame = _floats(frame)
-    hull, floor = np.empty((len(points) + 1, 2)), np.empty(1)
+    rotations, places = _floats(rotations), _floats(places)
+    hull, floor = _scratch(2 * (len(points) + 1)), _scratch(1, 1)
     corners = _LIBRARY.ewbik_support(
         len(counts),
-        counts.ctypes.data,
-        points.ctypes.data,
+        kept_address(counts),
+        kept_address(points),
         rotations.ctypes.data,
         places.ctypes.data,
-        frame.ctypes.data,
+        kept_address(frame),
         planted,
-        hull.ctypes.data,
-        floor.ctypes.data,
+        hull[1],
+        floor[1],
     )
     if corners < 0:
         raise MemoryError("the native solver could not allocate the support polygon")
-    return hull[:corners], float(floor[0])
+    return hull[0][: 2 * corners].reshape(-1, 2).copy(), float(floor[0][0])
 
 
 def support_depth(
     hull: np.ndarray, axes: np.ndarray, point: np.ndarray, margin: float
 ) -> tuple[float, np.ndarray]:
     """`balance.Support.depth_and_shift` in C, on the contiguous (M, 2) `hull` and (2, 3) `axes`
-    (the library must be there: `available()`)."""
+    a Support keeps (the library must be there: `available()`)."""
     assert _LIBRARY is not None
-    point, shift = _floats(point), np.empty(3)
+    point, shift = _floats(point), _scratch(3, 2)
     depth = _LIBRARY.ewbik_support_depth(
-        len(hull), hull.ctypes.data, axes.ctypes.data, point.ctypes.data, margin, shift.ctypes.data
+        len(hull), kept_address(hull), kept_address(axes), point.ctypes.data, margin, shift[1]
     )
-    return depth, shift
+    return depth, shift[0][:3].copy()
+
+
+_kept: dict[int, tuple[np.ndarray, int]] = {}  # id -> (the array, its address): `kept_address`
+_KEPT_ADDRESSES = 64
+
+
+def kept_address(array: np.ndarray) -> int:
+    """The address of a C-contiguous array (float64 or intc, as C reads it) that its owner keeps
+    unchanged (a body's masses, a polygon's corners), looked up instead of asked of numpy again
+    (`.ctypes.data` costs a microsecond): kept with a reference to the array, so its id stays its
+    own, the oldest of `_KEPT_ADDRESSES` dropped first."""
+    found = _kept.get(id(array))
+    if found is None or found[0] is not array:
+        if len(_kept) >= _KEPT_ADDRESSES:
+            del _kept[next(iter(_kept))]
+        found = _kept[id(array)] = (array, array.ctypes.data)
+    return found[1]
+
+
+_scratches: dict[int, tuple[np.ndarray, int]] = {}  # slot -> (buffer, its address): `_scratch`
+
+
+def _scratch(size: int, slot: int = 0) -> tuple[np.ndarray, int]:
+    """(a float64 buffer of at least `size`, its address) for C to write an answer into, one per
+    `slot`, grown as needed: the callers copy what they keep out of it."""
+    found = _scratches.get(slot)
+    if found is None or len(found[0]) < size:
+        array = np.empty(max(size, 64))
+        found = _scratches[slot] = (array, array.ctypes.data)
+    return found
 
 
 class _SkeletonArrays:
@@ -287,6 +318,9 @@ class _SkeletonArrays:
         self.addresses = tuple(array.ctypes.data for array in self.arrays)
         everything = _ints(np.concatenate(skeleton.levels))
         self.everything = (None, everything, len(everything), everything.ctypes.data)
+        n = len(skeleton)
+        self.scratch = (np.empty((n, 3, 3)), np.empty((n, 3)), np.empty(3))  # world, heads, a point
+        self.scratch_addresses = tuple(array.ctypes.data for array in self.scratch)
         self.orders: dict[int, tuple[Levels, np.ndarray, int, int]] = {}
 
     def order(self, levels: Levels | None) -> tuple[Levels | None, np.ndarray, int, int]:
