@@ -64,15 +64,11 @@ class State:
         self.world = np.empty((n, 3, 3))
         self.world_head = np.empty((n, 3))
         self.pin_bones = np.array(pin_bones, dtype=int)
-        self.weight = np.array([p.weight for p in pins], dtype=float)
-        self.axis_weight = np.array([p.orientation_weights for p in pins], dtype=float).reshape(-1, 3)
+        self.weight, self.axis_weight, positions, axes = pin_arrays(pins)
         self.effector_pos = np.empty((len(pins), 3))
         self.effector_axes = np.empty((len(pins), 3, 3))
         self.capped = False  # whether a bone step of the current sweep was cut to its dampening
-        self.aim(
-            np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3),
-            target_axes(np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4)),
-        )
+        self.aim(positions, axes)
 
     def aim(self, positions: np.ndarray, axes: np.ndarray) -> None:
         """Aim the pins at targets (P, 3) in the rig's units with `axes` (P, 3, 3) (`target_axes`):
@@ -149,6 +145,31 @@ class State:
         count = weighted.sum(-1)
         ang = np.where(count >= 2, full, np.where(count == 1, single, 0.0))
         return np.sqrt(pos2), ang
+
+
+_pin_arrays: dict[tuple[int, ...], tuple[tuple, tuple[np.ndarray, ...]]] = {}
+_KEPT_PIN_ARRAYS = 32
+
+
+def pin_arrays(pins: Sequence[Pin]) -> tuple[np.ndarray, ...]:
+    """(weights (P,), orientation weights (P, 3), target positions (P, 3), `target_axes` (P, 3, 3))
+    of `pins`, read-only: kept per pin list (pins do not change; a solve's attempts, stages and
+    rounds build their states from the same ones), the oldest of `_KEPT_PIN_ARRAYS` dropped first."""
+    key = tuple(map(id, pins))
+    found = _pin_arrays.get(key)
+    if found is None or any(kept is not pin for kept, pin in zip(found[0], pins)):
+        arrays = (
+            np.array([p.weight for p in pins], dtype=float),
+            np.array([p.orientation_weights for p in pins], dtype=float).reshape(-1, 3),
+            np.array([p.target_position for p in pins], dtype=float).reshape(-1, 3),
+            target_axes(np.array([p.target_rotation for p in pins], dtype=float).reshape(-1, 4)),
+        )
+        for array in arrays:
+            array.flags.writeable = False
+        if len(_pin_arrays) >= _KEPT_PIN_ARRAYS:
+            del _pin_arrays[next(iter(_pin_arrays))]
+        found = _pin_arrays[key] = (tuple(pins), arrays)
+    return found[1]
 
 
 def target_axes(rotations: np.ndarray) -> np.ndarray:
