@@ -312,10 +312,10 @@ class Support:
 
 @dataclasses.dataclass(frozen=True)
 class _Lines:
-    """A polygon's corners along the ground, each edge's line and its middle, on Python floats:
-    `Support.depth_and_shift` where the library is missing (the twin of `ewbik_support_depth`)."""
+    """A polygon's edges along the ground (one from each corner), their lines and its middle, on
+    Python floats: `Support.depth_and_shift` where the library is missing (the twin of
+    `ewbik_support_depth`)."""
 
-    flat: list
     edges: list
     middle: tuple
 
@@ -328,7 +328,7 @@ class _Lines:
             nx, ny = -dy / length, dx / length
             edges.append((x0, y0, dx, dy, max(dx * dx + dy * dy, 1e-300), nx, ny, nx * x0 + ny * y0))
         middle = (sum(x for x, _ in flat) / len(flat), sum(y for _, y in flat) / len(flat))
-        return cls(flat, edges, middle)
+        return cls(edges, middle)
 
     def depth_and_shift(self, axes: np.ndarray, point: np.ndarray, margin: float) -> tuple[float, np.ndarray]:
         px, py = (axes @ point).tolist()
@@ -345,7 +345,7 @@ class _Lines:
         """(signed distance of the ground point (`px`, `py`) inside the polygon (fewer than 3
         corners: minus the distance to them), the nearest point of the polygon to it (itself
         when inside))."""
-        if len(self.flat) >= 3:
+        if len(self.edges) >= 3:  # one edge a corner
             inside = min(nx * px + ny * py - offset for *_, nx, ny, offset in self.edges)
             if inside >= 0:
                 return inside, (px, py)
@@ -429,7 +429,7 @@ def _ground_frame(up: tuple[float, ...]) -> np.ndarray:
 def _hull(points: list[tuple[float, float]]) -> np.ndarray:
     """(M, 2) the convex hull of ground points, counter-clockwise (Andrew's monotone chain; on
     Python floats: a foot has a handful of points). Points a rounding apart must be given equal
-    (`support_from` rounds them): two corners 1e-16 apart make an edge with no direction."""
+    (`_support_on_ground` rounds them): two corners 1e-16 apart make an edge with no direction."""
     unique = sorted(set(points))
     if len(unique) < 3:
         return np.array(unique).reshape(-1, 2)
