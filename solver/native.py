@@ -190,10 +190,10 @@ def forward_into(
         order[2],
         order[3],
         *arrays.addresses,
-        rotations.ctypes.data,
-        locations.ctypes.data,
-        world.ctypes.data,
-        head.ctypes.data,
+        address(rotations),
+        address(locations),
+        address(world),
+        address(head),
     )
     return True
 
@@ -219,8 +219,8 @@ def centre_of_mass(
         count,
         order,
         *arrays.addresses,
-        rotations.ctypes.data,
-        locations.ctypes.data,
+        address(rotations),
+        address(locations),
         kept_address(masses),
         kept_address(centres),
         *arrays.scratch_addresses,
@@ -248,8 +248,8 @@ def support_hull(
         len(counts),
         kept_address(counts),
         kept_address(points),
-        rotations.ctypes.data,
-        places.ctypes.data,
+        address(rotations),
+        address(places),
         kept_address(frame),
         planted,
         hull[1],
@@ -268,9 +268,19 @@ def support_depth(
     assert _LIBRARY is not None
     point, shift = _floats(point), _scratch(3, 2)
     depth = _LIBRARY.ewbik_support_depth(
-        len(hull), kept_address(hull), kept_address(axes), point.ctypes.data, margin, shift[1]
+        len(hull), kept_address(hull), kept_address(axes), address(point), margin, shift[1]
     )
     return depth, shift[0][:3].copy()
+
+
+def address(array: np.ndarray) -> int:
+    """The address of a C-contiguous array for C to read or write. `.ctypes.data` builds a helper
+    object each time (a microsecond, dozens of times a solve): a writable array lends C its
+    buffer instead (a fifth of that), a read-only one is one the solver keeps (pin arrays, a
+    body's masses), looked up once (`kept_address`)."""
+    if array.flags.writeable and array.size:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    return kept_address(array)
 
 
 _kept: dict[int, tuple[np.ndarray, int]] = {}  # id -> (the array, its address): `kept_address`
@@ -454,9 +464,9 @@ def run(
         ("locations", state.locations),
     )
     for name, array in inputs:
-        setattr(problem, name, array.ctypes.data)
-    for name, address in outputs.addresses:
-        setattr(problem, name, address)
+        setattr(problem, name, address(array))
+    for name, answer in outputs.addresses:
+        setattr(problem, name, answer)
     problem.n_pins = len(state.pin_bones)
     problem.budget_seconds = -1.0 if deadline is None else max(0.0, deadline - time.perf_counter())
     assert _LIBRARY is not None  # the loop runs in C only where `available()`
