@@ -89,6 +89,7 @@ class Body:
     centres: np.ndarray | None = None
     _support: tuple[tuple, Support | None] | None = dataclasses.field(init=False, repr=False, compare=False)
     _stacked: dict = dataclasses.field(init=False, repr=False, compare=False)
+    _shares: dict = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         masses = np.asarray(self.masses, dtype=float)
@@ -113,6 +114,7 @@ class Body:
         object.__setattr__(self, "feet", feet)
         object.__setattr__(self, "_support", None)  # (feet pins' targets, unit, Support): `support_of`
         object.__setattr__(self, "_stacked", {})  # `stacked_feet`
+        object.__setattr__(self, "_shares", {})  # `following_share`
 
     def stacked_feet(self, bones: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """((F,) contact points a foot, (sum, 3) the points) of the feet `bones`, in order, for
@@ -121,6 +123,16 @@ class Body:
         if found is None:
             counts = np.array([len(self.feet[bone]) for bone in bones], dtype=np.intc)
             found = self._stacked[bones] = (counts, np.vstack([self.feet[bone] for bone in bones]))
+        return found
+
+    def following_share(self, skeleton: Skeleton, bones: tuple[str, ...], root: int) -> float:
+        """`following_share` of pins on `bones` (names) with the free `root`, kept per
+        skeleton, pinned bones and root (a drag asks again every update)."""
+        key = (skeleton, bones, root)
+        found = self._shares.get(key)
+        if found is None:
+            pinned = sorted({skeleton.index[bone] for bone in bones})
+            found = self._shares[key] = following_share(skeleton, pinned, self, root)
         return found
 
     def centres_in(self, skeleton: Skeleton) -> np.ndarray:
@@ -483,7 +495,8 @@ def balanced(
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
     support = support_of(pins, body, skeleton.unit)
     plain = solving(settings)(pins, rotations, locations)
-    root = _free_root(skeleton, pins)
+    bones = tuple(pin.bone for pin in pins)
+    root, lengths = _pinned_chains(skeleton, bones)
     if support is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
     centres, unit = body.centres_in(skeleton), skeleton.unit
@@ -496,8 +509,8 @@ def balanced(
     to_local = skeleton.rest[root, :3, :3]
     iterations, moved = plain.iterations, plain.moved.copy()
     best, kept, cut = (depth, plain), plain, False
-    step = shift / _gain(following_share(skeleton, pins, body, root))
-    reach = _Reach.of(skeleton, pins, root)
+    step = shift / _gain(body.following_share(skeleton, bones, root))
+    reach = _Reach(lengths, [pin.target_position.tolist() for pin in pins])
     for _ in range(BALANCE_ROUNDS):
         wanted, step = step, reach.within(head, step)
         bound = step @ step < _REACH_BOUND * (wanted @ wanted)
@@ -535,11 +548,6 @@ class _Reach:
     lengths: Sequence[float]
     targets: Sequence[Sequence[float]]
 
-    @classmethod
-    def of(cls, skeleton: Skeleton, pins: Sequence[Pin], root: int) -> _Reach:
-        lengths = _chain_lengths(skeleton, tuple(skeleton.index[pin.bone] for pin in pins), root)
-        return cls(lengths, [pin.target_position.tolist() for pin in pins])
-
     def within(self, head: np.ndarray, step: np.ndarray) -> np.ndarray:
         """`step` (3,) shortened so the root's `head` (3,) moved by it stays within every pin's
         reach that it is within now (a pin out of reach before stays so whatever the step); on
@@ -559,13 +567,6 @@ class _Reach:
 
 
 @functools.lru_cache(maxsize=16)
-def _chain_lengths(skeleton: Skeleton, bones: tuple[int, ...], root: int) -> list[float]:
-    """Each of `bones`' `_arcs` from the head of `root`, kept: a drag asks for the same pins."""
-    arcs = _arcs(skeleton)
-    return (arcs[list(bones)] - arcs[root]).tolist()
-
-
-@functools.lru_cache(maxsize=16)
 def _arcs(skeleton: Skeleton) -> np.ndarray:
     """(N,) each bone's arc length: the chain of heads from its root's head to its own, end to end."""
     parents = skeleton.parents
@@ -577,14 +578,18 @@ def _arcs(skeleton: Skeleton) -> np.ndarray:
     return arc
 
 
-def _free_root(skeleton: Skeleton, pins: Sequence[Pin]) -> int | None:
-    """The one root all `pins` hang from, when no pin holds it; else None (balance has no root
-    to move)."""
-    roots = {int(skeleton.root_of[skeleton.index[pin.bone]]) for pin in pins}
+@functools.lru_cache(maxsize=16)
+def _pinned_chains(skeleton: Skeleton, bones: tuple[str, ...]) -> tuple[int | None, list[float]]:
+    """(the one root the pins on `bones` hang from, when no pin holds it, else None: balance has
+    no root to move; each pinned bone's `_arcs` from that root's head), kept: a drag asks for the
+    same pins every update."""
+    pinned = [skeleton.index[bone] for bone in bones]
+    roots = {int(skeleton.root_of[bone]) for bone in pinned}
     root = roots.pop() if len(roots) == 1 else None
-    if root is None or any(skeleton.index[pin.bone] == root for pin in pins):
-        return None
-    return root
+    if root is None or root in pinned:
+        return None, []
+    arcs = _arcs(skeleton)
+    return root, (arcs[pinned] - arcs[root]).tolist()
 
 
 def _length(vector: np.ndarray) -> float:
@@ -597,26 +602,14 @@ def _gain(share: float) -> float:
     return min(max(float(share), _GAIN_RANGE[0]), _GAIN_RANGE[1])
 
 
-def following_share(skeleton: Skeleton, pins: Sequence[Pin], body: Body, root: int) -> float:
-    """How far the centre of mass follows the root's head while the pins hold their bones, per
-    unit of the root's shift: the first round's guess (later rounds measure it). Each pinned
-    chain bends evenly: a mass at arc length s from the root's head, whose nearest pinned bone
-    below lies at arc length L, moves (1 - s/L) of the shift; a pinned bone's mass stays; a bone
-    with no pin below moves as the point it hangs from. The root turns as well, which takes part
-    of the shift: the centre of mass follows a little less than this share."""
-    pinned = tuple(sorted({skeleton.index[pin.bone] for pin in pins}))
-    middles = body.centres_in(skeleton)[:, 1]
-    return _following_share(skeleton, pinned, body.masses.tobytes(), middles.tobytes(), root)
-
-
-@functools.lru_cache(maxsize=16)
-def _following_share(
-    skeleton: Skeleton, pinned_bones: tuple[int, ...], mass_bytes: bytes, middle_bytes: bytes, root: int
-) -> float:
-    """`following_share` of the bones `pinned_bones` (indices), the masses and the mass centres'
-    distances along their bones given as bytes (`mass_bytes`, `middle_bytes`), kept: a drag asks
-    again every update."""
-    masses, middles = np.frombuffer(mass_bytes), np.frombuffer(middle_bytes)
+def following_share(skeleton: Skeleton, pinned_bones: Sequence[int], body: Body, root: int) -> float:
+    """How far the centre of mass follows the root's head while pins hold the bones
+    `pinned_bones` (indices), per unit of the root's shift: the first round's guess (later rounds
+    measure it). Each pinned chain bends evenly: a mass at arc length s from the root's head,
+    whose nearest pinned bone below lies at arc length L, moves (1 - s/L) of the shift; a pinned
+    bone's mass stays; a bone with no pin below moves as the point it hangs from. The root turns
+    as well, which takes part of the shift: the centre of mass follows a little less than this
+    share."""
     parents = skeleton.parents
     pinned = np.zeros(len(skeleton), dtype=bool)
     pinned[list(pinned_bones)] = True
@@ -624,7 +617,7 @@ def _following_share(
     nearest = np.where(pinned, arc, np.inf)
     for i in np.flatnonzero(parents >= 0)[::-1]:
         nearest[parents[i]] = min(nearest[parents[i]], nearest[i])
-    middle = arc + middles
+    middle = arc + body.centres_in(skeleton)[:, 1]
     share = np.zeros(len(skeleton))
     for i in range(len(skeleton)):
         parent = parents[i]
@@ -638,7 +631,7 @@ def _following_share(
             share[i] = 1.0 - arc[i] / nearest[parent]
         else:
             share[i] = share[parent]
-    return float(masses @ np.clip(share, 0.0, 1.0) / masses.sum())
+    return float(body.masses @ np.clip(share, 0.0, 1.0) / body.masses.sum())
 
 
 @functools.lru_cache(maxsize=16)

@@ -158,8 +158,9 @@ def test_the_share_that_follows_the_root_falls_along_a_pinned_chain():
         rest[bone][:3, :3] = [[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]]  # +Y up
     skeleton = Skeleton(["root", "mid", "end", "free"], [None, "root", "mid", "root"], rest, [1.0] * 4)
     body = Body(np.ones(4), {})
-    share = following_share(skeleton, [Pin("end", rest[2])], body, 0)
+    share = body.following_share(skeleton, ("end",), 0)
     assert share == pytest.approx((0.75 + 0.25 + 0.0 + 0.5) / 4)
+    assert following_share(skeleton, [2], body, 0) == share
 
 
 def test_segment_masses_follow_the_table_and_sum_to_one():
