@@ -263,6 +263,29 @@ def _pose_centre(
     return _centre_of_mass(body, centres, world, heads), heads[bone]
 
 
+def _balance_state(
+    skeleton: Skeleton, body: Body, centres: np.ndarray, support: Support, pose: SolveResult, root: int
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """(the centre of mass (3,), the head (3,) of `root`, the centre's depth in `support`, its
+    shift (3,) toward `MARGIN` inside) of a solve's pose: what each round asks, in one compiled
+    call where the library is built (`native.balance_check`)."""
+    margin = MARGIN * skeleton.unit
+    found = native.balance_check(
+        skeleton,
+        pose.rotations,
+        pose.locations,
+        body.masses,
+        centres,
+        root,
+        (support._flat, support.axes),
+        margin,
+    )
+    if found is not None:
+        return found
+    com, head = _pose_centre(skeleton, body, centres, pose.rotations, pose.locations, root)
+    return (com, head, *support.depth_and_shift(com, margin))
+
+
 def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: np.ndarray) -> np.ndarray:
     """The centre of mass of bones whose frames are `world` (N, 3, 3) and `heads` (N, 3)."""
     return body.masses @ (heads + np.einsum("nij,nj->ni", world, centres)) / body.masses.sum()
@@ -500,8 +523,7 @@ def balanced(
     if support is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
     centres, unit = body.centres_in(skeleton), skeleton.unit
-    com, head = _pose_centre(skeleton, body, centres, plain.rotations, plain.locations, root)
-    depth, shift = support.depth_and_shift(com, MARGIN * unit)
+    com, head, depth, shift = _balance_state(skeleton, body, centres, support, plain, root)
     if depth >= SETTLED * unit or not _length(shift) > settings.tolerance:
         return plain
     solve_round = solving(round_settings(settings))
@@ -526,10 +548,9 @@ def balanced(
             cut, step = True, step * 0.5
             continue
         cut, kept = False, result
-        new_com, head = _pose_centre(skeleton, body, centres, result.rotations, result.locations, root)
+        new_com, head, depth, shift = _balance_state(skeleton, body, centres, support, result, root)
         gain = _gain((new_com - com) @ step / (step @ step))
         com = new_com
-        depth, shift = support.depth_and_shift(com, MARGIN * unit)
         best = (depth, result) if depth > best[0] else best
         if depth >= SETTLED * unit or not _length(shift) > settings.tolerance:
             break

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .settings import SolverSettings
     from .skeleton import Levels, Skeleton
 
-ABI_VERSION = 9  # EWBIK_ABI_VERSION in csrc/ewbik.h
+ABI_VERSION = 10  # EWBIK_ABI_VERSION in csrc/ewbik.h
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
 _DOUBLE = ctypes.c_double
@@ -149,6 +149,8 @@ def _checked_library() -> ctypes.CDLL | None:
         library.ewbik_support_depth.restype = _DOUBLE
         library.ewbik_centre_of_mass.argtypes = [_INT] + [_P] * 11
         library.ewbik_centre_of_mass.restype = _INT
+        library.ewbik_balance_check.argtypes = [_INT] + [_P] * 8 + [_INT, _P, _P, _DOUBLE, _P, _P, _P]
+        library.ewbik_balance_check.restype = _DOUBLE
     except AttributeError:
         return None
     return library
@@ -214,7 +216,7 @@ def centre_of_mass(
     arrays = _skeleton_arrays(skeleton)
     _, _, count, order = arrays.everything
     rotations, locations = _floats(rotations), _floats(locations)
-    world, head, com = arrays.scratch
+    _, head, found = arrays.scratch
     _LIBRARY.ewbik_centre_of_mass(
         count,
         order,
@@ -225,7 +227,43 @@ def centre_of_mass(
         kept_address(centres),
         *arrays.scratch_addresses,
     )
-    return com.copy(), head[bone].copy()
+    return found[:3].copy(), head[bone].copy()
+
+
+def balance_check(
+    skeleton: Skeleton,
+    rotations: np.ndarray,
+    locations: np.ndarray,
+    masses: np.ndarray,
+    centres: np.ndarray,
+    bone: int,
+    support: tuple[np.ndarray, np.ndarray],
+    margin: float,
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray] | None:
+    """`centre_of_mass` and `support_depth` of it in one call: (the centre of mass (3,), the head
+    (3,) of `bone`, its depth in the polygon whose `support` is the (M, 2) hull and (2, 3) axes
+    a Support keeps, its shift (3,) to `margin` inside); None where the library is missing."""
+    if _LIBRARY is None:
+        return None
+    arrays = _skeleton_arrays(skeleton)
+    _, _, count, order = arrays.everything
+    hull, axes = support
+    depth = _LIBRARY.ewbik_balance_check(
+        count,
+        order,
+        *arrays.addresses,
+        address(_floats(rotations)),
+        address(_floats(locations)),
+        kept_address(masses),
+        kept_address(centres),
+        len(hull),
+        kept_address(hull),
+        kept_address(axes),
+        margin,
+        *arrays.scratch_addresses,
+    )
+    _, head, found = arrays.scratch
+    return found[:3].copy(), head[bone].copy(), depth, found[3:].copy()
 
 
 def support_hull(
@@ -329,7 +367,7 @@ class _SkeletonArrays:
         everything = _ints(np.concatenate(skeleton.levels))
         self.everything = (None, everything, len(everything), everything.ctypes.data)
         n = len(skeleton)
-        self.scratch = (np.empty((n, 3, 3)), np.empty((n, 3)), np.empty(3))  # world, heads, a point
+        self.scratch = (np.empty((n, 3, 3)), np.empty((n, 3)), np.empty(6))  # world, heads, two points
         self.scratch_addresses = tuple(array.ctypes.data for array in self.scratch)
         self.orders: dict[int, tuple[Levels, np.ndarray, int, int]] = {}
 

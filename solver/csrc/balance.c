@@ -158,3 +158,13 @@ double ewbik_support_depth(int m, const double *hull, const double *axes, const 
         shift[c] = (goal[0] - p[0]) * axes[c] + (goal[1] - p[1]) * axes[3 + c];
     return depth;
 }
+
+double ewbik_balance_check(int n_order, const int *order, const int *parents, const double *local_rest,
+                           const double *local_offset, const double *rotations, const double *locations,
+                           const double *masses, const double *centres, int m, const double *hull,
+                           const double *axes, double margin, double *world, double *head, double *found)
+{
+    ewbik_centre_of_mass(n_order, order, parents, local_rest, local_offset, rotations, locations, masses, centres,
+                         world, head, found);
+    return ewbik_support_depth(m, hull, axes, found, margin, found + 3);
+}

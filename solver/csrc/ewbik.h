@@ -108,8 +108,16 @@ int ewbik_centre_of_mass(int n_order, const int *order, const int *parents, cons
                          const double *local_offset, const double *rotations, const double *locations,
                          const double *masses, const double *centres, double *world, double *head, double *com);
 
+/* balance._balance_state: `ewbik_centre_of_mass` into `found` (6,), then `ewbik_support_depth` of
+ * it in the `m` corners of `hull` along `axes` (its shift into found + 3): what balance asks of a
+ * pose, in one call. Returns the depth. */
+double ewbik_balance_check(int n_order, const int *order, const int *parents, const double *local_rest,
+                           const double *local_offset, const double *rotations, const double *locations,
+                           const double *masses, const double *centres, int m, const double *hull,
+                           const double *axes, double margin, double *world, double *head, double *found);
+
 /* Raised whenever ewbik_problem, ewbik_limits or a function's meaning changes. */
-#define EWBIK_ABI_VERSION 9
+#define EWBIK_ABI_VERSION 10
 
 /* The loader refuses a library whose version or structure sizes differ from its ctypes
  * mirrors (a stale build, or an old copy still loaded after an update) instead of crashing. */

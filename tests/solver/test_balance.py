@@ -6,6 +6,8 @@ it; the centre of mass and the support polygon are measured with the module's ow
 which the tests of the polygon check against hand-made shapes.
 """
 
+import types
+
 import numpy as np
 import pytest
 
@@ -21,6 +23,7 @@ from solver.balance import (
     pose_centre_of_mass,
     support_of,
 )
+from solver.balance import _balance_state as balance_state
 from solver.balance import _Reach as Reach
 from solver.pins import Pin
 from solver.presets import bone_roles
@@ -197,9 +200,10 @@ def test_the_support_polygon_is_the_hull_of_the_planted_feet():
 
 @pytest.mark.compares_backends
 def test_the_compiled_geometry_matches_its_python_twin(monkeypatch):
-    """The support polygon, a point's depth and shift in it, and the centre of mass of a pose
-    come out of the compiled library (where it is built) as out of the Python that runs where it
-    is not: feet turned and lifted at random, points inside and outside, random poses."""
+    """The support polygon, a point's depth and shift in it, the centre of mass of a pose and all
+    of them of a pose in one call come out of the compiled library (where it is built) as out of
+    the Python that runs where it is not: feet turned and lifted at random, points inside and
+    outside, random poses."""
     if not native.available():
         pytest.skip("the compiled loop is not built (test_native.py::test_the_native_loop_is_built fails)")
     skeleton, _ = standing_character()
@@ -232,17 +236,24 @@ def test_the_compiled_geometry_matches_its_python_twin(monkeypatch):
             body = body_of(skeleton, roles)
             support = support_of(pins, body, skeleton.unit)
             shifts = [support.depth_and_shift(point, 0.03) for point in points]
-            out.append((support.corners, shifts, pose_centre_of_mass(skeleton, body, rotations, locations)))
+            pose = types.SimpleNamespace(rotations=rotations, locations=locations)
+            state = balance_state(skeleton, body, body.centres_in(skeleton), support, pose, 0)
+            out.append(
+                (support.corners, shifts, pose_centre_of_mass(skeleton, body, rotations, locations), state)
+            )
         return out
 
     compiled = measured()
     monkeypatch.setattr(native, "_LIBRARY", None)
-    for (corners, shifts, com), (corners_py, shifts_py, com_py) in zip(compiled, measured()):
+    for (corners, shifts, com, state), (corners_py, shifts_py, com_py, state_py) in zip(compiled, measured()):
         np.testing.assert_allclose(corners, corners_py, atol=1e-9)
         for (depth, shift), (depth_py, shift_py) in zip(shifts, shifts_py):
             assert depth == pytest.approx(depth_py, abs=1e-9)
             np.testing.assert_allclose(shift, shift_py, atol=1e-9)
         np.testing.assert_allclose(com, com_py, atol=1e-12)
+        np.testing.assert_allclose(state[0], com, atol=1e-12)
+        for found, found_py in zip(state, state_py):
+            np.testing.assert_allclose(found, found_py, atol=1e-9)
 
 
 def test_a_bad_body_is_refused_naming_the_field():

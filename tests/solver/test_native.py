@@ -286,6 +286,7 @@ def test_a_library_with_other_structures_is_not_used(monkeypatch):
             self.ewbik_support = real.ewbik_support
             self.ewbik_support_depth = real.ewbik_support_depth
             self.ewbik_centre_of_mass = real.ewbik_centre_of_mass
+            self.ewbik_balance_check = real.ewbik_balance_check
 
     size = real.ewbik_problem_size()
     monkeypatch.setattr(native, "load_library", lambda: StaleLibrary(native.ABI_VERSION, size))
