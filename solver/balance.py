@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import native, quat
+from .loop import pin_arrays
 from .validation import SceneError, vector
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class Body:
     up: np.ndarray = dataclasses.field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
     centres: np.ndarray | None = None
     _support: tuple[tuple, Support | None] | None = dataclasses.field(init=False, repr=False, compare=False)
-    _stacked: dict = dataclasses.field(init=False, repr=False, compare=False)
+    _pinned: dict = dataclasses.field(init=False, repr=False, compare=False)
     _shares: dict = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -113,17 +114,27 @@ class Body:
         object.__setattr__(self, "up", up / np.linalg.norm(up))
         object.__setattr__(self, "feet", feet)
         object.__setattr__(self, "_support", None)  # (feet pins' targets, unit, Support): `support_of`
-        object.__setattr__(self, "_stacked", {})  # `stacked_feet`
+        object.__setattr__(self, "_pinned", {})  # `pinned_feet`
         object.__setattr__(self, "_shares", {})  # `following_share`
 
-    def stacked_feet(self, bones: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """((F,) contact points a foot, (sum, 3) the points) of the feet `bones`, in order, for
-        `native.support_hull`; kept per set of feet (a drag pins the same ones)."""
-        found = self._stacked.get(bones)
-        if found is None:
-            counts = np.array([len(self.feet[bone]) for bone in bones], dtype=np.intc)
-            found = self._stacked[bones] = (counts, np.vstack([self.feet[bone] for bone in bones]))
-        return found
+    def pinned_feet(self, pins: Sequence[Pin]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """((F,) intc the places among `pins` of those that hold a foot (aim pins do not), (F,)
+        intc contact points a foot, (sum, 3) the points in the feet's frames) for the compiled
+        support polygon; None when no foot is pinned. Kept per pinned bones (a drag pins the
+        same ones)."""
+        key = tuple((pin.bone, pin.aim is None) for pin in pins)
+        if key not in self._pinned:
+            feet = [k for k, (bone, holds) in enumerate(key) if holds and bone in self.feet]
+            self._pinned[key] = (
+                (
+                    np.array(feet, dtype=np.intc),
+                    np.array([len(self.feet[key[k][0]]) for k in feet], dtype=np.intc),
+                    np.vstack([self.feet[key[k][0]] for k in feet]),
+                )
+                if feet
+                else None
+            )
+        return self._pinned[key]
 
     def following_share(self, skeleton: Skeleton, bones: tuple[str, ...], root: int) -> float:
         """`following_share` of pins on `bones` (names) with the free `root`, kept per
@@ -264,12 +275,19 @@ def _pose_centre(
 
 
 def _balance_state(
-    skeleton: Skeleton, body: Body, centres: np.ndarray, support: Support, pose: SolveResult, root: int
+    skeleton: Skeleton,
+    body: Body,
+    centres: np.ndarray,
+    pins: Sequence[Pin],
+    ground: tuple[np.ndarray, ...],
+    pose: SolveResult,
+    root: int,
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
-    """(the centre of mass (3,), the head (3,) of `root`, the centre's depth in `support`, its
-    shift (3,) toward `MARGIN` inside) of a solve's pose: what each round asks, in one compiled
-    call where the library is built (`native.balance_check`)."""
-    margin = MARGIN * skeleton.unit
+    """(the centre of mass (3,), the head (3,) of `root`, the centre's depth in the support
+    polygon of the feet `ground` (`_ground_inputs`), its shift (3,) toward `MARGIN` inside) of a
+    solve's pose: what each round asks, in one compiled call where the library is built
+    (`native.balance_check`: the polygon costs less made again than looked up)."""
+    unit = skeleton.unit
     found = native.balance_check(
         skeleton,
         pose.rotations,
@@ -277,13 +295,16 @@ def _balance_state(
         body.masses,
         centres,
         root,
-        (support._flat, support.axes),
-        margin,
+        ground,
+        PLANTED * unit,
+        MARGIN * unit,
     )
     if found is not None:
         return found
+    support = support_of(pins, body, unit)
+    assert support is not None  # `ground` holds a foot
     com, head = _pose_centre(skeleton, body, centres, pose.rotations, pose.locations, root)
-    return (com, head, *support.depth_and_shift(com, margin))
+    return (com, head, *support.depth_and_shift(com, MARGIN * unit))
 
 
 def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: np.ndarray) -> np.ndarray:
@@ -400,26 +421,39 @@ def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
     exactly, so the polygon is a function of the targets); None when no foot is pinned. The
     body keeps the last one: a drag moves a hand over feet that stay planted. In C where the
     library is built (`native.support_hull`)."""
-    feet = [pin for pin in pins if pin.bone in body.feet and pin.aim is None]
-    made_from = (unit, *((pin.bone, pin.target.tobytes()) for pin in feet))
+    feet = body.pinned_feet(pins)
+    if feet is None:
+        return None
+    made_from = (unit, *((pins[k].bone, pins[k].target.tobytes()) for k in feet[0].tolist()))
     if body._support is not None and body._support[0] == made_from:
         return body._support[1]
-    frame = _ground_frame(tuple(body.up.tolist()))
-    rotations = np.array([pin.target_rotation for pin in feet]).reshape(-1, 4)
-    places = np.array([pin.target_position for pin in feet]).reshape(-1, 3)
-    found = None
-    if feet:
-        counts, points = body.stacked_feet(tuple(pin.bone for pin in feet))
-        found = native.support_hull(counts, points, rotations, places, frame, PLANTED * unit)
+    ground = _ground_inputs(pins, body, feet)
+    found = native.support_hull(ground, PLANTED * unit)
     if found is not None:
-        support: Support | None = Support.on_ground(found[0], frame, found[1])
+        support: Support | None = Support.on_ground(found[0], ground[-1], found[1])
     else:
-        turns = frame @ quat.to_matrix(rotations)
-        offsets = places @ frame.T
-        grounded = [body.feet[pin.bone] @ turn.T + offset for pin, turn, offset in zip(feet, turns, offsets)]
-        support = _support_on_ground(grounded, frame, unit)
+        support = _support_on_ground(_grounded(pins, body, ground), ground[-1], unit)
     object.__setattr__(body, "_support", (made_from, support))
     return support
+
+
+def _ground_inputs(
+    pins: Sequence[Pin], body: Body, feet: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, ...]:
+    """The feet as the compiled geometry takes them (`native.support_hull`): `feet`
+    (`Body.pinned_feet`), every pin's target axes and position (`loop.pin_arrays`), the ground's
+    frame (`_ground_frame`); all kept by their owners."""
+    _, _, places, axes = pin_arrays(pins)
+    return (*feet, axes, places, _ground_frame(tuple(body.up.tolist())))
+
+
+def _grounded(pins: Sequence[Pin], body: Body, ground: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    """Each pinned foot's contact points (K, 3) along the ground's frame, placed by its pin's
+    target: the Python steps of `ewbik_support` before the hull."""
+    feet, _, _, axes, places, frame = ground
+    turns = frame @ np.swapaxes(axes[feet], -1, -2)
+    offsets = places[feet] @ frame.T
+    return [body.feet[pins[k].bone] @ turn.T + offset for k, turn, offset in zip(feet, turns, offsets)]
 
 
 def support_from(points: Sequence[np.ndarray], up: np.ndarray, unit: float) -> Support | None:
@@ -516,14 +550,14 @@ def balanced(
     """
     if len(body.masses) != len(skeleton):
         raise SceneError("body.masses", f"has {len(body.masses)} masses for {len(skeleton)} bones")
-    support = support_of(pins, body, skeleton.unit)
+    feet = body.pinned_feet(pins)
     plain = solving(settings)(pins, rotations, locations)
     bones = tuple(pin.bone for pin in pins)
     root, lengths = _pinned_chains(skeleton, bones)
-    if support is None or root is None or solving.stiffness[root] >= 1.0:
+    if feet is None or root is None or solving.stiffness[root] >= 1.0:
         return plain
-    centres, unit = body.centres_in(skeleton), skeleton.unit
-    com, head, depth, shift = _balance_state(skeleton, body, centres, support, plain, root)
+    centres, unit, ground = body.centres_in(skeleton), skeleton.unit, _ground_inputs(pins, body, feet)
+    com, head, depth, shift = _balance_state(skeleton, body, centres, pins, ground, plain, root)
     if depth >= SETTLED * unit or not _length(shift) > settings.tolerance:
         return plain
     solve_round = solving(round_settings(settings))
@@ -548,7 +582,7 @@ def balanced(
             cut, step = True, step * 0.5
             continue
         cut, kept = False, result
-        new_com, head, depth, shift = _balance_state(skeleton, body, centres, support, result, root)
+        new_com, head, depth, shift = _balance_state(skeleton, body, centres, pins, ground, result, root)
         gain = _gain((new_com - com) @ step / (step @ step))
         com = new_com
         best = (depth, result) if depth > best[0] else best

@@ -143,14 +143,16 @@ def _checked_library() -> ctypes.CDLL | None:
         library.ewbik_solve.restype = _INT
         library.ewbik_forward.argtypes = [_INT] + [_P] * 8
         library.ewbik_forward.restype = _INT
-        library.ewbik_support.argtypes = [_INT] + [_P] * 5 + [_DOUBLE, _P, _P]
+        library.ewbik_support.argtypes = [_INT] + [_P] * 6 + [_DOUBLE, _P, _P]
         library.ewbik_support.restype = _INT
         library.ewbik_support_depth.argtypes = [_INT, _P, _P, _P, _DOUBLE, _P]
         library.ewbik_support_depth.restype = _DOUBLE
         library.ewbik_centre_of_mass.argtypes = [_INT] + [_P] * 11
         library.ewbik_centre_of_mass.restype = _INT
-        library.ewbik_balance_check.argtypes = [_INT] + [_P] * 8 + [_INT, _P, _P, _DOUBLE, _P, _P, _P]
-        library.ewbik_balance_check.restype = _DOUBLE
+        library.ewbik_balance_check.argtypes = (
+            [_INT] + [_P] * 8 + [_INT] + [_P] * 6 + [_DOUBLE, _DOUBLE] + [_P] * 4
+        )
+        library.ewbik_balance_check.restype = _INT
     except AttributeError:
         return None
     return library
@@ -237,18 +239,21 @@ def balance_check(
     masses: np.ndarray,
     centres: np.ndarray,
     bone: int,
-    support: tuple[np.ndarray, np.ndarray],
+    feet: tuple[np.ndarray, ...],
+    planted: float,
     margin: float,
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray] | None:
-    """`centre_of_mass` and `support_depth` of it in one call: (the centre of mass (3,), the head
-    (3,) of `bone`, its depth in the polygon whose `support` is the (M, 2) hull and (2, 3) axes
-    a Support keeps, its shift (3,) to `margin` inside); None where the library is missing."""
+    """What balance asks of a local pose, in one call: (the centre of mass (3,) as
+    `centre_of_mass` finds it, the head (3,) of `bone`, its depth in the polygon `support_hull`
+    makes of `feet` and `planted`, its shift (3,) to `margin` inside, as `support_depth` finds
+    them); None where the library is missing."""
     if _LIBRARY is None:
         return None
     arrays = _skeleton_arrays(skeleton)
     _, _, count, order = arrays.everything
-    hull, axes = support
-    depth = _LIBRARY.ewbik_balance_check(
+    world, head, found = arrays.scratch_addresses
+    hull = _scratch(2 * (len(feet[2]) + 1))
+    corners = _LIBRARY.ewbik_balance_check(
         count,
         order,
         *arrays.addresses,
@@ -256,43 +261,32 @@ def balance_check(
         address(_floats(locations)),
         kept_address(masses),
         kept_address(centres),
-        len(hull),
-        kept_address(hull),
-        kept_address(axes),
+        len(feet[0]),
+        *map(kept_address, feet),
+        planted,
         margin,
-        *arrays.scratch_addresses,
+        world,
+        head,
+        hull[1],
+        found,
     )
-    _, head, found = arrays.scratch
-    return found[:3].copy(), head[bone].copy(), depth, found[3:].copy()
+    if corners < 0:
+        raise MemoryError("the native solver could not allocate the support polygon")
+    _, heads, answer = arrays.scratch
+    return answer[:3].copy(), heads[bone].copy(), float(answer[6]), answer[3:6].copy()
 
 
-def support_hull(
-    counts: np.ndarray,
-    points: np.ndarray,
-    rotations: np.ndarray,
-    places: np.ndarray,
-    frame: np.ndarray,
-    planted: float,
-) -> tuple[np.ndarray, float] | None:
+def support_hull(feet: tuple[np.ndarray, ...], planted: float) -> tuple[np.ndarray, float] | None:
     """`balance.support_of`'s polygon in C: ((M, 2) hull corners along the ground's axes, the
-    floor's height) of feet with `counts` (F,) contact `points` (sum, 3) in their frames, turned by
-    `rotations` (F, 4) and moved to `places` (F, 3), on the ground's `frame` (3, 3); None where
-    the library is missing. `counts`, `points` and `frame` are ones the caller keeps unchanged."""
+    floor's height) of `feet`: (F,) intc the feet pins' places among the pins, (F,) intc contact
+    points a foot, (sum, 3) the points in the feet's frames, (P, 3, 3) every pin's target axes
+    (rows) and (P, 3) its target position, the ground's (3, 3) frame, all arrays their owners
+    keep unchanged (a body, the pins' arrays); the feet whose lowest point lies within `planted`
+    of the lowest carry the body. None where the library is missing."""
     if _LIBRARY is None:
         return None
-    rotations, places = _floats(rotations), _floats(places)
-    hull, floor = _scratch(2 * (len(points) + 1)), _scratch(1, 1)
-    corners = _LIBRARY.ewbik_support(
-        len(counts),
-        kept_address(counts),
-        kept_address(points),
-        address(rotations),
-        address(places),
-        kept_address(frame),
-        planted,
-        hull[1],
-        floor[1],
-    )
+    hull, floor = _scratch(2 * (len(feet[2]) + 1)), _scratch(1, 1)
+    corners = _LIBRARY.ewbik_support(len(feet[0]), *map(kept_address, feet), planted, hull[1], floor[1])
     if corners < 0:
         raise MemoryError("the native solver could not allocate the support polygon")
     return hull[0][: 2 * corners].reshape(-1, 2).copy(), float(floor[0][0])
@@ -367,7 +361,11 @@ class _SkeletonArrays:
         everything = _ints(np.concatenate(skeleton.levels))
         self.everything = (None, everything, len(everything), everything.ctypes.data)
         n = len(skeleton)
-        self.scratch = (np.empty((n, 3, 3)), np.empty((n, 3)), np.empty(6))  # world, heads, two points
+        self.scratch = (
+            np.empty((n, 3, 3)),
+            np.empty((n, 3)),
+            np.empty(7),
+        )  # world, heads, two points and a number
         self.scratch_addresses = tuple(array.ctypes.data for array in self.scratch)
         self.orders: dict[int, tuple[Levels, np.ndarray, int, int]] = {}
 

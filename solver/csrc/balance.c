@@ -59,7 +59,7 @@ static int convex_hull(double *points, int count, double *hull)
     return half_hull(points, unique, unique - 1, -1, hull, m);
 }
 
-int ewbik_support(int n_feet, const int *counts, const double *points, const double *rotations,
+int ewbik_support(int n_feet, const int *feet, const int *counts, const double *points, const double *axes,
                   const double *places, const double *frame, double planted, double *hull, double *floor)
 {
     int total = 0;
@@ -74,9 +74,9 @@ int ewbik_support(int n_feet, const int *counts, const double *points, const dou
     double lowest = INFINITY;
     for (int f = 0, k = 0; f < n_feet; f++) {
         double turn_matrix[9], on_ground[9], offset[3];
-        quat_to_matrix(rotations + 4 * f, turn_matrix);
+        transpose(axes + 9 * feet[f], turn_matrix);
         matmul(frame, turn_matrix, on_ground);
-        matvec(frame, places + 3 * f, offset);
+        matvec(frame, places + 3 * feet[f], offset);
         for (int i = 0; i < counts[f]; i++, k++) {
             double moved[3];
             matvec(on_ground, points + 3 * k, moved);
@@ -159,12 +159,18 @@ double ewbik_support_depth(int m, const double *hull, const double *axes, const 
     return depth;
 }
 
-double ewbik_balance_check(int n_order, const int *order, const int *parents, const double *local_rest,
-                           const double *local_offset, const double *rotations, const double *locations,
-                           const double *masses, const double *centres, int m, const double *hull,
-                           const double *axes, double margin, double *world, double *head, double *found)
+int ewbik_balance_check(int n_order, const int *order, const int *parents, const double *local_rest,
+                        const double *local_offset, const double *rotations, const double *locations,
+                        const double *masses, const double *centres, int n_feet, const int *feet, const int *counts,
+                        const double *points, const double *axes, const double *places, const double *frame,
+                        double planted, double margin, double *world, double *head, double *hull, double *found)
 {
+    double floor;
+    int corners = ewbik_support(n_feet, feet, counts, points, axes, places, frame, planted, hull, &floor);
+    if (corners < 0)
+        return -1;
     ewbik_centre_of_mass(n_order, order, parents, local_rest, local_offset, rotations, locations, masses, centres,
                          world, head, found);
-    return ewbik_support_depth(m, hull, axes, found, margin, found + 3);
+    found[6] = ewbik_support_depth(corners, hull, frame, found, margin, found + 3);
+    return corners;
 }

@@ -24,6 +24,7 @@ from solver.balance import (
     support_of,
 )
 from solver.balance import _balance_state as balance_state
+from solver.balance import _ground_inputs as ground_inputs
 from solver.balance import _Reach as Reach
 from solver.pins import Pin
 from solver.presets import bone_roles
@@ -237,7 +238,8 @@ def test_the_compiled_geometry_matches_its_python_twin(monkeypatch):
             support = support_of(pins, body, skeleton.unit)
             shifts = [support.depth_and_shift(point, 0.03) for point in points]
             pose = types.SimpleNamespace(rotations=rotations, locations=locations)
-            state = balance_state(skeleton, body, body.centres_in(skeleton), support, pose, 0)
+            ground = ground_inputs(pins, body, body.pinned_feet(pins))
+            state = balance_state(skeleton, body, body.centres_in(skeleton), pins, ground, pose, 0)
             out.append(
                 (support.corners, shifts, pose_centre_of_mass(skeleton, body, rotations, locations), state)
             )
