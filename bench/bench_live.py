@@ -139,6 +139,9 @@ KEY_POSES = (
 )
 
 
+CONTROL_TARGET_MS = 0.2  # what each control may add to a median live update, wall ms
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """One row of the table: which IK drives the pinned bones, and how."""
@@ -149,7 +152,7 @@ class Config:
     iterations: int = SolverSettings().iterations  # the armature's default
     limits: bool = False
     bones: int = 159  # the metarig's own; more: extra chains (`grow_rig`)
-    control: str = ""  # one control on top of the default row (`CONTROLS`)
+    control: str = ""  # one control on top of the default row (`with_control`)
 
 
 CONFIGS = (
@@ -566,6 +569,65 @@ def table(results):
     return markdown_table(header, rows)
 
 
+def control_baselines():
+    """{control: (its row, the row it is measured against)}: the default row, or for Balance
+    the root-free row it needs."""
+    rows_of = {config.control: config for config in CONFIGS if config.control}
+    return {
+        control: (config, rows_of["root free"] if control == "root free + balance" else CONFIGS[0])
+        for control, config in rows_of.items()
+    }
+
+
+def control_costs(path, pairs):
+    """{control: ((P,) wall ms, (P,) solve() ms)} each control adds to a median update, one value
+    per pair of drags: the control's row and its baseline's dragged back to back (which goes
+    first alternates), so both meet the machine in the same state; rows a few seconds apart in
+    the table above differ by more than a control costs when the machine is busy."""
+    costs = {}
+    for control, (config, base) in control_baselines().items():
+        added = []
+        for pair in range(pairs):
+            runs = {}
+            for row in (base, config) if pair % 2 == 0 else (config, base):
+                runs[row] = Samples()
+                drag(row, path, runs[row])
+                check_finite(row, runs[row])
+            added.append(
+                [
+                    np.median(getattr(runs[config], field)) - np.median(getattr(runs[base], field))
+                    for field in ("wall_ms", "solve_ms")
+                ]
+            )
+        costs[control] = tuple(np.array(added).T)
+    return costs
+
+
+def controls_table(costs):
+    """What each control adds to a median live update (`control_costs`: the median over pairs of
+    drags, and its range), each control held to `CONTROL_TARGET_MS` (the root freed is a
+    setting Balance needs, not a control)."""
+    baselines = control_baselines()
+    rows, verdicts = [], []
+    for control, (wall, solve) in costs.items():
+        rows.append(
+            [
+                control,
+                baselines[control][1].label,
+                f"{np.median(wall):+.2f} ({wall.min():+.2f} to {wall.max():+.2f})",
+                f"{np.median(solve):+.2f} ({solve.min():+.2f} to {solve.max():+.2f})",
+            ]
+        )
+        if control != "root free":
+            verdict = "PASS" if np.median(wall) <= CONTROL_TARGET_MS else "FAIL"
+            verdicts.append(
+                f"- {control}: adds {np.median(wall):.2f} wall ms to a median update "
+                f"(target <= {CONTROL_TARGET_MS}) {verdict}"
+            )
+    header = ["control", "against", "wall ms median added (range)", "solve() ms median added (range)"]
+    return markdown_table(header, rows) + "\n\n" + "\n".join(verdicts)
+
+
 def per_pin_table(results):
     """p95 position error of each pin: which target the budget leaves behind."""
     rows = []
@@ -584,7 +646,7 @@ def step_lengths_mm(path):
     ]
 
 
-def report(results, args, rig_height, path, seconds):
+def report(results, costs, args, rig_height, path, seconds):
     updates = len(results[CONFIGS[0]].wall_ms)
     step = stats(step_lengths_mm(path))
     lines = [
@@ -594,6 +656,11 @@ def report(results, args, rig_height, path, seconds):
         f"round(s) with the rows interleaved, {updates} updates per row; run took {seconds:.0f} s.",
         "",
         table(results),
+        "",
+        f"What each control adds to a median update ({args.pairs} pair(s) of drags, each control's row and"
+        " its baseline's back to back):",
+        "",
+        controls_table(costs),
         "",
         per_pin_table(results),
         "",
@@ -621,6 +688,9 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, default=200, help="target moves per round")
     parser.add_argument("--rounds", type=int, default=3, help="times the whole drag is repeated per row")
     parser.add_argument(
+        "--pairs", type=int, default=5, help="back-to-back drags of each control and its baseline"
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="smoke run: 40 moves, one round, nothing written"
     )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
@@ -632,7 +702,7 @@ def parse_args(argv):
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.steps, args.rounds, args.no_write = 40, 1, True
+        args.steps, args.rounds, args.pairs, args.no_write = 40, 1, 1, True
     return args
 
 
@@ -656,8 +726,9 @@ def main(argv=None):
                 f"median {np.median(results[config].cpu_ms):.2f} CPU ms",
                 flush=True,
             )
+    costs = control_costs(path, args.pairs)
     enable_extension()
-    markdown = report(results, args, rig_height, path, time.perf_counter() - started)
+    markdown = report(results, costs, args, rig_height, path, time.perf_counter() - started)
     print()
     print(markdown)
     if not args.no_write:
