@@ -266,10 +266,7 @@ def _pose_centre(
     bone: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(the centre of mass (3,), the head (3,) of `bone`) of a local pose, the bones' mass centres
-    at `centres` (`Body.centres_in`): in C where the library is built (`native.centre_of_mass`)."""
-    found = native.centre_of_mass(skeleton, rotations, locations, body.masses, centres, bone)
-    if found is not None:
-        return found
+    at `centres` (`Body.centres_in`)."""
     world, heads = skeleton.frames(rotations, locations)
     return _centre_of_mass(body, centres, world, heads), heads[bone]
 
@@ -316,9 +313,9 @@ def _centre_of_mass(body: Body, centres: np.ndarray, world: np.ndarray, heads: n
 class Support:
     """The support polygon: `corners` (M, 3) on the ground (armature space, at the height of the
     lowest contact), counter-clockwise seen from above; `axes` (2, 3) the ground's directions.
-    Its corners along the ground (`_flat`) are kept for depths and shifts, which balance asks for
-    several times a solve: in C where the library is built (`native.support_depth`), else on
-    Python floats (`_Lines`: a polygon has a dozen corners, too few for numpy to pay)."""
+    Its corners along the ground (`_flat`) are kept for depths and shifts, on Python floats
+    (`_Lines`: a polygon has a dozen corners, too few for numpy to pay); a live solve asks the
+    compiled library instead where it is built (`_balance_state`)."""
 
     corners: np.ndarray
     axes: np.ndarray
@@ -358,8 +355,6 @@ class Support:
         """(`depth` of `point`, (3,) the horizontal move that takes its ground projection to the
         nearest point at least `margin` inside the polygon (toward its middle where it is
         narrower); zero when it is there already)."""
-        if native.available():
-            return native.support_depth(self._flat, self.axes, point, margin)
         if self._lines is None:
             object.__setattr__(self, "_lines", _Lines.of(self._flat.tolist()))
         assert self._lines is not None
@@ -369,8 +364,8 @@ class Support:
 @dataclasses.dataclass(frozen=True)
 class _Lines:
     """A polygon's edges along the ground (one from each corner), their lines and its middle, on
-    Python floats: `Support.depth_and_shift` where the library is missing (the twin of
-    `ewbik_support_depth`)."""
+    Python floats: `Support.depth_and_shift` (the twin of
+    `support_depth` in csrc/balance.c)."""
 
     edges: list
     middle: tuple
@@ -419,8 +414,7 @@ def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
     """The Support of the pinned feet whose lowest contact lies within `PLANTED` x `unit` of the
     lowest pinned foot's, their contact points placed by the pins' targets (pins are met
     exactly, so the polygon is a function of the targets); None when no foot is pinned. The
-    body keeps the last one: a drag moves a hand over feet that stay planted. In C where the
-    library is built (`native.support_hull`)."""
+    body keeps the last one: a drag moves a hand over feet that stay planted."""
     feet = body.pinned_feet(pins)
     if feet is None:
         return None
@@ -428,11 +422,7 @@ def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
     if body._support is not None and body._support[0] == made_from:
         return body._support[1]
     ground = _ground_inputs(pins, body, feet)
-    found = native.support_hull(ground, PLANTED * unit)
-    if found is not None:
-        support: Support | None = Support.on_ground(found[0], ground[-1], found[1])
-    else:
-        support = _support_on_ground(_grounded(pins, body, ground), ground[-1], unit)
+    support = _support_on_ground(_grounded(pins, body, ground), ground[-1], unit)
     object.__setattr__(body, "_support", (made_from, support))
     return support
 
@@ -440,7 +430,7 @@ def support_of(pins: Sequence[Pin], body: Body, unit: float) -> Support | None:
 def _ground_inputs(
     pins: Sequence[Pin], body: Body, feet: tuple[np.ndarray, np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, ...]:
-    """The feet as the compiled geometry takes them (`native.support_hull`): `feet`
+    """The feet as the compiled geometry takes them (`native.balance_check`): `feet`
     (`Body.pinned_feet`), every pin's target axes and position (`loop.pin_arrays`), the ground's
     frame (`_ground_frame`); all kept by their owners."""
     _, _, places, axes = pin_arrays(pins)
@@ -449,7 +439,7 @@ def _ground_inputs(
 
 def _grounded(pins: Sequence[Pin], body: Body, ground: tuple[np.ndarray, ...]) -> list[np.ndarray]:
     """Each pinned foot's contact points (K, 3) along the ground's frame, placed by its pin's
-    target: the Python steps of `ewbik_support` before the hull."""
+    target: the Python steps of `support` in csrc/balance.c before the hull."""
     feet, _, _, axes, places, frame = ground
     turns = frame @ np.swapaxes(axes[feet], -1, -2)
     offsets = places[feet] @ frame.T
@@ -467,7 +457,7 @@ def support_from(points: Sequence[np.ndarray], up: np.ndarray, unit: float) -> S
 def _support_on_ground(feet: Sequence[np.ndarray], frame: np.ndarray, unit: float) -> Support | None:
     """`support_from` of feet whose contact points are given on the ground's `frame`
     (`_ground_frame`): (K, 3) per foot, along its two axes and the height (the twin of
-    `ewbik_support`)."""
+    `support` in csrc/balance.c)."""
     if not feet:
         return None
     feet = [np.round(foot, 12).tolist() for foot in feet]  # points a rounding apart: one corner

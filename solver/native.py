@@ -143,12 +143,6 @@ def _checked_library() -> ctypes.CDLL | None:
         library.ewbik_solve.restype = _INT
         library.ewbik_forward.argtypes = [_INT] + [_P] * 8
         library.ewbik_forward.restype = _INT
-        library.ewbik_support.argtypes = [_INT] + [_P] * 6 + [_DOUBLE, _P, _P]
-        library.ewbik_support.restype = _INT
-        library.ewbik_support_depth.argtypes = [_INT, _P, _P, _P, _DOUBLE, _P]
-        library.ewbik_support_depth.restype = _DOUBLE
-        library.ewbik_centre_of_mass.argtypes = [_INT] + [_P] * 11
-        library.ewbik_centre_of_mass.restype = _INT
         library.ewbik_balance_check.argtypes = (
             [_INT] + [_P] * 8 + [_INT] + [_P] * 6 + [_DOUBLE, _DOUBLE] + [_P] * 4
         )
@@ -202,36 +196,6 @@ def forward_into(
     return True
 
 
-def centre_of_mass(
-    skeleton: Skeleton,
-    rotations: np.ndarray,
-    locations: np.ndarray,
-    masses: np.ndarray,
-    centres: np.ndarray,
-    bone: int,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """`balance.pose_centre_of_mass` in C: (the centre of mass (3,) of bones weighing `masses`
-    (N,) at `centres` (N, 3) in their frames, the head (3,) of `bone`) of a local pose; None where
-    the library is missing. `masses` and `centres` are a body's, which it keeps unchanged."""
-    if _LIBRARY is None:
-        return None
-    arrays = _skeleton_arrays(skeleton)
-    _, _, count, order = arrays.everything
-    rotations, locations = _floats(rotations), _floats(locations)
-    _, head, found = arrays.scratch
-    _LIBRARY.ewbik_centre_of_mass(
-        count,
-        order,
-        *arrays.addresses,
-        address(rotations),
-        address(locations),
-        kept_address(masses),
-        kept_address(centres),
-        *arrays.scratch_addresses,
-    )
-    return found[:3].copy(), head[bone].copy()
-
-
 def balance_check(
     skeleton: Skeleton,
     rotations: np.ndarray,
@@ -243,16 +207,20 @@ def balance_check(
     planted: float,
     margin: float,
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray] | None:
-    """What balance asks of a local pose, in one call: (the centre of mass (3,) as
-    `centre_of_mass` finds it, the head (3,) of `bone`, its depth in the polygon `support_hull`
-    makes of `feet` and `planted`, its shift (3,) to `margin` inside, as `support_depth` finds
-    them); None where the library is missing."""
+    """`balance._balance_state` in C, what balance asks of a local pose in one call: (the centre
+    of mass (3,) of bones weighing `masses` (N,) at `centres` (N, 3) in their frames, the head (3,)
+    of `bone`, the centre's depth in the support polygon of `feet`, its shift (3,) to `margin`
+    inside); None where the library is missing. `feet`: (F,) intc the feet pins' places among
+    the pins, (F,) intc contact points a foot, (sum, 3) the points in the feet's frames, (P, 3, 3)
+    every pin's target axes (rows) and (P, 3) its target position, the ground's (3, 3) frame; the
+    feet whose lowest point lies within `planted` of the lowest carry the body. `masses`,
+    `centres` and `feet` are arrays their owners keep unchanged (a body, the pins' arrays)."""
     if _LIBRARY is None:
         return None
     arrays = _skeleton_arrays(skeleton)
     _, _, count, order = arrays.everything
     world, head, found = arrays.scratch_addresses
-    hull = _scratch(2 * (len(feet[2]) + 1))
+    hull = _hull_scratch(2 * (len(feet[2]) + 1))
     corners = _LIBRARY.ewbik_balance_check(
         count,
         order,
@@ -267,42 +235,13 @@ def balance_check(
         margin,
         world,
         head,
-        hull[1],
+        hull,
         found,
     )
     if corners < 0:
         raise MemoryError("the native solver could not allocate the support polygon")
     _, heads, answer = arrays.scratch
     return answer[:3].copy(), heads[bone].copy(), float(answer[6]), answer[3:6].copy()
-
-
-def support_hull(feet: tuple[np.ndarray, ...], planted: float) -> tuple[np.ndarray, float] | None:
-    """`balance.support_of`'s polygon in C: ((M, 2) hull corners along the ground's axes, the
-    floor's height) of `feet`: (F,) intc the feet pins' places among the pins, (F,) intc contact
-    points a foot, (sum, 3) the points in the feet's frames, (P, 3, 3) every pin's target axes
-    (rows) and (P, 3) its target position, the ground's (3, 3) frame, all arrays their owners
-    keep unchanged (a body, the pins' arrays); the feet whose lowest point lies within `planted`
-    of the lowest carry the body. None where the library is missing."""
-    if _LIBRARY is None:
-        return None
-    hull, floor = _scratch(2 * (len(feet[2]) + 1)), _scratch(1, 1)
-    corners = _LIBRARY.ewbik_support(len(feet[0]), *map(kept_address, feet), planted, hull[1], floor[1])
-    if corners < 0:
-        raise MemoryError("the native solver could not allocate the support polygon")
-    return hull[0][: 2 * corners].reshape(-1, 2).copy(), float(floor[0][0])
-
-
-def support_depth(
-    hull: np.ndarray, axes: np.ndarray, point: np.ndarray, margin: float
-) -> tuple[float, np.ndarray]:
-    """`balance.Support.depth_and_shift` in C, on the contiguous (M, 2) `hull` and (2, 3) `axes`
-    a Support keeps (the library must be there: `available()`)."""
-    assert _LIBRARY is not None
-    point, shift = _floats(point), _scratch(3, 2)
-    depth = _LIBRARY.ewbik_support_depth(
-        len(hull), kept_address(hull), kept_address(axes), address(point), margin, shift[1]
-    )
-    return depth, shift[0][:3].copy()
 
 
 def address(array: np.ndarray) -> int:
@@ -321,7 +260,7 @@ _KEPT_ADDRESSES = 64
 
 def kept_address(array: np.ndarray) -> int:
     """The address of a C-contiguous array (float64 or intc, as C reads it) that its owner keeps
-    unchanged (a body's masses, a polygon's corners), looked up instead of asked of numpy again
+    unchanged (a body's masses, the pins' arrays), looked up instead of asked of numpy again
     (`.ctypes.data` costs a microsecond): kept with a reference to the array, so its id stays its
     own, the oldest of `_KEPT_ADDRESSES` dropped first."""
     found = _kept.get(id(array))
@@ -332,17 +271,16 @@ def kept_address(array: np.ndarray) -> int:
     return found[1]
 
 
-_scratches: dict[int, tuple[np.ndarray, int]] = {}  # slot -> (buffer, its address): `_scratch`
+_hull_buffer: list[tuple[np.ndarray, int]] = []  # (buffer, its address): `_hull_scratch`
 
 
-def _scratch(size: int, slot: int = 0) -> tuple[np.ndarray, int]:
-    """(a float64 buffer of at least `size`, its address) for C to write an answer into, one per
-    `slot`, grown as needed: the callers copy what they keep out of it."""
-    found = _scratches.get(slot)
-    if found is None or len(found[0]) < size:
+def _hull_scratch(size: int) -> int:
+    """The address of a float64 buffer of at least `size` for C to write a support polygon into
+    (nobody reads it back), grown as needed."""
+    if not _hull_buffer or len(_hull_buffer[0][0]) < size:
         array = np.empty(max(size, 64))
-        found = _scratches[slot] = (array, array.ctypes.data)
-    return found
+        _hull_buffer[:] = [(array, array.ctypes.data)]
+    return _hull_buffer[0][1]
 
 
 class _SkeletonArrays:

@@ -1,8 +1,9 @@
-/* Balance's geometry (balance.py: support_of, _hull, Support.depth_and_shift, pose_centre_of_mass):
- * the pinned feet's contact points on the ground, the convex hull of the planted ones, how far a
- * point lies inside it, and the body's centre of mass in a pose. Each function mirrors its Python
- * namesake, which runs where the library is missing; a live drag asks for them every update, where
- * their numpy calls cost more than the arithmetic. */
+/* Balance's geometry (balance.py: support_of, _hull, Support.depth_and_shift, _pose_centre): the
+ * pinned feet's contact points on the ground, the convex hull of the planted ones, the body's
+ * centre of mass in a pose and how far it lies inside the hull, asked of a pose in one call
+ * (`ewbik_balance_check`, balance._balance_state). Each step mirrors its Python namesake, which
+ * runs where the library is missing; a live drag asks every update, where numpy's calls cost
+ * more than the arithmetic. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -59,8 +60,10 @@ static int convex_hull(double *points, int count, double *hull)
     return half_hull(points, unique, unique - 1, -1, hull, m);
 }
 
-int ewbik_support(int n_feet, const int *feet, const int *counts, const double *points, const double *axes,
-                  const double *places, const double *frame, double planted, double *hull, double *floor)
+/* balance.support_of: the feet's contact points on the ground, rounded to 1e-12, and the hull of the
+ * planted ones (as `ewbik_balance_check` says); the corners' count, -1 when memory ran out. */
+static int support(int n_feet, const int *feet, const int *counts, const double *points, const double *axes,
+                   const double *places, const double *frame, double planted, double *hull)
 {
     int total = 0;
     for (int f = 0; f < n_feet; f++)
@@ -94,15 +97,15 @@ int ewbik_support(int n_feet, const int *feet, const int *counts, const double *
             if (low <= lowest + planted)
                 flat[2 * kept] = ground[3 * k], flat[2 * kept + 1] = ground[3 * k + 1], kept++;
     }
-    *floor = lowest;
     int corners = convex_hull(flat, kept, hull);
     free(ground), free(flat);
     return corners;
 }
 
-int ewbik_centre_of_mass(int n_order, const int *order, const int *parents, const double *local_rest,
-                         const double *local_offset, const double *rotations, const double *locations,
-                         const double *masses, const double *centres, double *world, double *head, double *com)
+/* balance._pose_centre: the centre of mass of a pose into `com` (3,). */
+static void centre_of_mass(int n_order, const int *order, const int *parents, const double *local_rest,
+                           const double *local_offset, const double *rotations, const double *locations,
+                           const double *masses, const double *centres, double *world, double *head, double *com)
 {
     double total = 0.0, sum[3] = {0.0, 0.0, 0.0};
     forward_bones(n_order, order, parents, local_rest, local_offset, rotations, locations, world, head);
@@ -116,11 +119,13 @@ int ewbik_centre_of_mass(int n_order, const int *order, const int *parents, cons
     }
     for (int c = 0; c < 3; c++)
         com[c] = sum[c] / total;
-    return 0;
 }
 
-double ewbik_support_depth(int m, const double *hull, const double *axes, const double *point, double margin,
-                           double *shift)
+/* Support.depth_and_shift: how far `point` (3,) lies inside the `m` corners of `hull` along the
+ * ground's `axes` (2, 3) (negative: outside by that much), and into `shift` (3,) the move along
+ * the ground to `margin` inside (zero when it is there). */
+static double support_depth(int m, const double *hull, const double *axes, const double *point, double margin,
+                            double *shift)
 {
     double p[2] = {dot3(axes, point), dot3(axes + 3, point)}, near[2] = {p[0], p[1]}, depth = INFINITY;
     for (int i = 0; i < m && m >= 3; i++) {
@@ -165,12 +170,11 @@ int ewbik_balance_check(int n_order, const int *order, const int *parents, const
                         const double *points, const double *axes, const double *places, const double *frame,
                         double planted, double margin, double *world, double *head, double *hull, double *found)
 {
-    double floor;
-    int corners = ewbik_support(n_feet, feet, counts, points, axes, places, frame, planted, hull, &floor);
+    int corners = support(n_feet, feet, counts, points, axes, places, frame, planted, hull);
     if (corners < 0)
         return -1;
-    ewbik_centre_of_mass(n_order, order, parents, local_rest, local_offset, rotations, locations, masses, centres,
-                         world, head, found);
-    found[6] = ewbik_support_depth(corners, hull, frame, found, margin, found + 3);
+    centre_of_mass(n_order, order, parents, local_rest, local_offset, rotations, locations, masses, centres, world,
+                   head, found);
+    found[6] = support_depth(corners, hull, frame, found, margin, found + 3);
     return corners;
 }

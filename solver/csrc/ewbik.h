@@ -86,33 +86,16 @@ int ewbik_forward(int n_order, const int *order, const int *parents, const doubl
                   const double *local_offset, const double *rotations, const double *locations, double *world,
                   double *head);
 
-/* Balance's support polygon (balance.support_of): the contact points of the `n_feet` feet whose pins
- * are `feet` (`counts` points each, `points` (sum, 3) in each foot's frame) placed by those pins'
- * targets, whose axes are the rows of `axes` (P, 3, 3) and whose heads lie at `places` (P, 3), on
- * the ground's `frame` (3, 3 rows: two axes along it, then up), rounded to 1e-12; the convex hull
- * of the feet whose lowest point lies within `planted` of the lowest, counter-clockwise along the
- * ground's axes, into `hull` (room for sum + 1 corners, 2 each); the lowest height into `floor`.
- * Returns the corners' count, -1 when memory ran out. */
-int ewbik_support(int n_feet, const int *feet, const int *counts, const double *points, const double *axes,
-                  const double *places, const double *frame, double planted, double *hull, double *floor);
-
-/* Support.depth_and_shift: how far `point` (3,) lies inside the `m` corners of `hull` along the
- * ground's `axes` (2, 3) (negative: outside by that much), and into `shift` (3,) the move along
- * the ground to `margin` inside (zero when it is there). */
-double ewbik_support_depth(int m, const double *hull, const double *axes, const double *point, double margin,
-                           double *shift);
-
-/* balance.pose_centre_of_mass: the forward pass of `ewbik_forward` into `world` and `head`, then
- * into `com` (3,) the mean of each bone's mass centre (`centres` (n, 3) in its frame) weighted
- * by `masses` (n,), over the bones in `order` (every bone). */
-int ewbik_centre_of_mass(int n_order, const int *order, const int *parents, const double *local_rest,
-                         const double *local_offset, const double *rotations, const double *locations,
-                         const double *masses, const double *centres, double *world, double *head, double *com);
-
-/* balance._balance_state, what balance asks of a pose in one call: the support polygon of the feet
- * (`ewbik_support`, into `hull`), the centre of mass (`ewbik_centre_of_mass`, into `found` (7,)),
- * its shift to `margin` inside the polygon (into found + 3) and its depth in it (`ewbik_support_depth`,
- * into found[6]). Returns the polygon's corner count, -1 when memory ran out. */
+/* balance._balance_state, what balance asks of a pose in one call: the support polygon of the
+ * `n_feet` feet whose pins are `feet` (`counts` contact points each, `points` (sum, 3) in each
+ * foot's frame) placed by those pins' targets, whose axes are the rows of `axes` (P, 3, 3) and
+ * whose heads lie at `places` (P, 3), on the ground's `frame` (3, 3 rows: two axes along it, then
+ * up): the convex hull of the feet whose lowest point lies within `planted` of the lowest, into
+ * `hull` (room for sum + 1 corners, 2 each); into `found` (7,) the centre of mass of the pose
+ * (the forward pass of `ewbik_forward` into `world` and `head`, each bone's mass centre `centres`
+ * (n, 3) in its frame weighted by `masses` (n,), over the bones in `order`: every bone), its
+ * shift along the ground to `margin` inside the polygon (found + 3) and its depth in it
+ * (found[6], negative outside). Returns the polygon's corner count, -1 when memory ran out. */
 int ewbik_balance_check(int n_order, const int *order, const int *parents, const double *local_rest,
                         const double *local_offset, const double *rotations, const double *locations,
                         const double *masses, const double *centres, int n_feet, const int *feet, const int *counts,

@@ -201,10 +201,10 @@ def test_the_support_polygon_is_the_hull_of_the_planted_feet():
 
 @pytest.mark.compares_backends
 def test_the_compiled_geometry_matches_its_python_twin(monkeypatch):
-    """The support polygon, a point's depth and shift in it, the centre of mass of a pose and all
-    of them of a pose in one call come out of the compiled library (where it is built) as out of
-    the Python that runs where it is not: feet turned and lifted at random, points inside and
-    outside, random poses."""
+    """What balance asks of a pose (the support polygon, the centre of mass, its depth and shift
+    in the polygon) comes out of the compiled library's one call (where it is built) as out of
+    the Python that runs where it is not: feet turned and lifted at random, random poses moved
+    so that the centre of mass lies inside the polygon and outside it."""
     if not native.available():
         pytest.skip("the compiled loop is not built (test_native.py::test_the_native_loop_is_built fails)")
     skeleton, _ = standing_character()
@@ -227,35 +227,34 @@ def test_the_compiled_geometry_matches_its_python_twin(monkeypatch):
         rotations = quat.normalize(
             np.tile(quat.IDENTITY, (len(skeleton), 1)) + rng.normal(0.0, 0.2, (len(skeleton), 4))
         )
-        cases.append(
-            (pins, rotations, rng.normal(0.0, 0.01, (len(skeleton), 3)), rng.normal(0.0, 0.3, (6, 3)))
+        locations = rng.normal(0.0, 0.01, (len(skeleton), 3))
+        body = body_of(skeleton, roles)
+        to_middle = support_of(pins, body, skeleton.unit).corners.mean(0) - pose_centre_of_mass(
+            skeleton, body, rotations, locations
         )
+        cases.append((pins, rotations, locations, to_middle + rng.normal(0.0, 0.15, (6, 3))))
 
     def measured():
         out = []
-        for pins, rotations, locations, points in cases:
+        for pins, rotations, locations, shifts in cases:
             body = body_of(skeleton, roles)
-            support = support_of(pins, body, skeleton.unit)
-            shifts = [support.depth_and_shift(point, 0.03) for point in points]
-            pose = types.SimpleNamespace(rotations=rotations, locations=locations)
             ground = ground_inputs(pins, body, body.pinned_feet(pins))
-            state = balance_state(skeleton, body, body.centres_in(skeleton), pins, ground, pose, 0)
-            out.append(
-                (support.corners, shifts, pose_centre_of_mass(skeleton, body, rotations, locations), state)
-            )
+            for shift in shifts:
+                moved = locations.copy()
+                moved[0] += shift @ skeleton.rest[0, :3, :3]  # the root's: the whole body moves
+                pose = types.SimpleNamespace(rotations=rotations, locations=moved)
+                state = balance_state(skeleton, body, body.centres_in(skeleton), pins, ground, pose, 0)
+                out.append((state, pose_centre_of_mass(skeleton, body, rotations, moved)))
         return out
 
     compiled = measured()
     monkeypatch.setattr(native, "_LIBRARY", None)
-    for (corners, shifts, com, state), (corners_py, shifts_py, com_py, state_py) in zip(compiled, measured()):
-        np.testing.assert_allclose(corners, corners_py, atol=1e-9)
-        for (depth, shift), (depth_py, shift_py) in zip(shifts, shifts_py):
-            assert depth == pytest.approx(depth_py, abs=1e-9)
-            np.testing.assert_allclose(shift, shift_py, atol=1e-9)
-        np.testing.assert_allclose(com, com_py, atol=1e-12)
+    for (state, com), (state_py, _) in zip(compiled, measured()):
         np.testing.assert_allclose(state[0], com, atol=1e-12)
         for found, found_py in zip(state, state_py):
             np.testing.assert_allclose(found, found_py, atol=1e-9)
+    depths = np.array([state[2] for state, _ in compiled])
+    assert (depths > 0.0).sum() >= 20 and (depths < 0.0).sum() >= 20
 
 
 def test_a_bad_body_is_refused_naming_the_field():

@@ -283,9 +283,6 @@ def test_a_library_with_other_structures_is_not_used(monkeypatch):
             self.ewbik_limits_layout = real.ewbik_limits_layout
             self.ewbik_solve = real.ewbik_solve
             self.ewbik_forward = real.ewbik_forward
-            self.ewbik_support = real.ewbik_support
-            self.ewbik_support_depth = real.ewbik_support_depth
-            self.ewbik_centre_of_mass = real.ewbik_centre_of_mass
             self.ewbik_balance_check = real.ewbik_balance_check
 
     size = real.ewbik_problem_size()
